@@ -1,0 +1,52 @@
+"""What the fine-tuning scripts (run_squad.py, run_glue.py, run_race.py) share: the model arguments and
+how a checkpoint is loaded with the Auto classes, from a folder or the Hub."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from transformers import AutoConfig, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+
+@dataclass
+class ModelArguments:
+    """Which checkpoint to fine-tune; the flags follow transformers' example scripts."""
+
+    model_name_or_path: str = field(
+        metadata={"help": "A folder written by save_pretrained or a Hub model id (spanroberta, RoBERTa, BERT, ...)."}
+    )
+    config_name: str | None = field(default=None, metadata={"help": "Config name or path, if not the model's."})
+    tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer name or path, if not the model's."})
+    cache_dir: str | None = field(default=None, metadata={"help": "Where downloads from the Hub are cached."})
+    model_revision: str = field(default="main", metadata={"help": "Branch, tag or commit of the Hub model."})
+    token: str | None = field(default=None, metadata={"help": "Hub token for private models."})
+    trust_remote_code: bool = field(
+        default=False, metadata={"help": "Allow code shipped with the checkpoint (needed without spanroberta installed)."}
+    )
+
+
+def load_config_and_tokenizer(
+    model_args: ModelArguments, **config_overrides: Any
+) -> tuple[Any, PreTrainedTokenizerBase]:
+    """Loads the config (with task-specific overrides such as num_labels) and the tokenizer."""
+    hub_kwargs = _hub_kwargs(model_args)
+    config = AutoConfig.from_pretrained(
+        model_args.config_name or model_args.model_name_or_path, **config_overrides, **hub_kwargs
+    )
+    tokenizer = AutoTokenizer.from_pretrained(model_args.tokenizer_name or model_args.model_name_or_path, **hub_kwargs)
+    return config, tokenizer
+
+
+def load_model(model_args: ModelArguments, auto_class: type, config: Any) -> PreTrainedModel:
+    """Loads the checkpoint's weights into the task head chosen by `auto_class` (e.g. AutoModelForQuestionAnswering)."""
+    return auto_class.from_pretrained(model_args.model_name_or_path, config=config, **_hub_kwargs(model_args))
+
+
+def _hub_kwargs(model_args: ModelArguments) -> dict[str, Any]:
+    return {
+        "cache_dir": model_args.cache_dir,
+        "revision": model_args.model_revision,
+        "token": model_args.token,
+        "trust_remote_code": model_args.trust_remote_code,
+    }
