@@ -1,3 +1,58 @@
-"""spanroberta: SpanBERT objectives (span masking + span boundary objective) on the RoBERTa recipe."""
+"""spanroberta: SpanBERT objectives (span masking + span boundary objective) on the RoBERTa recipe.
+
+Importing the package registers the config and every head with transformers' Auto classes, so
+`AutoModelFor*.from_pretrained(<spanroberta checkpoint>)` works without `trust_remote_code`.
+"""
+
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForMaskedLM,
+    AutoModelForMultipleChoice,
+    AutoModelForPreTraining,
+    AutoModelForQuestionAnswering,
+    AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
+)
+
+from .configuration_spanroberta import SpanRobertaConfig
+from .modeling_spanroberta import (
+    SpanBoundaryHead,
+    SpanRobertaForMaskedLM,
+    SpanRobertaForMultipleChoice,
+    SpanRobertaForPreTraining,
+    SpanRobertaForPreTrainingOutput,
+    SpanRobertaForQuestionAnswering,
+    SpanRobertaForSequenceClassification,
+    SpanRobertaForTokenClassification,
+    SpanRobertaModel,
+    SpanRobertaPreTrainedModel,
+)
 
 __version__ = "0.1.0"
+
+AutoConfig.register(SpanRobertaConfig.model_type, SpanRobertaConfig, exist_ok=True)
+for _auto_class, _model_class in (
+    (AutoModel, SpanRobertaModel),
+    (AutoModelForPreTraining, SpanRobertaForPreTraining),
+    (AutoModelForMaskedLM, SpanRobertaForMaskedLM),
+    (AutoModelForSequenceClassification, SpanRobertaForSequenceClassification),
+    (AutoModelForQuestionAnswering, SpanRobertaForQuestionAnswering),
+    (AutoModelForMultipleChoice, SpanRobertaForMultipleChoice),
+    (AutoModelForTokenClassification, SpanRobertaForTokenClassification),
+):
+    _auto_class.register(SpanRobertaConfig, _model_class, exist_ok=True)
+
+__all__ = [
+    "SpanRobertaConfig",
+    "SpanRobertaPreTrainedModel",
+    "SpanRobertaModel",
+    "SpanBoundaryHead",
+    "SpanRobertaForPreTraining",
+    "SpanRobertaForPreTrainingOutput",
+    "SpanRobertaForMaskedLM",
+    "SpanRobertaForSequenceClassification",
+    "SpanRobertaForQuestionAnswering",
+    "SpanRobertaForMultipleChoice",
+    "SpanRobertaForTokenClassification",
+]

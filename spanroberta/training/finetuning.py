@@ -40,7 +40,12 @@ def load_config_and_tokenizer(
 
 def load_model(model_args: ModelArguments, auto_class: type, config: Any) -> PreTrainedModel:
     """Loads the checkpoint's weights into the task head chosen by `auto_class` (e.g. AutoModelForQuestionAnswering)."""
-    return auto_class.from_pretrained(model_args.model_name_or_path, config=config, **_hub_kwargs(model_args))
+    model = auto_class.from_pretrained(model_args.model_name_or_path, config=config, **_hub_kwargs(model_args))
+    # The task heads take **kwargs, so transformers 5's Trainer believes they normalise their loss by
+    # `num_items_in_batch` and stops dividing by the gradient-accumulation steps; they return a plain mean,
+    # which would then be inflated by the accumulation factor. Declaring it keeps the Trainer's division.
+    model.accepts_loss_kwargs = False
+    return model
 
 
 def _hub_kwargs(model_args: ModelArguments) -> dict[str, Any]:

@@ -1,0 +1,75 @@
+"""SpanRoBERTa configuration: RoBERTa's encoder settings plus those of the pretraining heads.
+
+This file is copied next to every saved checkpoint (see `auto_map`), so it imports nothing from spanroberta.
+"""
+
+from transformers import RobertaConfig
+
+SENTENCE_OBJECTIVES = ("none", "nsp", "sop")
+
+# Every head that a spanroberta checkpoint can be loaded into with `trust_remote_code=True` where
+# spanroberta is not installed (how Hub users load it).
+AUTO_MAP = {
+    "AutoConfig": "configuration_spanroberta.SpanRobertaConfig",
+    "AutoModel": "modeling_spanroberta.SpanRobertaModel",
+    "AutoModelForPreTraining": "modeling_spanroberta.SpanRobertaForPreTraining",
+    "AutoModelForMaskedLM": "modeling_spanroberta.SpanRobertaForMaskedLM",
+    "AutoModelForSequenceClassification": "modeling_spanroberta.SpanRobertaForSequenceClassification",
+    "AutoModelForQuestionAnswering": "modeling_spanroberta.SpanRobertaForQuestionAnswering",
+    "AutoModelForMultipleChoice": "modeling_spanroberta.SpanRobertaForMultipleChoice",
+    "AutoModelForTokenClassification": "modeling_spanroberta.SpanRobertaForTokenClassification",
+}
+
+
+class SpanRobertaConfig(RobertaConfig):
+    r"""
+    Configuration of a SpanRoBERTa model: a RoBERTa encoder (every encoder setting is RoBERTa's) plus the
+    pretraining heads of SpanBERT (Joshi et al. 2019) and an optional sentence-level head.
+
+    Args:
+        use_sbo (`bool`, defaults to `True`):
+            Whether `SpanRobertaForPreTraining` trains the span boundary objective (SpanBERT section 3.2).
+        max_span_targets (`int`, defaults to 15):
+            How many tokens of a masked span the SBO predicts; tokens further into a span are MLM targets only
+            (SpanBERT's `max_pair_targets`). Also the number of relative-position embeddings of the SBO head.
+        sbo_position_embedding_size (`int`, defaults to 200):
+            Size of the SBO head's relative-position embeddings (SpanBERT's released code uses 200).
+        sbo_loss_weight (`float`, defaults to 1.0):
+            Weight of the SBO loss: loss = MLM + w * SBO (SpanBERT section 3.2 sums them with w = 1).
+        sentence_objective (`str`, defaults to `"none"`):
+            Sentence-level auxiliary head: `"none"` (RoBERTa and SpanBERT), `"nsp"` (BERT's next sentence
+            prediction) or `"sop"` (ALBERT's sentence order prediction).
+        answerability_head (`bool`, defaults to `False`):
+            Whether `SpanRobertaForQuestionAnswering` adds RoBERTa's binary "is this question answerable"
+            classifier for SQuAD v2.0 (RoBERTa section 5.2).
+
+    The defaults of the encoder follow the released roberta-base checkpoint rather than `RobertaConfig`'s:
+    one token type, layer-norm epsilon 1e-5 and 514 positions (RoBERTa offsets positions by the padding id + 1).
+    """
+
+    model_type = "spanroberta"
+
+    type_vocab_size: int = 1
+    layer_norm_eps: float = 1e-5
+    max_position_embeddings: int = 514
+
+    use_sbo: bool = True
+    max_span_targets: int = 15
+    sbo_position_embedding_size: int = 200
+    sbo_loss_weight: float = 1.0
+    sentence_objective: str = "none"
+    answerability_head: bool = False
+
+    def __post_init__(self, **kwargs):
+        super().__post_init__(**kwargs)
+        if self.sentence_objective not in SENTENCE_OBJECTIVES:
+            raise ValueError(
+                f"sentence_objective={self.sentence_objective!r} is not one of {', '.join(SENTENCE_OBJECTIVES)}."
+            )
+        if self.max_span_targets < 1:
+            raise ValueError(f"max_span_targets must be at least 1, got {self.max_span_targets}.")
+        # Saved with every checkpoint so that any Auto class finds its head with trust_remote_code=True.
+        self.auto_map = {**AUTO_MAP, **(getattr(self, "auto_map", None) or {})}
+
+
+__all__ = ["SpanRobertaConfig", "SENTENCE_OBJECTIVES"]

@@ -1,0 +1,381 @@
+"""SpanRoBERTa: RoBERTa's encoder with SpanBERT's pretraining heads.
+
+The encoder is RoBERTa's own (`base_model_prefix = "roberta"`), so weights move freely between spanroberta and
+stock RoBERTa checkpoints. `SpanRobertaForPreTraining` adds, on top of RoBERTa's MLM head:
+- the span boundary objective (SBO, SpanBERT section 3.2): each token of a masked span is predicted from the
+  encoder outputs at the two tokens just outside the span and a relative-position embedding;
+- optionally a sentence-level head: next sentence prediction (BERT) or sentence order prediction (ALBERT).
+
+Both token-level heads are sparse: they run only at the predicted positions, never over [batch, length, vocab].
+
+This file is copied next to every saved checkpoint (see `auto_map`), so it imports nothing from spanroberta
+besides its configuration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers.activations import gelu
+from transformers.modeling_outputs import ModelOutput, QuestionAnsweringModelOutput
+from transformers.models.roberta.modeling_roberta import (
+    RobertaForMaskedLM,
+    RobertaForMultipleChoice,
+    RobertaForQuestionAnswering,
+    RobertaForSequenceClassification,
+    RobertaForTokenClassification,
+    RobertaLMHead,
+    RobertaModel,
+    RobertaPreTrainedModel,
+)
+
+from .configuration_spanroberta import SpanRobertaConfig
+
+IGNORE_INDEX = -100
+
+
+class SpanRobertaPreTrainedModel(RobertaPreTrainedModel):
+    config_class = SpanRobertaConfig
+    config: SpanRobertaConfig
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        super()._init_weights(module)
+        if isinstance(module, SpanBoundaryHead):
+            nn.init.zeros_(module.decoder.bias)
+
+
+class SpanRobertaModel(SpanRobertaPreTrainedModel, RobertaModel):
+    """The bare RoBERTa encoder, under spanroberta's config."""
+
+
+class SpanBoundaryHead(nn.Module):
+    """y_i = f(h_{s-1}, h_{e+1}, p_{i-s+1}) (SpanBERT section 3.2, equation 1).
+
+    f is a 2-layer feed-forward network with GELU and layer normalisation, followed by a decoder that shares the
+    input word embeddings and has a bias of its own.
+    """
+
+    def __init__(self, config: SpanRobertaConfig):
+        super().__init__()
+        hidden, position_size = config.hidden_size, config.sbo_position_embedding_size
+        self.position_embeddings = nn.Embedding(config.max_span_targets, position_size)
+        self.dense1 = nn.Linear(2 * hidden + position_size, hidden)
+        self.layer_norm1 = nn.LayerNorm(hidden, eps=config.layer_norm_eps)
+        self.dense2 = nn.Linear(hidden, hidden)
+        self.layer_norm2 = nn.LayerNorm(hidden, eps=config.layer_norm_eps)
+        self.decoder = nn.Linear(hidden, config.vocab_size)
+
+    def forward(
+        self, left_boundary: torch.Tensor, right_boundary: torch.Tensor, relative_positions: torch.Tensor
+    ) -> torch.Tensor:
+        """[N, H], [N, H], [N] (0-based offset inside the span) -> [N, vocab] logits."""
+        x = torch.cat([left_boundary, right_boundary, self.position_embeddings(relative_positions)], dim=-1)
+        x = self.layer_norm1(gelu(self.dense1(x)))
+        x = self.layer_norm2(gelu(self.dense2(x)))
+        return self.decoder(x)
+
+
+@dataclass
+class SpanRobertaForPreTrainingOutput(ModelOutput):
+    """
+    Losses are the means over the predicted tokens (or sequences) of the batch; under gradient accumulation
+    they are that micro-batch's share of the mean over the whole accumulated batch.
+
+    mlm_logits / sbo_logits are sparse: one row per predicted token, in the row-major order of
+    `labels != -100` (MLM) and `sbo_relative_positions != -100` (SBO).
+    """
+
+    loss: torch.Tensor | None = None
+    mlm_loss: torch.Tensor | None = None
+    sbo_loss: torch.Tensor | None = None
+    nsp_loss: torch.Tensor | None = None
+    sop_loss: torch.Tensor | None = None
+    mlm_logits: torch.Tensor | None = None
+    sbo_logits: torch.Tensor | None = None
+    sentence_logits: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
+
+
+class SpanRobertaForPreTraining(SpanRobertaPreTrainedModel):
+    """MLM head (RoBERTa's, same parameter names) + SBO head + optional NSP/SOP head.
+
+    Continued pretraining from a RoBERTa checkpoint loads its encoder and MLM head; the SBO head starts fresh.
+    """
+
+    _tied_weights_keys = {
+        "lm_head.decoder.weight": "roberta.embeddings.word_embeddings.weight",
+        "lm_head.decoder.bias": "lm_head.bias",
+        "sbo_head.decoder.weight": "roberta.embeddings.word_embeddings.weight",
+    }
+    # The losses are normalised by the Trainer's `num_items_in_batch` (and the counts below), so the
+    # Trainer must not divide them again by the gradient-accumulation steps.
+    accepts_loss_kwargs = True
+
+    def __init__(self, config: SpanRobertaConfig):
+        super().__init__(config)
+        has_sentence_head = config.sentence_objective != "none"
+        self.roberta = RobertaModel(config, add_pooling_layer=has_sentence_head)
+        self.lm_head = RobertaLMHead(config)
+        self.sbo_head = SpanBoundaryHead(config) if config.use_sbo else None
+        self.sentence_head = nn.Linear(config.hidden_size, 2) if has_sentence_head else None
+        self.post_init()
+
+    def get_output_embeddings(self) -> nn.Module:
+        return self.lm_head.decoder
+
+    def set_output_embeddings(self, new_embeddings: nn.Module) -> None:
+        self.lm_head.decoder = new_embeddings
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        sbo_left_positions: torch.LongTensor | None = None,
+        sbo_right_positions: torch.LongTensor | None = None,
+        sbo_relative_positions: torch.LongTensor | None = None,
+        next_sentence_label: torch.LongTensor | None = None,
+        sentence_order_label: torch.LongTensor | None = None,
+        num_items_in_batch: torch.Tensor | int | None = None,
+        num_sbo_items_in_batch: torch.Tensor | int | None = None,
+        num_sentence_items_in_batch: torch.Tensor | int | None = None,
+        **kwargs,
+    ) -> SpanRobertaForPreTrainingOutput:
+        r"""
+        labels (`[batch, length]`): the original token ids at the predicted positions, -100 elsewhere.
+        sbo_left_positions, sbo_right_positions, sbo_relative_positions (`[batch, length]`): for each SBO target
+            token, the positions of the tokens just outside its span and its 0-based offset in the span; -100 at
+            every other position. `DataCollatorForSpanMasking` produces all four.
+        next_sentence_label (`[batch]`): 0 if the second segment follows the first, 1 if it is random (BERT).
+        sentence_order_label (`[batch]`): 0 if the segments are in order, 1 if swapped (ALBERT).
+        num_items_in_batch, num_sbo_items_in_batch, num_sentence_items_in_batch: the number of MLM targets,
+            SBO targets and labelled sequences in the whole accumulated (and, across processes, global) batch.
+            transformers' Trainer passes the first; spanroberta's `PretrainingTrainer` passes all three, which
+            makes gradient accumulation exact. Without them each loss is this batch's own mean.
+        """
+        outputs = self.roberta(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            return_dict=True,
+            **kwargs,
+        )
+        sequence_output = outputs.last_hidden_state
+        result = SpanRobertaForPreTrainingOutput(hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+        losses = []
+        # Without their own global counts, the SBO and sentence losses are weighted by this batch's share of
+        # the MLM targets (the one count transformers' stock Trainer passes).
+        mlm_count = None
+
+        if labels is not None:
+            predicted = labels != IGNORE_INDEX
+            mlm_count = predicted.sum()
+            result.mlm_logits = self.lm_head(sequence_output[predicted])
+            result.mlm_loss = _normalised_loss(result.mlm_logits, labels[predicted], mlm_count, num_items_in_batch)
+            losses.append(result.mlm_loss)
+
+            if self.sbo_head is not None and sbo_relative_positions is not None:
+                result.sbo_logits, sbo_targets = self._span_boundary_logits(
+                    sequence_output, labels, sbo_left_positions, sbo_right_positions, sbo_relative_positions
+                )
+                result.sbo_loss = _normalised_loss(
+                    result.sbo_logits,
+                    sbo_targets,
+                    sbo_targets.numel(),
+                    num_sbo_items_in_batch,
+                    reference=(mlm_count, num_items_in_batch),
+                )
+                losses.append(self.config.sbo_loss_weight * result.sbo_loss)
+
+        if self.sentence_head is not None:
+            result.sentence_logits = self.sentence_head(outputs.pooler_output)
+            sentence_label = next_sentence_label if self.config.sentence_objective == "nsp" else sentence_order_label
+            if sentence_label is not None:
+                labelled = sentence_label.view(-1) != IGNORE_INDEX
+                sentence_loss = _normalised_loss(
+                    result.sentence_logits[labelled],
+                    sentence_label.view(-1)[labelled],
+                    labelled.sum(),
+                    num_sentence_items_in_batch,
+                    reference=(mlm_count, num_items_in_batch),
+                )
+                setattr(result, f"{self.config.sentence_objective}_loss", sentence_loss)
+                losses.append(sentence_loss)
+
+        if losses:
+            result.loss = torch.stack(losses).sum()
+        return result
+
+    def _span_boundary_logits(
+        self,
+        sequence_output: torch.Tensor,
+        labels: torch.Tensor,
+        left_positions: torch.Tensor,
+        right_positions: torch.Tensor,
+        relative_positions: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        targets = relative_positions != IGNORE_INDEX
+        rows = targets.nonzero(as_tuple=True)[0]
+        left = sequence_output[rows, left_positions[targets]]
+        right = sequence_output[rows, right_positions[targets]]
+        logits = self.sbo_head(left, right, relative_positions[targets])
+        return logits, labels[targets]
+
+
+def _normalised_loss(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    local_count: torch.Tensor | int,
+    global_count: torch.Tensor | int | None,
+    reference: tuple[torch.Tensor | int | None, torch.Tensor | int | None] = (None, None),
+) -> torch.Tensor:
+    """Cross-entropy summed over this batch's targets and divided so that the accumulated batch gets its mean.
+
+    With the global count of these targets the division is exact. Without it, this batch's own mean is weighted
+    by its share (local / global) of the `reference` targets when that global count is known, which keeps the
+    gradient-accumulation scaling right.
+    """
+    total = F.cross_entropy(logits.float(), targets, reduction="sum")
+    if global_count is not None:
+        return total / global_count
+    mean = total / max(int(local_count), 1)
+    local_reference, global_reference = reference
+    if local_reference is not None and global_reference is not None:
+        return mean * local_reference / global_reference
+    return mean
+
+
+class SpanRobertaForMaskedLM(SpanRobertaPreTrainedModel, RobertaForMaskedLM):
+    """RoBERTa's masked LM (dense logits, for the fill-mask pipeline); `SpanRobertaForPreTraining` is the
+    sparse one used for pretraining."""
+
+    accepts_loss_kwargs = False
+
+
+class SpanRobertaForSequenceClassification(SpanRobertaPreTrainedModel, RobertaForSequenceClassification):
+    accepts_loss_kwargs = False
+
+
+class SpanRobertaForMultipleChoice(SpanRobertaPreTrainedModel, RobertaForMultipleChoice):
+    accepts_loss_kwargs = False
+
+
+class SpanRobertaForTokenClassification(SpanRobertaPreTrainedModel, RobertaForTokenClassification):
+    accepts_loss_kwargs = False
+
+
+@dataclass
+class SpanRobertaQuestionAnsweringOutput(QuestionAnsweringModelOutput):
+    """answerability_logits (`[batch]`): with `config.answerability_head`, the logit that the question has
+    no answer in this window."""
+
+    answerability_logits: torch.Tensor | None = None
+
+
+class SpanRobertaForQuestionAnswering(SpanRobertaPreTrainedModel, RobertaForQuestionAnswering):
+    """RoBERTa's extractive QA head; with `config.answerability_head`, also RoBERTa's SQuAD v2.0 binary
+    classifier (RoBERTa section 5.2: "we additionally classify whether a given question is answerable; we
+    train this classifier jointly with the span predictor by summing the classification and span loss terms")."""
+
+    accepts_loss_kwargs = False
+
+    def __init__(self, config: SpanRobertaConfig):
+        super().__init__(config)
+        if config.answerability_head:
+            self.answerability_classifier = nn.Sequential(
+                nn.Linear(config.hidden_size, config.hidden_size),
+                nn.Tanh(),
+                nn.Dropout(config.hidden_dropout_prob),
+                nn.Linear(config.hidden_size, 1),
+            )
+            self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        start_positions: torch.LongTensor | None = None,
+        end_positions: torch.LongTensor | None = None,
+        is_impossible: torch.Tensor | None = None,
+        **kwargs,
+    ) -> SpanRobertaQuestionAnsweringOutput:
+        r"""
+        is_impossible (`[batch]`): 1 where the question has no answer in this window; trains the answerability
+            classifier (binary cross-entropy added to the span loss). Ignored without `config.answerability_head`.
+        """
+        if not self.config.answerability_head:
+            span_output = super().forward(
+                input_ids,
+                attention_mask=attention_mask,
+                token_type_ids=token_type_ids,
+                position_ids=position_ids,
+                inputs_embeds=inputs_embeds,
+                start_positions=start_positions,
+                end_positions=end_positions,
+                **kwargs,
+            )
+            return SpanRobertaQuestionAnsweringOutput(**span_output)
+
+        wants_hidden_states = kwargs.pop("output_hidden_states", False)
+        span_output = super().forward(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            start_positions=start_positions,
+            end_positions=end_positions,
+            output_hidden_states=True,
+            **kwargs,
+        )
+        first_token = span_output.hidden_states[-1][:, 0]
+        answerability_logits = self.answerability_classifier(first_token).squeeze(-1)
+        loss = span_output.loss
+        if is_impossible is not None:
+            answerability_loss = F.binary_cross_entropy_with_logits(
+                answerability_logits.float(), is_impossible.view(-1).to(answerability_logits.device).float()
+            )
+            loss = answerability_loss if loss is None else loss + answerability_loss
+        return SpanRobertaQuestionAnsweringOutput(
+            loss=loss,
+            start_logits=span_output.start_logits,
+            end_logits=span_output.end_logits,
+            hidden_states=span_output.hidden_states if wants_hidden_states else None,
+            attentions=span_output.attentions,
+            answerability_logits=answerability_logits,
+        )
+
+
+# Registering marks the classes as custom code, so save_pretrained copies this file and its configuration
+# next to the weights; the config's auto_map then points every Auto class at them.
+SpanRobertaConfig.register_for_auto_class()
+for _auto_class, _class_path in SpanRobertaConfig().auto_map.items():
+    if _auto_class != "AutoConfig":
+        globals()[_class_path.split(".")[-1]].register_for_auto_class(_auto_class)
+
+__all__ = [
+    "SpanRobertaPreTrainedModel",
+    "SpanRobertaModel",
+    "SpanBoundaryHead",
+    "SpanRobertaForPreTraining",
+    "SpanRobertaForPreTrainingOutput",
+    "SpanRobertaForMaskedLM",
+    "SpanRobertaForSequenceClassification",
+    "SpanRobertaForMultipleChoice",
+    "SpanRobertaForTokenClassification",
+    "SpanRobertaForQuestionAnswering",
+    "SpanRobertaQuestionAnsweringOutput",
+]
