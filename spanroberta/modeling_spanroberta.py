@@ -110,8 +110,8 @@ class SpanRobertaForPreTraining(SpanRobertaPreTrainedModel):
     _tied_weights_keys = {
         "lm_head.decoder.weight": "roberta.embeddings.word_embeddings.weight",
         "lm_head.decoder.bias": "lm_head.bias",
-        "sbo_head.decoder.weight": "roberta.embeddings.word_embeddings.weight",
     }
+    _sbo_tied_weights_keys = {"sbo_head.decoder.weight": "roberta.embeddings.word_embeddings.weight"}
     # The losses are normalised by the Trainer's `num_items_in_batch` (and the counts below), so the
     # Trainer must not divide them again by the gradient-accumulation steps.
     accepts_loss_kwargs = True
@@ -123,6 +123,8 @@ class SpanRobertaForPreTraining(SpanRobertaPreTrainedModel):
         self.lm_head = RobertaLMHead(config)
         self.sbo_head = SpanBoundaryHead(config) if config.use_sbo else None
         self.sentence_head = nn.Linear(config.hidden_size, 2) if has_sentence_head else None
+        if config.use_sbo:
+            self._tied_weights_keys = {**self._tied_weights_keys, **self._sbo_tied_weights_keys}
         self.post_init()
 
     def get_output_embeddings(self) -> nn.Module:

@@ -1,0 +1,126 @@
+"""The dataclasses behind run_pretraining.py. Flag names follow transformers' run_mlm.py where they overlap."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from transformers import TrainingArguments
+
+from ..configuration_spanroberta import SENTENCE_OBJECTIVES
+from .recipes import MODEL_SIZES, RECIPES
+
+MASKING_SCHEMES = ("span", "word", "token")
+INPUT_FORMATS = ("full-sentences", "doc-sentences", "segment-pair", "sentence-pair")
+
+
+@dataclass
+class PretrainingModelArguments:
+    model_name_or_path: str | None = field(
+        default=None,
+        metadata={
+            "help": "Continue pretraining from this checkpoint (a folder or Hub id; RoBERTa or spanroberta). Its "
+            "encoder and MLM head are loaded; an SBO head it lacks starts fresh. Default: train from scratch."
+        },
+    )
+    model_size: str = field(
+        default="base",
+        metadata={"help": "Encoder shape when training from scratch.", "choices": list(MODEL_SIZES)},
+    )
+    config_overrides: str | None = field(
+        default=None,
+        metadata={"help": "Config settings to override, e.g. 'num_hidden_layers=6,hidden_dropout_prob=0.0'."},
+    )
+    tokenizer_name: str | None = field(
+        default=None,
+        metadata={"help": "Tokenizer name or path. Default: the model's, or a byte-level BPE trained on the data."},
+    )
+    tokenizer_vocab_size: int = field(
+        default=50265, metadata={"help": "Vocabulary size of a newly trained byte-level BPE (RoBERTa's: 50265)."}
+    )
+    sbo: bool | None = field(
+        default=None, metadata={"help": "Train the span boundary objective. Default: the recipe's."}
+    )
+    sbo_loss_weight: float = field(default=1.0, metadata={"help": "loss = MLM + w * SBO."})
+    sentence_objective: str | None = field(
+        default=None,
+        metadata={"help": "Sentence-level head. Default: the recipe's.", "choices": list(SENTENCE_OBJECTIVES)},
+    )
+    cache_dir: str | None = field(default=None, metadata={"help": "Where Hub downloads are cached."})
+    trust_remote_code: bool = field(default=False, metadata={"help": "Allow code shipped with a Hub checkpoint."})
+
+    def __post_init__(self):
+        _check_choice("--model_size", self.model_size, MODEL_SIZES)
+        if self.sentence_objective is not None:
+            _check_choice("--sentence_objective", self.sentence_objective, SENTENCE_OBJECTIVES)
+
+
+@dataclass
+class PretrainingDataArguments:
+    train_file: str | None = field(
+        default=None,
+        metadata={
+            "help": "Training text: .txt (a blank line separates documents, one sentence or paragraph a line), or "
+            ".json/.jsonl/.csv/.parquet with a text column. Several files: comma-separated. Without any data "
+            "argument, a tiny model is pretrained on the corpus bundled with spanroberta (the demo)."
+        },
+    )
+    validation_file: str | None = field(default=None, metadata={"help": "Evaluation text, same formats."})
+    dataset_name: str | None = field(default=None, metadata={"help": "A datasets Hub id, e.g. wikitext."})
+    dataset_config_name: str | None = field(default=None, metadata={"help": "Its configuration."})
+    text_column_name: str = field(default="text", metadata={"help": "The column holding the text."})
+    validation_split_percentage: int = field(
+        default=5, metadata={"help": "Held-out share of the training documents when no validation set is given."}
+    )
+    recipe: str = field(
+        default="spanbert", metadata={"help": "Objective and data defaults.", "choices": list(RECIPES)}
+    )
+    masking: str | None = field(
+        default=None, metadata={"help": "Masking scheme. Default: the recipe's.", "choices": list(MASKING_SCHEMES)}
+    )
+    input_format: str | None = field(
+        default=None, metadata={"help": "Input format. Default: the recipe's.", "choices": list(INPUT_FORMATS)}
+    )
+    static_masking: bool | None = field(
+        default=None,
+        metadata={"help": "Fix each copy's mask at preprocessing (RoBERTa's static baseline). Default: recipe's."},
+    )
+    dupe_factor: int = field(default=10, metadata={"help": "Copies with different masks under static masking."})
+    max_seq_length: int = field(default=512, metadata={"help": "Block length in tokens, special tokens included."})
+    mlm_probability: float = field(default=0.15, metadata={"help": "Share of tokens to predict (15%)."})
+    geometric_p: float = field(default=0.2, metadata={"help": "Span lengths ~ Geo(p) (SpanBERT: 0.2)."})
+    max_span_length: int = field(default=10, metadata={"help": "Longest span in words (SpanBERT: 10)."})
+    max_train_samples: int | None = field(default=None, metadata={"help": "Keep only this many training blocks."})
+    preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenizing."})
+
+    def __post_init__(self):
+        _check_choice("--recipe", self.recipe, RECIPES)
+        if self.masking is not None:
+            _check_choice("--masking", self.masking, MASKING_SCHEMES)
+        if self.input_format is not None:
+            _check_choice("--input_format", self.input_format, INPUT_FORMATS)
+
+    @property
+    def is_demo(self) -> bool:
+        return self.train_file is None and self.dataset_name is None
+
+
+@dataclass
+class PretrainingArguments(TrainingArguments):
+    """TrainingArguments with the RoBERTa paper's optimiser (RoBERTa section 3.1 and appendix Table 9): AdamW
+    with beta2 0.98, epsilon 1e-6, weight decay 0.01, peak learning rate 6e-4 (base), linear warm-up over
+    24K of 500K steps (4.8%) then linear decay."""
+
+    learning_rate: float = field(default=6e-4, metadata={"help": "Peak learning rate (RoBERTa-base: 6e-4)."})
+    adam_beta2: float = field(default=0.98, metadata={"help": "RoBERTa: 0.98, for stability with large batches."})
+    adam_epsilon: float = field(default=1e-6, metadata={"help": "RoBERTa: 1e-6."})
+    weight_decay: float = field(default=0.01, metadata={"help": "RoBERTa and SpanBERT: 0.01."})
+    warmup_steps: float = field(
+        default=0.048, metadata={"help": "Warm-up steps, or a fraction of training below 1 (RoBERTa: 24K/500K)."}
+    )
+    # The datasets handed to the Trainer are spanroberta's own; their fields are what the collator needs.
+    remove_unused_columns: bool = field(default=False, metadata={"help": "Keep every dataset column."})
+
+
+def _check_choice(flag: str, value: str, valid) -> None:
+    if value not in valid:
+        raise ValueError(f"{flag} {value!r} does not exist; valid values: {', '.join(valid)}.")

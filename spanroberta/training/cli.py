@@ -1,0 +1,70 @@
+"""Command-line parsing shared by the scripts: flags or one JSON/YAML config file, and which settings the user
+gave explicitly (so that recipes and presets fill in only the rest)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from transformers import HfArgumentParser
+
+CONFIG_SUFFIXES = (".json", ".yaml", ".yml")
+
+
+def parse_arguments(
+    dataclass_types: Sequence[type], args: Sequence[str] | None = None
+) -> tuple[tuple[Any, ...], set[str]]:
+    """Parses `args` (default: sys.argv[1:]) into the dataclasses.
+
+    A single argument ending in .json, .yaml or .yml is read as a config file whose keys are the flag names;
+    an unknown key is an error naming the file and the key. Returns the dataclass instances and the names of
+    the fields set explicitly.
+    """
+    parser = HfArgumentParser(dataclass_types)
+    argv = list(sys.argv[1:] if args is None else args)
+    if len(argv) == 1 and argv[0].endswith(CONFIG_SUFFIXES):
+        values = read_config_file(argv[0], _field_names(dataclass_types))
+        return parser.parse_dict(values), set(values)
+    parsed = parser.parse_args_into_dataclasses(args=argv)
+    return parsed, _flags_given(argv, _field_names(dataclass_types))
+
+
+def read_config_file(path: str, known_fields: set[str]) -> dict[str, Any]:
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"Config file {path} does not exist.")
+    text = file.read_text(encoding="utf-8")
+    try:
+        values = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as error:
+        raise ValueError(f"Config file {path} is not valid {file.suffix[1:].upper()}: {error}") from None
+    if not isinstance(values, dict):
+        raise ValueError(f"Config file {path} must hold a mapping of flag names to values.")
+    unknown = sorted(set(values) - known_fields)
+    if unknown:
+        raise ValueError(
+            f"Config file {path} has unknown keys: {', '.join(unknown)}. Keys are the command-line flag names "
+            "without the leading dashes (see --help)."
+        )
+    return values
+
+
+def _field_names(dataclass_types: Sequence[type]) -> set[str]:
+    return {field.name for cls in dataclass_types for field in dataclasses.fields(cls) if field.init}
+
+
+def _flags_given(argv: Sequence[str], known_fields: set[str]) -> set[str]:
+    given = set()
+    for token in argv:
+        if not token.startswith("--"):
+            continue
+        name = token[2:].split("=", 1)[0].replace("-", "_")
+        if name not in known_fields and name.startswith("no_") and name[3:] in known_fields:
+            name = name[3:]
+        given.add(name)
+    return given

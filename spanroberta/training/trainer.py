@@ -1,0 +1,121 @@
+"""A Trainer for pretraining: exact losses under gradient accumulation, each head's loss in the logs, and an
+evaluation that reports MLM accuracy, perplexity and SBO accuracy."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+from transformers import Trainer
+
+IGNORE_INDEX = -100
+
+# Which batch field marks the targets of each head: the model normalises each loss by the count of its own
+# targets over the whole accumulated (and, across processes, global) batch.
+TARGET_COUNT_FIELDS = {
+    "num_sbo_items_in_batch": "sbo_relative_positions",
+    "num_sentence_items_in_batch": ("next_sentence_label", "sentence_order_label"),
+}
+HEAD_LOSSES = ("mlm_loss", "sbo_loss", "nsp_loss", "sop_loss")
+
+
+class PretrainingTrainer(Trainer):
+    """transformers' Trainer, made exact for SpanRobertaForPreTraining.
+
+    - The stock Trainer counts only `labels` (the MLM targets) across the accumulated batch; this one also counts
+      the SBO and sentence targets and hands all counts to the model, so batch 8 x accumulation 1 and batch 4 x
+      accumulation 2 give the same loss and gradients.
+    - `mlm_loss`, `sbo_loss` (and `nsp_loss`/`sop_loss`) are logged next to `loss`.
+    - `evaluate()` reports loss, mlm_loss, mlm_accuracy, perplexity (exp of the MLM loss), sbo_loss and
+      sbo_accuracy, counted over every predicted token of the evaluation set.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._extra_counts: dict[str, torch.Tensor] = {}
+        self._head_loss_sums: dict[str, torch.Tensor] = {}
+        self._head_losses_logged_at_step = 0
+
+    def get_batch_samples(self, epoch_iterator, num_batches: int, device: torch.device):
+        batch_samples, num_items_in_batch = super().get_batch_samples(epoch_iterator, num_batches, device)
+        self._extra_counts = {}
+        for count_name, fields in TARGET_COUNT_FIELDS.items():
+            fields = (fields,) if isinstance(fields, str) else fields
+            present = [batch[name] for batch in batch_samples for name in fields if name in batch]
+            if not present:
+                continue
+            count = sum(int(t.ne(IGNORE_INDEX).sum()) for t in present)
+            count = torch.tensor(count, device=device)
+            if self.args.average_tokens_across_devices and self.args.world_size > 1:
+                count = self.accelerator.gather(count).sum()
+            self._extra_counts[count_name] = count
+        return batch_samples, num_items_in_batch
+
+    def compute_loss(self, model, inputs, return_outputs: bool = False, num_items_in_batch=None):
+        if model.training and num_items_in_batch is not None:
+            inputs = {**inputs, **self._extra_counts}
+        loss, outputs = super().compute_loss(model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch)
+        if model.training:
+            if not self._head_loss_sums:
+                # First micro-batch since the last log (or since a resume): remember where this window starts.
+                self._head_losses_logged_at_step = self.state.global_step
+            for name in HEAD_LOSSES:
+                value = getattr(outputs, name, None)
+                if value is not None:
+                    self._head_loss_sums[name] = self._head_loss_sums.get(name, 0.0) + value.detach()
+        return (loss, outputs) if return_outputs else loss
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if "loss" in logs and self._head_loss_sums:
+            steps = self.state.global_step - self._head_losses_logged_at_step
+            for name, total in self._head_loss_sums.items():
+                # Each micro-batch contributes its share of the step's mean; processes hold parts of the global one.
+                total = self.accelerator.reduce(total.reshape(1), reduction="sum").item()
+                logs[name] = round(total / max(steps, 1), 4)
+            self._head_loss_sums = {}
+        super().log(logs, start_time)
+
+    def evaluate(
+        self, eval_dataset: Dataset | None = None, ignore_keys=None, metric_key_prefix: str = "eval"
+    ) -> dict[str, float]:
+        dataloader: DataLoader = self.get_eval_dataloader(eval_dataset)
+        model = self._wrap_model(self.model, training=False, dataloader=dataloader)
+        model.eval()
+        sums = {
+            key: torch.zeros((), dtype=torch.float64, device=self.args.device)
+            for key in ("mlm_loss", "mlm_correct", "mlm_count", "sbo_loss", "sbo_correct", "sbo_count")
+        }
+        for inputs in dataloader:
+            inputs = self._prepare_inputs(inputs)
+            with torch.no_grad(), self.compute_loss_context_manager():
+                outputs = model(**inputs)
+            labels = inputs["labels"]
+            self._accumulate(sums, "mlm", outputs.mlm_logits, labels[labels != IGNORE_INDEX])
+            if outputs.sbo_logits is not None:
+                sbo_targets = labels[inputs["sbo_relative_positions"] != IGNORE_INDEX]
+                self._accumulate(sums, "sbo", outputs.sbo_logits, sbo_targets)
+        totals = {key: self.accelerator.reduce(value, reduction="sum").item() for key, value in sums.items()}
+
+        metrics = {}
+        if totals["mlm_count"]:
+            metrics["mlm_loss"] = totals["mlm_loss"] / totals["mlm_count"]
+            metrics["mlm_accuracy"] = totals["mlm_correct"] / totals["mlm_count"]
+            metrics["perplexity"] = math.exp(min(metrics["mlm_loss"], 50.0))
+            metrics["loss"] = metrics["mlm_loss"]
+        if totals["sbo_count"]:
+            metrics["sbo_loss"] = totals["sbo_loss"] / totals["sbo_count"]
+            metrics["sbo_accuracy"] = totals["sbo_correct"] / totals["sbo_count"]
+            metrics["loss"] += self.model.config.sbo_loss_weight * metrics["sbo_loss"]
+        metrics = {f"{metric_key_prefix}_{key}": value for key, value in metrics.items()}
+        self.log(metrics)
+        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
+        return metrics
+
+    @staticmethod
+    def _accumulate(sums: dict[str, torch.Tensor], head: str, logits: torch.Tensor, targets: torch.Tensor) -> None:
+        logits = logits.float()
+        sums[f"{head}_loss"] += torch.nn.functional.cross_entropy(logits, targets, reduction="sum").double()
+        sums[f"{head}_correct"] += (logits.argmax(-1) == targets).sum()
+        sums[f"{head}_count"] += targets.numel()

@@ -1,0 +1,302 @@
+"""The models: sparse heads, the SBO as the paper defines it, loading paths and exact gradient accumulation."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForMaskedLM,
+    AutoModelForPreTraining,
+    AutoModelForQuestionAnswering,
+    RobertaConfig,
+    RobertaForMaskedLM,
+    RobertaForQuestionAnswering,
+    RobertaForSequenceClassification,
+    RobertaModel,
+    TrainingArguments,
+)
+
+import spanroberta
+from spanroberta import (
+    SpanRobertaConfig,
+    SpanRobertaForPreTraining,
+    SpanRobertaForQuestionAnswering,
+    SpanRobertaForSequenceClassification,
+)
+from spanroberta.training.trainer import PretrainingTrainer
+
+VOCAB = 120
+
+
+def tiny_config(**overrides) -> SpanRobertaConfig:
+    settings = dict(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_span_targets=4,
+        sbo_position_embedding_size=8,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
+    settings.update(overrides)
+    return SpanRobertaConfig(**settings)
+
+
+def make_batch(batch_size: int = 4, length: int = 16, seed: int = 0) -> dict[str, torch.Tensor]:
+    """Rows with a different number of masked spans each, as the collator lays them out."""
+    generator = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(5, VOCAB, (batch_size, length), generator=generator)
+    input_ids[:, 0], input_ids[:, -1] = 0, 2
+    labels = torch.full_like(input_ids, -100)
+    left, right, relative = (torch.full_like(input_ids, -100) for _ in range(3))
+    for row in range(batch_size):
+        spans = [(2, 2 + (row % 3) + 1), (9, 9 + 2 * (row % 2) + 1)][: 1 + row % 2]
+        for start, end in spans:  # end exclusive
+            labels[row, start:end] = input_ids[row, start:end]
+            input_ids[row, start:end] = 4  # <mask>
+            offsets = torch.arange(end - start)
+            keep = offsets < 4
+            positions = torch.arange(start, end)[keep]
+            left[row, positions], right[row, positions] = start - 1, end
+            relative[row, positions] = offsets[keep]
+    return {
+        "input_ids": input_ids,
+        "attention_mask": torch.ones_like(input_ids),
+        "labels": labels,
+        "sbo_left_positions": left,
+        "sbo_right_positions": right,
+        "sbo_relative_positions": relative,
+    }
+
+
+def test_sbo_head_has_the_papers_shape():
+    model = SpanRobertaForPreTraining(tiny_config())
+    head = model.sbo_head
+    assert head.dense1.in_features == 2 * 32 + 8 and head.dense1.out_features == 32
+    assert (head.dense2.in_features, head.dense2.out_features) == (32, 32)
+    assert head.position_embeddings.num_embeddings == 4
+    # decoder tied to the input embeddings, with a bias of its own
+    assert head.decoder.weight is model.roberta.embeddings.word_embeddings.weight
+    assert head.decoder.bias is not model.lm_head.bias
+
+
+def test_losses_match_a_dense_computation_and_logits_are_sparse():
+    model = SpanRobertaForPreTraining(tiny_config()).eval()
+    batch = make_batch()
+    output = model(**batch)
+    predicted = batch["labels"] != -100
+    assert output.mlm_logits.shape == (int(predicted.sum()), VOCAB)
+
+    hidden = model.roberta(batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+    dense_logits = model.lm_head(hidden)
+    expected_mlm = F.cross_entropy(dense_logits.view(-1, VOCAB), batch["labels"].view(-1))
+    torch.testing.assert_close(output.mlm_loss, expected_mlm)
+
+    # SBO from its definition: y_i = f(h_{s-1}, h_{e+1}, p_{i-s}), one token at a time
+    head = model.sbo_head
+    losses = []
+    for row, position in (batch["sbo_relative_positions"] != -100).nonzero().tolist():
+        left = hidden[row, batch["sbo_left_positions"][row, position]]
+        right = hidden[row, batch["sbo_right_positions"][row, position]]
+        relative = head.position_embeddings.weight[batch["sbo_relative_positions"][row, position]]
+        x = nn.functional.gelu(head.dense1(torch.cat([left, right, relative])))
+        x = head.layer_norm2(nn.functional.gelu(head.dense2(head.layer_norm1(x))))
+        logits = x @ model.roberta.embeddings.word_embeddings.weight.T + head.decoder.bias
+        losses.append(F.cross_entropy(logits[None], batch["labels"][row, position][None]))
+    torch.testing.assert_close(output.sbo_loss, torch.stack(losses).mean())
+    torch.testing.assert_close(output.loss, output.mlm_loss + output.sbo_loss)
+
+
+def test_sbo_switch_and_weight():
+    batch = make_batch()
+    torch.manual_seed(0)
+    without = SpanRobertaForPreTraining(tiny_config(use_sbo=False)).eval()
+    assert without.sbo_head is None
+    output = without(**batch)
+    assert output.sbo_loss is None and torch.equal(output.loss, output.mlm_loss)
+
+    weighted = SpanRobertaForPreTraining(tiny_config(sbo_loss_weight=0.5)).eval()
+    output = weighted(**batch)
+    torch.testing.assert_close(output.loss, output.mlm_loss + 0.5 * output.sbo_loss)
+
+
+@pytest.mark.parametrize("objective,label_name", [("nsp", "next_sentence_label"), ("sop", "sentence_order_label")])
+def test_sentence_heads(objective, label_name):
+    model = SpanRobertaForPreTraining(tiny_config(sentence_objective=objective)).eval()
+    batch = make_batch()
+    labels = torch.tensor([0, 1, 1, 0])
+    output = model(**batch, **{label_name: labels})
+    expected = F.cross_entropy(output.sentence_logits, labels)
+    torch.testing.assert_close(getattr(output, f"{objective}_loss"), expected)
+    torch.testing.assert_close(output.loss, output.mlm_loss + output.sbo_loss + expected)
+
+
+def test_config_rejects_unknown_sentence_objective():
+    with pytest.raises(ValueError, match="none, nsp, sop"):
+        SpanRobertaConfig(sentence_objective="next")
+
+
+def test_answerability_head_adds_its_loss():
+    model = SpanRobertaForQuestionAnswering(tiny_config(answerability_head=True)).eval()
+    batch = make_batch()
+    starts, ends = torch.tensor([1, 0, 3, 0]), torch.tensor([2, 0, 5, 0])
+    impossible = torch.tensor([0, 1, 0, 1])
+    output = model(input_ids=batch["input_ids"], start_positions=starts, end_positions=ends, is_impossible=impossible)
+    assert output.answerability_logits.shape == (4,)
+    span_only = RobertaForQuestionAnswering.forward(model, input_ids=batch["input_ids"], start_positions=starts,
+                                                    end_positions=ends)
+    expected = span_only.loss + F.binary_cross_entropy_with_logits(output.answerability_logits, impossible.float())
+    torch.testing.assert_close(output.loss, expected)
+    assert output.hidden_states is None
+
+
+def save_pretraining_checkpoint(path, **overrides):
+    model = SpanRobertaForPreTraining(tiny_config(**overrides))
+    model.save_pretrained(path)
+    return model
+
+
+def test_stock_roberta_loads_the_encoder_with_nothing_missing(tmp_path):
+    saved = save_pretraining_checkpoint(tmp_path, sentence_objective="nsp")
+    for model_class in (RobertaModel, RobertaForQuestionAnswering, RobertaForSequenceClassification,
+                        RobertaForMaskedLM):
+        model, info = model_class.from_pretrained(tmp_path, output_loading_info=True)
+        encoder = model if model_class is RobertaModel else model.roberta
+        missing_encoder = [k for k in info["missing_keys"] if k.startswith(("roberta.", "embeddings", "encoder"))]
+        assert missing_encoder == [], model_class.__name__
+        torch.testing.assert_close(
+            encoder.embeddings.word_embeddings.weight, saved.roberta.embeddings.word_embeddings.weight
+        )
+    # RoBERTa's MLM head is spanroberta's, parameter for parameter
+    _, info = RobertaForMaskedLM.from_pretrained(tmp_path, output_loading_info=True)
+    assert info["missing_keys"] == set() or not info["missing_keys"]
+
+
+def test_continued_pretraining_from_roberta_keeps_mlm_head_and_starts_sbo(tmp_path):
+    roberta = RobertaForMaskedLM(RobertaConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+                                               num_attention_heads=2, intermediate_size=64))
+    roberta.save_pretrained(tmp_path)
+    config = SpanRobertaConfig.from_pretrained(tmp_path, use_sbo=True)
+    model, info = SpanRobertaForPreTraining.from_pretrained(tmp_path, config=config, output_loading_info=True)
+    assert set(info["missing_keys"]) and all(k.startswith("sbo_head.") for k in info["missing_keys"])
+    torch.testing.assert_close(model.lm_head.dense.weight, roberta.lm_head.dense.weight)
+    torch.testing.assert_close(model.lm_head.bias, roberta.lm_head.bias)
+    assert model.sbo_head.decoder.weight is model.roberta.embeddings.word_embeddings.weight
+
+
+def test_auto_classes_after_import(tmp_path):
+    save_pretraining_checkpoint(tmp_path)
+    assert isinstance(AutoConfig.from_pretrained(tmp_path), SpanRobertaConfig)
+    assert type(AutoModelForPreTraining.from_pretrained(tmp_path)) is SpanRobertaForPreTraining
+    assert type(AutoModelForQuestionAnswering.from_pretrained(tmp_path)) is SpanRobertaForQuestionAnswering
+    assert type(AutoModel.from_pretrained(tmp_path)).__name__ == "SpanRobertaModel"
+    assert type(AutoModelForMaskedLM.from_pretrained(tmp_path)).__name__ == "SpanRobertaForMaskedLM"
+    assert {"configuration_spanroberta.py", "modeling_spanroberta.py"} <= set(os.listdir(tmp_path))
+
+
+def test_remote_code_loads_every_head_without_spanroberta(tmp_path):
+    saved = save_pretraining_checkpoint(tmp_path / "ckpt")
+    script = textwrap.dedent(
+        f"""
+        import sys
+        sys.modules["spanroberta"] = None  # as if spanroberta were not installed
+        try:
+            import spanroberta
+        except ImportError:
+            pass
+        else:
+            raise SystemExit("spanroberta is importable")
+        import torch, transformers
+        path = {str(tmp_path / "ckpt")!r}
+        print(type(transformers.AutoConfig.from_pretrained(path, trust_remote_code=True)).__name__)
+        for name in {sorted(spanroberta.SpanRobertaConfig().auto_map)!r}:
+            if name == "AutoConfig":
+                continue
+            model = getattr(transformers, name).from_pretrained(path, trust_remote_code=True)
+            print(name, type(model).__name__)
+        model = transformers.AutoModelForPreTraining.from_pretrained(path, trust_remote_code=True)
+        print("checksum", float(model.roberta.embeddings.word_embeddings.weight.sum()))
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert lines[0] == "SpanRobertaConfig"
+    heads = dict(line.split() for line in lines[1:-1])
+    assert heads == {
+        "AutoModel": "SpanRobertaModel",
+        "AutoModelForPreTraining": "SpanRobertaForPreTraining",
+        "AutoModelForMaskedLM": "SpanRobertaForMaskedLM",
+        "AutoModelForSequenceClassification": "SpanRobertaForSequenceClassification",
+        "AutoModelForQuestionAnswering": "SpanRobertaForQuestionAnswering",
+        "AutoModelForMultipleChoice": "SpanRobertaForMultipleChoice",
+        "AutoModelForTokenClassification": "SpanRobertaForTokenClassification",
+    }
+    checksum = float(lines[-1].split()[1])
+    assert checksum == pytest.approx(float(saved.roberta.embeddings.word_embeddings.weight.detach().sum()), rel=1e-6)
+
+
+class ListDataset(torch.utils.data.Dataset):
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, index):
+        return self.rows[index]
+
+
+def stack(rows):
+    return {key: torch.stack([row[key] for row in rows]) for key in rows[0]}
+
+
+def train_one_step(tmp_path, batch_size, accumulation, trainer_class, objective="none"):
+    torch.manual_seed(0)
+    model = SpanRobertaForPreTraining(tiny_config(sentence_objective=objective))
+    batch = make_batch(batch_size=8, seed=1)
+    rows = [{key: value[i] for key, value in batch.items()} for i in range(8)]
+    if objective == "nsp":
+        for i, row in enumerate(rows):  # some rows unlabelled, so the sentence counts differ per micro-batch
+            row["next_sentence_label"] = torch.tensor([0, 1, -100, -100, 1, 0, 1, -100][i])
+    args = TrainingArguments(
+        output_dir=str(tmp_path / f"{batch_size}x{accumulation}"),
+        per_device_train_batch_size=batch_size,
+        gradient_accumulation_steps=accumulation,
+        max_steps=1,
+        learning_rate=1.0,
+        optim="sgd",
+        weight_decay=0.0,
+        max_grad_norm=0.0,
+        lr_scheduler_type="constant",
+        save_strategy="no",
+        report_to="none",
+        remove_unused_columns=False,
+        use_cpu=True,
+        seed=0,
+        disable_tqdm=True,
+    )
+    trainer = trainer_class(model=model, args=args, train_dataset=ListDataset(rows), data_collator=stack)
+    result = trainer.train()
+    return result.training_loss, {name: p.detach().clone() for name, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("objective", ["none", "nsp"])
+def test_gradient_accumulation_matches_one_big_batch(tmp_path, objective):
+    loss_full, weights_full = train_one_step(tmp_path, 8, 1, PretrainingTrainer, objective)
+    loss_accumulated, weights_accumulated = train_one_step(tmp_path, 4, 2, PretrainingTrainer, objective)
+    assert loss_accumulated == pytest.approx(loss_full, rel=1e-5)
+    for name, weight in weights_full.items():
+        torch.testing.assert_close(weights_accumulated[name], weight, rtol=1e-5, atol=1e-6, msg=name)
