@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, Dataset
-from transformers import Trainer
+from transformers import Trainer, TrainerCallback
 
 IGNORE_INDEX = -100
 
@@ -19,6 +19,20 @@ TARGET_COUNT_FIELDS = {
     "num_sentence_items_in_batch": ("next_sentence_label", "sentence_order_label"),
 }
 HEAD_LOSSES = ("mlm_loss", "sbo_loss", "nsp_loss", "sop_loss")
+
+
+class _MaskingEpochCallback(TrainerCallback):
+    """Tells the dataset which epoch starts, so dynamic masks are drawn for (seed, epoch, index).
+
+    accelerate's DataLoaderShard.set_epoch forwards the epoch to the dataset only when its sampler has no
+    set_epoch of its own, which is not the case with several processes; this makes it unconditional.
+    """
+
+    def __init__(self, dataset):
+        self.dataset = dataset
+
+    def on_epoch_begin(self, args, state, control, **kwargs):
+        self.dataset.set_epoch(int(state.epoch or 0))
 
 
 class PretrainingTrainer(Trainer):
@@ -34,6 +48,8 @@ class PretrainingTrainer(Trainer):
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
+        if hasattr(self.train_dataset, "set_epoch"):
+            self.add_callback(_MaskingEpochCallback(self.train_dataset))
         self._extra_counts: dict[str, torch.Tensor] = {}
         self._head_loss_sums: dict[str, torch.Tensor] = {}
         self._head_losses_logged_at_step = 0

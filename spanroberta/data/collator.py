@@ -1,0 +1,169 @@
+"""The pretraining data collator: pads blocks of token ids, masks them, and adds the SBO targets."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from spanroberta.data.masking import (
+    mix32,
+    random_token_ids,
+    replace_masked_tokens,
+    row_keys,
+    sbo_targets,
+    span_mask,
+    special_token_table,
+    token_mask,
+    word_start_table,
+    word_starts,
+)
+
+MASKING_SCHEMES = ("span", "word", "token")
+_SEQUENCE_LABELS = ("next_sentence_label", "sentence_order_label")
+
+
+@dataclass
+class DataCollatorForSpanMasking:
+    """Masks a batch for masked language modelling with SpanBERT's span masking and SBO targets.
+
+    Call it on a list of examples, each a mapping with `input_ids` (a list or a tensor, of any length) or a bare
+    sequence of ids. It returns `input_ids` (masked), `attention_mask`, `labels` (the original id where a token
+    is predicted, -100 elsewhere) and, when `return_sbo_targets`, `sbo_left_positions`, `sbo_right_positions`
+    and `sbo_relative_positions` (see `masking.sbo_targets`; a model takes as SBO targets the positions where
+    `sbo_relative_positions != -100`, the target ids being `labels` there). `token_type_ids` (padded with 0),
+    `next_sentence_label` and `sentence_order_label` pass through when the examples carry them.
+
+    masking: "span" (SpanBERT section 3.1: whole-word spans, lengths ~ Geo(geometric_p) truncated to
+        [1, max_span_length]), "word" (whole words, SpanBERT section 5.1's baseline) or "token" (RoBERTa's).
+        Span and word masking pick 80/10/10 once per run of masked tokens, token masking per token.
+
+    Masks are a pure function of (seed, mask_epoch, example_index) when the examples carry those int fields,
+    as `masking_schedule.DynamicMaskingDataset` and `StaticMaskingDataset` provide: reproducible, and identical
+    after resuming from a checkpoint. With the Trainer, set `remove_unused_columns=False`, or it strips them.
+    Without them, row keys come from the collator's own generator (seeded with `seed`): a fresh mask per call.
+    """
+
+    tokenizer: PreTrainedTokenizerBase
+    mlm_probability: float = 0.15
+    masking: str = "span"
+    geometric_p: float = 0.2
+    max_span_length: int = 10
+    mask_replace_prob: float = 0.8
+    random_replace_prob: float = 0.1
+    max_span_targets: int = 15
+    return_sbo_targets: bool = True
+    seed: int = 0
+    pad_to_multiple_of: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.masking not in MASKING_SCHEMES:
+            raise ValueError(f"masking={self.masking!r} is not one of {', '.join(map(repr, MASKING_SCHEMES))}.")
+        if not 0.0 < self.mlm_probability <= 1.0:
+            raise ValueError(f"mlm_probability={self.mlm_probability} must be in (0, 1].")
+        if not 0.0 < self.geometric_p <= 1.0:
+            raise ValueError(f"geometric_p={self.geometric_p} must be in (0, 1].")
+        if self.max_span_length < 1 or self.max_span_targets < 1:
+            raise ValueError("max_span_length and max_span_targets must be at least 1.")
+        if min(self.mask_replace_prob, self.random_replace_prob) < 0 or (
+            self.mask_replace_prob + self.random_replace_prob > 1
+        ):
+            raise ValueError("mask_replace_prob and random_replace_prob must be >= 0 and sum to at most 1.")
+        name = type(self.tokenizer).__name__
+        if self.tokenizer.mask_token_id is None:
+            raise ValueError(f"{name} has no mask token, which masked language modelling needs.")
+        if self.tokenizer.pad_token_id is None:
+            raise ValueError(f"{name} has no pad token, which padding the batch needs.")
+
+        self._special = special_token_table(self.tokenizer)
+        self._replacement_ids = random_token_ids(self._special)
+        self._word_start = None if self.masking == "token" else word_start_table(self.tokenizer)
+        self._generator = torch.Generator().manual_seed(self.seed)
+
+    def __call__(self, examples: Sequence[Mapping[str, Any] | Sequence[int] | torch.Tensor]) -> dict[str, torch.Tensor]:
+        if not examples:
+            raise ValueError("DataCollatorForSpanMasking got an empty list of examples.")
+        examples = [e if isinstance(e, Mapping) else {"input_ids": e} for e in examples]
+        input_ids, attention_mask = self._pad([e["input_ids"] for e in examples], self.tokenizer.pad_token_id)
+        self._check_ids(input_ids, examples)
+        keys = self._row_keys(examples)
+
+        maskable = attention_mask.bool() & ~self._special[input_ids]
+        if self.masking == "token":
+            masked = token_mask(maskable, keys, self.mlm_probability)
+        else:
+            span = self.masking == "span"
+            masked = span_mask(
+                word_starts(input_ids, maskable, self._word_start),
+                maskable,
+                keys,
+                self.mlm_probability,
+                geometric_p=self.geometric_p if span else 1.0,
+                max_span_length=self.max_span_length if span else 1,
+            ).masked
+        inputs, labels = replace_masked_tokens(
+            input_ids,
+            masked,
+            keys,
+            self.tokenizer.mask_token_id,
+            self._replacement_ids,
+            self.mask_replace_prob,
+            self.random_replace_prob,
+            per_run=self.masking != "token",
+        )
+
+        batch = {"input_ids": inputs, "attention_mask": attention_mask, "labels": labels}
+        if self.return_sbo_targets:
+            batch.update(sbo_targets(masked, attention_mask, self.max_span_targets))
+        if "token_type_ids" in examples[0]:
+            batch["token_type_ids"] = self._pad([e["token_type_ids"] for e in examples], 0)[0]
+        for name in _SEQUENCE_LABELS:
+            if name in examples[0]:
+                batch[name] = torch.tensor([int(e[name]) for e in examples], dtype=torch.long)
+        return batch
+
+    def _pad(self, rows: list[Sequence[int] | torch.Tensor], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Right-pads rows to the longest (rounded up to `pad_to_multiple_of`); returns (ids, attention mask).
+
+        Goes through numpy, which turns a list of lists into an array several times faster than torch.tensor.
+        """
+        rows = [row.numpy() if isinstance(row, torch.Tensor) else row for row in rows]
+        lengths = [len(row) for row in rows]
+        length = max(lengths)
+        if self.pad_to_multiple_of:
+            length = -(-length // self.pad_to_multiple_of) * self.pad_to_multiple_of
+        if all(n == length for n in lengths):
+            # The common case, packed blocks of one length: one conversion, no per-row copy.
+            return torch.from_numpy(np.asarray(rows, dtype=np.int64)), torch.ones(len(rows), length, dtype=torch.long)
+        ids = np.full((len(rows), length), pad_id, dtype=np.int64)
+        for i, row in enumerate(rows):
+            ids[i, : lengths[i]] = row
+        attention_mask = (torch.arange(length) < torch.tensor(lengths)[:, None]).long()
+        return torch.from_numpy(ids), attention_mask
+
+    def _check_ids(self, input_ids: torch.Tensor, examples: list[Mapping[str, Any]]) -> None:
+        out_of_vocabulary = ((input_ids < 0) | (input_ids >= len(self._special))).any(1)
+        if bool(out_of_vocabulary.any()):
+            i = int(out_of_vocabulary.nonzero()[0])
+            where = f"example {i} of the batch (example_index={examples[i].get('example_index')})"
+            raise ValueError(f"{where} has token ids outside the tokenizer's vocabulary of {len(self._special)}.")
+
+    def _row_keys(self, examples: list[Mapping[str, Any]]) -> torch.Tensor:
+        with_index = sum("example_index" in e for e in examples)
+        if with_index == len(examples):
+            indices = torch.tensor([int(e["example_index"]) for e in examples], dtype=torch.long)
+            epochs = torch.tensor([int(e.get("mask_epoch", 0)) for e in examples], dtype=torch.long)
+            return row_keys(self.seed, epochs, indices)
+        if with_index:
+            raise ValueError(
+                f"{with_index} of the {len(examples)} examples carry an example_index and the others do not; "
+                "masks are keyed by it, so either all or none must have it."
+            )
+        keys = torch.randint(0, 2**32, (len(examples),), generator=self._generator)
+        worker = torch.utils.data.get_worker_info()
+        # DataLoader workers each hold a copy of the generator in the same state: tell their draws apart.
+        return keys if worker is None else mix32(keys ^ worker.id)

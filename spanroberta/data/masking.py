@@ -1,0 +1,382 @@
+"""Span, whole-word and token masking as pure, vectorised torch functions.
+
+Everything here works on token ids and per-row integer keys; no tokenizer object is touched in the hot path
+(the tokenizer is read once, into the bool tables built by `word_start_table` and `special_token_table`).
+
+Randomness is counter-based: every random number is a hash of (row key, stream, position), where the row key
+is itself a hash of (seed, epoch, example index), as fairseq derives its masks from (seed, epoch, index).
+An example's mask is therefore a pure function of that triple: it does not depend on the batch the example
+lands in, on its padding, on the order of the batch, nor on how many random numbers other code drew before
+(so a run resumed from a checkpoint masks exactly as an uninterrupted one).
+
+Typical use (what `DataCollatorForSpanMasking` does):
+
+    maskable = attention_mask.bool() & ~special_table[input_ids]
+    masked = span_mask(word_starts(input_ids, maskable, word_table), maskable, keys, 0.15).masked
+    inputs, labels = replace_masked_tokens(input_ids, masked, keys, mask_id, random_token_ids(special_table))
+    sbo = sbo_targets(masked, attention_mask)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+import torch
+import torch.nn.functional as F
+from transformers import PreTrainedTokenizerBase
+
+IGNORE_INDEX = -100
+
+_MASK32 = 0xFFFFFFFF
+_GOLDEN = 0x9E3779B9  # 2**32 / golden ratio: consecutive positions land far apart before hashing
+
+# Word-start markers: byte-level BPE ("Ġ" = a leading space), SentencePiece ("▁"), WordPiece ("##" continues).
+_BPE_MARKER, _SENTENCEPIECE_MARKER, _WORDPIECE_CONTINUATION = "Ġ", "▁", "##"
+
+
+class Stream(IntEnum):
+    """Independent random streams: the same (row key, position) gives unrelated numbers in each."""
+
+    SPAN_START = 1
+    SPAN_LENGTH = 2
+    REPLACEMENT = 3
+    RANDOM_TOKEN = 4
+    BUDGET = 5
+    TOKEN_SELECTION = 6
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Counter-based random numbers
+
+
+def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
+    """(x * c) mod 2**32 for x in [0, 2**32). `c` is split into 16-bit halves so no int64 product overflows
+    (an overflowing int64 multiply is undefined behaviour in the C++ kernels, even if it usually wraps)."""
+    return (x * (c & 0xFFFF) + (((x * (c >> 16)) & 0xFFFF) << 16)) & _MASK32
+
+
+def mix32(x: torch.Tensor) -> torch.Tensor:
+    """The "lowbias32" avalanche hash (Chris Wellons' hash prospector), a bijection on 32-bit values.
+
+    Takes and returns int64 tensors holding values in [0, 2**32); every step is exact integer arithmetic.
+    """
+    x = x ^ (x >> 16)
+    x = _mul32(x, 0x7FEB352D)
+    x = x ^ (x >> 15)
+    x = _mul32(x, 0x846CA68B)
+    return x ^ (x >> 16)
+
+
+def _mix32_int(value: int) -> int:
+    return int(mix32(torch.tensor(value & _MASK32, dtype=torch.long)))
+
+
+_STREAM_SALTS = {stream: _mix32_int(int(stream) * _GOLDEN) for stream in Stream}
+_ROW_KEY_SALT = _mix32_int(0x5EED)
+
+
+def row_keys(seed: int, epochs: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+    """Per-row keys: a hash of (seed, epoch, example index). `epochs` and `indices` are int tensors of shape [B].
+
+    Values are taken modulo 2**32 (so an index past 4 billion wraps around).
+    """
+    indices = torch.as_tensor(indices, dtype=torch.long)
+    key = mix32(torch.full_like(indices, (seed & _MASK32) ^ _ROW_KEY_SALT))
+    key = mix32(key ^ (torch.as_tensor(epochs, dtype=torch.long) & _MASK32))
+    return mix32(key ^ (indices & _MASK32))
+
+
+def random_bits(keys: torch.Tensor, stream: Stream, positions: torch.Tensor) -> torch.Tensor:
+    """32 random bits (int64 in [0, 2**32)) for each row key [B] and position ([N] or [B, N]): shape [B, N]."""
+    stream_keys = mix32(keys ^ _STREAM_SALTS[stream])
+    return mix32((stream_keys[:, None] + positions * _GOLDEN) & _MASK32)
+
+
+def uniform(bits: torch.Tensor) -> torch.Tensor:
+    """Uniform floats in [0, 1) from random bits: the top 24 bits, which a float32 holds exactly."""
+    return (bits >> 8).to(torch.float32) * 2.0**-24
+
+
+def randint(bits: torch.Tensor, high: torch.Tensor | int) -> torch.Tensor:
+    """Uniform integers in [0, high) from random bits (multiply-shift; exact in int64 for high < 2**31)."""
+    return (bits * high) >> 32
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Vocabulary tables, computed once per tokenizer
+
+
+def special_token_table(tokenizer: PreTrainedTokenizerBase) -> torch.Tensor:
+    """Bool [len(tokenizer)]: True for `tokenizer.all_special_ids`, which are never masked and are not words."""
+    table = torch.zeros(len(tokenizer), dtype=torch.bool)
+    table[list(tokenizer.all_special_ids)] = True
+    return table
+
+
+def word_start_table(tokenizer: PreTrainedTokenizerBase) -> torch.Tensor:
+    """Bool [len(tokenizer)]: True for the ids whose token starts a word, read from the vocabulary alone.
+
+    The convention is the one most tokens of the vocabulary follow: byte-level BPE ("Ġ" starts a word),
+    SentencePiece ("▁" starts a word) or WordPiece ("##" continues a word). Special tokens are False.
+    `word_starts` also starts a word after a special token and at a row's start, so packed blocks need no
+    offsets.
+    """
+    special = special_token_table(tokenizer)
+    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    counts = {
+        marker: sum(1 for token in tokens if token and token.startswith(marker))
+        for marker in (_BPE_MARKER, _SENTENCEPIECE_MARKER, _WORDPIECE_CONTINUATION)
+    }
+    marker = max(counts, key=counts.get)
+    if counts[marker] == 0:
+        raise ValueError(
+            f"Cannot find word boundaries in the vocabulary of {type(tokenizer).__name__}: no token starts with "
+            f"'{_BPE_MARKER}' (byte-level BPE), '{_SENTENCEPIECE_MARKER}' (SentencePiece) or "
+            f"'{_WORDPIECE_CONTINUATION}' (WordPiece). Use masking='token' with this tokenizer."
+        )
+    if marker == _WORDPIECE_CONTINUATION:
+        starts = [not (token or "").startswith(marker) for token in tokens]
+    else:
+        starts = [bool(token) and token.startswith(marker) for token in tokens]
+    return torch.tensor(starts, dtype=torch.bool) & ~special
+
+
+def random_token_ids(special_table: torch.Tensor) -> torch.Tensor:
+    """The ids a masked token may be replaced with: every non-special id of the vocabulary."""
+    return (~special_table).nonzero().squeeze(1)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Choosing what to mask
+
+
+def word_starts(input_ids: torch.Tensor, maskable: torch.Tensor, word_table: torch.Tensor) -> torch.Tensor:
+    """Bool [B, L]: the maskable tokens that start a word.
+
+    A token starts a word when the vocabulary says so, or when the token before it is not maskable (a special
+    token, or the row's start): "<s>Hello" has no "Ġ" on "Hello", yet it is a word.
+    """
+    previous_maskable = F.pad(maskable[:, :-1], (1, 0), value=False)
+    return maskable & (word_table[input_ids] | ~previous_maskable)
+
+
+def masking_budget(maskable: torch.Tensor, keys: torch.Tensor, mlm_probability: float) -> torch.Tensor:
+    """Tokens to mask per row: int(p * n + u), u uniform in [0, 1), as fairseq rounds it, so the expected
+    count is exactly p * n (n = the row's maskable tokens)."""
+    u = uniform(random_bits(keys, Stream.BUDGET, torch.zeros(1, dtype=torch.long)))[:, 0]
+    return torch.floor(mlm_probability * maskable.sum(1).double() + u.double()).long()
+
+
+def span_length_probabilities(geometric_p: float, max_span_length: int) -> torch.Tensor:
+    """p(l) for l = 1..max_span_length, float64: Geo(p) truncated to [1, max] and renormalised.
+
+    SpanBERT (section 3.1) clips l at 10 with p = 0.2 and reports a mean of 3.8 words; its code renormalises
+    p(l) ∝ p(1-p)^(l-1) over 1..10, which gives 3.797. Clipping (moving the tail's mass onto 10) would give 4.46.
+    """
+    lengths = torch.arange(1, max_span_length + 1, dtype=torch.float64)
+    probabilities = geometric_p * (1.0 - geometric_p) ** (lengths - 1)
+    return probabilities / probabilities.sum()
+
+
+def span_candidates(
+    keys: torch.Tensor,
+    num_words: torch.Tensor,
+    num_candidates: int,
+    geometric_p: float = 0.2,
+    max_span_length: int = 10,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The spans drawn for each row, in order: (first word [B, K], length in words [B, K]).
+
+    Candidate k of a row depends on (row key, k) alone, so drawing more candidates never changes earlier ones.
+    The first word is uniform over the row's `num_words` words; the length follows the truncated geometric,
+    sampled by inverse CDF on 32-bit thresholds.
+    """
+    k = torch.arange(num_candidates)
+    starts = randint(random_bits(keys, Stream.SPAN_START, k), num_words[:, None])
+    cdf = span_length_probabilities(geometric_p, max_span_length).cumsum(0)
+    thresholds = torch.round(cdf[:-1] * 2.0**32).long()
+    lengths = torch.bucketize(random_bits(keys, Stream.SPAN_LENGTH, k), thresholds, right=True) + 1
+    return starts, lengths
+
+
+@dataclass
+class SpanMask:
+    """The result of `span_mask`.
+
+    masked: bool [B, L], the tokens to predict.
+    span_lengths: long [S], the lengths in words of the spans drawn and used, before merging: a row's spans up
+        to the last one that added a masked word, each clipped at the row's end (and the last one counted
+        before it is shortened to fit the budget); all rows' spans, in row order. For statistics and tests.
+    """
+
+    masked: torch.Tensor
+    span_lengths: torch.Tensor
+
+
+def span_mask(
+    word_start: torch.Tensor,
+    maskable: torch.Tensor,
+    keys: torch.Tensor,
+    mlm_probability: float = 0.15,
+    geometric_p: float = 0.2,
+    max_span_length: int = 10,
+) -> SpanMask:
+    """SpanBERT's span masking (section 3.1), vectorised over the batch.
+
+    Spans of whole words are drawn one after the other (a uniform first word, a truncated-geometric length)
+    until the row's budget (`masking_budget`) is reached; overlapping spans merge, and the span that would pass
+    the budget is shortened word by word, so a word is never split. `geometric_p=1` masks whole words.
+
+    Instead of a loop over spans, every word gets the index of the first candidate span covering it; taking
+    the words in (that index, position) order and keeping them while their cumulative token count stays
+    within the budget gives the same mask as the sequential procedure.
+    """
+    batch_size = maskable.shape[0]
+    budget = masking_budget(maskable, keys, mlm_probability)
+    num_words = word_start.sum(1)
+    max_words = int(num_words.max()) if batch_size else 0
+    # Word index of each token; tokens outside words go to an extra bin, `max_words`, dropped afterwards.
+    word_index = torch.where(maskable, word_start.cumsum(1) - 1, max_words)
+    word_tokens = torch.zeros(batch_size, max_words + 1, dtype=torch.long)
+    word_tokens.scatter_add_(1, word_index, maskable.long())
+    word_tokens = word_tokens[:, :max_words]
+
+    # Each span adds at least one token unless it overlaps earlier ones, so budget + a margin candidates reach
+    # the budget in practice; rows that do not (a high mlm_probability) are redone with twice as many.
+    num_candidates = int(budget.max()) + 16 if batch_size else 1
+    while True:
+        starts, lengths = span_candidates(keys, num_words, num_candidates, geometric_p, max_span_length)
+        ends = torch.minimum(starts + lengths, num_words[:, None])
+        keep, last_used, settled = _words_within_budget(word_tokens, num_words, budget, starts, ends, max_span_length)
+        if bool(settled.all()):
+            break
+        num_candidates *= 2
+
+    used = torch.arange(num_candidates) <= last_used[:, None]
+    masked = maskable & F.pad(keep, (0, 1), value=False).gather(1, word_index)
+    return SpanMask(masked=masked, span_lengths=(ends - starts)[used])
+
+
+def _words_within_budget(
+    word_tokens: torch.Tensor,
+    num_words: torch.Tensor,
+    budget: torch.Tensor,
+    starts: torch.Tensor,
+    ends: torch.Tensor,
+    max_span_length: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Which words the sequential span procedure masks, given candidate spans [starts, ends) in words.
+
+    Returns (keep [B, W], last used candidate [B] (-1 when none), settled [B]). A row is settled when more
+    candidates could not change its mask: its candidates cover at least the budget, or every word.
+    """
+    batch_size, num_words_max = word_tokens.shape
+    num_candidates = starts.shape[1]
+    offsets = torch.arange(max_span_length)
+    covered = starts[:, :, None] + offsets
+    covered = torch.where(covered < ends[:, :, None], covered, num_words_max).reshape(batch_size, -1)
+    candidate = torch.arange(num_candidates).repeat_interleave(max_span_length).expand(batch_size, -1)
+    first_cover = torch.full((batch_size, num_words_max + 1), num_candidates, dtype=torch.long)
+    first_cover.scatter_reduce_(1, covered, candidate, reduce="amin")
+    first_cover = first_cover[:, :num_words_max]
+
+    # Tokens each candidate adds (its words not covered before), and the candidate that crosses the budget.
+    new_tokens = torch.zeros(batch_size, num_candidates + 1, dtype=torch.long)
+    new_tokens.scatter_add_(1, first_cover, word_tokens)
+    cumulative = new_tokens[:, :num_candidates].cumsum(1)
+    crossing = (cumulative <= budget[:, None]).sum(1)  # == num_candidates when no candidate crosses it
+    before_crossing = torch.where(crossing > 0, cumulative.gather(1, (crossing - 1).clamp(min=0)[:, None])[:, 0], 0)
+
+    # The crossing span is shortened from its right end: its new words, left to right, while they fit.
+    in_crossing = (first_cover == crossing[:, None]) & (crossing < num_candidates)[:, None]
+    fits = before_crossing[:, None] + (word_tokens * in_crossing).cumsum(1) <= budget[:, None]
+    keep = (first_cover < crossing[:, None]) | (in_crossing & fits)
+
+    last_used = torch.where(keep, first_cover, -1).max(1).values if num_words_max else torch.full_like(budget, -1)
+    all_covered = (first_cover < num_candidates).sum(1) == num_words
+    settled = (cumulative[:, -1] >= budget) | all_covered
+    return keep, last_used, settled
+
+
+def token_mask(maskable: torch.Tensor, keys: torch.Tensor, mlm_probability: float = 0.15) -> torch.Tensor:
+    """RoBERTa/BERT token-level masking: exactly the budgeted number of maskable tokens, chosen uniformly."""
+    length = maskable.shape[1]
+    budget = masking_budget(maskable, keys, mlm_probability)
+    positions = torch.arange(length)
+    # Ranking by (random bits, position) makes every key distinct, so ties cannot change the count.
+    sort_keys = random_bits(keys, Stream.TOKEN_SELECTION, positions) * length + positions
+    sort_keys = sort_keys.masked_fill(~maskable, torch.iinfo(torch.long).max)
+    threshold = sort_keys.sort(1).values.gather(1, (budget - 1).clamp(min=0)[:, None])
+    return maskable & (sort_keys <= threshold) & (budget > 0)[:, None]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Replacing the masked tokens, and the span boundary objective's targets
+
+
+def run_starts(masked: torch.Tensor) -> torch.Tensor:
+    """Long [B, L]: for each masked token, the position of the first token of its run (a maximal stretch of
+    masked tokens, i.e. a merged span); meaningless at unmasked positions."""
+    positions = torch.arange(masked.shape[1]).expand_as(masked)
+    is_start = masked & ~F.pad(masked[:, :-1], (1, 0), value=False)
+    return torch.where(is_start, positions, 0).cummax(1).values
+
+
+def replace_masked_tokens(
+    input_ids: torch.Tensor,
+    masked: torch.Tensor,
+    keys: torch.Tensor,
+    mask_token_id: int,
+    replacement_ids: torch.Tensor,
+    mask_replace_prob: float = 0.8,
+    random_replace_prob: float = 0.1,
+    per_run: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT's 80/10/10: masked tokens become the mask token, a random token, or stay. Returns (inputs, labels).
+
+    per_run=True makes the choice once per run of masked tokens, as SpanBERT does per span (section 3.1);
+    per_run=False makes it per token (BERT, RoBERTa). Random tokens are drawn per token, uniformly from
+    `replacement_ids`. Labels hold the original id at masked positions and -100 elsewhere.
+    """
+    positions = torch.arange(input_ids.shape[1])
+    choice = uniform(random_bits(keys, Stream.REPLACEMENT, positions))
+    if per_run:
+        choice = choice.gather(1, run_starts(masked))
+    to_mask = masked & (choice < mask_replace_prob)
+    to_random = masked & ~to_mask & (choice < mask_replace_prob + random_replace_prob)
+    random_ids = replacement_ids[randint(random_bits(keys, Stream.RANDOM_TOKEN, positions), len(replacement_ids))]
+
+    inputs = input_ids.masked_fill(to_mask, mask_token_id)
+    inputs = torch.where(to_random, random_ids, inputs)
+    labels = input_ids.masked_fill(~masked, IGNORE_INDEX)
+    return inputs, labels
+
+
+def sbo_targets(
+    masked: torch.Tensor, attention_mask: torch.Tensor | None = None, max_span_targets: int = 15
+) -> dict[str, torch.Tensor]:
+    """The span boundary objective's targets (SpanBERT section 3.2), one run of masked tokens at a time.
+
+    For each token i of a run s..e: `sbo_left_positions` = s-1, `sbo_right_positions` = e+1 and
+    `sbo_relative_positions` = i-s (0-based; the paper's p_{i-s+1}). All three are -100 where a token is not
+    an SBO target: unmasked tokens, tokens with i-s >= max_span_targets (they stay MLM targets; SpanBERT's code
+    truncates pair targets the same way), and whole runs whose s-1 or e+1 is not a real token of the row
+    (before its start, past its end, or padding).
+    """
+    batch_size, length = masked.shape
+    positions = torch.arange(length).expand_as(masked)
+    inside_row = torch.ones_like(masked) if attention_mask is None else attention_mask.bool()
+    start = run_starts(masked)
+    is_end = masked & ~F.pad(masked[:, 1:], (0, 1), value=False)
+    end = torch.where(is_end, positions, length).flip(1).cummin(1).values.flip(1)
+
+    left, right, relative = start - 1, end + 1, positions - start
+    left_ok = (left >= 0) & inside_row.gather(1, left.clamp(min=0))
+    right_ok = (right < length) & inside_row.gather(1, right.clamp(max=max(length - 1, 0)))
+    is_target = masked & left_ok & right_ok & (relative < max_span_targets)
+    return {
+        "sbo_left_positions": left.masked_fill(~is_target, IGNORE_INDEX),
+        "sbo_right_positions": right.masked_fill(~is_target, IGNORE_INDEX),
+        "sbo_relative_positions": relative.masked_fill(~is_target, IGNORE_INDEX),
+    }

@@ -1,0 +1,137 @@
+"""run_pretraining.py end to end, and the command line around it."""
+
+import importlib.util
+import json
+
+import pytest
+import torch
+from conftest import PROJECT_ROOT, shared_data
+from transformers import AutoModelForMaskedLM, AutoTokenizer, RobertaModel
+
+import spanroberta  # noqa: F401  (registers the Auto classes)
+from spanroberta import SpanRobertaForPreTraining
+from spanroberta.training.arguments import (
+    PretrainingArguments,
+    PretrainingDataArguments,
+    PretrainingModelArguments,
+)
+from spanroberta.training.cli import parse_arguments
+from spanroberta.training.pretraining import apply_demo_settings, resolve_objective
+
+ARGUMENT_TYPES = (PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments)
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("run_pretraining", PROJECT_ROOT / "run_pretraining.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def logged(output_dir, key):
+    state = json.loads((output_dir / "trainer_state.json").read_text())
+    return [entry[key] for entry in state["log_history"] if key in entry]
+
+
+def test_thirty_steps_on_wikitext_lower_the_loss(tmp_path):
+    corpus = shared_data("corpus", "wiki.valid.raw")
+    output_dir = tmp_path / "run"
+    load_script().main([
+        "--train_file", str(corpus),
+        "--output_dir", str(output_dir),
+        "--model_size", "tiny",
+        "--tokenizer_vocab_size", "2000",
+        "--max_seq_length", "128",
+        "--per_device_train_batch_size", "16",
+        "--max_steps", "30",
+        "--learning_rate", "1e-3",
+        "--warmup_steps", "3",
+        "--logging_steps", "1",
+        "--save_steps", "30",
+        "--validation_split_percentage", "2",
+        "--recipe", "spanbert",
+        "--disable_tqdm", "true",
+        "--seed", "1",
+    ])
+    losses, mlm, sbo = logged(output_dir, "loss"), logged(output_dir, "mlm_loss"), logged(output_dir, "sbo_loss")
+    assert len(losses) == 30 and len(mlm) == 30 and len(sbo) == 30
+    assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 1.0
+    for total, mlm_loss, sbo_loss in zip(losses, mlm, sbo):
+        assert total == pytest.approx(mlm_loss + sbo_loss, abs=2e-3)
+
+    eval_results = json.loads((output_dir / "eval_results.json").read_text())
+    for key in ("eval_mlm_accuracy", "eval_perplexity", "eval_sbo_accuracy", "eval_mlm_loss", "eval_sbo_loss"):
+        assert key in eval_results
+    assert 0.0 < eval_results["eval_mlm_accuracy"] <= 1.0
+    assert eval_results["eval_perplexity"] == pytest.approx(torch.tensor(eval_results["eval_mlm_loss"]).exp().item())
+
+    # the output folder: config, weights, tokenizer, code files and a model card, with both heads kept
+    files = {path.name for path in output_dir.iterdir()}
+    assert {"config.json", "model.safetensors", "tokenizer.json", "README.md", "modeling_spanroberta.py"} <= files
+    model = SpanRobertaForPreTraining.from_pretrained(output_dir)
+    assert model.sbo_head is not None
+    tokenizer = AutoTokenizer.from_pretrained(output_dir)
+    assert len(tokenizer) == model.config.vocab_size == 2000
+    encoder, info = RobertaModel.from_pretrained(output_dir, output_loading_info=True)
+    # RoBERTa's pooler is not trained without a sentence-level objective (its classification head ignores it)
+    assert not {key for key in info["missing_keys"] if not key.startswith("pooler.")}
+    fill_mask = AutoModelForMaskedLM.from_pretrained(output_dir)
+    torch.testing.assert_close(fill_mask.lm_head.dense.weight, model.lm_head.dense.weight)
+
+
+def test_recipes_and_overrides():
+    (model_args, data_args, _), _ = parse_arguments(ARGUMENT_TYPES, ["--output_dir", "x"])
+    objective = resolve_objective(model_args, data_args)
+    assert (objective.masking, objective.sbo, objective.input_format) == ("span", True, "doc-sentences")
+
+    (model_args, data_args, _), _ = parse_arguments(
+        ARGUMENT_TYPES, ["--output_dir", "x", "--recipe", "spanbert", "--masking", "word", "--sbo", "false",
+                         "--input_format", "full-sentences"]
+    )
+    objective = resolve_objective(model_args, data_args)
+    assert (objective.masking, objective.sbo, objective.input_format) == ("word", False, "full-sentences")
+
+    (model_args, data_args, _), _ = parse_arguments(ARGUMENT_TYPES, ["--output_dir", "x", "--recipe", "bert"])
+    objective = resolve_objective(model_args, data_args)
+    assert objective.static_masking and objective.sentence_objective == "nsp"
+    assert objective.input_format == "segment-pair"
+
+    (model_args, data_args, _), _ = parse_arguments(ARGUMENT_TYPES, ["--output_dir", "x", "--recipe", "roberta"])
+    objective = resolve_objective(model_args, data_args)
+    assert (objective.masking, objective.sbo, objective.static_masking) == ("token", False, False)
+
+
+def test_optimizer_defaults_follow_roberta():
+    (_, _, training_args), _ = parse_arguments(ARGUMENT_TYPES, ["--output_dir", "x"])
+    assert training_args.adam_beta2 == 0.98 and training_args.adam_epsilon == 1e-6
+    assert training_args.weight_decay == 0.01 and training_args.lr_scheduler_type == "linear"
+    assert 0 < training_args.warmup_steps < 1
+
+
+def test_demo_settings_fill_only_what_was_not_given():
+    (model_args, data_args, training_args), given = parse_arguments(ARGUMENT_TYPES, ["--max_steps", "7"])
+    model_args, data_args, training_args = apply_demo_settings(model_args, data_args, training_args, given)
+    assert training_args.max_steps == 7
+    assert model_args.model_size == "tiny" and training_args.output_dir == "spanroberta-demo"
+    assert data_args.train_file.endswith(".txt")
+
+
+def test_config_file_and_its_unknown_keys(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text("output_dir: out\nrecipe: roberta\nmax_steps: 3\n")
+    (model_args, data_args, training_args), given = parse_arguments(ARGUMENT_TYPES, [str(config)])
+    assert data_args.recipe == "roberta" and training_args.max_steps == 3 and "max_steps" in given
+
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"output_dir": "out", "learning_rat": 1e-4}))
+    with pytest.raises(ValueError, match=r"bad\.json has unknown keys: learning_rat"):
+        parse_arguments(ARGUMENT_TYPES, [str(bad)])
+
+
+@pytest.mark.parametrize("flag,value", [("--recipe", "xlnet"), ("--masking", "sentence"), ("--input_format", "docs")])
+def test_unknown_choices_list_the_valid_ones(flag, value, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        load_script().main(["--output_dir", "x", flag, value])
+    assert exit_info.value.code != 0
+    message = capsys.readouterr().err
+    assert "invalid choice" in message and value in message
