@@ -7,10 +7,9 @@ from dataclasses import dataclass, field
 from transformers import TrainingArguments
 
 from ..configuration_spanroberta import SENTENCE_OBJECTIVES
+from ..data.collator import MASKING_SCHEMES
+from ..data.formats import INPUT_FORMATS
 from .recipes import MODEL_SIZES, RECIPES
-
-MASKING_SCHEMES = ("span", "word", "token")
-INPUT_FORMATS = ("full-sentences", "doc-sentences", "segment-pair", "sentence-pair")
 
 
 @dataclass

@@ -176,7 +176,9 @@ def run_pretraining(
     )
     if data_args.validation_file:
         eval_documents = load_documents(
-            train_files=data_args.validation_file.split(","), text_column_name=data_args.text_column_name
+            train_files=data_args.validation_file.split(","),
+            text_column_name=data_args.text_column_name,
+            cache_dir=model_args.cache_dir,
         )
     elif data_args.validation_split_percentage > 0 and len(documents) > 1:
         split = documents.train_test_split(

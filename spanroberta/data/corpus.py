@@ -1,0 +1,120 @@
+"""Reading a pretraining corpus into documents, the unit that the RoBERTa input formats pack and pair.
+
+A document is one row of the returned dataset: its sentences (or paragraphs), one per line. Where the
+text comes from decides where documents end:
+
+- text files (`.txt`, `.text`, `.raw`): a blank line separates documents, each other line is a sentence
+  or a paragraph (the layout of BERT's and RoBERTa's pretraining text);
+- `datasets` datasets (a Hub name, or local `.json`/`.jsonl`/`.csv`/`.parquet` files): each row of the
+  text column is a document and its lines are its sentences.
+
+Lines are stripped and blank ones dropped. Everything runs through `datasets`, so it is cached by
+fingerprint: a second call with the same files (unchanged on disk) reads the cache.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import datasets
+
+# The `datasets` packaged builder that reads each supported file extension.
+BUILDERS_BY_EXTENSION = {
+    ".txt": "text",
+    ".text": "text",
+    ".raw": "text",  # WikiText's files
+    ".json": "json",
+    ".jsonl": "json",
+    ".csv": "csv",
+    ".parquet": "parquet",
+}
+
+
+def load_documents(
+    train_files: list[str] | None = None,
+    dataset_name: str | None = None,
+    dataset_config_name: str | None = None,
+    split: str = "train",
+    text_column_name: str = "text",
+    cache_dir: str | None = None,
+) -> datasets.Dataset:
+    """Reads local files or a `datasets` dataset into a dataset of documents.
+
+    Give either `train_files` (text files, or json/jsonl/csv/parquet files with a `text_column_name`
+    column) or `dataset_name` (+ `dataset_config_name`, `split`) for `datasets.load_dataset`.
+    Returns a dataset with one column, `text`: one document per row, its sentences joined by "\\n"
+    (files of one format are read together, formats in the order they first appear in `train_files`).
+    """
+    if (train_files is None) == (dataset_name is None):
+        raise ValueError("Give exactly one of train_files and dataset_name.")
+    if dataset_name is not None:
+        source = f"dataset {dataset_name!r} (config {dataset_config_name!r}, split {split!r})"
+        raw = datasets.load_dataset(dataset_name, dataset_config_name, split=split, cache_dir=cache_dir)
+        documents = _rows_to_documents(raw, text_column_name, source, blank_lines_separate_documents=False)
+    else:
+        if not train_files:
+            raise ValueError("train_files is empty: give at least one file.")
+        parts = [
+            _load_files(files, builder, text_column_name, cache_dir)
+            for builder, files in _files_by_builder(train_files).items()
+        ]
+        documents = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
+        source = ", ".join(train_files)
+    if len(documents) == 0:
+        raise ValueError(f"No documents in {source}: every line is blank.")
+    return documents
+
+
+def _files_by_builder(train_files: list[str]) -> dict[str, list[str]]:
+    groups: dict[str, list[str]] = {}
+    for file in train_files:
+        path = Path(file)
+        if not path.is_file():
+            raise FileNotFoundError(f"File not found: {file}")
+        builder = BUILDERS_BY_EXTENSION.get(path.suffix.lower())
+        if builder is None:
+            supported = ", ".join(BUILDERS_BY_EXTENSION)
+            raise ValueError(f"Unsupported file extension in {file}: expected one of {supported}.")
+        # `datasets` fails with an opaque error on an empty file.
+        if path.stat().st_size == 0:
+            raise ValueError(f"No documents in {file}: the file is empty.")
+        groups.setdefault(builder, []).append(str(path))
+    return groups
+
+
+def _load_files(files: list[str], builder: str, text_column_name: str, cache_dir: str | None) -> datasets.Dataset:
+    is_text = builder == "text"
+    # The text builder's "paragraph" mode yields the text between "\n\n"s; lines holding only spaces
+    # (WikiText's blank lines are " ") also end a document, which `_rows_to_documents` handles.
+    options = {"sample_by": "paragraph"} if is_text else {}
+    raw = datasets.load_dataset(builder, data_files=files, split="train", cache_dir=cache_dir, **options)
+    column = "text" if is_text else text_column_name
+    return _rows_to_documents(raw, column, ", ".join(files), blank_lines_separate_documents=is_text)
+
+
+def _rows_to_documents(
+    raw: datasets.Dataset, column: str, source: str, blank_lines_separate_documents: bool
+) -> datasets.Dataset:
+    if column not in raw.column_names:
+        raise ValueError(f"{source} has no column {column!r} (its columns: {raw.column_names}); set text_column_name.")
+    return raw.map(
+        _split_documents,
+        batched=True,
+        input_columns=[column],
+        remove_columns=raw.column_names,
+        fn_kwargs={"blank_lines_separate_documents": blank_lines_separate_documents},
+        desc="Reading documents",
+    )
+
+
+def _split_documents(texts: list[str | None], blank_lines_separate_documents: bool) -> dict[str, list[str]]:
+    documents = []
+    for text in texts:
+        lines = [line.strip() for line in (text or "").split("\n")]
+        if blank_lines_separate_documents:
+            groups = [list(group) for non_blank, group in itertools.groupby(lines, key=bool) if non_blank]
+        else:
+            groups = [[line for line in lines if line]]
+        documents.extend("\n".join(group) for group in groups if group)
+    return {"text": documents}

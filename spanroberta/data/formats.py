@@ -1,0 +1,328 @@
+"""The four input formats of RoBERTa section 4.2: documents of tokenized sentences become pretraining blocks.
+
+- `full-sentences`: the corpus as one stream of tokens, an extra separator token between documents,
+  cut into blocks of exactly `max_seq_length` tokens (special tokens included).
+- `doc-sentences`: the same within each document; a document's last block may be shorter.
+- `segment-pair`: BERT's input: two segments that can each hold several sentences, B following A in
+  the document or, half of the time, taken from another document.
+- `sentence-pair`: the same with one natural sentence per segment.
+
+Pair formats carry the label of a pair objective: BERT's next sentence prediction (`nsp`, BERT section
+3.1; label `next_sentence_label`, 0 when B follows A, 1 when B is random) or ALBERT's sentence order
+prediction (`sop`, Lan et al. 2019 section 3.1; label `sentence_order_label`, 0 for the original order,
+1 when the two consecutive segments are swapped).
+
+Sentences too long for a block are cut into pieces, never dropped. Deviations from the papers:
+- `full-sentences`/`doc-sentences` cut sentences at block boundaries so that blocks are full (fairseq's
+  RoBERTa keeps sentences whole, so its blocks are "at most" 512 tokens);
+- pair formats cut sentences into pieces of at most half a block, so that a pair always fits without
+  BERT's truncation, and do not use BERT's `short_seq_prob`;
+- a random segment B comes from another document of the same group of `documents_per_group` documents
+  rather than of the whole corpus.
+
+Blocks are built group by group: `documents_per_group` consecutive documents form one group, packing
+never crosses groups, and a group's random choices come from a generator seeded with (`seed`, group
+index). Results therefore do not depend on `num_proc`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import datasets
+import numpy as np
+from transformers import PreTrainedTokenizerBase
+
+INPUT_FORMATS: tuple[str, ...] = ("full-sentences", "doc-sentences", "segment-pair", "sentence-pair")
+PAIR_FORMATS: tuple[str, ...] = ("segment-pair", "sentence-pair")
+PAIR_OBJECTIVES: dict[str, str] = {"nsp": "next_sentence_label", "sop": "sentence_order_label"}
+
+# A document is a list of sentences, a sentence a list of token ids.
+Document = list[list[int]]
+
+
+def tokenize_documents(
+    documents: datasets.Dataset, tokenizer: PreTrainedTokenizerBase, num_proc: int | None = None
+) -> datasets.Dataset:
+    """Tokenizes each document's lines (no special tokens) into a `sentence_ids` column, one row per document."""
+    if "text" not in documents.column_names:
+        raise ValueError(f"The documents have no 'text' column (their columns: {documents.column_names}).")
+    return documents.map(
+        _tokenize_batch,
+        batched=True,
+        num_proc=num_proc,
+        input_columns=["text"],
+        remove_columns=documents.column_names,
+        fn_kwargs={"tokenizer": tokenizer},
+        # int32 halves the cache of the whole tokenized corpus; blocks are written as int64.
+        features=datasets.Features({"sentence_ids": datasets.List(datasets.List(datasets.Value("int32")))}),
+        desc="Tokenizing documents",
+    )
+
+
+def _tokenize_batch(texts: list[str], tokenizer: PreTrainedTokenizerBase) -> dict[str, list[Document]]:
+    lines_per_document = [[line for line in text.split("\n") if line.strip()] for text in texts]
+    lines = list(itertools.chain.from_iterable(lines_per_document))
+    # The tokenizer fails on an empty batch. verbose=False: lines longer than the model's maximum length
+    # are expected here (build_blocks cuts them), so no warning.
+    sentences = iter(tokenizer(lines, add_special_tokens=False, verbose=False)["input_ids"] if lines else [])
+    return {
+        "sentence_ids": [
+            [sentence for sentence in itertools.islice(sentences, len(document_lines)) if sentence]
+            for document_lines in lines_per_document
+        ]
+    }
+
+
+@dataclass(frozen=True)
+class SpecialTokenLayout:
+    """Where a tokenizer puts its special tokens around one or two segments.
+
+    `template` holds the special token ids with `None` where a segment goes, e.g. RoBERTa's pair
+    `<s> A </s></s> B </s>` is `[0, None, 2, 2, None, 2]` and BERT's `[CLS] A [SEP] B [SEP]` is
+    `[101, None, 102, None, 102]`. `token_type_ids` is parallel to it, or None for tokenizers that do not
+    produce token type ids (RoBERTa: type_vocab_size 1).
+    """
+
+    template: tuple[int | None, ...]
+    token_type_ids: tuple[int, ...] | None
+
+    @classmethod
+    def of(cls, tokenizer: PreTrainedTokenizerBase, pair: bool) -> SpecialTokenLayout:
+        # transformers 5 fast tokenizers have no build_inputs_with_special_tokens, so the layout is read
+        # off the encoding of a dummy input.
+        encoding = tokenizer(
+            "a", "b" if pair else None, return_special_tokens_mask=True, return_token_type_ids=True
+        )
+        template: list[int | None] = []
+        type_ids: list[int] = []
+        for token_id, is_special, type_id in zip(
+            encoding["input_ids"], encoding["special_tokens_mask"], encoding["token_type_ids"]
+        ):
+            if is_special or not template or template[-1] is not None:
+                template.append(token_id if is_special else None)
+                type_ids.append(type_id)
+        if template.count(None) != (2 if pair else 1):
+            raise ValueError(
+                f"{type(tokenizer).__name__} puts no special token between the two segments of a pair; "
+                "the pair formats need one."
+            )
+        with_types = "token_type_ids" in tokenizer.model_input_names
+        return cls(tuple(template), tuple(type_ids) if with_types else None)
+
+    @property
+    def num_special_tokens(self) -> int:
+        return sum(token is not None for token in self.template)
+
+    def encode(self, *segments: list[int]) -> dict[str, list[int]]:
+        """The block's model inputs: `input_ids`, and `token_type_ids` when the tokenizer uses them."""
+        remaining = iter(segments)
+        parts = [next(remaining) if token is None else [token] for token in self.template]
+        block = {"input_ids": list(itertools.chain.from_iterable(parts))}
+        if self.token_type_ids is not None:
+            block["token_type_ids"] = [
+                type_id for part, type_id in zip(parts, self.token_type_ids) for _ in part
+            ]
+        return block
+
+
+def build_blocks(
+    tokenized: datasets.Dataset,
+    tokenizer: PreTrainedTokenizerBase,
+    input_format: str,
+    max_seq_length: int,
+    pair_objective: str = "nsp",
+    seed: int = 0,
+    num_proc: int | None = None,
+    documents_per_group: int = 1000,
+) -> datasets.Dataset:
+    """Packs or pairs the `sentence_ids` of `tokenized` (from `tokenize_documents`) into pretraining blocks.
+
+    Each row is one block: `input_ids` with the tokenizer's special tokens, at most `max_seq_length`
+    long (`full-sentences` blocks are exactly that long, but for the last block of each group of
+    `documents_per_group` documents); `token_type_ids` when the tokenizer produces them; and for pair
+    formats the label of `pair_objective` ("nsp": `next_sentence_label`, "sop": `sentence_order_label`).
+    """
+    if input_format not in INPUT_FORMATS:
+        raise ValueError(f"Unknown input_format {input_format!r}: expected one of {', '.join(INPUT_FORMATS)}.")
+    if pair_objective not in PAIR_OBJECTIVES:
+        raise ValueError(
+            f"Unknown pair_objective {pair_objective!r}: expected one of {', '.join(PAIR_OBJECTIVES)}."
+        )
+    if "sentence_ids" not in tokenized.column_names:
+        raise ValueError(
+            f"The dataset has no 'sentence_ids' column (its columns: {tokenized.column_names}); "
+            "make it with tokenize_documents."
+        )
+    is_pair = input_format in PAIR_FORMATS
+    layout = SpecialTokenLayout.of(tokenizer, pair=is_pair)
+    # A pair needs at least one token in each segment.
+    min_length = layout.num_special_tokens + (2 if is_pair else 1)
+    if max_seq_length < min_length:
+        raise ValueError(
+            f"max_seq_length {max_seq_length} is too short for {input_format}: it must be >= {min_length}."
+        )
+    if input_format == "full-sentences" and tokenizer.sep_token_id is None:
+        raise ValueError(
+            f"full-sentences needs a separator token between documents; {type(tokenizer).__name__} has none."
+        )
+
+    features = {"input_ids": datasets.List(datasets.Value("int64"))}
+    if layout.token_type_ids is not None:
+        features["token_type_ids"] = datasets.List(datasets.Value("int64"))
+    if is_pair:
+        features[PAIR_OBJECTIVES[pair_objective]] = datasets.Value("int64")
+    # Groups are made in one process (a zero-copy Arrow regrouping) so that they do not depend on
+    # num_proc; the blocks of each group are then built in parallel.
+    groups = tokenized.select_columns(["sentence_ids"]).batch(documents_per_group)
+    return groups.map(
+        _build_group_blocks,
+        batched=True,
+        batch_size=1,
+        with_indices=True,
+        num_proc=num_proc,
+        remove_columns=groups.column_names,
+        features=datasets.Features(features),
+        fn_kwargs={
+            "input_format": input_format,
+            "layout": layout,
+            "budget": max_seq_length - layout.num_special_tokens,
+            "separator": tokenizer.sep_token_id,
+            "label_name": PAIR_OBJECTIVES[pair_objective] if is_pair else None,
+            "seed": seed,
+            "column_names": list(features),
+        },
+        desc=f"Building {input_format} blocks",
+    )
+
+
+def prepare_blocks(
+    documents: datasets.Dataset,
+    tokenizer: PreTrainedTokenizerBase,
+    input_format: str,
+    max_seq_length: int,
+    pair_objective: str = "nsp",
+    seed: int = 0,
+    num_proc: int | None = None,
+    documents_per_group: int = 1000,
+) -> datasets.Dataset:
+    """`tokenize_documents` then `build_blocks`: documents (a `text` column) to pretraining blocks."""
+    tokenized = tokenize_documents(documents, tokenizer, num_proc=num_proc)
+    return build_blocks(
+        tokenized, tokenizer, input_format, max_seq_length, pair_objective, seed, num_proc, documents_per_group
+    )
+
+
+def _build_group_blocks(
+    batch: dict[str, list[list[Document]]],
+    indices: list[int],
+    input_format: str,
+    layout: SpecialTokenLayout,
+    budget: int,
+    separator: int | None,
+    label_name: str | None,
+    seed: int,
+    column_names: list[str],
+) -> dict[str, list]:
+    (group,) = batch["sentence_ids"]
+    documents = [document for document in group if document]
+    if label_name is None:
+        segments = _packed_segments(documents, budget, separator if input_format == "full-sentences" else None)
+        rows = [layout.encode(segment) for segment in segments]
+    else:
+        rng = np.random.default_rng([seed, indices[0]])
+        pairs = _pairs(documents, rng, budget, input_format == "sentence-pair", label_name == "sentence_order_label")
+        rows = [{**layout.encode(a, b), label_name: label} for a, b, label in pairs]
+    return {name: [row[name] for row in rows] for name in column_names}
+
+
+def _packed_segments(documents: list[Document], budget: int, separator: int | None) -> Iterator[list[int]]:
+    """`budget`-token cuts of each document's tokens, or, given a `separator`, of all documents joined by it."""
+    streams = [_concatenate(document) for document in documents]
+    if separator is not None:
+        # RoBERTa section 4.2 (FULL-SENTENCES): "add an extra separator token between documents".
+        joined: list[int] = []
+        for stream in streams:
+            joined += ([separator] if joined else []) + stream
+        streams = [joined]
+    for stream in streams:
+        for start in range(0, len(stream), budget):
+            yield stream[start : start + budget]
+
+
+def _pairs(
+    documents: list[Document], rng: np.random.Generator, budget: int, one_sentence: bool, sentence_order: bool
+) -> Iterator[tuple[list[int], list[int], int]]:
+    """Segment pairs (A, B, label) from a group of documents, after BERT's create_instances_from_document.
+
+    A chunk of consecutive pieces (at most two for sentence pairs) is cut at a random piece boundary
+    into A and B. For NSP, half of the time (and always when the chunk is a single piece, if the group
+    has another document) B is replaced by a random stretch of another document, and the pieces of the
+    true B start the next chunk. Otherwise B is the true continuation, for SOP swapped with A half of the
+    time; a lone piece is then cut in two at a random token (a one-token lone piece cannot be, and is dropped).
+    """
+    pieces_per_document = [_pieces(document, budget // 2) for document in documents]
+    for index, pieces in enumerate(pieces_per_document):
+        start = 0
+        while start < len(pieces):
+            end = _chunk_end(pieces, start, budget, max_pieces=2 if one_sentence else None)
+            if not sentence_order and len(documents) > 1 and (end - start == 1 or rng.random() < 0.5):
+                a_end = start + 1 if end - start == 1 else int(rng.integers(start + 1, end))
+                a = _concatenate(pieces[start:a_end])
+                yield a, _random_segment(pieces_per_document, index, rng, budget - len(a), one_sentence), 1
+                start = a_end
+                continue
+            if end - start == 1:
+                if len(pieces[start]) == 1:
+                    start = end
+                    continue
+                cut = int(rng.integers(1, len(pieces[start])))
+                pieces[start : start + 1] = [pieces[start][:cut], pieces[start][cut:]]
+                end += 1
+            a_end = int(rng.integers(start + 1, end))
+            a, b = _concatenate(pieces[start:a_end]), _concatenate(pieces[a_end:end])
+            swapped = sentence_order and rng.random() < 0.5
+            yield (b, a, 1) if swapped else (a, b, 0)
+            start = end
+
+
+def _pieces(document: Document, piece_length: int) -> list[list[int]]:
+    """The document's sentences, cut into pieces of at most `piece_length` tokens.
+
+    Pair formats use half a block, so that any two pieces fit in one block together."""
+    return [
+        sentence[start : start + piece_length]
+        for sentence in document
+        for start in range(0, len(sentence), piece_length)
+    ]
+
+
+def _chunk_end(pieces: list[list[int]], start: int, budget: int, max_pieces: int | None) -> int:
+    """The end of the longest run of pieces from `start` on that fits in `budget` tokens (at least one piece)."""
+    end, length = start + 1, len(pieces[start])
+    while (
+        end < len(pieces)
+        and (max_pieces is None or end - start < max_pieces)
+        and length + len(pieces[end]) <= budget
+    ):
+        length += len(pieces[end])
+        end += 1
+    return end
+
+
+def _random_segment(
+    pieces_per_document: list[list[list[int]]], index: int, rng: np.random.Generator, room: int, one_sentence: bool
+) -> list[int]:
+    """Up to `room` tokens of a document other than the `index`-th, from a random piece on (one piece at most
+    for sentence pairs)."""
+    other = int(rng.integers(len(pieces_per_document) - 1))
+    pieces = pieces_per_document[other + (other >= index)]
+    start = int(rng.integers(len(pieces)))
+    stop = start + 1 if one_sentence else len(pieces)
+    return list(itertools.islice(itertools.chain.from_iterable(pieces[start:stop]), room))
+
+
+def _concatenate(pieces: list[list[int]]) -> list[int]:
+    return list(itertools.chain.from_iterable(pieces))

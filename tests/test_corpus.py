@@ -1,0 +1,95 @@
+"""Reading corpora into documents (spanroberta.data.corpus) and the bundled demo corpus."""
+
+import csv
+import json
+
+import pytest
+
+from spanroberta.data.corpus import load_documents
+from spanroberta.data.demo_corpus import demo_corpus_path, generate_demo_corpus
+
+
+def load(files, tmp_path, **kwargs):
+    return load_documents([str(file) for file in files], cache_dir=str(tmp_path / "cache"), **kwargs)["text"]
+
+
+def test_text_files_split_documents_at_blank_lines(tmp_path):
+    # WikiText's blank lines hold a space; they end documents as empty lines do. Lines are stripped.
+    path = tmp_path / "corpus.txt"
+    path.write_text(" = Title = \n \n First line . \nSecond line.\n\n\n\nOther document.\n   \nLast one.")
+    assert load([path], tmp_path) == ["= Title =", "First line .\nSecond line.", "Other document.", "Last one."]
+
+
+def test_rows_of_json_lines_and_csv_are_documents(tmp_path):
+    jsonl = tmp_path / "corpus.jsonl"
+    rows = [{"text": "One.\nTwo.", "id": 1}, {"text": "  \n", "id": 2}, {"text": "Three.\n\nFour.", "id": 3}]
+    jsonl.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    # a row's blank lines do not split it: the row is the document
+    assert load([jsonl], tmp_path) == ["One.\nTwo.", "Three.\nFour."]
+
+    table = tmp_path / "corpus.csv"
+    with table.open("w", newline="") as file:
+        csv.writer(file).writerows([["id", "body"], ["a", "Hello there.\nGeneral news."], ["b", "Bye."]])
+    assert load([table], tmp_path, text_column_name="body") == ["Hello there.\nGeneral news.", "Bye."]
+
+
+def test_files_of_different_formats_are_read_together(tmp_path):
+    text, jsonl = tmp_path / "a.txt", tmp_path / "b.jsonl"
+    text.write_text("From text.\n\nAgain.\n")
+    jsonl.write_text(json.dumps({"text": "From json."}) + "\n")
+    assert sorted(load([text, jsonl], tmp_path)) == ["Again.", "From json.", "From text."]
+
+
+def test_a_local_dataset_folder_loads_through_dataset_name(tmp_path):
+    folder = tmp_path / "my_dataset"
+    folder.mkdir()
+    (folder / "train.jsonl").write_text(json.dumps({"content": "A.\nB."}) + "\n")
+    documents = load_documents(dataset_name=str(folder), text_column_name="content", cache_dir=str(tmp_path / "c"))
+    assert documents["text"] == ["A.\nB."]
+
+
+def test_bad_inputs_raise_errors_naming_the_file(tmp_path):
+    missing = tmp_path / "missing.txt"
+    with pytest.raises(FileNotFoundError, match="missing.txt"):
+        load([missing], tmp_path)
+
+    unsupported = tmp_path / "corpus.docx"
+    unsupported.write_text("text")
+    with pytest.raises(ValueError, match=r"corpus\.docx.*\.txt"):
+        load([unsupported], tmp_path)
+
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with pytest.raises(ValueError, match="No documents in .*empty.jsonl"):
+        load([empty], tmp_path)
+
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n  \n\n")
+    with pytest.raises(ValueError, match="No documents in .*blank.txt"):
+        load([blank], tmp_path)
+
+    other_column = tmp_path / "other.jsonl"
+    other_column.write_text(json.dumps({"body": "x"}) + "\n")
+    with pytest.raises(ValueError, match=r"other.jsonl has no column 'text'.*'body'"):
+        load([other_column], tmp_path)
+
+
+def test_exactly_one_source_must_be_given(tmp_path):
+    with pytest.raises(ValueError, match="exactly one"):
+        load_documents()
+    with pytest.raises(ValueError, match="exactly one"):
+        load_documents(train_files=["a.txt"], dataset_name="wikitext")
+
+
+def test_the_demo_corpus_ships_with_the_package_and_loads(tmp_path):
+    path = demo_corpus_path()
+    text = path.read_text(encoding="utf-8")
+    assert 100_000 < len(text.encode()) < 1_000_000
+    # the shipped file is what the generator writes
+    assert text == generate_demo_corpus()
+
+    documents = load([path], tmp_path)
+    assert len(documents) == text.count("\n\n") + 1 > 500
+    sentences = [sentence for document in documents for sentence in document.split("\n")]
+    assert sum(len(document.split("\n")) > 3 for document in documents) > len(documents) / 2
+    assert len(set(sentences)) > len(sentences) / 2  # not a handful of sentences repeated
