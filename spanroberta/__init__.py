@@ -56,3 +56,10 @@ __all__ = [
     "SpanRobertaForMultipleChoice",
     "SpanRobertaForTokenClassification",
 ]
+
+# --- question-answering pipeline (issue 3) ---
+# transformers 5 removed pipeline("question-answering"); importing spanroberta brings it back.
+from .pipelines.question_answering import register_question_answering_pipeline
+
+register_question_answering_pipeline()
+# --- end question-answering pipeline ---

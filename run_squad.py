@@ -1,0 +1,227 @@
+#!/usr/bin/env python
+"""Fine-tune and evaluate an extractive QA model on SQuAD v1.1 or v2.0 with the Trainer.
+
+Works from any checkpoint with a question-answering head: spanroberta's own pretraining checkpoints,
+stock RoBERTa, BERT. The flags follow transformers' examples/pytorch/question-answering/run_qa.py.
+
+    python run_squad.py --model_name_or_path <checkpoint> --output_dir out \\
+        --train_file train-v1.1.json --validation_file dev-v1.1.json --do_train --do_eval
+
+Writes, into --output_dir: the fine-tuned checkpoint (with the question-answering pipeline's code, so that
+`pipeline("question-answering", model=out, trust_remote_code=True)` works without spanroberta),
+predictions.json, nbest_predictions.json, null_odds.json (v2.0) and eval_results.json with the official
+evaluation scripts' keys; for v2.0 also null_score_threshold.json, the no-answer threshold that maximised
+F1, which later eval-only runs of that checkpoint use unless --null_score_diff_threshold is given.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from datasets import Dataset
+from transformers import AutoModelForQuestionAnswering, DataCollatorWithPadding, Trainer, TrainingArguments, set_seed
+
+from spanroberta.tasks.squad import (
+    load_null_score_threshold,
+    load_squad_splits,
+    predict_and_score,
+    prepare_eval_features,
+    prepare_train_features,
+    save_null_score_threshold,
+    save_qa_checkpoint,
+)
+from spanroberta.training.cli import parse_arguments
+from spanroberta.training.finetuning import ModelArguments, load_config_and_tokenizer, load_model
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class SquadArguments:
+    """Which data, how it is cut into windows, and how answers are decoded."""
+
+    dataset_name: str | None = field(
+        default=None, metadata={"help": "A Hub dataset with SQuAD's columns: rajpurkar/squad, rajpurkar/squad_v2."}
+    )
+    dataset_config_name: str | None = field(default=None, metadata={"help": "The Hub dataset's configuration."})
+    train_file: str | None = field(
+        default=None,
+        metadata={"help": "Official nested SQuAD JSON, or flat JSON/JSON lines with the Hub's columns."},
+    )
+    validation_file: str | None = field(default=None, metadata={"help": "Evaluation data, same formats."})
+    test_file: str | None = field(
+        default=None, metadata={"help": "Data to predict (--do_predict), same formats; answers optional."}
+    )
+    version_2_with_negative: bool = field(
+        default=False, metadata={"help": "SQuAD v2.0: some questions have no answer."}
+    )
+    max_seq_length: int = field(
+        default=384, metadata={"help": "Tokens per window, question included (SpanBERT used 512)."}
+    )
+    doc_stride: int = field(
+        default=128, metadata={"help": "Context tokens that consecutive windows of a long context share."}
+    )
+    max_query_length: int = field(default=64, metadata={"help": "Questions are cut to this many tokens."})
+    n_best_size: int = field(default=20, metadata={"help": "Candidates kept per question in nbest_predictions.json."})
+    max_answer_length: int = field(default=30, metadata={"help": "Longest answer, in tokens."})
+    null_score_diff_threshold: float | None = field(
+        default=None,
+        metadata={
+            "help": "v2.0: answer '' when null score - best span score exceeds this. Default: the threshold "
+            "saved with the checkpoint (null_score_threshold.json) when evaluating without training, else 0."
+        },
+    )
+    answerability_head: bool = field(
+        default=False,
+        metadata={
+            "help": "v2.0: add RoBERTa's answerability classifier, whose loss is added to the span loss "
+            "(needs a spanroberta checkpoint)."
+        },
+    )
+    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training questions."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Evaluate only the first N questions."})
+    max_predict_samples: int | None = field(default=None, metadata={"help": "Predict only the first N questions."})
+    preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenization."})
+
+
+def main(args: list[str] | None = None) -> dict[str, float]:
+    """Runs what the flags (or one JSON/YAML file of them) ask for; returns the evaluation scores (empty
+    without --do_eval)."""
+    arguments, _ = parse_arguments((ModelArguments, SquadArguments, TrainingArguments), args)
+    model_args, squad_args, training_args = arguments
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    set_seed(training_args.seed)
+
+    wanted = {"train": training_args.do_train, "validation": training_args.do_eval, "test": training_args.do_predict}
+    try:
+        # Every example is checked before a model is loaded, so bad input fails fast.
+        examples = load_squad_splits(
+            dataset_name=squad_args.dataset_name,
+            dataset_config_name=squad_args.dataset_config_name,
+            files={
+                "train": squad_args.train_file,
+                "validation": squad_args.validation_file,
+                "test": squad_args.test_file,
+            },
+            splits=[split for split, asked in wanted.items() if asked],
+            version_2_with_negative=squad_args.version_2_with_negative,
+            cache_dir=model_args.cache_dir,
+            token=model_args.token,
+        )
+    except (ValueError, FileNotFoundError) as error:
+        sys.exit(f"run_squad.py: error: {error}")
+    limits = {
+        "train": squad_args.max_train_samples,
+        "validation": squad_args.max_eval_samples,
+        "test": squad_args.max_predict_samples,
+    }
+    for split, limit in limits.items():
+        if split in examples and limit is not None:
+            examples[split] = examples[split].select(range(min(limit, len(examples[split]))))
+
+    config, tokenizer = load_config_and_tokenizer(model_args)
+    if squad_args.answerability_head:
+        if config.model_type != "spanroberta":
+            sys.exit(
+                f"run_squad.py: error: --answerability_head needs a spanroberta checkpoint (SpanRobertaConfig), "
+                f"but {model_args.model_name_or_path} is a {config.model_type!r} one."
+            )
+        config.answerability_head = True
+    model = load_model(model_args, AutoModelForQuestionAnswering, config)
+
+    windows = {
+        "tokenizer": tokenizer,
+        "max_seq_length": min(squad_args.max_seq_length, tokenizer.model_max_length),
+        "doc_stride": squad_args.doc_stride,
+        "max_query_length": squad_args.max_query_length,
+    }
+
+    def features(split: str, prepare: Callable[..., dict], **extra: bool) -> Dataset:
+        with training_args.main_process_first(desc=f"{split} features"):
+            return examples[split].map(
+                prepare,
+                batched=True,
+                num_proc=squad_args.preprocessing_num_workers,
+                remove_columns=examples[split].column_names,
+                fn_kwargs={**windows, **extra},
+                desc=f"Windows of the {split} questions",
+            )
+
+    with_is_impossible = bool(getattr(config, "answerability_head", False))
+    trainer = Trainer(
+        model=model,
+        args=training_args,
+        train_dataset=features("train", prepare_train_features, with_is_impossible=with_is_impossible)
+        if training_args.do_train
+        else None,
+        processing_class=tokenizer,
+        data_collator=DataCollatorWithPadding(
+            tokenizer, pad_to_multiple_of=8 if training_args.fp16 or training_args.bf16 else None
+        ),
+    )
+
+    if training_args.do_train:
+        result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+        save_qa_checkpoint(trainer, training_args.output_dir)
+        train_metrics = {**result.metrics, "train_samples": len(trainer.train_dataset)}
+        trainer.log_metrics("train", train_metrics)
+        trainer.save_metrics("train", train_metrics)
+        trainer.save_state()
+
+    threshold = squad_args.null_score_diff_threshold
+    if threshold is None and not training_args.do_train:
+        threshold = load_null_score_threshold(model_args.model_name_or_path)
+        if threshold is not None:
+            logger.info("Using the null score threshold saved with the checkpoint: %s", threshold)
+    threshold = 0.0 if threshold is None else threshold
+
+    decoding = {
+        "version_2_with_negative": squad_args.version_2_with_negative,
+        "n_best_size": squad_args.n_best_size,
+        "max_answer_length": squad_args.max_answer_length,
+        "output_dir": training_args.output_dir,
+    }
+    metrics = {}
+    if training_args.do_eval:
+        _, metrics = predict_and_score(
+            trainer,
+            examples["validation"],
+            features("validation", prepare_eval_features),
+            null_score_diff_threshold=threshold,
+            **decoding,
+        )
+        if squad_args.version_2_with_negative:
+            metrics["null_score_diff_threshold"] = threshold
+            if trainer.is_world_process_zero():
+                save_null_score_threshold(training_args.output_dir, metrics)
+            if squad_args.null_score_diff_threshold is None:
+                threshold = metrics["best_f1_thresh"]  # tuned on the evaluation data, used for --do_predict
+        trainer.log_metrics("eval", metrics)
+        trainer.save_metrics("eval", metrics)
+
+    if training_args.do_predict:
+        predict_and_score(
+            trainer,
+            examples["test"],
+            features("test", prepare_eval_features),
+            null_score_diff_threshold=threshold,
+            prefix="predict_",
+            score=False,
+            **decoding,
+        )
+
+    dataset = "squad_v2" if squad_args.version_2_with_negative else "squad"
+    card = {"finetuned_from": model_args.model_name_or_path, "tasks": "question-answering", "language": "en",
+            "dataset_tags": dataset, "dataset": dataset}  # fmt: skip
+    if training_args.push_to_hub:
+        trainer.push_to_hub(**card)
+    elif training_args.do_train:
+        trainer.create_model_card(**card)
+    return metrics
+
+
+if __name__ == "__main__":
+    main()
