@@ -1,7 +1,8 @@
 """spanroberta: SpanBERT objectives (span masking + span boundary objective) on the RoBERTa recipe.
 
 Importing the package registers the config and every head with transformers' Auto classes, so
-`AutoModelFor*.from_pretrained(<spanroberta checkpoint>)` works without `trust_remote_code`.
+`AutoModelFor*.from_pretrained(<spanroberta checkpoint>)` works without `trust_remote_code`, and registers
+the extractive `pipeline("question-answering")` that transformers 5 removed.
 """
 
 from transformers import (
@@ -28,6 +29,7 @@ from .modeling_spanroberta import (
     SpanRobertaModel,
     SpanRobertaPreTrainedModel,
 )
+from .pipelines.question_answering import register_question_answering_pipeline
 
 __version__ = "0.1.0"
 
@@ -43,6 +45,9 @@ for _auto_class, _model_class in (
 ):
     _auto_class.register(SpanRobertaConfig, _model_class, exist_ok=True)
 
+# transformers 5 removed pipeline("question-answering"); importing spanroberta brings it back.
+register_question_answering_pipeline()
+
 __all__ = [
     "SpanRobertaConfig",
     "SpanRobertaPreTrainedModel",
@@ -56,10 +61,3 @@ __all__ = [
     "SpanRobertaForMultipleChoice",
     "SpanRobertaForTokenClassification",
 ]
-
-# --- question-answering pipeline (issue 3) ---
-# transformers 5 removed pipeline("question-answering"); importing spanroberta brings it back.
-from .pipelines.question_answering import register_question_answering_pipeline
-
-register_question_answering_pipeline()
-# --- end question-answering pipeline ---
