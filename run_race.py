@@ -1,0 +1,137 @@
+#!/usr/bin/env python
+"""Fine-tune and evaluate on RACE, the 4-option reading-comprehension exams (middle and high school).
+
+    python run_race.py --model_name_or_path CKPT --do_train --do_eval --output_dir out   # from the Hub (ehovy/race)
+    python run_race.py ... --data_dir RACE        # the original layout: RACE/{train,dev,test}/{high,middle}/*.txt
+    python run_race.py ... --validation_file dev.high.jsonl dev.middle.jsonl            # JSON lines, .gz too
+    accelerate launch run_race.py ...                                                    # several GPUs
+
+Defaults follow RoBERTa's RACE recipe (lr 1e-5, batch 16, 5 epochs; see spanroberta/tasks/race.py); the flags
+you pass win. Accuracy (overall, middle, high) goes to OUTPUT_DIR/eval_results.json and each question's
+prediction to OUTPUT_DIR/eval_predictions.jsonl (predict_* for --do_predict).
+`python run_race.py --help` lists every flag.
+"""
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from transformers import AutoModelForMultipleChoice, DataCollatorForMultipleChoice, Trainer, TrainingArguments
+
+from spanroberta.tasks.race import (
+    MAX_QA_LENGTH,
+    MAX_SEQ_LENGTH,
+    RACE_CONFIGS,
+    RACE_TRAINING_DEFAULTS,
+    encode_race,
+    load_race,
+    race_compute_metrics,
+    race_metrics,
+    write_race_predictions,
+)
+from spanroberta.training.cli import parse_arguments
+from spanroberta.training.finetuning import ModelArguments, apply_defaults, load_config_and_tokenizer, load_model
+
+
+@dataclass
+class RaceDataArguments:
+    dataset_config_name: str = field(
+        default="all", metadata={"help": f"School levels, from the Hub or --data_dir: {', '.join(RACE_CONFIGS)}."}
+    )
+    data_dir: str | None = field(
+        default=None, metadata={"help": "RACE's original folder: {train,dev,test}/{high,middle}/*.txt."}
+    )
+    train_file: list[str] | None = field(
+        default=None, metadata={"help": "JSON lines (.jsonl or .jsonl.gz) with the Hub's columns; several allowed."}
+    )
+    validation_file: list[str] | None = field(default=None, metadata={"help": "JSON lines; several allowed."})
+    test_file: list[str] | None = field(default=None, metadata={"help": "JSON lines; several allowed."})
+    max_seq_length: int = field(
+        default=MAX_SEQ_LENGTH, metadata={"help": "Tokens per option; the passage keeps what fits."}
+    )
+    max_qa_length: int = field(
+        default=MAX_QA_LENGTH, metadata={"help": "The question with the option is cut to this many tokens."}
+    )
+    max_train_samples: int | None = field(default=None, metadata={"help": "Keep the first N training questions."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Keep the first N dev questions."})
+    max_predict_samples: int | None = field(default=None, metadata={"help": "Keep the first N test questions."})
+
+
+# The phases, their split and the flags that choose their data.
+PHASES = {"train": ("train", "train_file", "max_train_samples"),
+          "eval": ("validation", "validation_file", "max_eval_samples"),
+          "predict": ("test", "test_file", "max_predict_samples")}
+
+
+def parse_race_arguments(args: list[str] | None = None) -> tuple[ModelArguments, RaceDataArguments, TrainingArguments]:
+    arguments, given = parse_arguments((ModelArguments, RaceDataArguments, TrainingArguments), args)
+    return apply_defaults(arguments, RACE_TRAINING_DEFAULTS, given)
+
+
+def main(args: list[str] | None = None) -> None:
+    try:
+        model_args, data_args, training_args = parse_race_arguments(args)
+        asked = {"train": training_args.do_train, "eval": training_args.do_eval, "predict": training_args.do_predict}
+        raw = {}
+        # Everything is read and checked before a model is loaded, so bad input fails fast.
+        for phase, (split, files_flag, limit_flag) in PHASES.items():
+            if asked[phase]:
+                files = getattr(data_args, files_flag)
+                dataset = load_race(
+                    split, data_args.dataset_config_name, data_args.data_dir, files, model_args.cache_dir
+                )
+                limit = getattr(data_args, limit_flag)
+                raw[phase] = dataset.select(range(min(limit, len(dataset)))) if limit is not None else dataset
+    except (ValueError, FileNotFoundError) as error:
+        sys.exit(f"run_race.py: error: {error}")
+
+    config, tokenizer = load_config_and_tokenizer(model_args)
+    model = load_model(model_args, AutoModelForMultipleChoice, config)
+    max_seq_length = min(data_args.max_seq_length, tokenizer.model_max_length)
+    encoded = {phase: encode_race(dataset, tokenizer, max_seq_length, data_args.max_qa_length)
+               for phase, dataset in raw.items()}
+
+    trainer = Trainer(
+        model=model,
+        args=training_args,
+        train_dataset=encoded.get("train"),
+        eval_dataset=encoded.get("eval"),
+        processing_class=tokenizer,
+        data_collator=DataCollatorForMultipleChoice(tokenizer),
+        compute_metrics=race_compute_metrics,
+    )
+
+    if training_args.do_train:
+        result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+        trainer.save_model()
+        metrics = {**result.metrics, "train_samples": len(encoded["train"])}
+        trainer.log_metrics("train", metrics)
+        trainer.save_metrics("train", metrics)
+        trainer.save_state()
+
+    for phase, prefix in (("eval", "eval"), ("predict", "predict")):
+        if phase not in encoded:
+            continue
+        output = trainer.predict(encoded[phase], metric_key_prefix=prefix)
+        predictions = np.argmax(output.predictions, axis=-1)
+        by_level = race_metrics(predictions, output.label_ids, raw[phase]["level"])
+        metrics = {**output.metrics, **{f"{prefix}_{name}": value for name, value in by_level.items()},
+                   f"{prefix}_samples": len(encoded[phase])}
+        trainer.log_metrics(prefix, metrics)
+        trainer.save_metrics(prefix, metrics)
+        if trainer.is_world_process_zero():
+            output_dir = Path(training_args.output_dir)
+            output_dir.mkdir(parents=True, exist_ok=True)
+            write_race_predictions(output_dir / f"{prefix}_predictions.jsonl", raw[phase], output.predictions)
+
+    card = {"finetuned_from": model_args.model_name_or_path, "tasks": "multiple-choice", "language": "en",
+            "dataset_tags": "ehovy/race", "dataset_args": data_args.dataset_config_name, "dataset": "RACE"}
+    if training_args.push_to_hub:
+        trainer.push_to_hub(**card)
+    elif training_args.do_train:
+        trainer.create_model_card(**card)
+
+
+if __name__ == "__main__":
+    main()
