@@ -25,7 +25,8 @@ def parse_arguments(
     an unknown key is an error naming the file and the key. Returns the dataclass instances and the names of
     the fields set explicitly.
     """
-    parser = HfArgumentParser(dataclass_types)
+    # No abbreviated flags: `--learn 3e-5` would set learning_rate without being seen as given.
+    parser = HfArgumentParser(dataclass_types, allow_abbrev=False)
     argv = list(sys.argv[1:] if args is None else args)
     if len(argv) == 1 and argv[0].endswith(CONFIG_SUFFIXES):
         values = read_config_file(argv[0], _field_names(dataclass_types))
