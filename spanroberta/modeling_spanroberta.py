@@ -7,6 +7,8 @@ stock RoBERTa checkpoints. `SpanRobertaForPreTraining` adds, on top of RoBERTa's
 - optionally a sentence-level head: next sentence prediction (BERT) or sentence order prediction (ALBERT).
 
 Both token-level heads are sparse: they run only at the predicted positions, never over [batch, length, vocab].
+In training the encoder's last layer is sparse too: it runs only where a head reads its output (see
+`_encode_for_heads`).
 
 This file is copied next to every saved checkpoint (see `auto_map`), so it imports nothing from spanroberta
 besides its configuration.
@@ -20,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers.activations import gelu
+from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_outputs import ModelOutput, QuestionAnsweringModelOutput
 from transformers.models.roberta.modeling_roberta import (
     RobertaForMaskedLM,
@@ -27,6 +30,7 @@ from transformers.models.roberta.modeling_roberta import (
     RobertaForQuestionAnswering,
     RobertaForSequenceClassification,
     RobertaForTokenClassification,
+    RobertaLayer,
     RobertaLMHead,
     RobertaModel,
     RobertaPreTrainedModel,
@@ -163,17 +167,26 @@ class SpanRobertaForPreTraining(SpanRobertaPreTrainedModel):
             transformers' Trainer passes the first; spanroberta's `PretrainingTrainer` passes all three, which
             makes gradient accumulation exact. Without them each loss is this batch's own mean.
         """
-        outputs = self.roberta(
-            input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            return_dict=True,
-            **kwargs,
-        )
-        sequence_output = outputs.last_hidden_state
-        result = SpanRobertaForPreTrainingOutput(hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+        if labels is not None and self._can_encode_for_heads(attention_mask, kwargs):
+            read = self._positions_read_by_heads(labels, sbo_left_positions, sbo_right_positions)
+            sequence_output = self._encode_for_heads(
+                input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, read
+            )
+            pooler = self.roberta.pooler
+            pooler_output = pooler(sequence_output) if pooler is not None else None
+            result = SpanRobertaForPreTrainingOutput()
+        else:
+            outputs = self.roberta(
+                input_ids,
+                attention_mask=attention_mask,
+                token_type_ids=token_type_ids,
+                position_ids=position_ids,
+                inputs_embeds=inputs_embeds,
+                return_dict=True,
+                **kwargs,
+            )
+            sequence_output, pooler_output = outputs.last_hidden_state, outputs.pooler_output
+            result = SpanRobertaForPreTrainingOutput(hidden_states=outputs.hidden_states, attentions=outputs.attentions)
         losses = []
         # Without their own global counts, the SBO and sentence losses are weighted by this batch's share of
         # the MLM targets (the one count transformers' stock Trainer passes).
@@ -200,7 +213,7 @@ class SpanRobertaForPreTraining(SpanRobertaPreTrainedModel):
                 losses.append(self.config.sbo_loss_weight * result.sbo_loss)
 
         if self.sentence_head is not None:
-            result.sentence_logits = self.sentence_head(outputs.pooler_output)
+            result.sentence_logits = self.sentence_head(pooler_output)
             sentence_label = next_sentence_label if self.config.sentence_objective == "nsp" else sentence_order_label
             if sentence_label is not None:
                 labelled = sentence_label.view(-1) != IGNORE_INDEX
@@ -218,6 +231,55 @@ class SpanRobertaForPreTraining(SpanRobertaPreTrainedModel):
             result.loss = torch.stack(losses).sum()
         return result
 
+    def _can_encode_for_heads(self, attention_mask: torch.Tensor | None, kwargs: dict) -> bool:
+        """Whether the sparse last layer applies: nothing but the heads reads the encoder's output (no hidden
+        states or attentions asked for, no extra encoder arguments) and any padding mask is a plain 2D one."""
+        config = self.config
+        return (
+            not kwargs
+            and not (config.output_hidden_states or config.output_attentions or config.is_decoder)
+            and (attention_mask is None or attention_mask.dim() == 2)
+        )
+
+    def _positions_read_by_heads(
+        self, labels: torch.Tensor, left_positions: torch.Tensor | None, right_positions: torch.Tensor | None
+    ) -> torch.Tensor:
+        """Bool [batch, length]: the MLM targets, the SBO boundary tokens and, for a sentence head, the first token."""
+        read = labels != IGNORE_INDEX
+        if self.sbo_head is not None and left_positions is not None and right_positions is not None:
+            for boundary in (left_positions, right_positions):
+                targets = boundary != IGNORE_INDEX
+                read[targets.nonzero(as_tuple=True)[0], boundary[targets]] = True
+        if self.sentence_head is not None:
+            read[:, 0] = True
+        return read
+
+    def _encode_for_heads(
+        self,
+        input_ids: torch.Tensor | None,
+        attention_mask: torch.Tensor | None,
+        token_type_ids: torch.Tensor | None,
+        position_ids: torch.Tensor | None,
+        inputs_embeds: torch.Tensor | None,
+        read: torch.Tensor,
+    ) -> torch.Tensor:
+        """The encoder's last hidden state at the `read` positions ([batch, length, hidden]; zeros elsewhere).
+
+        The heads read about a quarter of the positions (15% are predicted, plus the span boundaries), so the
+        last layer computes its keys and values everywhere but its queries, attention output and feed-forward
+        network only where they are read: about two thirds of that layer's FLOPs saved. Every other layer is
+        RoBERTa's, called as RobertaModel calls it.
+        """
+        roberta = self.roberta
+        hidden = roberta.embeddings(
+            input_ids=input_ids, token_type_ids=token_type_ids, position_ids=position_ids, inputs_embeds=inputs_embeds
+        )
+        mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden, attention_mask=attention_mask)
+        *layers, last_layer = roberta.encoder.layer
+        for layer in layers:
+            hidden = layer(hidden, mask)
+        return _layer_at_positions(last_layer, hidden, attention_mask, read)
+
     def _span_boundary_logits(
         self,
         sequence_output: torch.Tensor,
@@ -232,6 +294,41 @@ class SpanRobertaForPreTraining(SpanRobertaPreTrainedModel):
         right = sequence_output[rows, right_positions[targets]]
         logits = self.sbo_head(left, right, relative_positions[targets])
         return logits, labels[targets]
+
+
+def _layer_at_positions(
+    layer: RobertaLayer, hidden: torch.Tensor, attention_mask: torch.Tensor | None, read: torch.Tensor
+) -> torch.Tensor:
+    """`layer(hidden)` at the `read` positions (bool [batch, length]) only, zeros elsewhere.
+
+    Each row's read positions are gathered, in order, into `width` query slots (the most any row reads); rows
+    that read fewer fill their spare slots with unread positions, computed and kept (harmless).
+    """
+    batch_size, length, _ = hidden.shape
+    width = max(int(read.sum(1).max()), 1)
+    positions = torch.argsort((~read).to(torch.uint8), dim=1, stable=True)[:, :width]
+    rows = torch.arange(batch_size, device=hidden.device)[:, None].expand_as(positions)
+    queries_in = hidden[rows, positions]
+
+    attention = layer.attention.self
+
+    def split_heads(x: torch.Tensor) -> torch.Tensor:
+        return x.view(batch_size, -1, attention.num_attention_heads, attention.attention_head_size).transpose(1, 2)
+
+    padding = None
+    if attention_mask is not None and not bool(attention_mask.all()):
+        padding = attention_mask.bool()[:, None, None, :]  # keys only: [batch, 1, 1, length]
+    context = F.scaled_dot_product_attention(
+        split_heads(attention.query(queries_in)),
+        split_heads(attention.key(hidden)),
+        split_heads(attention.value(hidden)),
+        attn_mask=padding,
+        dropout_p=attention.dropout.p if attention.training else 0.0,
+        scale=attention.scaling,
+    )
+    context = context.transpose(1, 2).reshape(batch_size, width, -1)
+    out = layer.feed_forward_chunk(layer.attention.output(context, queries_in))
+    return out.new_zeros(batch_size, length, out.shape[-1]).index_put((rows, positions), out)
 
 
 def _normalised_loss(
@@ -318,19 +415,6 @@ class SpanRobertaForQuestionAnswering(SpanRobertaPreTrainedModel, RobertaForQues
         is_impossible (`[batch]`): 1 where the question has no answer in this window; trains the answerability
             classifier (binary cross-entropy added to the span loss). Ignored without `config.answerability_head`.
         """
-        if not self.config.answerability_head:
-            span_output = super().forward(
-                input_ids,
-                attention_mask=attention_mask,
-                token_type_ids=token_type_ids,
-                position_ids=position_ids,
-                inputs_embeds=inputs_embeds,
-                start_positions=start_positions,
-                end_positions=end_positions,
-                **kwargs,
-            )
-            return SpanRobertaQuestionAnsweringOutput(**span_output)
-
         wants_hidden_states = kwargs.pop("output_hidden_states", False)
         span_output = super().forward(
             input_ids,
@@ -340,9 +424,12 @@ class SpanRobertaForQuestionAnswering(SpanRobertaPreTrainedModel, RobertaForQues
             inputs_embeds=inputs_embeds,
             start_positions=start_positions,
             end_positions=end_positions,
-            output_hidden_states=True,
+            # the answerability classifier reads the last layer's first token
+            output_hidden_states=wants_hidden_states or self.config.answerability_head,
             **kwargs,
         )
+        if not self.config.answerability_head:
+            return SpanRobertaQuestionAnsweringOutput(**span_output)
         first_token = span_output.hidden_states[-1][:, 0]
         answerability_logits = self.answerability_classifier(first_token).squeeze(-1)
         loss = span_output.loss

@@ -8,12 +8,15 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("WANDB_DISABLED", "true")
 
+import sys
 from pathlib import Path
 
 import pytest
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
+# The run_*.py scripts live at the top level; tests import them and call their main().
+sys.path.insert(0, str(PROJECT_ROOT))
 
 TINY_TEXT = [
     "The quick brown fox jumps over the lazy dog near the river bank.",
@@ -46,5 +49,21 @@ def tiny_tokenizer():
 @pytest.fixture(scope="session")
 def tiny_tokenizer_dir(tiny_tokenizer, tmp_path_factory):
     path = tmp_path_factory.mktemp("tiny_tokenizer")
+    tiny_tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def spanroberta_checkpoint(tiny_tokenizer, tmp_path_factory):
+    """A tiny pretraining checkpoint with its tokenizer, as run_pretraining.py would leave it."""
+    from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
+
+    path = tmp_path_factory.mktemp("spanroberta_checkpoint")
+    config = SpanRobertaConfig(
+        vocab_size=len(tiny_tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, pad_token_id=tiny_tokenizer.pad_token_id, bos_token_id=0, eos_token_id=2,
+        max_span_targets=4, sbo_position_embedding_size=8,
+    )
+    SpanRobertaForPreTraining(config).save_pretrained(path)
     tiny_tokenizer.save_pretrained(path)
     return path

@@ -1,15 +1,14 @@
 """GLUE: the readers and their file quirks, the checks on bad input, the RoBERTa preset, the encoding, the
 leaderboard files, and run_glue.py end to end with a tiny spanroberta checkpoint."""
 
-import importlib.util
 import json
 import re
 
 import pytest
 from datasets import Dataset, DatasetDict
 
-from conftest import PROJECT_ROOT, shared_data
-from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
+import run_glue
+from conftest import shared_data
 from spanroberta.tasks.glue import (
     get_glue_task,
     load_glue,
@@ -21,28 +20,6 @@ from spanroberta.tasks.glue import (
 )
 
 
-def load_script(name):
-    spec = importlib.util.spec_from_file_location(name, PROJECT_ROOT / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-run_glue = load_script("run_glue")
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tiny_tokenizer, tmp_path_factory):
-    """A tiny pretraining checkpoint with its tokenizer, as run_pretraining.py would leave it."""
-    path = tmp_path_factory.mktemp("spanroberta_checkpoint")
-    config = SpanRobertaConfig(
-        vocab_size=len(tiny_tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, pad_token_id=tiny_tokenizer.pad_token_id, bos_token_id=0, eos_token_id=2,
-        max_span_targets=4, sbo_position_embedding_size=8,
-    )
-    SpanRobertaForPreTraining(config).save_pretrained(path)
-    tiny_tokenizer.save_pretrained(path)
-    return path
 
 
 def write_task(root, folder, files):
@@ -251,10 +228,10 @@ E2E = {
 
 
 @pytest.mark.parametrize("task_name", sorted(E2E))
-def test_run_glue_trains_evaluates_and_predicts(task_name, checkpoint, tmp_path):
+def test_run_glue_trains_evaluates_and_predicts(task_name, spanroberta_checkpoint, tmp_path):
     metrics, submission, allowed = E2E[task_name]
     run_glue.main([
-        "--model_name_or_path", str(checkpoint), "--task_name", task_name, "--data_dir", str(shared_data("glue")),
+        "--model_name_or_path", str(spanroberta_checkpoint), "--task_name", task_name, "--data_dir", str(shared_data("glue")),
         "--output_dir", str(tmp_path), "--do_train", "--do_eval", "--do_predict", "--max_steps", "2",
         "--per_device_train_batch_size", "4", "--per_device_eval_batch_size", "8", "--max_seq_length", "32",
         "--max_train_samples", "8", "--max_eval_samples", "8", "--max_predict_samples", "5", "--report_to", "none",

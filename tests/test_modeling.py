@@ -28,7 +28,6 @@ from spanroberta import (
     SpanRobertaConfig,
     SpanRobertaForPreTraining,
     SpanRobertaForQuestionAnswering,
-    SpanRobertaForSequenceClassification,
 )
 from spanroberta.training.trainer import PretrainingTrainer
 

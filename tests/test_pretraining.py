@@ -1,11 +1,11 @@
 """run_pretraining.py end to end, and the command line around it."""
 
-import importlib.util
 import json
 
 import pytest
 import torch
-from conftest import PROJECT_ROOT, shared_data
+import run_pretraining
+from conftest import shared_data
 from transformers import AutoModelForMaskedLM, AutoTokenizer, RobertaModel
 
 import spanroberta  # noqa: F401  (registers the Auto classes)
@@ -21,13 +21,6 @@ from spanroberta.training.pretraining import apply_demo_settings, resolve_object
 ARGUMENT_TYPES = (PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments)
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("run_pretraining", PROJECT_ROOT / "run_pretraining.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def logged(output_dir, key):
     state = json.loads((output_dir / "trainer_state.json").read_text())
     return [entry[key] for entry in state["log_history"] if key in entry]
@@ -36,7 +29,7 @@ def logged(output_dir, key):
 def test_thirty_steps_on_wikitext_lower_the_loss(tmp_path):
     corpus = shared_data("corpus", "wiki.valid.raw")
     output_dir = tmp_path / "run"
-    load_script().main([
+    run_pretraining.main([
         "--train_file", str(corpus),
         "--output_dir", str(output_dir),
         "--model_size", "tiny",
@@ -131,7 +124,7 @@ def test_config_file_and_its_unknown_keys(tmp_path):
 @pytest.mark.parametrize("flag,value", [("--recipe", "xlnet"), ("--masking", "sentence"), ("--input_format", "docs")])
 def test_unknown_choices_list_the_valid_ones(flag, value, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        load_script().main(["--output_dir", "x", flag, value])
+        run_pretraining.main(["--output_dir", "x", flag, value])
     assert exit_info.value.code != 0
     message = capsys.readouterr().err
     assert "invalid choice" in message and value in message

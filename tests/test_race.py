@@ -2,7 +2,6 @@
 accuracy per level, and run_race.py end to end with a tiny spanroberta checkpoint."""
 
 import gzip
-import importlib.util
 import json
 
 import numpy as np
@@ -10,8 +9,8 @@ import pytest
 from datasets import Dataset
 from transformers import AutoTokenizer
 
-from conftest import PROJECT_ROOT, TINY_TEXT, shared_data
-from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
+import run_race
+from conftest import TINY_TEXT, shared_data
 from spanroberta.tasks.race import (
     RaceEncoder,
     fill_in_option,
@@ -22,26 +21,9 @@ from spanroberta.tasks.race import (
     write_race_predictions,
 )
 
-spec = importlib.util.spec_from_file_location("run_race", PROJECT_ROOT / "run_race.py")
-run_race = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(run_race)
 
 QUESTION = {"example_id": "high1", "article": "The fox jumps.", "question": "What jumps?",
             "options": ["a fox", "a dog", "a cat", "a bird"], "answer": "A"}
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tiny_tokenizer, tmp_path_factory):
-    """A tiny pretraining checkpoint with its tokenizer, as run_pretraining.py would leave it."""
-    path = tmp_path_factory.mktemp("spanroberta_checkpoint")
-    config = SpanRobertaConfig(
-        vocab_size=len(tiny_tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, pad_token_id=tiny_tokenizer.pad_token_id, bos_token_id=0, eos_token_id=2,
-        max_span_targets=4, sbo_position_embedding_size=8,
-    )
-    SpanRobertaForPreTraining(config).save_pretrained(path)
-    tiny_tokenizer.save_pretrained(path)
-    return path
 
 
 def write_jsonl(path, records):
@@ -208,14 +190,14 @@ COMMON = ["--per_device_eval_batch_size", "4", "--max_seq_length", "64", "--max_
           "--report_to", "none", "--save_strategy", "no", "--dataloader_pin_memory", "false"]
 
 
-def test_run_race_trains_evaluates_and_predicts(checkpoint, tmp_path):
+def test_run_race_trains_evaluates_and_predicts(spanroberta_checkpoint, tmp_path):
     race = shared_data("race")
     lines = [line for name in ("dev.middle.jsonl", "dev.high.jsonl")
              for line in (race / name).read_text(encoding="utf-8").splitlines()[:4]]
     data = tmp_path / "sample.jsonl"
     data.write_text("\n".join(lines) + "\n", encoding="utf-8")
     out = tmp_path / "out"
-    run_race.main(["--model_name_or_path", str(checkpoint), "--train_file", str(data), "--validation_file", str(data),
+    run_race.main(["--model_name_or_path", str(spanroberta_checkpoint), "--train_file", str(data), "--validation_file", str(data),
                    "--test_file", str(data), "--output_dir", str(out), "--do_train", "--do_eval", "--do_predict",
                    "--max_steps", "2", "--per_device_train_batch_size", "2", *COMMON])
     results = json.loads((out / "eval_results.json").read_text())
@@ -233,8 +215,8 @@ def test_run_race_trains_evaluates_and_predicts(checkpoint, tmp_path):
     assert config["architectures"] == ["SpanRobertaForMultipleChoice"]
 
 
-def test_run_race_evaluates_the_original_layout(checkpoint, tmp_path):
-    run_race.main(["--model_name_or_path", str(checkpoint), "--data_dir", str(shared_data("race", "raw_sample")),
+def test_run_race_evaluates_the_original_layout(spanroberta_checkpoint, tmp_path):
+    run_race.main(["--model_name_or_path", str(spanroberta_checkpoint), "--data_dir", str(shared_data("race", "raw_sample")),
                    "--dataset_config_name", "middle", "--output_dir", str(tmp_path), "--do_eval",
                    "--max_eval_samples", "6", *COMMON])
     predictions = [json.loads(line) for line in (tmp_path / "eval_predictions.jsonl").read_text().splitlines()]

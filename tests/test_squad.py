@@ -5,14 +5,14 @@ There is no SQuAD train split in ../shared/data: the end-to-end runs split the d
 the first 36 articles to train, the rest to evaluate; v2.0 part a: 6 and 2)."""
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 from datasets import Dataset
 from transformers import RobertaConfig, RobertaForQuestionAnswering
 
-from conftest import PROJECT_ROOT, shared_data
+import run_squad
+from conftest import shared_data
 from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
 from spanroberta.metrics.squad import V1_KEYS, V2_KEYS, squad_v1_evaluate, squad_v2_evaluate
 from spanroberta.pipelines.question_answering import context_offsets, encode_windows
@@ -23,9 +23,6 @@ from spanroberta.tasks.squad import (
     prepare_train_features,
     read_squad_file,
 )
-
-sys.path.insert(0, str(PROJECT_ROOT))
-import run_squad  # noqa: E402
 
 WINDOW_ARGS = ["--max_seq_length", "128", "--doc_stride", "32", "--max_query_length", "32"]
 FAST_ARGS = [

@@ -9,7 +9,6 @@ columns, `label` (the Hub's class id, or the STS-B score) and `idx`. Test splits
 from __future__ import annotations
 
 import csv
-import json
 import logging
 import math
 from collections.abc import Iterator, Mapping, Sequence
@@ -19,6 +18,8 @@ from typing import Any
 
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Value, load_dataset
 from transformers import PreTrainedTokenizerBase
+
+from spanroberta.tasks.json_lines import read_json_lines
 
 logger = logging.getLogger(__name__)
 
@@ -295,7 +296,7 @@ def read_glue_file(path: Path, task: GlueTask, split: GlueSplit) -> list[dict[st
         raise ValueError(f"{path}: unsupported file type {suffix!r}; use .csv, .json/.jsonl (JSON lines) or .tsv.")
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file (the {split.name} split of {task.name}).")
-    records = _csv_records(path) if suffix == ".csv" else _json_lines_records(path)
+    records = _csv_records(path) if suffix == ".csv" else read_json_lines(path)
     labeled = _is_labeled(task, split)
     wanted = list(task.text_columns) + ["label"] * labeled
     rows = []
@@ -372,21 +373,6 @@ def _csv_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         for record in reader:
             yield start, record
             start = reader.line_num + 1
-
-
-def _json_lines_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    with open(path, encoding="utf-8") as file:
-        for line_number, line in enumerate(file, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}, line {line_number}: not a JSON object ({error.msg}); the file must "
-                                 "hold one JSON object a line (JSON lines).") from None
-            if not isinstance(record, dict):
-                raise ValueError(f"{path}, line {line_number}: expected a JSON object, found {type(record).__name__}.")
-            yield line_number, record
 
 
 def _features(task: GlueTask, labeled: bool) -> Features:

@@ -10,7 +10,6 @@ unknown), `article`, `question`, `options` (four strings) and `label` (0 to 3 fo
 from __future__ import annotations
 
 import copy
-import gzip
 import json
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -23,6 +22,7 @@ from tokenizers import Tokenizer
 from transformers import EvalPrediction, PreTrainedTokenizerBase
 
 from spanroberta.metrics.glue import accuracy
+from spanroberta.tasks.json_lines import read_json_lines
 
 RACE_HUB_ID = "ehovy/race"
 RACE_CONFIGS = {"all": ("middle", "high"), "middle": ("middle",), "high": ("high",)}
@@ -90,19 +90,9 @@ def read_race_jsonl(path: Path) -> list[dict[str, Any]]:
         raise FileNotFoundError(f"{path}: no such file.")
     rows: list[dict[str, Any]] = []
     counter = _QuestionCounter()
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as file:
-        for line_number, line in enumerate(file, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}, line {line_number}: not a JSON object ({error.msg}).") from None
-            if not isinstance(record, dict):
-                raise ValueError(f"{path}, line {line_number}: expected a JSON object, found {type(record).__name__}.")
-            where = f"{path}, line {line_number} (example_id {record.get('example_id')!r})"
-            rows.append(_race_row(record, where, counter))
+    for line_number, record in read_json_lines(path):
+        where = f"{path}, line {line_number} (example_id {record.get('example_id')!r})"
+        rows.append(_race_row(record, where, counter))
     if not rows:
         raise ValueError(f"{path}: the file holds no questions.")
     return rows

@@ -41,6 +41,7 @@ from spanroberta.pipelines.question_answering import (
     decode_spans,
     encode_windows,
 )
+from spanroberta.tasks.json_lines import read_json_lines
 
 logger = logging.getLogger(__name__)
 
@@ -117,15 +118,8 @@ def load_squad_splits(
 
 
 def _json_lines(path: Path) -> Iterator[tuple[str, Any]]:
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise SquadFormatError(f"{path}, line {number}: not valid JSON ({error.msg}).") from None
-            yield f"line {number}", record
+    for number, record in read_json_lines(path, error=SquadFormatError):
+        yield f"line {number}", record
 
 
 def _json_records(path: Path) -> Iterator[tuple[str, Any]]:
