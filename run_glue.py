@@ -30,7 +30,13 @@ from spanroberta.tasks.glue import (
     write_glue_submission,
 )
 from spanroberta.training.cli import parse_arguments
-from spanroberta.training.finetuning import ModelArguments, apply_defaults, load_config_and_tokenizer, load_model
+from spanroberta.training.finetuning import (
+    ModelArguments,
+    apply_defaults,
+    load_config_and_tokenizer,
+    load_model,
+    publish,
+)
 
 
 @dataclass
@@ -128,10 +134,7 @@ def main(args: list[str] | None = None) -> None:
 
     card = {"finetuned_from": model_args.model_name_or_path, "tasks": "text-classification", "language": "en",
             "dataset_tags": "glue", "dataset_args": task.name, "dataset": f"GLUE {task.folder}"}
-    if training_args.push_to_hub:
-        trainer.push_to_hub(**card)
-    elif training_args.do_train:
-        trainer.create_model_card(**card)
+    publish(trainer, card)
 
 
 if __name__ == "__main__":

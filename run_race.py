@@ -31,7 +31,13 @@ from spanroberta.tasks.race import (
     write_race_predictions,
 )
 from spanroberta.training.cli import parse_arguments
-from spanroberta.training.finetuning import ModelArguments, apply_defaults, load_config_and_tokenizer, load_model
+from spanroberta.training.finetuning import (
+    ModelArguments,
+    apply_defaults,
+    load_config_and_tokenizer,
+    load_model,
+    publish,
+)
 
 
 @dataclass
@@ -127,10 +133,7 @@ def main(args: list[str] | None = None) -> None:
 
     card = {"finetuned_from": model_args.model_name_or_path, "tasks": "multiple-choice", "language": "en",
             "dataset_tags": "ehovy/race", "dataset_args": data_args.dataset_config_name, "dataset": "RACE"}
-    if training_args.push_to_hub:
-        trainer.push_to_hub(**card)
-    elif training_args.do_train:
-        trainer.create_model_card(**card)
+    publish(trainer, card)
 
 
 if __name__ == "__main__":

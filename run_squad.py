@@ -34,7 +34,7 @@ from spanroberta.tasks.squad import (
     save_qa_checkpoint,
 )
 from spanroberta.training.cli import parse_arguments
-from spanroberta.training.finetuning import ModelArguments, load_config_and_tokenizer, load_model
+from spanroberta.training.finetuning import ModelArguments, load_config_and_tokenizer, load_model, publish
 
 logger = logging.getLogger(__name__)
 
@@ -216,10 +216,7 @@ def main(args: list[str] | None = None) -> dict[str, float]:
     dataset = "squad_v2" if squad_args.version_2_with_negative else "squad"
     card = {"finetuned_from": model_args.model_name_or_path, "tasks": "question-answering", "language": "en",
             "dataset_tags": dataset, "dataset": dataset}  # fmt: skip
-    if training_args.push_to_hub:
-        trainer.push_to_hub(**card)
-    elif training_args.do_train:
-        trainer.create_model_card(**card)
+    publish(trainer, card)
     return metrics
 
 

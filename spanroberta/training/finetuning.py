@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from transformers import AutoConfig, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoConfig, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase, Trainer
 
 
 @dataclass
@@ -47,6 +47,14 @@ def load_model(model_args: ModelArguments, auto_class: type, config: Any) -> Pre
     # which would then be inflated by the accumulation factor. Declaring it keeps the Trainer's division.
     model.accepts_loss_kwargs = False
     return model
+
+
+def publish(trainer: Trainer, model_card: dict[str, Any]) -> None:
+    """Pushes the fine-tuned model to the Hub with `--push_to_hub`, or else writes its model card locally."""
+    if trainer.args.push_to_hub:
+        trainer.push_to_hub(**model_card)
+    elif trainer.args.do_train:
+        trainer.create_model_card(**model_card)
 
 
 def _hub_kwargs(model_args: ModelArguments) -> dict[str, Any]:
