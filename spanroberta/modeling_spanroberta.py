@@ -397,7 +397,8 @@ class SpanRobertaForQuestionAnswering(SpanRobertaPreTrainedModel, RobertaForQues
                 nn.Dropout(config.hidden_dropout_prob),
                 nn.Linear(config.hidden_size, 1),
             )
-            self.post_init()
+            # RoBERTa's __init__ has already run post_init(); initialise the one module added after it.
+            self.answerability_classifier.apply(self._init_weights)
 
     def forward(
         self,

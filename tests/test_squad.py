@@ -13,6 +13,7 @@ from transformers import RobertaConfig, RobertaForQuestionAnswering
 
 import run_squad
 from conftest import shared_data
+from test_squad_metrics import OFFICIAL_V2_0, run_official
 from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
 from spanroberta.metrics.squad import V1_KEYS, V2_KEYS, squad_v1_evaluate, squad_v2_evaluate
 from spanroberta.pipelines.question_answering import context_offsets, encode_windows
@@ -232,6 +233,16 @@ def test_squad_v1_end_to_end(tmp_path, pretrained):
     assert {"question_answering.py", "modeling_spanroberta.py", "model.safetensors"} <= {p.name for p in out.iterdir()}
 
 
+def questions_only(squad_file, question_ids, path):
+    """The official SQuAD JSON of `squad_file` cut down to the given questions, as the official script scores."""
+    data = json.loads(Path(squad_file).read_text())
+    for article in data["data"]:
+        for paragraph in article["paragraphs"]:
+            paragraph["qas"] = [qa for qa in paragraph["qas"] if qa["id"] in question_ids]
+    path.write_text(json.dumps(data))
+    return path
+
+
 def test_squad_v2_end_to_end_with_the_answerability_head_and_a_kept_threshold(tmp_path, pretrained):
     dev_set = shared_data("squad", "dev-v2.0.part-a.json")
     train_file, dev_file = split_by_article(dev_set, slice(0, 6), slice(6, None), tmp_path)
@@ -255,6 +266,14 @@ def test_squad_v2_end_to_end_with_the_answerability_head_and_a_kept_threshold(tm
     # exact and f1 are the official scores of predictions.json itself.
     official = squad_v2_evaluate(gold, predictions)
     assert {key: metrics[key] for key in official} == pytest.approx(official)
+    # and the official script reproduces every key from the best non-null answers and the null odds.
+    official = run_official(
+        OFFICIAL_V2_0, tmp_path, questions_only(dev_file, gold, tmp_path / "scored.json"),
+        out / "best_non_null_predictions.json", "--na-prob-file", out / "null_odds.json", "--na-prob-thresh", "0",
+        "--out-file", tmp_path / "official_out.json",
+    )  # fmt: skip
+    assert set(official) == set(V2_KEYS)
+    assert official == pytest.approx({key: metrics[key] for key in official})
     # The answerability classifier took part in the null odds: they differ from the span scores alone.
     span_odds = {qid: _span_only_odds(entries) for qid, entries in read_output(out, "nbest_predictions.json").items()}
     assert read_output(out, "config.json")["answerability_head"] is True
@@ -285,3 +304,12 @@ def _span_only_odds(nbest: list[dict]) -> float:
     null = next(entry for entry in nbest if entry["text"] == "")
     best = next(entry for entry in nbest if entry["text"])
     return null["start_logit"] + null["end_logit"] - best["start_logit"] - best["end_logit"]
+
+
+def test_flat_json_as_datasets_writes_it(tmp_path):
+    answers = {"text": ["Santa Clara"], "answer_start": [0]}
+    rows = [{"id": f"q{i}", "title": "t", "context": "Santa Clara hosted it.", "question": "Where?",
+             "answers": answers} for i in range(3)]  # fmt: skip
+    Dataset.from_list(rows).to_json(tmp_path / "flat.json")  # JSON lines, in a .json file
+    dataset = read_squad_file(tmp_path / "flat.json", version_2_with_negative=False)
+    assert dataset["id"] == ["q0", "q1", "q2"]

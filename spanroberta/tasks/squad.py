@@ -126,6 +126,10 @@ def _json_records(path: Path) -> Iterator[tuple[str, Any]]:
     try:
         content = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
+        if error.msg == "Extra data":
+            # JSON lines in a .json file, as `Dataset.to_json` writes them and run_qa.py reads them
+            yield from _json_lines(path)
+            return
         raise SquadFormatError(f"{path}, line {error.lineno}: not valid JSON ({error.msg}).") from None
     data = content.get("data") if isinstance(content, dict) else content
     if not isinstance(data, list):
@@ -460,12 +464,19 @@ def predict_and_score(
 def write_predictions(
     predictions: SquadPredictions, output_dir: str | Path, prefix: str, version_2_with_negative: bool
 ) -> None:
-    """predictions.json, nbest_predictions.json and, for v2.0, null_odds.json (each name after `prefix`)."""
+    """predictions.json, nbest_predictions.json and, for v2.0, null_odds.json and best_non_null_predictions.json
+    (each name after `prefix`).
+
+    The official evaluate-v2.0.py run on best_non_null_predictions.json with `--na-prob-file null_odds.json
+    --na-prob-thresh <threshold>` reproduces every number of eval_results.json; run on predictions.json, it
+    reproduces exact and f1 (its best_* search cannot revive answers the threshold already replaced by "").
+    """
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     files = {"predictions.json": predictions.predictions, "nbest_predictions.json": predictions.nbest}
     if version_2_with_negative:
         files["null_odds.json"] = predictions.null_odds
+        files["best_non_null_predictions.json"] = predictions.best_answers
     for name, content in files.items():
         (output_dir / f"{prefix}{name}").write_text(json.dumps(content, indent=2, ensure_ascii=False) + "\n")
 
