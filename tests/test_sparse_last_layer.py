@@ -1,0 +1,90 @@
+"""SpanRobertaForPreTraining's sparse last layer: the encoder's last layer runs only where a head reads it,
+and gives the same losses, logits and gradients as the full encoder."""
+
+import pytest
+import torch
+
+from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
+
+VOCAB = 90
+
+
+def make_model(**overrides) -> SpanRobertaForPreTraining:
+    torch.manual_seed(0)
+    settings = dict(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=48,
+        max_span_targets=3,
+        sbo_position_embedding_size=8,
+    )
+    return SpanRobertaForPreTraining(SpanRobertaConfig(**{**settings, **overrides}))
+
+
+def make_batch() -> dict[str, torch.Tensor]:
+    """Three rows of 12 tokens; the last one padded after 9. Spans (end exclusive) are masked as the collator
+    would: row 0 one span of 3 tokens, row 1 two spans (one of 4 tokens, longer than max_span_targets), row 2 a
+    span of 1 token whose right boundary is the last real token."""
+    generator = torch.Generator().manual_seed(1)
+    input_ids = torch.randint(5, VOCAB, (3, 12), generator=generator)
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[2, 9:] = 0
+    input_ids[2, 9:] = 1
+    labels, left, right, relative = (torch.full_like(input_ids, -100) for _ in range(4))
+    for row, (start, end) in [(0, (3, 6)), (1, (1, 5)), (1, (8, 9)), (2, (7, 8))]:
+        labels[row, start:end] = input_ids[row, start:end]
+        input_ids[row, start:end] = 4
+        for position in range(start, min(end, start + 3)):
+            left[row, position], right[row, position], relative[row, position] = start - 1, end, position - start
+    return {
+        "input_ids": input_ids,
+        "attention_mask": attention_mask,
+        "labels": labels,
+        "sbo_left_positions": left,
+        "sbo_right_positions": right,
+        "sbo_relative_positions": relative,
+        "sentence_order_label": torch.tensor([0, 1, 0]),
+    }
+
+
+def losses_and_gradients(model: SpanRobertaForPreTraining, batch: dict, **kwargs):
+    model.zero_grad(set_to_none=True)
+    output = model(**batch, **kwargs)
+    output.loss.backward()
+    gradients = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    return output, gradients
+
+
+@pytest.mark.parametrize("sentence_objective", ["none", "sop"])
+def test_sparse_last_layer_matches_the_full_encoder(sentence_objective):
+    model = make_model(sentence_objective=sentence_objective).eval()  # eval: no dropout, so both paths agree
+    batch = make_batch()
+    sparse, sparse_gradients = losses_and_gradients(model, batch)
+    # Asking for the hidden states needs every position of the last layer: the full encoder runs.
+    full, full_gradients = losses_and_gradients(model, batch, output_hidden_states=True)
+    assert sparse.hidden_states is None and len(full.hidden_states) == 3
+
+    for field in ("loss", "mlm_loss", "sbo_loss", "sop_loss", "mlm_logits", "sbo_logits", "sentence_logits"):
+        if getattr(full, field) is not None or getattr(sparse, field) is not None:
+            torch.testing.assert_close(getattr(sparse, field), getattr(full, field), msg=field)
+    assert sparse_gradients.keys() == full_gradients.keys()
+    for name, gradient in full_gradients.items():
+        torch.testing.assert_close(sparse_gradients[name], gradient, msg=name)
+
+
+def test_last_layer_runs_only_where_the_heads_read():
+    model = make_model().train()
+    batch = make_batch()
+    rows_seen = []
+    last_layer = model.roberta.encoder.layer[-1]
+    hook = last_layer.intermediate.register_forward_hook(lambda module, args, out: rows_seen.append(args[0].shape))
+    try:
+        model(**batch).loss.backward()
+    finally:
+        hook.remove()
+    # Row 1 reads the most: 5 MLM targets and the boundaries 0, 5, 7 and 9 of its two spans.
+    assert rows_seen == [torch.Size([3, 9, 32])]
+    # Trained in train mode too: every parameter of the last layer gets a gradient.
+    assert all(p.grad is not None for p in last_layer.parameters())
