@@ -4,16 +4,24 @@
     python run_pretraining.py                                   # the demo: a tiny model on the bundled corpus
     python run_pretraining.py --train_file corpus.txt --output_dir out --model_size base --recipe spanbert
     python run_pretraining.py config.yaml                       # the same flags from a JSON or YAML file
-    accelerate launch run_pretraining.py --train_file ... ...   # several GPUs or nodes
+    accelerate launch --config_file configs/accelerate/multi_gpu.yaml run_pretraining.py ...   # 8 GPUs
+    python run_pretraining.py ... --resume_from_checkpoint true # continue a run that was killed
 
-`python run_pretraining.py --help` lists every flag.
+`python run_pretraining.py --help` lists every flag; README.md's "Scaling" section has the multi-GPU, multi-node,
+DeepSpeed, streaming and prepared-data commands.
+
+Bad input (a missing, empty or non-UTF-8 file, an unknown setting, a tokenizer without a mask token, blocks longer
+than the model's positions, ...) and a diverging loss end the run with a one-paragraph message and exit status 1;
+any other error is a bug and keeps its traceback.
 """
 
 import sys
 
+from spanroberta.errors import UserInputError
 from spanroberta.training.arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from spanroberta.training.cli import parse_arguments
 from spanroberta.training.pretraining import apply_demo_settings, run_pretraining
+from spanroberta.training.trainer import TrainingDivergedError
 
 
 def main(args: list[str] | None = None) -> None:
@@ -22,9 +30,17 @@ def main(args: list[str] | None = None) -> None:
             (PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments), args
         )
         model_args, data_args, training_args = apply_demo_settings(model_args, data_args, training_args, given)
+    # Flags and config files: cli.py and TrainingArguments report their problems as ValueError/FileNotFoundError.
     except (ValueError, FileNotFoundError) as error:
         sys.exit(f"run_pretraining.py: error: {error}")
-    trainer = run_pretraining(model_args, data_args, training_args)
+    try:
+        trainer = run_pretraining(model_args, data_args, training_args)
+    except (UserInputError, TrainingDivergedError) as error:
+        sys.exit(f"run_pretraining.py: error: {error}")
+    if trainer is None:
+        print(f"\nThe prepared data is in {data_args.prepared_data_dir}/. Train on it with the same command "
+              "without --prepare_only.")
+        return
     if trainer.is_world_process_zero():
         output_dir = training_args.output_dir
         print(

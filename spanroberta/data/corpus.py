@@ -10,14 +10,22 @@ text comes from decides where documents end:
 
 Lines are stripped and blank ones dropped. Everything runs through `datasets`, so it is cached by
 fingerprint: a second call with the same files (unchanged on disk) reads the cache.
+
+`load_documents` reads everything before returning, so bad input (a missing or empty file, a byte that is not
+UTF-8) is reported up front, naming the file and line. `iter_documents` reads the same sources lazily with
+`datasets` streaming (for corpora larger than memory or disk); it cannot look ahead, so it replaces bytes that
+are not UTF-8 with U+FFFD in text files instead of stopping the run (see `spanroberta.data.streaming`).
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from pathlib import Path
 
 import datasets
+
+from ..errors import InputFileNotFoundError, UserInputError
 
 # The `datasets` packaged builder that reads each supported file extension.
 BUILDERS_BY_EXTENSION = {
@@ -46,15 +54,12 @@ def load_documents(
     Returns a dataset with one column, `text`: one document per row, its sentences joined by "\\n"
     (files of one format are read together, formats in the order they first appear in `train_files`).
     """
-    if (train_files is None) == (dataset_name is None):
-        raise ValueError("Give exactly one of train_files and dataset_name.")
+    _check_one_source(train_files, dataset_name)
     if dataset_name is not None:
         source = f"dataset {dataset_name!r} (config {dataset_config_name!r}, split {split!r})"
         raw = datasets.load_dataset(dataset_name, dataset_config_name, split=split, cache_dir=cache_dir)
         documents = _rows_to_documents(raw, text_column_name, source, blank_lines_separate_documents=False)
     else:
-        if not train_files:
-            raise ValueError("train_files is empty: give at least one file.")
         parts = [
             _load_files(files, builder, text_column_name, cache_dir)
             for builder, files in _files_by_builder(train_files).items()
@@ -62,8 +67,56 @@ def load_documents(
         documents = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
         source = ", ".join(train_files)
     if len(documents) == 0:
-        raise ValueError(f"No documents in {source}: every line is blank.")
+        raise UserInputError(f"No documents in {source}: every line is blank.")
     return documents
+
+
+def iter_documents(
+    train_files: list[str] | None = None,
+    dataset_name: str | None = None,
+    dataset_config_name: str | None = None,
+    split: str = "train",
+    text_column_name: str = "text",
+) -> Iterator[str]:
+    """The documents of `load_documents`, in the same order, read lazily with `datasets` streaming.
+
+    Nothing is cached and memory does not grow with the corpus. Text files are decoded with
+    `errors="replace"`: a byte that is not UTF-8 becomes U+FFFD rather than stopping a run that is already
+    training; other formats that hold such a byte raise a `UserInputError` naming the file and line.
+    """
+    _check_one_source(train_files, dataset_name)
+    if dataset_name is not None:
+        raw = datasets.load_dataset(dataset_name, dataset_config_name, split=split, streaming=True)
+        yield from _stream_documents(raw, text_column_name, blank_lines_separate_documents=False)
+        return
+    for builder, files in _files_by_builder(train_files).items():
+        is_text = builder == "text"
+        options = {"sample_by": "paragraph", "encoding_errors": "replace"} if is_text else {}
+        raw = datasets.load_dataset(builder, data_files=files, split="train", streaming=True, **options)
+        try:
+            yield from _stream_documents(raw, "text" if is_text else text_column_name, is_text)
+        except UnicodeDecodeError:
+            raise _not_utf8_error(files) from None
+
+
+def _check_one_source(train_files: list[str] | None, dataset_name: str | None) -> None:
+    if (train_files is None) == (dataset_name is None):
+        raise ValueError("Give exactly one of train_files and dataset_name.")
+    if train_files is not None and not train_files:
+        raise UserInputError("train_files is empty: give at least one file.")
+
+
+def _stream_documents(
+    raw: datasets.IterableDataset, column: str, blank_lines_separate_documents: bool
+) -> Iterator[str]:
+    # `iter` rather than `iter(raw)`: inside a DataLoader worker, iterating a datasets IterableDataset directly
+    # would hand the worker only some of its files; spanroberta.data.streaming splits the stream itself.
+    for batch in raw.iter(batch_size=1000):
+        if column not in batch:
+            raise UserInputError(
+                f"The data has no column {column!r} (its columns: {list(batch)}); set --text_column_name."
+            )
+        yield from _split_documents(batch[column], blank_lines_separate_documents)["text"]
 
 
 def _files_by_builder(train_files: list[str]) -> dict[str, list[str]]:
@@ -71,14 +124,14 @@ def _files_by_builder(train_files: list[str]) -> dict[str, list[str]]:
     for file in train_files:
         path = Path(file)
         if not path.is_file():
-            raise FileNotFoundError(f"File not found: {file}")
+            raise InputFileNotFoundError(f"File not found: {file}")
         builder = BUILDERS_BY_EXTENSION.get(path.suffix.lower())
         if builder is None:
             supported = ", ".join(BUILDERS_BY_EXTENSION)
-            raise ValueError(f"Unsupported file extension in {file}: expected one of {supported}.")
+            raise UserInputError(f"Unsupported file extension in {file}: expected one of {supported}.")
         # `datasets` fails with an opaque error on an empty file.
         if path.stat().st_size == 0:
-            raise ValueError(f"No documents in {file}: the file is empty.")
+            raise UserInputError(f"No documents in {file}: the file is empty.")
         groups.setdefault(builder, []).append(str(path))
     return groups
 
@@ -88,16 +141,43 @@ def _load_files(files: list[str], builder: str, text_column_name: str, cache_dir
     # The text builder's "paragraph" mode yields the text between "\n\n"s; lines holding only spaces
     # (WikiText's blank lines are " ") also end a document, which `_rows_to_documents` handles.
     options = {"sample_by": "paragraph"} if is_text else {}
-    raw = datasets.load_dataset(builder, data_files=files, split="train", cache_dir=cache_dir, **options)
     column = "text" if is_text else text_column_name
-    return _rows_to_documents(raw, column, ", ".join(files), blank_lines_separate_documents=is_text)
+    try:
+        raw = datasets.load_dataset(builder, data_files=files, split="train", cache_dir=cache_dir, **options)
+        return _rows_to_documents(raw, column, ", ".join(files), blank_lines_separate_documents=is_text)
+    except datasets.exceptions.DatasetGenerationError as error:
+        if isinstance(error.__cause__, UnicodeDecodeError):
+            raise _not_utf8_error(files) from None
+        raise
+    except UnicodeDecodeError:
+        # JSON and CSV readers keep the raw bytes; decoding fails when the rows are read.
+        raise _not_utf8_error(files) from None
+
+
+def _not_utf8_error(files: list[str]) -> UserInputError:
+    """Names the first line that is not UTF-8. Only called once reading failed, so the scan costs nothing
+    on good input; a newline byte never occurs inside a multi-byte UTF-8 character."""
+    for file in files:
+        with open(file, "rb") as handle:
+            for number, line in enumerate(handle, start=1):
+                try:
+                    line.decode("utf-8")
+                except UnicodeDecodeError as error:
+                    return UserInputError(
+                        f"{file}, line {number}: byte 0x{line[error.start]:02x} at column {error.start + 1} is "
+                        "not valid UTF-8. spanroberta reads UTF-8 text only: convert the file (for example "
+                        "`iconv -f latin1 -t utf-8`) or remove the line (`grep -naxv '.*' FILE` lists such lines)."
+                    )
+    return UserInputError(f"{', '.join(files)}: the text is not valid UTF-8.")
 
 
 def _rows_to_documents(
     raw: datasets.Dataset, column: str, source: str, blank_lines_separate_documents: bool
 ) -> datasets.Dataset:
     if column not in raw.column_names:
-        raise ValueError(f"{source} has no column {column!r} (its columns: {raw.column_names}); set text_column_name.")
+        raise UserInputError(
+            f"{source} has no column {column!r} (its columns: {raw.column_names}); set text_column_name."
+        )
     return raw.map(
         _split_documents,
         batched=True,

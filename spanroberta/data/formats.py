@@ -56,24 +56,27 @@ def tokenize_documents(
         input_columns=["text"],
         remove_columns=documents.column_names,
         fn_kwargs={"tokenizer": tokenizer},
-        # int32 halves the cache of the whole tokenized corpus; blocks are written as int64.
+        # int32 halves the cache of the whole tokenized corpus (and the blocks' and a prepared folder's).
         features=datasets.Features({"sentence_ids": datasets.List(datasets.List(datasets.Value("int32")))}),
         desc="Tokenizing documents",
     )
 
 
 def _tokenize_batch(texts: list[str], tokenizer: PreTrainedTokenizerBase) -> dict[str, list[Document]]:
+    return {"sentence_ids": tokenize_texts(texts, tokenizer)}
+
+
+def tokenize_texts(texts: list[str], tokenizer: PreTrainedTokenizerBase) -> list[Document]:
+    """Each text's non-blank lines, tokenized without special tokens (empty results dropped)."""
     lines_per_document = [[line for line in text.split("\n") if line.strip()] for text in texts]
     lines = list(itertools.chain.from_iterable(lines_per_document))
     # The tokenizer fails on an empty batch. verbose=False: lines longer than the model's maximum length
     # are expected here (build_blocks cuts them), so no warning.
     sentences = iter(tokenizer(lines, add_special_tokens=False, verbose=False)["input_ids"] if lines else [])
-    return {
-        "sentence_ids": [
-            [sentence for sentence in itertools.islice(sentences, len(document_lines)) if sentence]
-            for document_lines in lines_per_document
-        ]
-    }
+    return [
+        [sentence for sentence in itertools.islice(sentences, len(document_lines)) if sentence]
+        for document_lines in lines_per_document
+    ]
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,83 @@ class SpecialTokenLayout:
         return block
 
 
+@dataclass(frozen=True)
+class BlockBuilder:
+    """Turns one group of tokenized documents into blocks; made (and its settings checked) by `block_builder`.
+
+    `build_blocks` runs it over the groups of a dataset, `spanroberta.data.streaming` over the groups of a
+    stream: both give the same blocks for the same documents.
+    """
+
+    input_format: str
+    layout: SpecialTokenLayout
+    budget: int
+    separator: int | None
+    label_name: str | None
+    seed: int
+
+    @property
+    def features(self) -> datasets.Features:
+        features = {"input_ids": datasets.List(datasets.Value("int32"))}
+        if self.layout.token_type_ids is not None:
+            features["token_type_ids"] = datasets.List(datasets.Value("int32"))
+        if self.label_name is not None:
+            features[self.label_name] = datasets.Value("int64")
+        return datasets.Features(features)
+
+    def blocks(self, group: list[Document], group_index: int) -> list[dict[str, list[int] | int]]:
+        """The blocks of one group; its random choices come from a generator seeded with (seed, group_index)."""
+        documents = [document for document in group if document]
+        if self.label_name is None:
+            separator = self.separator if self.input_format == "full-sentences" else None
+            return [self.layout.encode(segment) for segment in _packed_segments(documents, self.budget, separator)]
+        rng = np.random.default_rng([self.seed, group_index])
+        pairs = _pairs(
+            documents,
+            rng,
+            self.budget,
+            one_sentence=self.input_format == "sentence-pair",
+            sentence_order=self.label_name == "sentence_order_label",
+        )
+        return [{**self.layout.encode(a, b), self.label_name: label} for a, b, label in pairs]
+
+
+def block_builder(
+    tokenizer: PreTrainedTokenizerBase,
+    input_format: str,
+    max_seq_length: int,
+    pair_objective: str = "nsp",
+    seed: int = 0,
+) -> BlockBuilder:
+    """Checks the settings of `build_blocks` against the tokenizer and returns the builder of a group's blocks."""
+    if input_format not in INPUT_FORMATS:
+        raise ValueError(f"Unknown input_format {input_format!r}: expected one of {', '.join(INPUT_FORMATS)}.")
+    if pair_objective not in PAIR_OBJECTIVES:
+        raise ValueError(
+            f"Unknown pair_objective {pair_objective!r}: expected one of {', '.join(PAIR_OBJECTIVES)}."
+        )
+    is_pair = input_format in PAIR_FORMATS
+    layout = SpecialTokenLayout.of(tokenizer, pair=is_pair)
+    # A pair needs at least one token in each segment.
+    min_length = layout.num_special_tokens + (2 if is_pair else 1)
+    if max_seq_length < min_length:
+        raise ValueError(
+            f"max_seq_length {max_seq_length} is too short for {input_format}: it must be >= {min_length}."
+        )
+    if input_format == "full-sentences" and tokenizer.sep_token_id is None:
+        raise ValueError(
+            f"full-sentences needs a separator token between documents; {type(tokenizer).__name__} has none."
+        )
+    return BlockBuilder(
+        input_format=input_format,
+        layout=layout,
+        budget=max_seq_length - layout.num_special_tokens,
+        separator=tokenizer.sep_token_id,
+        label_name=PAIR_OBJECTIVES[pair_objective] if is_pair else None,
+        seed=seed,
+    )
+
+
 def build_blocks(
     tokenized: datasets.Dataset,
     tokenizer: PreTrainedTokenizerBase,
@@ -145,35 +225,12 @@ def build_blocks(
     `documents_per_group` documents); `token_type_ids` when the tokenizer produces them; and for pair
     formats the label of `pair_objective` ("nsp": `next_sentence_label`, "sop": `sentence_order_label`).
     """
-    if input_format not in INPUT_FORMATS:
-        raise ValueError(f"Unknown input_format {input_format!r}: expected one of {', '.join(INPUT_FORMATS)}.")
-    if pair_objective not in PAIR_OBJECTIVES:
-        raise ValueError(
-            f"Unknown pair_objective {pair_objective!r}: expected one of {', '.join(PAIR_OBJECTIVES)}."
-        )
+    builder = block_builder(tokenizer, input_format, max_seq_length, pair_objective, seed)
     if "sentence_ids" not in tokenized.column_names:
         raise ValueError(
             f"The dataset has no 'sentence_ids' column (its columns: {tokenized.column_names}); "
             "make it with tokenize_documents."
         )
-    is_pair = input_format in PAIR_FORMATS
-    layout = SpecialTokenLayout.of(tokenizer, pair=is_pair)
-    # A pair needs at least one token in each segment.
-    min_length = layout.num_special_tokens + (2 if is_pair else 1)
-    if max_seq_length < min_length:
-        raise ValueError(
-            f"max_seq_length {max_seq_length} is too short for {input_format}: it must be >= {min_length}."
-        )
-    if input_format == "full-sentences" and tokenizer.sep_token_id is None:
-        raise ValueError(
-            f"full-sentences needs a separator token between documents; {type(tokenizer).__name__} has none."
-        )
-
-    features = {"input_ids": datasets.List(datasets.Value("int64"))}
-    if layout.token_type_ids is not None:
-        features["token_type_ids"] = datasets.List(datasets.Value("int64"))
-    if is_pair:
-        features[PAIR_OBJECTIVES[pair_objective]] = datasets.Value("int64")
     # Groups are made in one process (a zero-copy Arrow regrouping) so that they do not depend on
     # num_proc; the blocks of each group are then built in parallel.
     groups = tokenized.select_columns(["sentence_ids"]).batch(documents_per_group)
@@ -184,16 +241,8 @@ def build_blocks(
         with_indices=True,
         num_proc=num_proc,
         remove_columns=groups.column_names,
-        features=datasets.Features(features),
-        fn_kwargs={
-            "input_format": input_format,
-            "layout": layout,
-            "budget": max_seq_length - layout.num_special_tokens,
-            "separator": tokenizer.sep_token_id,
-            "label_name": PAIR_OBJECTIVES[pair_objective] if is_pair else None,
-            "seed": seed,
-            "column_names": list(features),
-        },
+        features=builder.features,
+        fn_kwargs={"builder": builder},
         desc=f"Building {input_format} blocks",
     )
 
@@ -216,26 +265,11 @@ def prepare_blocks(
 
 
 def _build_group_blocks(
-    batch: dict[str, list[list[Document]]],
-    indices: list[int],
-    input_format: str,
-    layout: SpecialTokenLayout,
-    budget: int,
-    separator: int | None,
-    label_name: str | None,
-    seed: int,
-    column_names: list[str],
+    batch: dict[str, list[list[Document]]], indices: list[int], builder: BlockBuilder
 ) -> dict[str, list]:
     (group,) = batch["sentence_ids"]
-    documents = [document for document in group if document]
-    if label_name is None:
-        segments = _packed_segments(documents, budget, separator if input_format == "full-sentences" else None)
-        rows = [layout.encode(segment) for segment in segments]
-    else:
-        rng = np.random.default_rng([seed, indices[0]])
-        pairs = _pairs(documents, rng, budget, input_format == "sentence-pair", label_name == "sentence_order_label")
-        rows = [{**layout.encode(a, b), label_name: label} for a, b, label in pairs]
-    return {name: [row[name] for row in rows] for name in column_names}
+    rows = builder.blocks(group, indices[0])
+    return {name: [row[name] for row in rows] for name in builder.features}
 
 
 def _packed_segments(documents: list[Document], budget: int, separator: int | None) -> Iterator[list[int]]:

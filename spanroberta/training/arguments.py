@@ -9,7 +9,9 @@ from transformers import TrainingArguments
 from ..configuration_spanroberta import SENTENCE_OBJECTIVES
 from ..data.collator import MASKING_SCHEMES
 from ..data.formats import INPUT_FORMATS
+from ..errors import UserInputError
 from .recipes import MODEL_SIZES, RECIPES
+from .trainer import NONFINITE_LOSS_POLICIES
 
 
 @dataclass
@@ -90,6 +92,34 @@ class PretrainingDataArguments:
     max_span_length: int = field(default=10, metadata={"help": "Longest span in words (SpanBERT: 10)."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Keep only this many training blocks."})
     preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenizing."})
+    documents_per_group: int = field(
+        default=1000,
+        metadata={
+            "help": "Documents per packing group: blocks never span two groups, and a pair's random segment comes "
+            "from its group. In streaming mode, groups are what processes and workers share out."
+        },
+    )
+    prepared_data_dir: str | None = field(
+        default=None,
+        metadata={
+            "help": "Prepared mode: tokenize and pack once into sharded Arrow files in this folder (with "
+            "--preprocessing_num_workers processes), memory-mapped during training; later runs given the same "
+            "folder reuse it (their settings must match). A prepared folder alone is enough data to train."
+        },
+    )
+    prepare_only: bool = field(
+        default=False, metadata={"help": "Prepare --prepared_data_dir and exit without training."}
+    )
+    streaming: bool = field(
+        default=False,
+        metadata={
+            "help": "Streaming mode: read, tokenize and pack the corpus on the fly (datasets streaming), split "
+            "between processes and DataLoader workers; nothing is cached. Needs --max_steps and a tokenizer."
+        },
+    )
+    shuffle_buffer_size: int = field(
+        default=10_000, metadata={"help": "Streaming mode: blocks in each reader's shuffle buffer."}
+    )
 
     def __post_init__(self):
         _check_choice("--recipe", self.recipe, RECIPES)
@@ -97,10 +127,17 @@ class PretrainingDataArguments:
             _check_choice("--masking", self.masking, MASKING_SCHEMES)
         if self.input_format is not None:
             _check_choice("--input_format", self.input_format, INPUT_FORMATS)
+        if self.streaming and self.prepared_data_dir:
+            raise UserInputError("--streaming and --prepared_data_dir are two ways to read the corpus: give one.")
+        if self.prepare_only and not self.prepared_data_dir:
+            raise UserInputError("--prepare_only needs --prepared_data_dir, the folder to prepare.")
+        for flag in ("documents_per_group", "shuffle_buffer_size", "max_seq_length"):
+            if getattr(self, flag) < 1:
+                raise UserInputError(f"--{flag} must be at least 1, not {getattr(self, flag)}.")
 
     @property
     def is_demo(self) -> bool:
-        return self.train_file is None and self.dataset_name is None
+        return self.train_file is None and self.dataset_name is None and self.prepared_data_dir is None
 
 
 @dataclass
@@ -118,8 +155,20 @@ class PretrainingArguments(TrainingArguments):
     )
     # The datasets handed to the Trainer are spanroberta's own; their fields are what the collator needs.
     remove_unused_columns: bool = field(default=False, metadata={"help": "Keep every dataset column."})
+    on_nonfinite_loss: str = field(
+        default="stop",
+        metadata={
+            "help": "When the loss is NaN or infinite: stop with an error naming the step, or skip that step's "
+            "update. Either way, weights holding NaN or inf are never saved.",
+            "choices": list(NONFINITE_LOSS_POLICIES),
+        },
+    )
+
+    def __post_init__(self):
+        _check_choice("--on_nonfinite_loss", self.on_nonfinite_loss, NONFINITE_LOSS_POLICIES)
+        super().__post_init__()
 
 
 def _check_choice(flag: str, value: str, valid) -> None:
     if value not in valid:
-        raise ValueError(f"{flag} {value!r} does not exist; valid values: {', '.join(valid)}.")
+        raise UserInputError(f"{flag} {value!r} does not exist; valid values: {', '.join(valid)}.")

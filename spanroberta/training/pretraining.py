@@ -1,25 +1,41 @@
 """The pretraining run behind run_pretraining.py: resolve the recipe, build tokenizer, blocks, collator and
-model, then train with `PretrainingTrainer`."""
+model, then train with `PretrainingTrainer`.
+
+The corpus is read in one of three modes:
+- in memory (default): documents and blocks are `datasets` datasets, cached by fingerprint;
+- prepared (`--prepared_data_dir`): blocks made once into sharded Arrow files, memory-mapped, reused later
+  (`spanroberta.data.prepared`);
+- streaming (`--streaming`): blocks made on the fly, split between processes and workers
+  (`spanroberta.data.streaming`).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import datasets
 import transformers
+from torch.utils.data import Dataset
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, set_seed
 
 from ..configuration_spanroberta import SpanRobertaConfig
+from ..data import prepared
 from ..data.collator import DataCollatorForSpanMasking
-from ..data.corpus import load_documents
+from ..data.corpus import iter_documents, load_documents
 from ..data.demo_corpus import demo_corpus_path
-from ..data.formats import PAIR_FORMATS, prepare_blocks
+from ..data.formats import PAIR_FORMATS, block_builder, prepare_blocks
 from ..data.masking_schedule import DynamicMaskingDataset, StaticMaskingDataset
+from ..data.streaming import StreamingBlocks
 from ..data.tokenizer import train_byte_level_bpe
+from ..errors import UserInputError
 from ..modeling_spanroberta import SpanRobertaForPreTraining
 from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
+from .checkpoints import resolve_resume_checkpoint, set_aside
 from .recipes import get_model_size, get_recipe
 from .trainer import PretrainingTrainer
 
@@ -61,8 +77,9 @@ def apply_demo_settings(
 ) -> tuple[PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments]:
     """In demo mode, fills in DEMO_SETTINGS for every setting the user did not give."""
     if not data_args.is_demo:
-        if training_args.output_dir is None:
-            raise ValueError("--output_dir is required when training on your own data.")
+        # TrainingArguments turns a missing output_dir into "trainer_output": look at what the user gave.
+        if "output_dir" not in given and not data_args.prepare_only:
+            raise UserInputError("--output_dir is required when training on your own data.")
         return model_args, data_args, training_args
     updates = {name: value for name, value in DEMO_SETTINGS.items() if name not in given}
     model_args = replace(model_args, **{k: v for k, v in updates.items() if hasattr(model_args, k)})
@@ -83,35 +100,52 @@ def resolve_objective(model_args: PretrainingModelArguments, data_args: Pretrain
         static_masking=recipe.static_masking if data_args.static_masking is None else data_args.static_masking,
     )
     if objective.sentence_objective != "none" and objective.input_format not in PAIR_FORMATS:
-        raise ValueError(
+        raise UserInputError(
             f"--sentence_objective {objective.sentence_objective} needs a pair input format "
             f"({', '.join(PAIR_FORMATS)}), not {objective.input_format}."
         )
     return objective
 
 
-def load_or_train_tokenizer(
-    model_args: PretrainingModelArguments, documents: datasets.Dataset
-) -> PreTrainedTokenizerBase:
+def load_tokenizer(model_args: PretrainingModelArguments) -> PreTrainedTokenizerBase | None:
+    """The tokenizer named by --tokenizer_name or --model_name_or_path, or None when neither is given."""
     name = model_args.tokenizer_name or model_args.model_name_or_path
-    if name:
-        tokenizer = AutoTokenizer.from_pretrained(
-            name, cache_dir=model_args.cache_dir, trust_remote_code=model_args.trust_remote_code
-        )
-    else:
-        logger.info("Training a byte-level BPE of %d tokens on the training text.", model_args.tokenizer_vocab_size)
-        tokenizer = train_byte_level_bpe(documents["text"], vocab_size=model_args.tokenizer_vocab_size)
+    if not name:
+        return None
+    tokenizer = AutoTokenizer.from_pretrained(
+        name, cache_dir=model_args.cache_dir, trust_remote_code=model_args.trust_remote_code
+    )
     if tokenizer.mask_token is None:
-        raise ValueError(f"The tokenizer {name} has no mask token, so it cannot be used for masked-LM pretraining.")
+        raise UserInputError(
+            f"The tokenizer {name} has no mask token, so it cannot be used for masked-LM pretraining. Give a "
+            "tokenizer with one (RoBERTa's is <mask>), or none to train a byte-level BPE on the corpus."
+        )
     return tokenizer
 
 
-def build_model(
+def load_or_train_tokenizer(
+    model_args: PretrainingModelArguments, documents: datasets.Dataset
+) -> PreTrainedTokenizerBase:
+    tokenizer = load_tokenizer(model_args)
+    if tokenizer is None:
+        logger.info("Training a byte-level BPE of %d tokens on the training text.", model_args.tokenizer_vocab_size)
+        tokenizer = train_byte_level_bpe(_texts(documents), vocab_size=model_args.tokenizer_vocab_size)
+    return tokenizer
+
+
+def _texts(documents: datasets.Dataset) -> Iterator[str]:
+    # Batch by batch from the memory-mapped table, so that the whole corpus is never held as Python strings.
+    for batch in documents.iter(batch_size=1000):
+        yield from batch["text"]
+
+
+def build_config(
     model_args: PretrainingModelArguments,
     objective: ResolvedObjective,
     tokenizer: PreTrainedTokenizerBase,
     max_seq_length: int,
-) -> SpanRobertaForPreTraining:
+) -> SpanRobertaConfig:
+    """The model's config; checks that blocks of `max_seq_length` tokens fit its position embeddings."""
     head_settings = {
         "use_sbo": objective.sbo,
         "sbo_loss_weight": model_args.sbo_loss_weight,
@@ -123,10 +157,6 @@ def build_model(
         config = SpanRobertaConfig.from_pretrained(
             model_args.model_name_or_path, cache_dir=model_args.cache_dir, **head_settings
         )
-        _override_config(config, model_args.config_overrides)
-        model = SpanRobertaForPreTraining.from_pretrained(
-            model_args.model_name_or_path, config=config, cache_dir=model_args.cache_dir
-        )
     else:
         config = SpanRobertaConfig(
             **get_model_size(model_args.model_size),
@@ -136,88 +166,80 @@ def build_model(
             eos_token_id=tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.sep_token_id,
             **head_settings,
         )
-        _override_config(config, model_args.config_overrides)
+    _override_config(config, model_args.config_overrides)
+    # RoBERTa's position ids start after the padding id (modeling_roberta's create_position_ids_from_input_ids).
+    offset = (config.pad_token_id or 0) + 1
+    positions = config.max_position_embeddings - offset
+    if max_seq_length > positions:
+        raise UserInputError(
+            f"--max_seq_length {max_seq_length} is above the model's {positions} positions "
+            f"(max_position_embeddings={config.max_position_embeddings}). Use --max_seq_length {positions} or less"
+            + (
+                f", or --config_overrides max_position_embeddings={max_seq_length + offset} to train from scratch "
+                "with longer blocks."
+                if not model_args.model_name_or_path
+                else "."
+            )
+        )
+    return config
+
+
+def build_model(
+    model_args: PretrainingModelArguments, config: SpanRobertaConfig, tokenizer: PreTrainedTokenizerBase
+) -> SpanRobertaForPreTraining:
+    if model_args.model_name_or_path:
+        model = SpanRobertaForPreTraining.from_pretrained(
+            model_args.model_name_or_path, config=config, cache_dir=model_args.cache_dir
+        )
+    else:
         model = SpanRobertaForPreTraining(config)
     if len(tokenizer) > model.config.vocab_size:
         model.resize_token_embeddings(len(tokenizer))
-    positions = model.config.max_position_embeddings - (model.config.pad_token_id or 0) - 1
-    if max_seq_length > positions:
-        raise ValueError(
-            f"--max_seq_length {max_seq_length} is above the model's {positions} positions "
-            f"(max_position_embeddings={model.config.max_position_embeddings})."
-        )
     return model
 
 
 def _override_config(config: SpanRobertaConfig, overrides: str | None) -> None:
     if overrides:
-        config.update_from_string(overrides)
+        try:
+            config.update_from_string(overrides)
+        except ValueError as error:
+            raise UserInputError(f"--config_overrides {overrides!r}: {error}") from None
+
+
+@dataclass
+class PretrainingData:
+    """What the data stage hands to training."""
+
+    tokenizer: PreTrainedTokenizerBase
+    config: SpanRobertaConfig
+    train: Dataset | StreamingBlocks
+    eval: Dataset | None
 
 
 def run_pretraining(
     model_args: PretrainingModelArguments,
     data_args: PretrainingDataArguments,
     training_args: PretrainingArguments,
-) -> PretrainingTrainer:
-    """Pretrains and saves the model, tokenizer and model card to `training_args.output_dir`."""
+) -> PretrainingTrainer | None:
+    """Pretrains and saves the model, tokenizer and model card to `training_args.output_dir`.
+
+    With --prepare_only, prepares --prepared_data_dir and returns None without training.
+    """
     _setup_logging(training_args)
     # Seed before anything random is built: the Trainer seeds only once it is constructed, after the model.
     set_seed(training_args.seed)
     objective = resolve_objective(model_args, data_args)
     logger.info("Objective: %s", objective)
-
-    train_files = data_args.train_file.split(",") if data_args.train_file else None
-    documents = load_documents(
-        train_files=train_files,
-        dataset_name=data_args.dataset_name,
-        dataset_config_name=data_args.dataset_config_name,
-        text_column_name=data_args.text_column_name,
-        cache_dir=model_args.cache_dir,
-    )
-    if data_args.validation_file:
-        eval_documents = load_documents(
-            train_files=data_args.validation_file.split(","),
-            text_column_name=data_args.text_column_name,
-            cache_dir=model_args.cache_dir,
-        )
-    elif data_args.validation_split_percentage > 0 and len(documents) > 1:
-        split = documents.train_test_split(
-            test_size=data_args.validation_split_percentage / 100, seed=training_args.seed, shuffle=True
-        )
-        documents, eval_documents = split["train"], split["test"]
-    else:
-        eval_documents = None
-
-    tokenizer = load_or_train_tokenizer(model_args, documents)
-    model = build_model(model_args, objective, tokenizer, data_args.max_seq_length)
-
-    def blocks_of(docs: datasets.Dataset) -> datasets.Dataset:
-        return prepare_blocks(
-            docs,
-            tokenizer,
-            input_format=objective.input_format,
-            max_seq_length=data_args.max_seq_length,
-            pair_objective=objective.sentence_objective if objective.sentence_objective != "none" else "nsp",
-            seed=training_args.seed,
-            num_proc=data_args.preprocessing_num_workers,
-        )
-
-    with training_args.main_process_first(desc="tokenizing and packing"):
-        train_blocks = blocks_of(documents)
-        eval_blocks = blocks_of(eval_documents) if eval_documents is not None else None
-    if data_args.max_train_samples is not None:
-        train_blocks = train_blocks.select(range(min(data_args.max_train_samples, len(train_blocks))))
-    train_dataset = (
-        StaticMaskingDataset(train_blocks, dupe_factor=data_args.dupe_factor)
-        if objective.static_masking
-        else DynamicMaskingDataset(train_blocks)
-    )
-    # Evaluation masks are fixed (epoch 0), so that evaluations along a run are comparable.
-    eval_dataset = DynamicMaskingDataset(eval_blocks) if eval_blocks is not None else None
-    logger.info("%d training blocks of up to %d tokens", len(train_blocks), data_args.max_seq_length)
+    # The main process reads (or prepares) the data first; the others then find it in the cache or on disk.
+    with training_args.main_process_first(desc="reading and preparing the data"):
+        data = load_pretraining_data(model_args, data_args, training_args, objective)
+    if data_args.prepare_only:
+        logger.info("Prepared the data in %s.", data_args.prepared_data_dir)
+        return None
+    model = build_model(model_args, data.config, data.tokenizer)
 
     collator = DataCollatorForSpanMasking(
-        tokenizer,
+        data.tokenizer,
         mlm_probability=data_args.mlm_probability,
         masking=objective.masking,
         geometric_p=data_args.geometric_p,
@@ -229,20 +251,22 @@ def run_pretraining(
     trainer = PretrainingTrainer(
         model=model,
         args=training_args,
-        train_dataset=train_dataset,
-        eval_dataset=eval_dataset,
+        train_dataset=data.train,
+        eval_dataset=data.eval,
         data_collator=collator,
-        processing_class=tokenizer,
+        processing_class=data.tokenizer,
     )
-    resume = training_args.resume_from_checkpoint
-    if isinstance(resume, str) and resume.lower() in ("true", "false"):
-        resume = resume.lower() == "true"
-    train_result = trainer.train(resume_from_checkpoint=resume or None)
+    checkpoint, incomplete = resolve_resume_checkpoint(training_args.resume_from_checkpoint, training_args.output_dir)
+    # Every process has chosen its checkpoint before the main one renames the incomplete ones.
+    trainer.accelerator.wait_for_everyone()
+    if training_args.should_save:
+        set_aside(incomplete)
+    train_result = trainer.train(resume_from_checkpoint=checkpoint)
     trainer.save_model()
     trainer.log_metrics("train", train_result.metrics)
     trainer.save_metrics("train", train_result.metrics)
     trainer.save_state()
-    if eval_dataset is not None:
+    if data.eval is not None:
         metrics = trainer.evaluate()
         trainer.log_metrics("eval", metrics)
         trainer.save_metrics("eval", metrics)
@@ -250,6 +274,209 @@ def run_pretraining(
     if training_args.push_to_hub:
         trainer.push_to_hub()
     return trainer
+
+
+def load_pretraining_data(
+    model_args: PretrainingModelArguments,
+    data_args: PretrainingDataArguments,
+    training_args: PretrainingArguments,
+    objective: ResolvedObjective,
+) -> PretrainingData:
+    """Tokenizer, model config and masking datasets, in the mode the arguments ask for.
+
+    The config is built (and --max_seq_length checked against it) before any block is made.
+    """
+    if data_args.streaming:
+        tokenizer, config, train, eval_blocks = _streaming_data(model_args, data_args, training_args, objective)
+    elif data_args.prepared_data_dir and prepared.is_prepared(data_args.prepared_data_dir):
+        tokenizer, config, train, eval_blocks = _reused_prepared_data(model_args, data_args, training_args, objective)
+    else:
+        tokenizer, config, train, eval_blocks = _built_data(model_args, data_args, training_args, objective)
+
+    if not isinstance(train, StreamingBlocks):
+        if data_args.max_train_samples is not None:
+            train = train.select(range(min(data_args.max_train_samples, len(train))))
+        logger.info("%d training blocks of up to %d tokens", len(train), data_args.max_seq_length)
+        train = (
+            StaticMaskingDataset(train, dupe_factor=data_args.dupe_factor)
+            if objective.static_masking
+            else DynamicMaskingDataset(train)
+        )
+    # Evaluation masks are fixed (epoch 0), so that evaluations along a run are comparable.
+    eval_dataset = DynamicMaskingDataset(eval_blocks) if eval_blocks is not None else None
+    return PretrainingData(tokenizer=tokenizer, config=config, train=train, eval=eval_dataset)
+
+
+def _built_data(
+    model_args: PretrainingModelArguments,
+    data_args: PretrainingDataArguments,
+    training_args: PretrainingArguments,
+    objective: ResolvedObjective,
+) -> tuple[PreTrainedTokenizerBase, SpanRobertaConfig, datasets.Dataset, datasets.Dataset | None]:
+    """In-memory mode (blocks cached by `datasets`), or the first run of the prepared mode (blocks saved)."""
+    prepared_dir = data_args.prepared_data_dir
+    if prepared_dir and not (data_args.train_file or data_args.dataset_name):
+        raise UserInputError(
+            f"--prepared_data_dir {prepared_dir} holds no prepared data yet: give --train_file or --dataset_name "
+            "to prepare it from."
+        )
+    with prepared.preparing(prepared_dir) if prepared_dir else contextlib.nullcontext() as staging:
+        cache_dir = str(staging / prepared.INTERMEDIATE_CACHE) if staging else model_args.cache_dir
+        documents, eval_documents = _document_splits(data_args, training_args.seed, cache_dir)
+        tokenizer = load_or_train_tokenizer(model_args, documents)
+        config = build_config(model_args, objective, tokenizer, data_args.max_seq_length)
+
+        def blocks_of(docs: datasets.Dataset) -> datasets.Dataset:
+            return prepare_blocks(
+                docs,
+                tokenizer,
+                input_format=objective.input_format,
+                max_seq_length=data_args.max_seq_length,
+                pair_objective=_pair_objective(objective),
+                seed=training_args.seed,
+                num_proc=data_args.preprocessing_num_workers,
+                documents_per_group=data_args.documents_per_group,
+            )
+
+        splits = {"train": blocks_of(documents)}
+        if eval_documents is not None:
+            splits["validation"] = blocks_of(eval_documents)
+        if not staging:
+            return tokenizer, config, splits["train"], splits.get("validation")
+        settings = _prepared_settings(data_args, training_args, objective, tokenizer)
+        prepared.save_prepared(staging, splits, tokenizer, settings)
+    # Train from the memory-mapped shards, exactly as a later run reusing the folder will.
+    blocks = datasets.load_from_disk(str(Path(prepared_dir) / "blocks"))
+    return tokenizer, config, blocks["train"], blocks.get("validation")
+
+
+def _reused_prepared_data(
+    model_args: PretrainingModelArguments,
+    data_args: PretrainingDataArguments,
+    training_args: PretrainingArguments,
+    objective: ResolvedObjective,
+) -> tuple[PreTrainedTokenizerBase, SpanRobertaConfig, datasets.Dataset, datasets.Dataset | None]:
+    requested = _prepared_settings(data_args, training_args, objective, load_tokenizer(model_args))
+    blocks, tokenizer = prepared.load_prepared(data_args.prepared_data_dir, requested)
+    config = build_config(model_args, objective, tokenizer, data_args.max_seq_length)
+    return tokenizer, config, blocks["train"], blocks.get("validation")
+
+
+def _pair_objective(objective: ResolvedObjective) -> str:
+    """The pair label of pair formats: the sentence objective's, NSP when there is none (labels then unused)."""
+    return objective.sentence_objective if objective.sentence_objective != "none" else "nsp"
+
+
+def _document_splits(
+    data_args: PretrainingDataArguments, seed: int, cache_dir: str | None
+) -> tuple[datasets.Dataset, datasets.Dataset | None]:
+    """Training documents and evaluation documents (--validation_file, or a held-out share, or none)."""
+    documents = load_documents(
+        train_files=data_args.train_file.split(",") if data_args.train_file else None,
+        dataset_name=data_args.dataset_name,
+        dataset_config_name=data_args.dataset_config_name,
+        text_column_name=data_args.text_column_name,
+        cache_dir=cache_dir,
+    )
+    if data_args.validation_file:
+        eval_documents = load_documents(
+            train_files=data_args.validation_file.split(","),
+            text_column_name=data_args.text_column_name,
+            cache_dir=cache_dir,
+        )
+        return documents, eval_documents
+    if data_args.validation_split_percentage > 0 and len(documents) > 1:
+        split = documents.train_test_split(
+            test_size=data_args.validation_split_percentage / 100, seed=seed, shuffle=True
+        )
+        return split["train"], split["test"]
+    return documents, None
+
+
+def _prepared_settings(
+    data_args: PretrainingDataArguments,
+    training_args: PretrainingArguments,
+    objective: ResolvedObjective,
+    tokenizer: PreTrainedTokenizerBase | None,
+) -> dict:
+    return prepared.prepared_settings(
+        train_files=data_args.train_file.split(",") if data_args.train_file else None,
+        dataset=(
+            f"{data_args.dataset_name}/{data_args.dataset_config_name}:{data_args.text_column_name}"
+            if data_args.dataset_name
+            else None
+        ),
+        validation=(
+            data_args.validation_file.split(",")
+            if data_args.validation_file
+            else data_args.validation_split_percentage
+        ),
+        tokenizer=tokenizer,
+        input_format=objective.input_format,
+        max_seq_length=data_args.max_seq_length,
+        pair_objective=_pair_objective(objective) if objective.input_format in PAIR_FORMATS else None,
+        documents_per_group=data_args.documents_per_group,
+        seed=training_args.seed,
+    )
+
+
+def _streaming_data(
+    model_args: PretrainingModelArguments,
+    data_args: PretrainingDataArguments,
+    training_args: PretrainingArguments,
+    objective: ResolvedObjective,
+) -> tuple[PreTrainedTokenizerBase, SpanRobertaConfig, StreamingBlocks, datasets.Dataset | None]:
+    if training_args.max_steps <= 0:
+        raise UserInputError("--streaming needs --max_steps: a stream has no length to count epochs in.")
+    if data_args.max_train_samples is not None:
+        raise UserInputError("--max_train_samples does not apply to --streaming; use --max_steps.")
+    tokenizer = load_tokenizer(model_args)
+    if tokenizer is None:
+        raise UserInputError(
+            "--streaming needs --tokenizer_name (or --model_name_or_path): training a tokenizer takes a pass over "
+            "the corpus. Train one on a sample (spanroberta.data.tokenizer.train_byte_level_bpe) or use "
+            "--prepared_data_dir, which trains one."
+        )
+    config = build_config(model_args, objective, tokenizer, data_args.max_seq_length)
+    pair_objective = _pair_objective(objective)
+    read_documents = functools.partial(
+        iter_documents,
+        train_files=data_args.train_file.split(",") if data_args.train_file else None,
+        dataset_name=data_args.dataset_name,
+        dataset_config_name=data_args.dataset_config_name,
+        text_column_name=data_args.text_column_name,
+    )
+    train = StreamingBlocks(
+        read_documents,
+        tokenizer,
+        block_builder(tokenizer, objective.input_format, data_args.max_seq_length, pair_objective, training_args.seed),
+        documents_per_group=data_args.documents_per_group,
+        shuffle_buffer_size=data_args.shuffle_buffer_size,
+        seed=training_args.seed,
+        static_masking_copies=data_args.dupe_factor if objective.static_masking else None,
+        process_index=training_args.process_index,
+        num_processes=training_args.world_size,
+    )
+    eval_blocks = None
+    if data_args.validation_file:
+        eval_documents = load_documents(
+            train_files=data_args.validation_file.split(","),
+            text_column_name=data_args.text_column_name,
+            cache_dir=model_args.cache_dir,
+        )
+        eval_blocks = prepare_blocks(
+            eval_documents,
+            tokenizer,
+            objective.input_format,
+            data_args.max_seq_length,
+            pair_objective,
+            training_args.seed,
+            data_args.preprocessing_num_workers,
+            data_args.documents_per_group,
+        )
+    else:
+        logger.info("Streaming mode evaluates only on --validation_file; none was given.")
+    return tokenizer, config, train, eval_blocks
 
 
 def _write_model_card(trainer: PretrainingTrainer, objective: ResolvedObjective, data_args) -> None:

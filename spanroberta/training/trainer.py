@@ -1,8 +1,10 @@
-"""A Trainer for pretraining: exact losses under gradient accumulation, each head's loss in the logs, and an
-evaluation that reports MLM accuracy, perplexity and SBO accuracy."""
+"""A Trainer for pretraining: exact losses under gradient accumulation, each head's loss in the logs, an
+evaluation that reports MLM accuracy, perplexity and SBO accuracy, a guard against NaN/inf losses and weights,
+and the DataLoader of the streaming mode."""
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
@@ -10,7 +12,12 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 from transformers import Trainer, TrainerCallback
 
+from ..data.streaming import StreamingBlocks
+
+logger = logging.getLogger(__name__)
+
 IGNORE_INDEX = -100
+NONFINITE_LOSS_POLICIES = ("stop", "skip")
 
 # Which batch field marks the targets of each head: the model normalises each loss by the count of its own
 # targets over the whole accumulated (and, across processes, global) batch.
@@ -35,6 +42,20 @@ class _MaskingEpochCallback(TrainerCallback):
         self.dataset.set_epoch(int(state.epoch or 0))
 
 
+class TrainingDivergedError(RuntimeError):
+    """The loss or the weights became NaN or infinite; the message names the step. Nothing non-finite was saved."""
+
+
+class _NonFiniteLossGuard(TrainerCallback):
+    """Runs the trainer's non-finite loss check between the backward passes and the optimizer step."""
+
+    def __init__(self, trainer: PretrainingTrainer):
+        self.trainer = trainer
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        self.trainer._check_loss_before_optimizer_step()
+
+
 class PretrainingTrainer(Trainer):
     """transformers' Trainer, made exact for SpanRobertaForPreTraining.
 
@@ -44,15 +65,83 @@ class PretrainingTrainer(Trainer):
     - `mlm_loss`, `sbo_loss` (and `nsp_loss`/`sop_loss`) are logged next to `loss`.
     - `evaluate()` reports loss, mlm_loss, mlm_accuracy, perplexity (exp of the MLM loss), sbo_loss and
       sbo_accuracy, counted over every predicted token of the evaluation set.
+    - A NaN or infinite loss in any process is caught once per optimizer step, before the update. With
+      `args.on_nonfinite_loss="stop"` (the default) training stops with a `TrainingDivergedError` naming the
+      step; with "skip" the update is skipped (the learning-rate schedule still advances, as for an fp16
+      overflow) and a warning names the step. Weights holding NaN or inf are never saved: `save_model` raises.
+    - A `StreamingBlocks` training set splits itself between processes; its DataLoader is not sharded again.
     """
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
+        # PretrainingArguments' flag; plain TrainingArguments get the safe default.
+        self.on_nonfinite_loss = getattr(self.args, "on_nonfinite_loss", "stop")
+        if self.on_nonfinite_loss == "skip" and self.is_deepspeed_enabled:
+            # DeepSpeed's engine applies the update inside backward(), before the step can be skipped.
+            raise ValueError("--on_nonfinite_loss skip does not work with DeepSpeed; use stop.")
         if hasattr(self.train_dataset, "set_epoch"):
             self.add_callback(_MaskingEpochCallback(self.train_dataset))
+        self.add_callback(_NonFiniteLossGuard(self))
         self._extra_counts: dict[str, torch.Tensor] = {}
         self._head_loss_sums: dict[str, torch.Tensor] = {}
         self._head_losses_logged_at_step = 0
+        self._nonfinite_losses: torch.Tensor | None = None
+
+    def get_train_dataloader(self) -> DataLoader:
+        if not isinstance(self.train_dataset, StreamingBlocks):
+            return super().get_train_dataloader()
+        # accelerate would wrap an iterable dataset so that each process keeps a slice of every batch, or have
+        # process 0 read all batches and send them out; streaming blocks are already split between processes.
+        return DataLoader(
+            self.train_dataset,
+            batch_size=self._train_batch_size,
+            collate_fn=self.data_collator,
+            num_workers=self.args.dataloader_num_workers,
+            pin_memory=self.args.dataloader_pin_memory,
+            persistent_workers=self.args.dataloader_persistent_workers and self.args.dataloader_num_workers > 0,
+            prefetch_factor=self.args.dataloader_prefetch_factor,
+        )
+
+    def training_step(self, model, inputs, num_items_in_batch=None) -> torch.Tensor:
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        # Counted on the device, read once per optimizer step: no extra host synchronisation per micro-batch.
+        nonfinite = (~torch.isfinite(loss)).sum()
+        self._nonfinite_losses = nonfinite if self._nonfinite_losses is None else self._nonfinite_losses + nonfinite
+        return loss
+
+    def _check_loss_before_optimizer_step(self) -> None:
+        if self._nonfinite_losses is None:
+            return
+        count = self._nonfinite_losses
+        self._nonfinite_losses = None
+        if self.args.world_size > 1:
+            count = self.accelerator.reduce(count, reduction="sum")
+        if not int(count):
+            return
+        step = self.state.global_step + 1
+        if self.on_nonfinite_loss == "skip":
+            logger.warning("Step %d: the loss is NaN or infinite; skipping its update (on_nonfinite_loss=skip).", step)
+            if self.accelerator.scaler is None:
+                # Optimizers leave parameters without a gradient untouched (an fp16 GradScaler skips by itself).
+                for parameter in self.model.parameters():
+                    parameter.grad = None
+            return
+        raise TrainingDivergedError(
+            f"The loss became NaN or infinite at step {step}; training stopped there and saved nothing of that "
+            "step. Resume from the last checkpoint with a lower learning rate (keep --max_grad_norm on, prefer bf16 "
+            "to fp16), or pass --on_nonfinite_loss skip to skip such steps."
+        )
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        # Under DeepSpeed ZeRO-3 each process holds only its shard (self.model's tensors are empty): not checked.
+        finite = [torch.isfinite(p).all() for p in self.model.parameters() if p.numel()]
+        if finite and not bool(torch.stack(finite).all()):
+            raise TrainingDivergedError(
+                f"The model's weights hold NaN or infinite values at step {self.state.global_step}; they were not "
+                f"saved to {output_dir or self.args.output_dir}. Resume from the last checkpoint with a lower "
+                "learning rate."
+            )
+        super().save_model(output_dir, _internal_call)
 
     def get_batch_samples(self, epoch_iterator, num_batches: int, device: torch.device):
         batch_samples, num_items_in_batch = super().get_batch_samples(epoch_iterator, num_batches, device)

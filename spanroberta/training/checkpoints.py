@@ -1,0 +1,111 @@
+"""Choosing the checkpoint to resume from, skipping checkpoints that a kill left half-written.
+
+transformers' Trainer writes a checkpoint folder in place: weights first, then optimizer, scheduler and RNG
+states, and `trainer_state.json` last (then it deletes the checkpoints beyond `save_total_limit`). A run killed
+while saving leaves a `checkpoint-N` folder without a valid `trainer_state.json` (with 5.23: only the config
+and code files), and `resume_from_checkpoint=True` would pick it as the latest. Here a checkpoint counts only
+when its `trainer_state.json` parses and its weights are there; incomplete ones are moved aside to
+`incomplete-checkpoint-N` (which the Trainer's checkpoint globbing and rotation ignore), so the previous
+complete checkpoint is used and the folder is clean for the save that will redo step N.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+from pathlib import Path
+
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+from ..errors import UserInputError
+
+logger = logging.getLogger(__name__)
+
+_CHECKPOINT = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
+# What save_model writes: safetensors or torch weights, whole or sharded (with an index), or a PEFT adapter;
+# DeepSpeed and FSDP write their own folders (global_stepN/, pytorch_model_fsdp_0/).
+_WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+    "adapter_model.safetensors",
+    "adapter_model.bin",
+)
+_WEIGHT_FOLDER_PREFIXES = ("global_step", "pytorch_model_fsdp")
+INCOMPLETE_PREFIX = "incomplete-"
+
+
+def checkpoint_problem(folder: str | os.PathLike) -> str | None:
+    """Why `folder` is not a complete checkpoint, or None when it is one."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return "it is not a folder"
+    state_file = folder / "trainer_state.json"
+    if not state_file.is_file():
+        return "trainer_state.json is missing (the run was probably killed while saving it)"
+    try:
+        state = json.loads(state_file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return "trainer_state.json is truncated"
+    if not isinstance(state, dict) or "global_step" not in state:
+        return "trainer_state.json holds no global_step"
+    has_weights = any((folder / name).is_file() for name in _WEIGHT_FILES) or any(
+        entry.is_dir() and entry.name.startswith(_WEIGHT_FOLDER_PREFIXES) for entry in folder.iterdir()
+    )
+    return None if has_weights else "it holds no model weights"
+
+
+def find_checkpoints(output_dir: str | os.PathLike) -> list[tuple[int, Path]]:
+    """The `checkpoint-N` folders of `output_dir` as (N, path), newest first."""
+    output_dir = Path(output_dir)
+    if not output_dir.is_dir():
+        return []
+    found = [(int(match[1]), entry) for entry in output_dir.iterdir() if (match := _CHECKPOINT.match(entry.name))]
+    return sorted(found, reverse=True)
+
+
+def resolve_resume_checkpoint(
+    resume_from_checkpoint: str | bool | None, output_dir: str
+) -> tuple[str | None, list[Path]]:
+    """The checkpoint folder to resume from, and the incomplete checkpoints newer than it.
+
+    `resume_from_checkpoint` is None/False/"false" (start afresh), True/"true" (the latest complete checkpoint
+    of `output_dir`) or a folder (which must be complete). Raises a `UserInputError` when there is nothing to
+    resume from.
+    """
+    if isinstance(resume_from_checkpoint, str) and resume_from_checkpoint.lower() in ("true", "false"):
+        resume_from_checkpoint = resume_from_checkpoint.lower() == "true"
+    if not resume_from_checkpoint:
+        return None, []
+    if resume_from_checkpoint is not True:
+        problem = checkpoint_problem(resume_from_checkpoint)
+        if problem:
+            raise UserInputError(
+                f"--resume_from_checkpoint {resume_from_checkpoint} is not a complete checkpoint: {problem}. Give "
+                "another checkpoint folder, or `true` for the latest complete one in --output_dir."
+            )
+        return str(resume_from_checkpoint), []
+    incomplete = []
+    for step, folder in find_checkpoints(output_dir):
+        problem = checkpoint_problem(folder)
+        if problem is None:
+            return str(folder), incomplete
+        logger.warning("Not resuming from %s: %s.", folder, problem)
+        incomplete.append(folder)
+    raise UserInputError(
+        f"--resume_from_checkpoint true: {output_dir} holds no complete checkpoint to resume from"
+        f"{' (only incomplete ones)' if incomplete else ''}. Leave the flag out to start training afresh."
+    )
+
+
+def set_aside(incomplete: list[Path]) -> None:
+    """Renames each incomplete `checkpoint-N` to `incomplete-checkpoint-N`, replacing an older one of that name."""
+    for folder in incomplete:
+        target = folder.with_name(INCOMPLETE_PREFIX + folder.name)
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(folder, target)
+        logger.warning("Moved the incomplete checkpoint %s aside to %s.", folder, target)

@@ -1,0 +1,106 @@
+"""Bad input to run_pretraining.py: a one-paragraph error naming the file and line (or the setting), exit status 1,
+no traceback, nothing trained; or, for a document longer than a block, splitting without loss."""
+
+import json
+
+import datasets
+import pytest
+import run_pretraining
+from conftest import TINY_TEXT
+from transformers import PreTrainedTokenizerFast
+
+TINY_MODEL = ["--model_size", "tiny", "--config_overrides",
+              "num_hidden_layers=1,hidden_size=32,num_attention_heads=2,intermediate_size=64"]
+
+
+@pytest.fixture
+def run_args(tmp_path, tiny_tokenizer_dir):
+    return ["--output_dir", str(tmp_path / "out"), "--tokenizer_name", str(tiny_tokenizer_dir), *TINY_MODEL,
+            "--max_seq_length", "32", "--max_steps", "1", "--report_to", "none", "--validation_split_percentage", "0"]
+
+
+def error_of(args, tmp_path):
+    """The message of the run's exit; checks that it is one paragraph and that training never started."""
+    with pytest.raises(SystemExit) as exit_info:
+        run_pretraining.main(args)
+    message = exit_info.value.code
+    # sys.exit(message) prints it and exits with status 1, without a traceback
+    assert isinstance(message, str) and message.startswith("run_pretraining.py: error: ")
+    assert "\n" not in message and "Traceback" not in message
+    assert not list((tmp_path / "out").glob("checkpoint-*")) and not (tmp_path / "out" / "model.safetensors").exists()
+    return message
+
+
+def test_an_empty_file(run_args, tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    message = error_of([*run_args, "--train_file", str(empty)], tmp_path)
+    assert f"No documents in {empty}: the file is empty" in message
+
+
+def test_a_file_of_blank_lines(run_args, tmp_path):
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n   \n\n \n")
+    message = error_of([*run_args, "--train_file", str(blank)], tmp_path)
+    assert f"No documents in {blank}: every line is blank" in message
+
+
+def test_a_byte_that_is_not_utf8_is_reported_with_its_file_and_line(run_args, tmp_path):
+    corpus = tmp_path / "latin1.txt"
+    corpus.write_bytes("First line.\nSecond line.\n\nCaf\xe9 au lait.\n".encode("latin-1"))
+    message = error_of([*run_args, "--train_file", str(corpus)], tmp_path)
+    assert f"{corpus}, line 4: byte 0xe9 at column 4 is not valid UTF-8" in message
+
+
+def test_a_document_longer_than_a_block_is_split_not_dropped(run_args, tmp_path, tiny_tokenizer):
+    corpus = tmp_path / "long.txt"
+    long_sentence = " ".join(TINY_TEXT[:12])  # one line of about 150 tokens, blocks of 32
+    corpus.write_text(f"{long_sentence}\n\nA short one.\n")
+    prepared_dir = tmp_path / "prepared"
+    run_pretraining.main([*run_args, "--train_file", str(corpus), "--input_format", "doc-sentences",
+                          "--prepared_data_dir", str(prepared_dir), "--prepare_only", "true"])
+    blocks = datasets.load_from_disk(str(prepared_dir / "blocks"))["train"]["input_ids"]
+    assert max(len(block) for block in blocks) == 32 and len(blocks) > 5
+    specials = set(tiny_tokenizer.all_special_ids)
+    tokens = [token for block in blocks for token in block if token not in specials]
+    expected = tiny_tokenizer(long_sentence, add_special_tokens=False)["input_ids"]
+    expected += tiny_tokenizer("A short one.", add_special_tokens=False)["input_ids"]
+    assert tokens == expected
+
+
+def test_a_tokenizer_without_a_mask_token(run_args, tmp_path, tiny_tokenizer):
+    no_mask = tmp_path / "no_mask_tokenizer"
+    PreTrainedTokenizerFast(
+        tokenizer_object=tiny_tokenizer.backend_tokenizer, bos_token="<s>", eos_token="</s>", pad_token="<pad>"
+    ).save_pretrained(no_mask)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(TINY_TEXT[:8]))
+    message = error_of([*run_args, "--train_file", str(corpus), "--tokenizer_name", str(no_mask)], tmp_path)
+    assert f"The tokenizer {no_mask} has no mask token" in message
+
+
+def test_max_seq_length_above_the_model_positions(run_args, tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(TINY_TEXT[:8]))
+    message = error_of([*run_args, "--train_file", str(corpus), "--max_seq_length", "1024"], tmp_path)
+    assert "--max_seq_length 1024 is above the model's 512 positions" in message
+    assert "max_position_embeddings=1026" in message
+
+
+@pytest.mark.parametrize(
+    "key,value,valid",
+    [("recipe", "xlnet", "spanbert, roberta, bert"), ("masking", "sentence", "span, word, token"),
+     ("input_format", "docs", "full-sentences, doc-sentences, segment-pair, sentence-pair")],
+)
+def test_an_unknown_choice_in_a_config_file_lists_the_valid_ones(tmp_path, key, value, valid):
+    config = tmp_path / "run.yaml"
+    config.write_text(f"output_dir: {tmp_path / 'out'}\n{key}: {value}\n")
+    message = error_of([str(config)], tmp_path)
+    assert f"--{key} '{value}' does not exist; valid values: {valid}." in message
+
+
+def test_a_config_file_with_unknown_keys(tmp_path):
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps({"output_dir": str(tmp_path / "out"), "learning_rat": 1e-4, "max_step": 3}))
+    message = error_of([str(config)], tmp_path)
+    assert f"Config file {config} has unknown keys: learning_rat, max_step" in message

@@ -1,0 +1,142 @@
+"""Kill and resume: a run SIGKILLed after a checkpoint and restarted with --resume_from_checkpoint ends with the
+weights of an uninterrupted run; a checkpoint half-written by a kill during saving is skipped."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import run_pretraining
+import torch
+from conftest import PROJECT_ROOT, TINY_TEXT
+from safetensors.torch import load_file
+
+from spanroberta.errors import UserInputError
+from spanroberta.training.checkpoints import checkpoint_problem, resolve_resume_checkpoint
+
+MAX_STEPS, SAVE_STEPS, KILL_AFTER = 30, 4, 12
+
+
+@pytest.fixture(scope="module")
+def run_args(tmp_path_factory, tiny_tokenizer_dir):
+    """Flags of a tiny run: 40 blocks of 32 tokens, batch 4, so 10 steps an epoch and a resume mid-epoch."""
+    corpus = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+    corpus.write_text("\n\n".join("\n".join(TINY_TEXT[i : i + 3]) for i in range(0, 120, 3)) + "\n")
+    return [
+        "--train_file", str(corpus),
+        "--tokenizer_name", str(tiny_tokenizer_dir),
+        "--config_overrides", "num_hidden_layers=1,hidden_size=32,num_attention_heads=2,intermediate_size=64",
+        "--model_size", "tiny",
+        "--max_seq_length", "32",
+        "--input_format", "full-sentences",
+        "--per_device_train_batch_size", "4",
+        "--max_train_samples", "40",
+        "--learning_rate", "1e-3",
+        "--warmup_steps", "2",
+        "--max_steps", str(MAX_STEPS),
+        "--save_steps", str(SAVE_STEPS),
+        "--logging_steps", "1",
+        "--validation_split_percentage", "0",
+        "--disable_tqdm", "true",
+        "--report_to", "none",
+        "--seed", "7",
+    ]
+
+
+def final_weights(output_dir):
+    return load_file(output_dir / "model.safetensors")
+
+
+def losses(output_dir):
+    state = json.loads((output_dir / "trainer_state.json").read_text())
+    return {entry["step"]: entry["loss"] for entry in state["log_history"] if "loss" in entry}
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(run_args, tmp_path_factory):
+    output_dir = tmp_path_factory.mktemp("uninterrupted")
+    run_pretraining.main([*run_args, "--output_dir", str(output_dir)])
+    return output_dir
+
+
+@pytest.fixture(scope="module")
+def killed(run_args, tmp_path_factory):
+    """The output folder of a run killed with SIGKILL once checkpoint-KILL_AFTER was complete."""
+    output_dir = tmp_path_factory.mktemp("killed")
+    # The same thread count as this process, so that the killed run computes exactly what an in-process run would.
+    env = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}
+    process = subprocess.Popen(
+        [sys.executable, str(PROJECT_ROOT / "run_pretraining.py"), *run_args, "--output_dir", str(output_dir)],
+        cwd=PROJECT_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    marker = output_dir / f"checkpoint-{KILL_AFTER}" / "trainer_state.json"
+    deadline = time.monotonic() + 120
+    while not marker.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    still_running = process.poll() is None
+    os.kill(process.pid, signal.SIGKILL)
+    _, stderr = process.communicate()
+    assert marker.exists(), stderr.decode()[-2000:]
+    assert still_running, "the run ended before it could be killed"
+    assert not (output_dir / "model.safetensors").exists()
+    return output_dir
+
+
+def resume(run_args, output_dir, checkpoint="true"):
+    run_pretraining.main([*run_args, "--output_dir", str(output_dir), "--resume_from_checkpoint", checkpoint])
+
+
+def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_one(run_args, killed, uninterrupted, tmp_path):
+    output_dir = tmp_path / "run"
+    shutil.copytree(killed, output_dir)
+    resume(run_args, output_dir)
+
+    expected, resumed = final_weights(uninterrupted), final_weights(output_dir)
+    assert expected.keys() == resumed.keys()
+    for name in expected:
+        torch.testing.assert_close(resumed[name], expected[name], rtol=0, atol=1e-6, msg=name)
+    # same data order and masks after the resume: the same loss at every step
+    reference, after = losses(uninterrupted), losses(output_dir)
+    assert sorted(after) == list(range(1, MAX_STEPS + 1))
+    for step in range(KILL_AFTER + 1, MAX_STEPS + 1):
+        assert after[step] == pytest.approx(reference[step], abs=1e-5), step
+
+
+def test_a_kill_during_saving_leaves_the_previous_checkpoint_usable(run_args, killed, uninterrupted, tmp_path):
+    output_dir = tmp_path / "run"
+    shutil.copytree(killed, output_dir)
+    complete = max(int(p.name.split("-")[1]) for p in output_dir.glob("checkpoint-*"))
+    # What transformers 5.23 leaves when killed during a save: the config and code files, nothing else.
+    partial = output_dir / f"checkpoint-{complete + SAVE_STEPS}"
+    partial.mkdir()
+    for name in ("config.json", "configuration_spanroberta.py", "modeling_spanroberta.py"):
+        shutil.copy(output_dir / f"checkpoint-{complete}" / name, partial / name)
+
+    assert checkpoint_problem(partial) is not None and checkpoint_problem(output_dir / f"checkpoint-{complete}") is None
+    with pytest.raises(UserInputError, match="not a complete checkpoint: trainer_state.json is missing"):
+        resolve_resume_checkpoint(str(partial), str(output_dir))
+
+    resume(run_args, output_dir)
+    assert (output_dir / f"incomplete-checkpoint-{complete + SAVE_STEPS}").is_dir()
+    expected, resumed = final_weights(uninterrupted), final_weights(output_dir)
+    for name in expected:
+        torch.testing.assert_close(resumed[name], expected[name], rtol=0, atol=1e-6, msg=name)
+
+
+def test_a_truncated_trainer_state_or_missing_weights_make_a_checkpoint_incomplete(tmp_path):
+    folder = tmp_path / "checkpoint-8"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"")
+    (folder / "trainer_state.json").write_text('{"global_step": 8, "log_hist')
+    assert "truncated" in checkpoint_problem(folder)
+    (folder / "trainer_state.json").write_text('{"global_step": 8}')
+    assert checkpoint_problem(folder) is None
+    (folder / "model.safetensors").unlink()
+    assert "no model weights" in checkpoint_problem(folder)
+    with pytest.raises(UserInputError, match="no complete checkpoint"):
+        resolve_resume_checkpoint(True, str(tmp_path))
+    assert resolve_resume_checkpoint("false", str(tmp_path)) == (None, [])
