@@ -1,0 +1,235 @@
+#!/usr/bin/env python
+"""Benchmark 1 (and 4 on a GPU): pretraining step throughput, spanroberta against the transformers baseline.
+
+spanroberta: `SpanRobertaForPreTraining` (sparse MLM + SBO heads) fed by `DataCollatorForSpanMasking` (span
+masking + SBO targets). Baseline: what a user would pick instead, `RobertaForMaskedLM` (dense MLM head) fed by
+`DataCollatorForLanguageModeling` (token masking). Same encoder config, batch, sequence length, precision,
+thread count and data (full-sentences blocks of the Reuters bodies, a 50,265-id byte-level BPE).
+
+A step is what the Trainer does per batch: forward, backward, gradient clipping at 1.0, optimizer step, zero
+grad, with the optimizer each side's Trainer builds from its default arguments (`PretrainingArguments` for
+spanroberta, `TrainingArguments` for the baseline). Batches are collated beforehand and the collator's time
+per batch is reported next to the step time: with the Trainer's default of no DataLoader workers, it adds to
+every step.
+
+    python benchmarks/bench_pretraining_step.py --config small --precision fp32 bf16 --threads 2
+    python benchmarks/bench_pretraining_step.py --config base --steps 4 --warmup 1 --ablations
+    python benchmarks/bench_pretraining_step.py --config small --profile      # top ops of one step per side
+
+On CUDA (picked automatically when present) the default precision is bf16 autocast, and each side's model
+FLOPs utilisation is reported (see `model_flops_per_step`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+import torch
+from common import Timings, batches_of_rows, load_blocks, load_tokenizer, machine_summary, time_alternately
+from transformers import (
+    DataCollatorForLanguageModeling,
+    RobertaConfig,
+    RobertaForMaskedLM,
+    Trainer,
+    TrainingArguments,
+)
+
+from spanroberta.configuration_spanroberta import SpanRobertaConfig
+from spanroberta.data.collator import DataCollatorForSpanMasking
+from spanroberta.modeling_spanroberta import SpanRobertaForPreTraining
+from spanroberta.training.arguments import PretrainingArguments
+from spanroberta.training.recipes import get_model_size
+
+# The issue's two configurations: (model size, sequence length, batch size).
+CONFIGS = {"small": ("small", 128, 32), "base": ("base", 512, 4)}
+
+# Dense bf16 tensor-core peaks in TFLOP/s, for the MFU on a GPU (the A100 is the issue's anchor).
+GPU_PEAK_TFLOPS = {"A100": 312.0, "H100": 989.0, "H200": 989.0}
+
+SIDES = ("spanroberta", "baseline")
+# Ablations, timed alongside with --ablations: spanroberta with one optimisation undone.
+ABLATIONS = {
+    # Asking for the hidden states makes the encoder's last layer run at every position (see
+    # SpanRobertaForPreTraining._encode_for_heads); it costs no compute, they are kept for backward anyway.
+    "spanroberta-full-last-layer": {"output_hidden_states": True},
+}
+
+
+@dataclass
+class Side:
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    batches: list[dict[str, torch.Tensor]]
+    collate_seconds: Timings
+    model_kwargs: dict
+
+
+def build_side(name: str, encoder: dict, tokenizer, rows: list, device: str, output_dir: str) -> Side:
+    torch.manual_seed(0)
+    if name.startswith("spanroberta"):
+        model = SpanRobertaForPreTraining(SpanRobertaConfig(**encoder))
+        collator = DataCollatorForSpanMasking(tokenizer)
+        args = PretrainingArguments(output_dir=output_dir, report_to=[])
+    else:
+        model = RobertaForMaskedLM(RobertaConfig(**encoder))
+        collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15)
+        args = TrainingArguments(output_dir=output_dir, report_to=[])
+    model.to(device).train()
+    optimizer = Trainer(model=model, args=args).create_optimizer()
+    batches, seconds = [], []
+    for batch_rows in rows:
+        start = time.perf_counter()
+        batch = collator([{"input_ids": row} for row in batch_rows])
+        seconds.append(time.perf_counter() - start)
+        batches.append({key: value.to(device) for key, value in batch.items()})
+    return Side(model, optimizer, batches, Timings(seconds), ABLATIONS.get(name, {}))
+
+
+def train_step(side: Side, batch: dict[str, torch.Tensor], device: str, bf16: bool) -> None:
+    with torch.autocast(device, dtype=torch.bfloat16) if bf16 else nullcontext():
+        loss = side.model(**batch, **side.model_kwargs).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(side.model.parameters(), 1.0)
+    side.optimizer.step()
+    side.optimizer.zero_grad(set_to_none=True)
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def model_flops_per_step(config: RobertaConfig, batch: dict[str, torch.Tensor], dense_head: bool) -> float:
+    """Training FLOPs (forward + backward = 3 x forward) of one step, counting matmuls only: the issue's "6N +
+    the attention term + the heads at the predicted positions".
+
+    Encoder: 6 x its matmul weights per token (embedding lookups are free), plus attention's two L x L matmuls
+    (2 x 2 x L x H per token per layer forward), every layer counted in full. Heads: the MLM head at every
+    position (`dense_head`, the baseline) or at the predicted positions only, plus the SBO head at its targets.
+    """
+    tokens, length = batch["input_ids"].numel(), batch["input_ids"].shape[1]
+    hidden, vocab, layers = config.hidden_size, config.vocab_size, config.num_hidden_layers
+    per_layer = 4 * hidden * hidden + 2 * hidden * config.intermediate_size
+    encoder = 6 * layers * per_layer * tokens + 3 * layers * 4 * length * hidden * tokens
+    mlm_rows = tokens if dense_head else int((batch["labels"] != -100).sum())
+    mlm_head = 6 * (hidden * hidden + hidden * vocab) * mlm_rows
+    sbo_head = 0
+    if "sbo_relative_positions" in batch:
+        sbo_rows = int((batch["sbo_relative_positions"] != -100).sum())
+        sbo_input = 2 * hidden + config.sbo_position_embedding_size
+        sbo_head = 6 * (sbo_input * hidden + hidden * hidden + hidden * vocab) * sbo_rows
+    return float(encoder + mlm_head + sbo_head)
+
+
+def gpu_peak_flops() -> float | None:
+    name = torch.cuda.get_device_name()
+    for key, tflops in GPU_PEAK_TFLOPS.items():
+        if key in name:
+            return tflops * 1e12
+    return None
+
+
+def profile_step(sides: dict[str, Side], device: str, bf16: bool, rows: int) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    sort_by = "self_cuda_time_total" if device == "cuda" else "self_cpu_time_total"
+    for name, side in sides.items():
+        train_step(side, side.batches[0], device, bf16)  # warm-up outside the trace
+        with profile(activities=activities) as trace:
+            train_step(side, side.batches[1 % len(side.batches)], device, bf16)
+        print(f"\n### {name}: top ops of one step by self time\n")
+        print(trace.key_averages().table(sort_by=sort_by, row_limit=rows))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", nargs="+", choices=list(CONFIGS), default=["small"])
+    parser.add_argument("--precision", nargs="+", choices=["fp32", "bf16"], default=None)
+    parser.add_argument("--steps", type=int, default=10, help="Timed steps per side.")
+    parser.add_argument("--warmup", type=int, default=3, help="Untimed steps per side first.")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's).")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--ablations", action="store_true", help=f"Also time {', '.join(ABLATIONS)}.")
+    parser.add_argument("--profile", action="store_true", help="Print the top ops of one step instead.")
+    parser.add_argument("--profile-rows", type=int, default=20)
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    precisions = args.precision or (["bf16"] if args.device == "cuda" else ["fp32", "bf16"])
+
+    print(machine_summary())
+    if args.device == "cuda":
+        print(f"GPU: {torch.cuda.get_device_name()}")
+    tokenizer = load_tokenizer()
+    for config_name in args.config:
+        size, length, batch_size = CONFIGS[config_name]
+        encoder = dict(
+            **get_model_size(size),
+            vocab_size=len(tokenizer),
+            pad_token_id=tokenizer.pad_token_id,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            # roberta-base's own settings (SpanRobertaConfig's defaults), given to the baseline too.
+            type_vocab_size=1,
+            layer_norm_eps=1e-5,
+            max_position_embeddings=514,
+        )
+        # A handful of distinct batches (masks differ too), cycled through, keeps memory bounded.
+        rows = batches_of_rows(load_blocks(tokenizer, length), batch_size, count=4)
+        for precision in precisions:
+            bf16 = precision == "bf16"
+            with tempfile.TemporaryDirectory() as output_dir:
+                names = SIDES + (tuple(ABLATIONS) if args.ablations else ())
+                sides = {name: build_side(name, encoder, tokenizer, rows, args.device, output_dir) for name in names}
+                label = f"{config_name} (seq {length}, batch {batch_size}), {precision}, {args.device}"
+                if args.profile:
+                    print(f"\n## {label}")
+                    profile_step(sides, args.device, bf16, args.profile_rows)
+                    continue
+                timings = time_alternately(
+                    {
+                        name: (lambda i, side=side: train_step(side, side.batches[i % len(side.batches)], args.device, bf16))
+                        for name, side in sides.items()
+                    },
+                    repeats=args.steps,
+                    warmup=args.warmup,
+                )
+            report(label, batch_size * length, sides, timings, args.device)
+            del sides
+
+
+def report(label: str, tokens: int, sides: dict[str, Side], timings: dict[str, Timings], device: str) -> None:
+    print(f"\n## {label}: {len(timings['baseline'].seconds)} timed steps per side\n")
+    print("| side | tokens/s (median) | tokens/s (best) | step s (median) | step s (min) | CPU s/step (median) | collate s/batch |")
+    print("|---|---|---|---|---|---|---|")
+    for name, t in timings.items():
+        print(
+            f"| {name} | {tokens / t.median:,.0f} | {tokens / t.best:,.0f} | {t.median:.3f} | {t.best:.3f} "
+            f"| {t.cpu_median:.2f} | {sides[name].collate_seconds.median:.4f} |"
+        )
+    ratio_median = timings["baseline"].median / timings["spanroberta"].median
+    ratio_best = timings["baseline"].best / timings["spanroberta"].best
+    ratio_cpu = timings["baseline"].cpu_median / timings["spanroberta"].cpu_median
+    print(
+        f"\nspanroberta / baseline tokens/s: {ratio_median:.2f}x (medians), {ratio_best:.2f}x (minimums); "
+        f"CPU time per step: {ratio_cpu:.2f}x"
+    )
+    for name in timings.keys() - set(SIDES):
+        gain = timings[name].median / timings["spanroberta"].median
+        gain_cpu = timings[name].cpu_median / timings["spanroberta"].cpu_median
+        print(f"spanroberta / {name}: {gain:.2f}x (median wall), {gain_cpu:.2f}x (median CPU time)")
+    if device == "cuda":
+        peak = gpu_peak_flops()
+        for name in SIDES:
+            side = sides[name]
+            dense = name == "baseline"
+            flops = sum(model_flops_per_step(side.model.config, b, dense) for b in side.batches) / len(side.batches)
+            achieved = flops / timings[name].median
+            mfu = f", MFU {100 * achieved / peak:.1f}% of {peak / 1e12:.0f} TFLOP/s" if peak else ""
+            print(f"{name}: {flops / tokens:,.0f} model FLOPs per token, {achieved / 1e12:.1f} TFLOP/s{mfu}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""What the benchmark scripts share: the real corpus, a ~50K byte-level BPE, packed blocks, timing helpers.
+
+Everything expensive is cached under benchmarks/.cache (gitignored): the tokenizer trained on the Reuters
+bodies, and the packed blocks of each length as .npy files. Delete the folder to rebuild them.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from transformers import PreTrainedTokenizerBase, RobertaTokenizerFast  # noqa: E402
+
+BENCHMARKS = Path(__file__).resolve().parent
+CACHE = BENCHMARKS / ".cache"
+CORPUS = BENCHMARKS.parent.parent / "shared" / "data" / "corpus"
+REUTERS = CORPUS / "reuters_bodies.txt"
+VOCAB_SIZE = 50265  # RoBERTa's (RoBERTa section 4.4)
+
+
+def require_corpus() -> None:
+    if not REUTERS.is_file():
+        raise SystemExit(f"The benchmarks read real text from {REUTERS}, which is absent on this machine.")
+
+
+def load_tokenizer() -> PreTrainedTokenizerBase:
+    """A RoBERTa-style byte-level BPE of 50,265 ids trained on the Reuters bodies (about 10 s), cached."""
+    path = CACHE / "bpe50k"
+    if not (path / "tokenizer.json").is_file():
+        from spanroberta.data.tokenizer import train_byte_level_bpe
+
+        require_corpus()
+        lines = REUTERS.read_text(encoding="utf-8").split("\n")
+        train_byte_level_bpe(lines, vocab_size=VOCAB_SIZE, show_progress=False).save_pretrained(path)
+    return RobertaTokenizerFast.from_pretrained(path)
+
+
+def load_blocks(tokenizer: PreTrainedTokenizerBase, length: int) -> np.ndarray:
+    """int64 [N, length]: the Reuters corpus as spanroberta's full-sentences blocks (RoBERTa section 4.2), each
+    exactly `length` tokens (the few shorter group tails are dropped). Cached per length."""
+    path = CACHE / f"reuters_blocks_{length}.npy"
+    if not path.is_file():
+        from spanroberta.data.corpus import load_documents
+        from spanroberta.data.formats import prepare_blocks
+
+        require_corpus()
+        documents = load_documents(train_files=[str(REUTERS)])
+        blocks = prepare_blocks(documents, tokenizer, "full-sentences", max_seq_length=length)
+        full = [row for row in blocks["input_ids"] if len(row) == length]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.save(path, np.asarray(full, dtype=np.int64))
+    return np.load(path)
+
+
+def batches_of_rows(blocks: np.ndarray, batch_size: int, count: int, seed: int = 0) -> list[list[list[int]]]:
+    """`count` batches of `batch_size` random blocks, as lists of lists of ids (what a datasets row holds)."""
+    rng = np.random.default_rng(seed)
+    return [blocks[rng.choice(len(blocks), batch_size, replace=False)].tolist() for _ in range(count)]
+
+
+@dataclass
+class Timings:
+    """Wall-clock seconds per repetition of one side of a comparison, and the CPU seconds this process used.
+
+    On a machine shared with other jobs, CPU time is the steadier of the two: time spent waiting for a core
+    does not count (time spent spinning in a parallel region while waiting for a descheduled thread does).
+    """
+
+    seconds: list[float]
+    cpu_seconds: list[float] = field(default_factory=list)
+
+    @property
+    def cpu_median(self) -> float:
+        return statistics.median(self.cpu_seconds)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds)
+
+    @property
+    def best(self) -> float:
+        return min(self.seconds)
+
+
+def time_alternately(
+    sides: dict[str, Callable[[int], object]], repeats: int, warmup: int
+) -> dict[str, Timings]:
+    """Runs each side's `fn(i)` `warmup + repeats` times, interleaving the sides (their order reversed every
+    round, so neither always runs right after the other), and returns the timed repeats.
+
+    Interleaving matters on a shared machine: a burst of load from elsewhere hits both sides alike.
+    """
+    names = list(sides)
+    timings = {name: Timings([]) for name in names}
+    for i in range(warmup + repeats):
+        for name in names if i % 2 == 0 else reversed(names):
+            start, cpu_start = time.perf_counter(), time.process_time()
+            sides[name](i)
+            if i >= warmup:
+                timings[name].seconds.append(time.perf_counter() - start)
+                timings[name].cpu_seconds.append(time.process_time() - cpu_start)
+    return timings
+
+
+def machine_summary() -> str:
+    """CPU model, cores, bf16 support and library versions, for the header of a RESULTS.md section."""
+    import datasets
+    import tokenizers
+    import transformers
+
+    cpu = platform.processor() or "unknown CPU"
+    flags = ""
+    try:
+        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        fields = dict(line.split(":", 1) for line in lscpu.splitlines() if ":" in line)
+        cpu = fields.get("Model name", cpu).strip()
+        flags = fields.get("Flags", "")
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    bf16 = [flag for flag in ("amx_bf16", "avx512_bf16") if flag in flags.split()]
+    return (
+        f"{cpu}, {os.cpu_count()} logical CPUs, torch threads {torch.get_num_threads()}, "
+        f"bf16 instructions: {', '.join(bf16) or 'none'}; python {platform.python_version()}, "
+        f"torch {torch.__version__}, transformers {transformers.__version__}, datasets {datasets.__version__}, "
+        f"tokenizers {tokenizers.__version__}; {time.strftime('%Y-%m-%d %H:%M %Z')}"
+    )
