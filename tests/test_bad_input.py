@@ -63,8 +63,8 @@ def test_a_document_longer_than_a_block_is_split_not_dropped(run_args, tmp_path,
     assert max(len(block) for block in blocks) == 32 and len(blocks) > 5
     specials = set(tiny_tokenizer.all_special_ids)
     tokens = [token for block in blocks for token in block if token not in specials]
-    expected = tiny_tokenizer(long_sentence, add_special_tokens=False)["input_ids"]
-    expected += tiny_tokenizer("A short one.", add_special_tokens=False)["input_ids"]
+    expected = tiny_tokenizer(" " + long_sentence, add_special_tokens=False)["input_ids"]
+    expected += tiny_tokenizer(" A short one.", add_special_tokens=False)["input_ids"]
     assert tokens == expected
 
 

@@ -177,10 +177,21 @@ def test_tokenize_documents_keeps_one_list_of_sentences_per_document(tiny_tokeni
     tokenized = tokenize_documents(documents, tiny_tokenizer)
     assert tokenized.column_names == ["sentence_ids"]
     expected = [
-        [tiny_tokenizer(line, add_special_tokens=False)["input_ids"] for line in text.split("\n")]
+        [tiny_tokenizer(" " + line, add_special_tokens=False)["input_ids"] for line in text.split("\n")]
         for text in documents["text"]
     ]
     assert tokenized["sentence_ids"] == expected
+
+
+def test_every_sentence_starts_a_word(tiny_tokenizer):
+    """Span and word masking read word starts off the ids: a sentence's first token must start a word, or its
+    first word would be joined to the previous sentence's last word inside a block."""
+    from spanroberta.data.masking import word_start_table
+
+    starts = word_start_table(tiny_tokenizer)
+    documents = datasets.Dataset.from_dict({"text": ["The quick brown fox.\nResearchers pretrain encoders."]})
+    for sentence in tokenize_documents(documents, tiny_tokenizer)["sentence_ids"][0]:
+        assert starts[sentence[0]]
 
 
 def test_bad_arguments_are_refused(tiny_tokenizer, tokenized):

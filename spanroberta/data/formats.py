@@ -69,7 +69,10 @@ def _tokenize_batch(texts: list[str], tokenizer: PreTrainedTokenizerBase) -> dic
 def tokenize_texts(texts: list[str], tokenizer: PreTrainedTokenizerBase) -> list[Document]:
     """Each text's non-blank lines, tokenized without special tokens (empty results dropped)."""
     lines_per_document = [[line for line in text.split("\n") if line.strip()] for text in texts]
-    lines = list(itertools.chain.from_iterable(lines_per_document))
+    # Each line is tokenized as running text would have it, after a space: byte-level BPE then marks its first
+    # word as a word start ("Ġ"), so whole-word and span masking never join a sentence's first word to the last
+    # word of the sentence before. WordPiece and SentencePiece tokenizers ignore the space.
+    lines = [" " + line.lstrip() for line in itertools.chain.from_iterable(lines_per_document)]
     # The tokenizer fails on an empty batch. verbose=False: lines longer than the model's maximum length
     # are expected here (build_blocks cuts them), so no warning.
     sentences = iter(tokenizer(lines, add_special_tokens=False, verbose=False)["input_ids"] if lines else [])

@@ -26,7 +26,7 @@ def train_byte_level_bpe(
     """
     bpe = ByteLevelBPETokenizer()
     bpe.train_from_iterator(
-        _non_empty(texts),
+        _lines(texts),
         vocab_size=vocab_size - 1,
         min_frequency=min_frequency,
         special_tokens=ROBERTA_SPECIAL_TOKENS,
@@ -46,10 +46,13 @@ def train_byte_level_bpe(
     )
 
 
-def _non_empty(texts: Iterable[str]) -> Iterator[str]:
+def _lines(texts: Iterable[str]) -> Iterator[str]:
+    """Each non-blank line after a space, as `formats.tokenize_texts` tokenizes them, so that the vocabulary
+    learns the word-initial ("Ġ") forms that the pretraining data uses."""
     for text in texts:
-        if text and not text.isspace():
-            yield text
+        for line in text.split("\n"):
+            if line.strip():
+                yield " " + line.strip()
 
 
 def _merges(bpe: ByteLevelBPETokenizer) -> list[tuple[str, str]]:
