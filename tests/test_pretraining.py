@@ -2,6 +2,8 @@
 
 import json
 
+import datasets
+
 import pytest
 import torch
 import run_pretraining
@@ -128,3 +130,54 @@ def test_unknown_choices_list_the_valid_ones(flag, value, capsys):
     assert exit_info.value.code != 0
     message = capsys.readouterr().err
     assert "invalid choice" in message and value in message
+
+
+def test_pair_formats_need_a_sentence_objective():
+    from spanroberta.errors import UserInputError
+
+    (model_args, data_args, _), _ = parse_arguments(
+        ARGUMENT_TYPES, ["--output_dir", "x", "--recipe", "spanbert", "--input_format", "segment-pair"]
+    )
+    with pytest.raises(UserInputError, match="add --sentence_objective nsp or sop"):
+        resolve_objective(model_args, data_args)
+
+
+def test_a_wordpiece_tokenizer_gets_two_token_types_and_pairs_train(tmp_path):
+    """BERT's tokenizer marks a pair's second segment with token type 1, which a one-type model cannot embed."""
+    from transformers import BertTokenizer
+
+    from spanroberta.data.collator import DataCollatorForSpanMasking
+    from spanroberta.data.formats import prepare_blocks
+    from spanroberta.training.pretraining import build_config, build_model
+
+    words = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "a", "span", "is", "masked", "."]
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words, "##s"]
+    tokenizer = BertTokenizer(vocab={token: index for index, token in enumerate(vocab)})
+    (model_args, data_args, _), _ = parse_arguments(
+        ARGUMENT_TYPES, ["--output_dir", "x", "--recipe", "bert", "--model_size", "tiny"]
+    )
+    objective = resolve_objective(model_args, data_args)
+    config = build_config(model_args, objective, tokenizer, 32)
+    assert config.type_vocab_size == 2
+    documents = datasets.Dataset.from_dict(
+        {"text": ["the quick brown fox jumps .\nover the lazy dog .", "a span is masked .\nthe dog jumps ."] * 4}
+    )
+    blocks = prepare_blocks(documents, tokenizer, "segment-pair", 32, pair_objective="nsp")
+    assert 1 in blocks[0]["token_type_ids"]
+    collator = DataCollatorForSpanMasking(tokenizer, masking="word", return_sbo_targets=False)
+    model = build_model(model_args, config, tokenizer)
+    output = model(**collator(list(blocks)))
+    assert torch.isfinite(output.loss) and output.nsp_loss is not None
+
+    # evaluation reports the sentence head too, and its loss counts in eval_loss as in training
+    from transformers import TrainingArguments
+
+    from spanroberta.data.masking_schedule import DynamicMaskingDataset
+    from spanroberta.training.trainer import PretrainingTrainer
+
+    args = TrainingArguments(output_dir=str(tmp_path / "eval"), report_to="none", use_cpu=True,
+                             per_device_eval_batch_size=4, remove_unused_columns=False)  # fmt: skip
+    trainer = PretrainingTrainer(model=model, args=args, data_collator=collator)
+    metrics = trainer.evaluate(DynamicMaskingDataset(blocks))
+    assert 0.0 <= metrics["eval_nsp_accuracy"] <= 1.0
+    assert metrics["eval_loss"] == pytest.approx(metrics["eval_mlm_loss"] + metrics["eval_nsp_loss"])

@@ -104,6 +104,12 @@ def resolve_objective(model_args: PretrainingModelArguments, data_args: Pretrain
             f"--sentence_objective {objective.sentence_objective} needs a pair input format "
             f"({', '.join(PAIR_FORMATS)}), not {objective.input_format}."
         )
+    if objective.sentence_objective == "none" and objective.input_format in PAIR_FORMATS:
+        # Half of NSP's pairs join unrelated documents: without a head that learns from the label, that is noise.
+        raise UserInputError(
+            f"--input_format {objective.input_format} builds pairs for a sentence-level objective (RoBERTa "
+            "section 4.2); add --sentence_objective nsp or sop, or use full-sentences or doc-sentences."
+        )
     return objective
 
 
@@ -164,6 +170,8 @@ def build_config(
             pad_token_id=tokenizer.pad_token_id,
             bos_token_id=tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.cls_token_id,
             eos_token_id=tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.sep_token_id,
+            # BERT-style tokenizers mark a pair's second segment with token type 1; RoBERTa's have one type.
+            type_vocab_size=2 if "token_type_ids" in tokenizer.model_input_names else 1,
             **head_settings,
         )
     _override_config(config, model_args.config_overrides)
@@ -363,7 +371,7 @@ def _reused_prepared_data(
 
 
 def _pair_objective(objective: ResolvedObjective) -> str:
-    """The pair label of pair formats: the sentence objective's, NSP when there is none (labels then unused)."""
+    """The pair label of pair formats (resolve_objective makes sure they have a sentence objective)."""
     return objective.sentence_objective if objective.sentence_objective != "none" else "nsp"
 
 

@@ -64,7 +64,8 @@ class PretrainingTrainer(Trainer):
       accumulation 2 give the same loss and gradients.
     - `mlm_loss`, `sbo_loss` (and `nsp_loss`/`sop_loss`) are logged next to `loss`.
     - `evaluate()` reports loss, mlm_loss, mlm_accuracy, perplexity (exp of the MLM loss), sbo_loss and
-      sbo_accuracy, counted over every predicted token of the evaluation set.
+      sbo_accuracy, counted over every predicted token of the evaluation set, and nsp_ or sop_loss and _accuracy
+      over its labelled pairs; `loss` sums them as training does.
     - A NaN or infinite loss in any process is caught once per optimizer step, before the update. With
       `args.on_nonfinite_loss="stop"` (the default) training stops with a `TrainingDivergedError` naming the
       step; with "skip" the update is skipped (the learning-rate schedule still advances, as for an fp16
@@ -190,8 +191,11 @@ class PretrainingTrainer(Trainer):
         model.eval()
         sums = {
             key: torch.zeros((), dtype=torch.float64, device=self.args.device)
-            for key in ("mlm_loss", "mlm_correct", "mlm_count", "sbo_loss", "sbo_correct", "sbo_count")
+            for head in ("mlm", "sbo", "sentence")
+            for key in (f"{head}_loss", f"{head}_correct", f"{head}_count")
         }
+        sentence_objective = self.model.config.sentence_objective
+        sentence_label_name = {"nsp": "next_sentence_label", "sop": "sentence_order_label"}.get(sentence_objective)
         for inputs in dataloader:
             inputs = self._prepare_inputs(inputs)
             with torch.no_grad(), self.compute_loss_context_manager():
@@ -201,6 +205,10 @@ class PretrainingTrainer(Trainer):
             if outputs.sbo_logits is not None:
                 sbo_targets = labels[inputs["sbo_relative_positions"] != IGNORE_INDEX]
                 self._accumulate(sums, "sbo", outputs.sbo_logits, sbo_targets)
+            if sentence_label_name in inputs:
+                sentence_labels = inputs[sentence_label_name].view(-1)
+                labelled = sentence_labels != IGNORE_INDEX
+                self._accumulate(sums, "sentence", outputs.sentence_logits[labelled], sentence_labels[labelled])
         totals = {key: self.accelerator.reduce(value, reduction="sum").item() for key, value in sums.items()}
 
         metrics = {}
@@ -213,6 +221,10 @@ class PretrainingTrainer(Trainer):
             metrics["sbo_loss"] = totals["sbo_loss"] / totals["sbo_count"]
             metrics["sbo_accuracy"] = totals["sbo_correct"] / totals["sbo_count"]
             metrics["loss"] += self.model.config.sbo_loss_weight * metrics["sbo_loss"]
+        if totals["sentence_count"]:
+            metrics[f"{sentence_objective}_loss"] = totals["sentence_loss"] / totals["sentence_count"]
+            metrics[f"{sentence_objective}_accuracy"] = totals["sentence_correct"] / totals["sentence_count"]
+            metrics["loss"] += metrics[f"{sentence_objective}_loss"]
         metrics = {f"{metric_key_prefix}_{key}": value for key, value in metrics.items()}
         self.log(metrics)
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
