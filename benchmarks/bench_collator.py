@@ -79,7 +79,10 @@ def main() -> None:
         "transformers token": (DataCollatorForLanguageModeling(tokenizer), with_special),
         "transformers whole-word": (whole_word, batches),
         "spanroberta word": (DataCollatorForSpanMasking(tokenizer, masking="word", return_sbo_targets=False), ids_only),
-        "spanroberta token": (DataCollatorForSpanMasking(tokenizer, masking="token", return_sbo_targets=False), ids_only),
+        "spanroberta token": (
+            DataCollatorForSpanMasking(tokenizer, masking="token", return_sbo_targets=False),
+            ids_only,
+        ),
     }
     timings = time_alternately(
         {name: (lambda i, c=c, b=b: c(b[i % len(b)])) for name, (c, b) in collators.items()},

@@ -25,8 +25,10 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from contextlib import nullcontext
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from unittest import mock
 
 import torch
 from common import Timings, batches_of_rows, load_blocks, load_tokenizer, machine_summary, time_alternately
@@ -38,6 +40,7 @@ from transformers import (
     TrainingArguments,
 )
 
+from spanroberta import modeling_spanroberta
 from spanroberta.configuration_spanroberta import SpanRobertaConfig
 from spanroberta.data.collator import DataCollatorForSpanMasking
 from spanroberta.modeling_spanroberta import SpanRobertaForPreTraining
@@ -51,24 +54,41 @@ CONFIGS = {"small": ("small", 128, 32), "base": ("base", 512, 4)}
 GPU_PEAK_TFLOPS = {"A100": 312.0, "H100": 989.0, "H200": 989.0}
 
 SIDES = ("spanroberta", "baseline")
-# Ablations, timed alongside with --ablations: spanroberta with one optimisation undone.
+
+
+def _unfused_decoder_cross_entropy(x, decoder, targets):
+    logits = decoder(x)
+    return logits, torch.nn.functional.cross_entropy(logits.float(), targets, reduction="sum")
+
+
+# Ablations, timed alongside with --ablations: spanroberta with one of its speed-ups undone, as
+# (extra model arguments, a patch applied around the step).
 ABLATIONS = {
     # Asking for the hidden states makes the encoder's last layer run at every position (see
     # SpanRobertaForPreTraining._encode_for_heads); it costs no compute, they are kept for backward anyway.
-    "spanroberta-full-last-layer": {"output_hidden_states": True},
+    "spanroberta-full-last-layer": ({"output_hidden_states": True}, nullcontext),
+    # The heads' decoders followed by a plain cross-entropy, instead of _DecoderCrossEntropy.
+    "spanroberta-unfused-heads": (
+        {},
+        lambda: mock.patch.object(modeling_spanroberta, "_decoder_cross_entropy", _unfused_decoder_cross_entropy),
+    ),
 }
 
 
 @dataclass
 class Side:
+    """One side of the comparison: its model, its Trainer-built optimizer and its batches, collated once."""
+
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
     batches: list[dict[str, torch.Tensor]]
     collate_seconds: Timings
     model_kwargs: dict
+    patch: Callable[[], AbstractContextManager]
 
 
 def build_side(name: str, encoder: dict, tokenizer, rows: list, device: str, output_dir: str) -> Side:
+    """`name` is "baseline" or starts with "spanroberta"; `rows` are batches of blocks (lists of ids)."""
     torch.manual_seed(0)
     if name.startswith("spanroberta"):
         model = SpanRobertaForPreTraining(SpanRobertaConfig(**encoder))
@@ -86,13 +106,14 @@ def build_side(name: str, encoder: dict, tokenizer, rows: list, device: str, out
         batch = collator([{"input_ids": row} for row in batch_rows])
         seconds.append(time.perf_counter() - start)
         batches.append({key: value.to(device) for key, value in batch.items()})
-    return Side(model, optimizer, batches, Timings(seconds), ABLATIONS.get(name, {}))
+    return Side(model, optimizer, batches, Timings(seconds), *ABLATIONS.get(name, ({}, nullcontext)))
 
 
 def train_step(side: Side, batch: dict[str, torch.Tensor], device: str, bf16: bool) -> None:
-    with torch.autocast(device, dtype=torch.bfloat16) if bf16 else nullcontext():
-        loss = side.model(**batch, **side.model_kwargs).loss
-    loss.backward()
+    with side.patch():
+        with torch.autocast(device, dtype=torch.bfloat16) if bf16 else nullcontext():
+            loss = side.model(**batch, **side.model_kwargs).loss
+        loss.backward()
     torch.nn.utils.clip_grad_norm_(side.model.parameters(), 1.0)
     side.optimizer.step()
     side.optimizer.zero_grad(set_to_none=True)
@@ -188,22 +209,20 @@ def main() -> None:
                     print(f"\n## {label}")
                     profile_step(sides, args.device, bf16, args.profile_rows)
                     continue
-                timings = time_alternately(
-                    {
-                        name: (lambda i, side=side: train_step(side, side.batches[i % len(side.batches)], args.device, bf16))
-                        for name, side in sides.items()
-                    },
-                    repeats=args.steps,
-                    warmup=args.warmup,
-                )
+                steps = {
+                    name: lambda i, side=side: train_step(side, side.batches[i % len(side.batches)], args.device, bf16)
+                    for name, side in sides.items()
+                }
+                timings = time_alternately(steps, repeats=args.steps, warmup=args.warmup)
             report(label, batch_size * length, sides, timings, args.device)
             del sides
 
 
 def report(label: str, tokens: int, sides: dict[str, Side], timings: dict[str, Timings], device: str) -> None:
     print(f"\n## {label}: {len(timings['baseline'].seconds)} timed steps per side\n")
-    print("| side | tokens/s (median) | tokens/s (best) | step s (median) | step s (min) | CPU s/step (median) | collate s/batch |")
-    print("|---|---|---|---|---|---|---|")
+    columns = ["tokens/s (median)", "tokens/s (best)", "step s (median)", "step s (min)", "CPU s/step (median)"]
+    print(f"| side | {' | '.join(columns)} | collate s/batch |")
+    print("|---" * (len(columns) + 2) + "|")
     for name, t in timings.items():
         print(
             f"| {name} | {tokens / t.median:,.0f} | {tokens / t.best:,.0f} | {t.median:.3f} | {t.best:.3f} "

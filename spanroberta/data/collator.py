@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,6 +86,13 @@ class DataCollatorForSpanMasking:
         self._generator = torch.Generator().manual_seed(self.seed)
 
     def __call__(self, examples: Sequence[Mapping[str, Any] | Sequence[int] | torch.Tensor]) -> dict[str, torch.Tensor]:
+        # The tensors here are small ([batch, length] integers), so intra-op threads cost more in synchronisation
+        # than they save: one thread is faster even on an idle machine, and far faster on a busy one, where every
+        # parallel op waits for a preempted thread (benchmarks/RESULTS.md). DataLoader workers run one already.
+        with _one_intra_op_thread():
+            return self._collate(examples)
+
+    def _collate(self, examples: Sequence[Mapping[str, Any] | Sequence[int] | torch.Tensor]) -> dict[str, torch.Tensor]:
         if not examples:
             raise ValueError("DataCollatorForSpanMasking got an empty list of examples.")
         examples = [e if isinstance(e, Mapping) else {"input_ids": e} for e in examples]
@@ -167,3 +175,13 @@ class DataCollatorForSpanMasking:
         worker = torch.utils.data.get_worker_info()
         # DataLoader workers each hold a copy of the generator in the same state: tell their draws apart.
         return keys if worker is None else mix32(keys ^ worker.id)
+
+
+@contextmanager
+def _one_intra_op_thread() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)

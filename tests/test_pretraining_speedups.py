@@ -1,10 +1,13 @@
-"""SpanRobertaForPreTraining's sparse last layer: the encoder's last layer runs only where a head reads it,
-and gives the same losses, logits and gradients as the full encoder."""
+"""SpanRobertaForPreTraining's speed-ups give the numbers of the plain computation: the sparse last layer (the
+encoder's last layer runs only where a head reads it) and the fused decoder + cross-entropy of the heads."""
 
 import pytest
 import torch
+import torch.nn.functional as F
+from torch import nn
 
 from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
+from spanroberta import modeling_spanroberta
 
 VOCAB = 90
 
@@ -88,3 +91,44 @@ def test_last_layer_runs_only_where_the_heads_read():
     assert rows_seen == [torch.Size([3, 9, 32])]
     # Trained in train mode too: every parameter of the last layer gets a gradient.
     assert all(p.grad is not None for p in last_layer.parameters())
+
+
+def decoder_case(rows: int = 7, hidden: int = 16, vocab: int = 50):
+    torch.manual_seed(0)
+    decoder = nn.Linear(hidden, vocab)
+    x = torch.randn(rows, hidden, requires_grad=True)
+    return x, decoder, torch.randint(0, vocab, (rows,))
+
+
+def gradients(x: torch.Tensor, decoder: nn.Linear, loss: torch.Tensor) -> list[torch.Tensor]:
+    return list(torch.autograd.grad(loss, [x, decoder.weight, decoder.bias]))
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_fused_decoder_cross_entropy_matches_linear_then_cross_entropy(monkeypatch, bf16):
+    # Chunks of 3 rows: the 7 rows take three chunks, the last one short.
+    monkeypatch.setattr(modeling_spanroberta, "_CROSS_ENTROPY_CHUNK_BYTES", 4 * 50 * 3)
+    x, decoder, targets = decoder_case()
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        logits, total = modeling_spanroberta._decoder_cross_entropy(x, decoder, targets)
+        expected_logits = decoder(x)
+    expected_total = F.cross_entropy(expected_logits.float(), targets, reduction="sum")
+    assert logits.dtype == expected_logits.dtype
+    torch.testing.assert_close(logits, expected_logits)
+    torch.testing.assert_close(total, expected_total)
+    # bf16 rounds the gradient of the logits before the matmuls, where autograd rounds it after scaling.
+    tolerance = {"rtol": 2e-2, "atol": 1e-3} if bf16 else {}
+    for got, want in zip(gradients(x, decoder, total / 7), gradients(x, decoder, expected_total / 7)):
+        torch.testing.assert_close(got, want, **tolerance)
+
+
+def test_fused_decoder_cross_entropy_passes_gradients_reaching_the_logits():
+    x, decoder, targets = decoder_case()
+    logits, total = modeling_spanroberta._decoder_cross_entropy(x, decoder, targets)
+    expected_logits = decoder(x)
+    expected_total = F.cross_entropy(expected_logits, targets, reduction="sum")
+    # A user's own term on the logits, next to the loss.
+    got = gradients(x, decoder, 0.5 * total + logits.square().mean())
+    want = gradients(x, decoder, 0.5 * expected_total + expected_logits.square().mean())
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
