@@ -29,10 +29,9 @@ from spanroberta.tasks.glue import (
     tokenize_glue,
     write_glue_submission,
 )
-from spanroberta.training.cli import parse_arguments
+from spanroberta.training.cli import apply_defaults, parse_arguments
 from spanroberta.training.finetuning import (
     ModelArguments,
-    apply_defaults,
     load_config_and_tokenizer,
     load_model,
     publish,

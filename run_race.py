@@ -30,10 +30,9 @@ from spanroberta.tasks.race import (
     race_metrics,
     write_race_predictions,
 )
-from spanroberta.training.cli import parse_arguments
+from spanroberta.training.cli import apply_defaults, parse_arguments
 from spanroberta.training.finetuning import (
     ModelArguments,
-    apply_defaults,
     load_config_and_tokenizer,
     load_model,
     publish,

@@ -69,3 +69,22 @@ def _flags_given(argv: Sequence[str], known_fields: set[str]) -> set[str]:
             name = name[3:]
         given.add(name)
     return given
+
+
+def apply_defaults(arguments: tuple[Any, ...], values: dict[str, Any], given: set[str]) -> tuple[Any, ...]:
+    """Sets `values` (flag name -> value: a task's recipe, a script's defaults) on the argument dataclasses that
+    have those fields, except for the flags in `given`: what the user typed wins.
+
+    `given` is what `spanroberta.training.cli.parse_arguments` returns. A name no dataclass has is an error,
+    so that a typo in a recipe table cannot be ignored silently.
+    """
+    fields = [{spec.name for spec in dataclasses.fields(obj) if spec.init} for obj in arguments]
+    unknown = set(values).difference(*fields)
+    if unknown:
+        raise ValueError(f"No argument named {', '.join(sorted(unknown))}.")
+    updated = []
+    for obj, names in zip(arguments, fields):
+        changes = {name: value for name, value in values.items() if name in names and name not in given}
+        # replace() runs __post_init__ again, so TrainingArguments re-derives what depends on the new values.
+        updated.append(dataclasses.replace(obj, **changes) if changes else obj)
+    return tuple(updated)

@@ -15,7 +15,7 @@ import contextlib
 import functools
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import datasets
@@ -36,6 +36,7 @@ from ..errors import UserInputError
 from ..modeling_spanroberta import SpanRobertaForPreTraining
 from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from .checkpoints import resolve_resume_checkpoint, set_aside
+from .cli import apply_defaults
 from .recipes import get_model_size, get_recipe
 from .trainer import PretrainingTrainer
 
@@ -81,12 +82,8 @@ def apply_demo_settings(
         if "output_dir" not in given and not data_args.prepare_only:
             raise UserInputError("--output_dir is required when training on your own data.")
         return model_args, data_args, training_args
-    updates = {name: value for name, value in DEMO_SETTINGS.items() if name not in given}
-    model_args = replace(model_args, **{k: v for k, v in updates.items() if hasattr(model_args, k)})
-    data_args = replace(data_args, train_file=str(demo_corpus_path()))
-    data_args = replace(data_args, **{k: v for k, v in updates.items() if hasattr(data_args, k)})
-    training_updates = {k: v for k, v in updates.items() if k in training_args.to_dict() or k == "output_dir"}
-    training_args = replace(training_args, **training_updates)
+    demo = {**DEMO_SETTINGS, "train_file": str(demo_corpus_path())}
+    model_args, data_args, training_args = apply_defaults((model_args, data_args, training_args), demo, given)
     return model_args, data_args, training_args
 
 
