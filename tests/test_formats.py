@@ -19,6 +19,7 @@ from spanroberta.data.formats import (
     build_blocks,
     prepare_blocks,
     tokenize_documents,
+    tokenize_texts,
 )
 from spanroberta.data.tokenizer import train_byte_level_bpe
 
@@ -181,6 +182,25 @@ def test_tokenize_documents_keeps_one_list_of_sentences_per_document(tiny_tokeni
         for text in documents["text"]
     ]
     assert tokenized["sentence_ids"] == expected
+
+
+def test_tokenize_texts_matches_the_tokenizer_call_and_never_truncates(tiny_tokenizer):
+    """tokenize_texts calls the Rust backend directly when it is set as `tokenizer(...)` would set it, and
+    falls back to the call otherwise (here: a tokenizer saved with truncation on)."""
+    import copy
+
+    long_line = "The quick brown fox jumps over the lazy dog. " * 40
+    texts = ["The quick brown fox.\n  <mask> and <s> stay text.\n\n" + long_line, "A span."]
+    lines = [" " + line.lstrip() for text in texts for line in text.split("\n") if line.strip()]
+    expected = [tiny_tokenizer(line, add_special_tokens=False, verbose=False)["input_ids"] for line in lines]
+    assert len(expected[2]) > 64
+
+    truncating = copy.deepcopy(tiny_tokenizer)
+    truncating.backend_tokenizer.enable_truncation(max_length=8)
+    for tokenizer in (tiny_tokenizer, truncating):
+        sentences = [sentence for document in tokenize_texts(texts, tokenizer) for sentence in document]
+        assert sentences == expected
+    assert tokenize_texts([], tiny_tokenizer) == [] and tokenize_texts(["\n \n"], tiny_tokenizer) == [[]]
 
 
 def test_every_sentence_starts_a_word(tiny_tokenizer):
