@@ -356,34 +356,39 @@ class _DecoderCrossEntropy(torch.autograd.Function):
             logits = torch.addmm(bias, x, weight.t())
             grad = torch.empty_like(logits)
             loss = torch.zeros((), dtype=torch.float32, device=x.device)
-            chunk_rows = max(1, _CROSS_ENTROPY_CHUNK_BYTES // (4 * logits.shape[1]))
+            grad_bias = torch.zeros(logits.shape[1], dtype=torch.float32, device=x.device)
+            chunk_rows = min(len(x), max(1, _CROSS_ENTROPY_CHUNK_BYTES // (4 * logits.shape[1])))
+            # One float32 buffer serves every chunk: on CPU, first touching fresh memory (page faults) costs
+            # more than the arithmetic done in it.
+            buffer = logits.new_empty((chunk_rows, logits.shape[1]), dtype=torch.float32)
             for start in range(0, len(x), chunk_rows):
                 rows = slice(start, start + chunk_rows)
-                chunk = logits[rows].to(torch.float32, copy=True)  # a copy: the in-place ops leave `logits` alone
+                chunk = buffer[: len(logits[rows])].copy_(logits[rows])
                 chunk_targets = targets[rows, None]
                 log_normaliser = chunk.logsumexp(1, keepdim=True)
                 loss += (log_normaliser - chunk.gather(1, chunk_targets)).sum()
                 softmax = chunk.sub_(log_normaliser).exp_()
-                grad[rows] = softmax.scatter_add_(1, chunk_targets, softmax.new_full(chunk_targets.shape, -1.0))
-        ctx.save_for_backward(x, weight, grad)
+                softmax.scatter_add_(1, chunk_targets, softmax.new_full(chunk_targets.shape, -1.0))
+                grad_bias += softmax.sum(0)
+                grad[rows] = softmax
+        ctx.save_for_backward(x, weight, grad, grad_bias)
         ctx.set_materialize_grads(False)
         return logits, loss
 
     @staticmethod
     def backward(ctx, grad_logits, grad_loss):
-        x, weight, grad = ctx.saved_tensors
+        x, weight, grad, grad_bias = ctx.saved_tensors
         scale = None
         if grad_logits is None:
             scale = grad_loss  # applied to the products below, which are far smaller than [rows, vocab]
-        elif grad_loss is None:
-            grad = grad_logits
         else:
-            grad = grad * grad_loss + grad_logits
+            grad = grad_logits if grad_loss is None else grad * grad_loss + grad_logits
+            grad_bias = grad.sum(0, dtype=torch.float32)
         needs_x, needs_weight, needs_bias, _ = ctx.needs_input_grad
         grads = [
             grad @ weight if needs_x else None,
             grad.t() @ x if needs_weight else None,
-            grad.sum(0, dtype=torch.float32) if needs_bias else None,
+            grad_bias if needs_bias else None,
         ]
         if scale is not None:
             grads = [g * scale if g is not None else None for g in grads]
@@ -395,9 +400,9 @@ def _decoder_cross_entropy(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(decoder(x), its cross-entropy against `targets` summed over rows).
 
-    Fused (`_DecoderCrossEntropy`) when training on CPU under autocast, where it was measured to pay (1.08x a
-    step of the small config, 1.17x of the base one, with bf16); in float32 it was no faster, and it has not
-    been measured on GPUs.
+    Fused (`_DecoderCrossEntropy`) when training on CPU under autocast, where it was measured to pay (with bf16,
+    each head 1.29x at the small config and 1.05x at base, a small step 1.18x; benchmarks/RESULTS.md); in
+    float32 it was no faster, and it has not been measured on GPUs.
     """
     training = torch.is_grad_enabled() and (x.requires_grad or decoder.weight.requires_grad)
     if training and x.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
