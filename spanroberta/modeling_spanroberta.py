@@ -378,21 +378,20 @@ class _DecoderCrossEntropy(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_logits, grad_loss):
         x, weight, grad, grad_bias = ctx.saved_tensors
-        scale = None
-        if grad_logits is None:
-            scale = grad_loss  # applied to the products below, which are far smaller than [rows, vocab]
-        else:
+        # When only the loss is differentiated (training), its gradient is a scalar. It scales the operands and
+        # products that are far smaller than [rows, vocab] and [vocab, hidden]: x, the bias gradient, x's gradient.
+        scale = grad_loss if grad_logits is None else None
+        if scale is None:
             grad = grad_logits if grad_loss is None else grad * grad_loss + grad_logits
             grad_bias = grad.sum(0, dtype=torch.float32)
+        else:
+            grad_bias = grad_bias * scale
         needs_x, needs_weight, needs_bias, _ = ctx.needs_input_grad
-        grads = [
-            grad @ weight if needs_x else None,
-            grad.t() @ x if needs_weight else None,
-            grad_bias if needs_bias else None,
-        ]
-        if scale is not None:
-            grads = [g * scale if g is not None else None for g in grads]
-        return *grads, None
+        grad_x = grad @ weight if needs_x else None
+        if grad_x is not None and scale is not None:
+            grad_x = grad_x * scale
+        grad_weight = grad.t() @ (x if scale is None else x * scale) if needs_weight else None
+        return grad_x, grad_weight, grad_bias if needs_bias else None, None
 
 
 def _decoder_cross_entropy(
