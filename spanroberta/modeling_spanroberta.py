@@ -400,8 +400,8 @@ def _decoder_cross_entropy(
     """(decoder(x), its cross-entropy against `targets` summed over rows).
 
     Fused (`_DecoderCrossEntropy`) when training on CPU under autocast, where it was measured to pay (with bf16,
-    each head 1.29x at the small config and 1.05x at base, a small step 1.18x; benchmarks/RESULTS.md); in
-    float32 it was no faster, and it has not been measured on GPUs.
+    each head 1.6x at the small config and 1.12-1.15x at base, a small step 1.10-1.18x; benchmarks/RESULTS.md);
+    in float32 it was not measured to pay at the step level, and it has not been measured on GPUs.
     """
     training = torch.is_grad_enabled() and (x.requires_grad or decoder.weight.requires_grad)
     if training and x.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
