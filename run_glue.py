@@ -35,6 +35,7 @@ from spanroberta.training.finetuning import (
     load_config_and_tokenizer,
     load_model,
     publish,
+    train_and_save,
 )
 
 
@@ -106,12 +107,7 @@ def main(args: list[str] | None = None) -> None:
     )
 
     if training_args.do_train:
-        result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
-        trainer.save_model()
-        metrics = {**result.metrics, "train_samples": len(encoded["train"])}
-        trainer.log_metrics("train", metrics)
-        trainer.save_metrics("train", metrics)
-        trainer.save_state()
+        train_and_save(trainer)
 
     if training_args.do_eval:
         metrics = {}

@@ -36,6 +36,7 @@ from spanroberta.training.finetuning import (
     load_config_and_tokenizer,
     load_model,
     publish,
+    train_and_save,
 )
 
 
@@ -108,12 +109,7 @@ def main(args: list[str] | None = None) -> None:
     )
 
     if training_args.do_train:
-        result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
-        trainer.save_model()
-        metrics = {**result.metrics, "train_samples": len(encoded["train"])}
-        trainer.log_metrics("train", metrics)
-        trainer.save_metrics("train", metrics)
-        trainer.save_state()
+        train_and_save(trainer)
 
     for phase, prefix in (("eval", "eval"), ("predict", "predict")):
         if phase not in encoded:

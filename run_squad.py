@@ -34,7 +34,13 @@ from spanroberta.tasks.squad import (
     save_qa_checkpoint,
 )
 from spanroberta.training.cli import parse_arguments
-from spanroberta.training.finetuning import ModelArguments, load_config_and_tokenizer, load_model, publish
+from spanroberta.training.finetuning import (
+    ModelArguments,
+    load_config_and_tokenizer,
+    load_model,
+    publish,
+    train_and_save,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -164,12 +170,7 @@ def main(args: list[str] | None = None) -> dict[str, float]:
     )
 
     if training_args.do_train:
-        result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
-        save_qa_checkpoint(trainer, training_args.output_dir)
-        train_metrics = {**result.metrics, "train_samples": len(trainer.train_dataset)}
-        trainer.log_metrics("train", train_metrics)
-        trainer.save_metrics("train", train_metrics)
-        trainer.save_state()
+        train_and_save(trainer, lambda trainer: save_qa_checkpoint(trainer, training_args.output_dir))
 
     threshold = squad_args.null_score_diff_threshold
     if threshold is None and not training_args.do_train:

@@ -3,6 +3,7 @@ how a checkpoint is loaded with the Auto classes, from a folder or the Hub."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +47,21 @@ def load_model(model_args: ModelArguments, auto_class: type, config: Any) -> Pre
     # which would then be inflated by the accumulation factor. Declaring it keeps the Trainer's division.
     model.accepts_loss_kwargs = False
     return model
+
+
+def train_and_save(trainer: Trainer, save_model: Callable[[Trainer], None] | None = None) -> None:
+    """Trains (resuming from `--resume_from_checkpoint` if given), saves the model (with `save_model` if given,
+    else `trainer.save_model()`), then logs and saves the training metrics and the trainer state, as
+    transformers' example scripts do."""
+    result = trainer.train(resume_from_checkpoint=trainer.args.resume_from_checkpoint)
+    if save_model is None:
+        trainer.save_model()
+    else:
+        save_model(trainer)
+    metrics = {**result.metrics, "train_samples": len(trainer.train_dataset)}
+    trainer.log_metrics("train", metrics)
+    trainer.save_metrics("train", metrics)
+    trainer.save_state()
 
 
 def publish(trainer: Trainer, model_card: dict[str, Any]) -> None:
