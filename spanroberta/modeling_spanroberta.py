@@ -363,7 +363,8 @@ class _DecoderCrossEntropy(torch.autograd.Function):
             buffer = logits.new_empty((chunk_rows, logits.shape[1]), dtype=torch.float32)
             for start in range(0, len(x), chunk_rows):
                 rows = slice(start, start + chunk_rows)
-                chunk = buffer[: len(logits[rows])].copy_(logits[rows])
+                chunk_logits = logits[rows]
+                chunk = buffer[: len(chunk_logits)].copy_(chunk_logits)
                 chunk_targets = targets[rows, None]
                 log_normaliser = chunk.logsumexp(1, keepdim=True)
                 loss += (log_normaliser - chunk.gather(1, chunk_targets)).sum()

@@ -190,7 +190,7 @@ def test_tokenize_texts_matches_the_tokenizer_call_and_never_truncates(tiny_toke
     import copy
 
     long_line = "The quick brown fox jumps over the lazy dog. " * 40
-    texts = ["The quick brown fox.\n  <mask> and <s> stay text.\n\n" + long_line, "A span."]
+    texts = ["The quick brown fox.\n  <mask> and <s> inside a line.\n\n" + long_line, "A span."]
     lines = [" " + line.lstrip() for text in texts for line in text.split("\n") if line.strip()]
     expected = [tiny_tokenizer(line, add_special_tokens=False, verbose=False)["input_ids"] for line in lines]
     assert len(expected[2]) > 64
