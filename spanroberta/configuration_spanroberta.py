@@ -39,6 +39,10 @@ class SpanRobertaConfig(RobertaConfig):
         sentence_objective (`str`, defaults to `"none"`):
             Sentence-level auxiliary head: `"none"` (RoBERTa and SpanBERT), `"nsp"` (BERT's next sentence
             prediction) or `"sop"` (ALBERT's sentence order prediction).
+        efficient_pretraining (`bool`, defaults to `True`):
+            Whether `SpanRobertaForPreTraining` takes the efficient paths of `modeling_efficient.py` where they
+            apply (a last layer computed only where the heads read it, a fused decoder cross-entropy on CPU under
+            autocast). `False` runs the reference forward; both give the same losses and gradients (tested).
         answerability_head (`bool`, defaults to `False`):
             Whether `SpanRobertaForQuestionAnswering` adds RoBERTa's binary "is this question answerable"
             classifier for SQuAD v2.0 (RoBERTa section 5.2).
@@ -58,6 +62,7 @@ class SpanRobertaConfig(RobertaConfig):
     sbo_position_embedding_size: int = 200
     sbo_loss_weight: float = 1.0
     sentence_objective: str = "none"
+    efficient_pretraining: bool = True
     answerability_head: bool = False
 
     def __post_init__(self, **kwargs):

@@ -1,17 +1,24 @@
-"""SpanRoBERTa: RoBERTa's encoder with SpanBERT's pretraining heads.
+"""SpanRoBERTa: RoBERTa's encoder with SpanBERT's pretraining heads. This file is the reference: encoder, heads,
+loss, written to be read; `modeling_efficient.py` holds the faster paths, each tested equal to this one.
 
 The encoder is RoBERTa's own (`base_model_prefix = "roberta"`), so weights move freely between spanroberta and
-stock RoBERTa checkpoints. `SpanRobertaForPreTraining` adds, on top of RoBERTa's MLM head:
+stock RoBERTa checkpoints. `SpanRobertaModel` adds one thing to it: packed rows. Several sequences may share a row
+when `position_ids` restart at each of them (transformers' padding-free convention, as `DataCollatorWithFlattening`
+emits, with RoBERTa's first position `padding_idx + 1`); every sequence then attends only to itself, under every
+attention implementation, and is computed exactly as it would be alone.
+
+`SpanRobertaForPreTraining` adds, on top of RoBERTa's MLM head:
 - the span boundary objective (SBO, SpanBERT section 3.2): each token of a masked span is predicted from the
   encoder outputs at the two tokens just outside the span and a relative-position embedding;
 - optionally a sentence-level head: next sentence prediction (BERT) or sentence order prediction (ALBERT).
 
-Both token-level heads are sparse: they run only at the predicted positions, never over [batch, length, vocab].
-In training the encoder's last layer is sparse too: it runs only where a head reads its output (see
-`_encode_for_heads`), and each head's decoder and cross-entropy run fused (see `_DecoderCrossEntropy`).
+Predictions come in a fixed number of slots per row (`DataCollatorForSpanMasking`): the heads read the encoder
+at those positions only, never over [batch, length, vocab], and nothing in the forward pass depends on how many
+tokens a batch masks, so a compiled training step runs whole with no host synchronisation.
 
-This file is copied next to every saved checkpoint (see `auto_map`), so it imports nothing from spanroberta
-besides its configuration.
+The model owns its loss: which targets each head has (`loss_normalisers`) and how each loss is normalised.
+
+This file is copied next to every saved checkpoint (see `auto_map`), with the files it imports relatively.
 """
 
 from __future__ import annotations
@@ -23,20 +30,29 @@ import torch.nn.functional as F
 from torch import nn
 from transformers.activations import gelu
 from transformers.masking_utils import create_bidirectional_mask
-from transformers.modeling_outputs import ModelOutput, QuestionAnsweringModelOutput
+from transformers.modeling_outputs import (
+    BaseModelOutputWithPoolingAndCrossAttentions,
+    ModelOutput,
+    QuestionAnsweringModelOutput,
+)
 from transformers.models.roberta.modeling_roberta import (
     RobertaForMaskedLM,
     RobertaForMultipleChoice,
     RobertaForQuestionAnswering,
     RobertaForSequenceClassification,
     RobertaForTokenClassification,
-    RobertaLayer,
     RobertaLMHead,
     RobertaModel,
     RobertaPreTrainedModel,
 )
 
 from .configuration_spanroberta import SpanRobertaConfig
+from .modeling_efficient import (
+    encode_at_positions,
+    fused_decoder_cross_entropy,
+    fuses_decoder_cross_entropy,
+    reads_last_layer_at_positions,
+)
 
 IGNORE_INDEX = -100
 
@@ -52,8 +68,93 @@ class SpanRobertaPreTrainedModel(RobertaPreTrainedModel):
             nn.init.zeros_(module.decoder.bias)
 
 
+def packed_sequence_ids(position_ids: torch.Tensor) -> torch.Tensor:
+    """Long [batch, length]: which sequence of its row each token belongs to. A sequence starts wherever the
+    position does not follow the one before (transformers' `find_packed_sequence_indices`, without its check for
+    unpacked rows, which would read the values on the host)."""
+    first = position_ids[:, :1] - 1
+    return (torch.diff(position_ids, prepend=first, dim=-1) != 1).cumsum(-1)
+
+
+def packed_sequence_mask_function(sequence_ids: torch.Tensor, real: torch.Tensor):
+    """transformers' mask function for packed rows: a query attends to the keys of its own sequence, and a real
+    (unpadded) query to real keys only. A padding query attends to its sequence's keys, padding included, so that
+    no query row is empty (an empty row gives NaN in SDPA)."""
+
+    def inner_mask(batch_idx: int, head_idx: int, q_idx: int, kv_idx: int) -> bool:
+        same_sequence = sequence_ids[batch_idx, q_idx] == sequence_ids[batch_idx, kv_idx]
+        return same_sequence & (real[batch_idx, kv_idx] | ~real[batch_idx, q_idx])
+
+    return inner_mask
+
+
 class SpanRobertaModel(SpanRobertaPreTrainedModel, RobertaModel):
-    """The bare RoBERTa encoder, under spanroberta's config."""
+    """RoBERTa's encoder, under spanroberta's config, that also takes packed rows.
+
+    With `position_ids`, each run of consecutive positions is one sequence (see `packed_sequence_ids`) and attends
+    only to itself: through a block-diagonal mask for sdpa and eager, a block mask for flex_attention, and for
+    flash attention by flattening the batch into one row whose restarting positions transformers' kernels turn
+    into `cu_seqlens`. Without `position_ids` it is exactly RobertaModel.
+    """
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        **kwargs,
+    ) -> BaseModelOutputWithPoolingAndCrossAttentions:
+        inputs = {"input_ids": input_ids, "token_type_ids": token_type_ids, "inputs_embeds": inputs_embeds}
+        if position_ids is None or self.config.is_decoder:
+            return super().forward(attention_mask=attention_mask, position_ids=position_ids, **inputs, **kwargs)
+        if self.flattens_packed_rows():
+            return self._flattened_forward(position_ids, inputs, kwargs)
+        mask = self.packed_attention_mask(attention_mask, position_ids, inputs_embeds)
+        return super().forward(attention_mask=mask, position_ids=position_ids, **inputs, **kwargs)
+
+    def flattens_packed_rows(self) -> bool:
+        """Whether packed rows are isolated by flattening the batch (flash attention reads `cu_seqlens` from the
+        positions of a single row) rather than by a mask."""
+        return "flash" in (self.config._attn_implementation or "")
+
+    def packed_attention_mask(
+        self,
+        attention_mask: torch.Tensor | None,
+        position_ids: torch.Tensor,
+        inputs_embeds: torch.Tensor | None = None,
+    ):
+        """The mask of packed rows in the configured attention implementation's own form (see
+        `packed_sequence_mask_function`); `attention_mask` (2D, 1 for real tokens) marks the padding."""
+        real = torch.ones_like(position_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
+        if inputs_embeds is None:
+            # create_bidirectional_mask reads only the shape, dtype and device of the embeddings.
+            weight = self.embeddings.word_embeddings.weight
+            inputs_embeds = weight.new_empty((*position_ids.shape, 0))
+        return create_bidirectional_mask(
+            config=self.config,
+            inputs_embeds=inputs_embeds,
+            attention_mask=None,
+            and_mask_function=packed_sequence_mask_function(packed_sequence_ids(position_ids), real),
+        )
+
+    def _flattened_forward(
+        self, position_ids: torch.Tensor, inputs: dict, kwargs: dict
+    ) -> BaseModelOutputWithPoolingAndCrossAttentions:
+        batch_size, length = position_ids.shape
+        flat = {name: None if value is None else value.reshape(1, batch_size * length, *value.shape[2:])
+                for name, value in inputs.items()}
+        pooler, self.pooler = self.pooler, None
+        try:
+            outputs = super().forward(position_ids=position_ids.reshape(1, -1), **flat, **kwargs)
+        finally:
+            self.pooler = pooler
+        last_hidden_state = outputs.last_hidden_state.reshape(batch_size, length, -1)
+        return BaseModelOutputWithPoolingAndCrossAttentions(
+            last_hidden_state=last_hidden_state,
+            pooler_output=self.pooler(last_hidden_state) if self.pooler is not None else None,
+        )
 
 
 class SpanBoundaryHead(nn.Module):
@@ -76,13 +177,13 @@ class SpanBoundaryHead(nn.Module):
     def forward(
         self, left_boundary: torch.Tensor, right_boundary: torch.Tensor, relative_positions: torch.Tensor
     ) -> torch.Tensor:
-        """[N, H], [N, H], [N] (0-based offset inside the span) -> [N, vocab] logits."""
+        """[..., H], [..., H], [...] (0-based offset inside the span) -> [..., vocab] logits."""
         return self.decoder(self.transform(left_boundary, right_boundary, relative_positions))
 
     def transform(
         self, left_boundary: torch.Tensor, right_boundary: torch.Tensor, relative_positions: torch.Tensor
     ) -> torch.Tensor:
-        """f without the decoder: [N, H], [N, H], [N] -> [N, H]."""
+        """f without the decoder: [..., H], [..., H], [...] -> [..., H]."""
         x = torch.cat([left_boundary, right_boundary, self.position_embeddings(relative_positions)], dim=-1)
         x = self.layer_norm1(gelu(self.dense1(x)))
         return self.layer_norm2(gelu(self.dense2(x)))
@@ -94,8 +195,8 @@ class SpanRobertaForPreTrainingOutput(ModelOutput):
     Losses are the means over the predicted tokens (or sequences) of the batch; under gradient accumulation
     they are that micro-batch's share of the mean over the whole accumulated batch.
 
-    mlm_logits / sbo_logits are sparse: one row per predicted token, in the row-major order of
-    `labels != -100` (MLM) and `sbo_relative_positions != -100` (SBO).
+    mlm_logits / sbo_logits (`[batch, slots, vocab]`): one row per prediction slot, aligned with `labels`; slots
+    whose label (MLM) or `sbo_relative_positions` (SBO) is -100 hold no target.
     """
 
     loss: torch.Tensor | None = None
@@ -128,7 +229,7 @@ class SpanRobertaForPreTraining(SpanRobertaPreTrainedModel):
     def __init__(self, config: SpanRobertaConfig):
         super().__init__(config)
         has_sentence_head = config.sentence_objective != "none"
-        self.roberta = RobertaModel(config, add_pooling_layer=has_sentence_head)
+        self.roberta = SpanRobertaModel(config, add_pooling_layer=has_sentence_head)
         self.lm_head = RobertaLMHead(config)
         self.sbo_head = SpanBoundaryHead(config) if config.use_sbo else None
         self.sentence_head = nn.Linear(config.hidden_size, 2) if has_sentence_head else None
@@ -150,6 +251,7 @@ class SpanRobertaForPreTraining(SpanRobertaPreTrainedModel):
         position_ids: torch.LongTensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
+        mlm_positions: torch.LongTensor | None = None,
         sbo_left_positions: torch.LongTensor | None = None,
         sbo_right_positions: torch.LongTensor | None = None,
         sbo_relative_positions: torch.LongTensor | None = None,
@@ -161,271 +263,143 @@ class SpanRobertaForPreTraining(SpanRobertaPreTrainedModel):
         **kwargs,
     ) -> SpanRobertaForPreTrainingOutput:
         r"""
-        labels (`[batch, length]`): the original token ids at the predicted positions, -100 elsewhere.
-        sbo_left_positions, sbo_right_positions, sbo_relative_positions (`[batch, length]`): for each SBO target
-            token, the positions of the tokens just outside its span and its 0-based offset in the span; -100 at
-            every other position. `DataCollatorForSpanMasking` produces all four.
+        position_ids (`[batch, length]`): for packed rows, positions that restart at each sequence (see
+            `SpanRobertaModel`); `DataCollatorForSpanMasking` gives them for packed doc-sentences.
+        mlm_positions, labels (`[batch, slots]`): the positions predicted and their original token ids, -100 in
+            unused slots.
+        sbo_left_positions, sbo_right_positions, sbo_relative_positions (`[batch, slots]`): for the slots whose
+            token is an SBO target, the positions of the tokens just outside its span and its 0-based offset in
+            the span; -100 in the other slots. `DataCollatorForSpanMasking` produces all five.
         next_sentence_label (`[batch]`): 0 if the second segment follows the first, 1 if it is random (BERT).
         sentence_order_label (`[batch]`): 0 if the segments are in order, 1 if swapped (ALBERT).
         num_items_in_batch, num_sbo_items_in_batch, num_sentence_items_in_batch: the number of MLM targets,
-            SBO targets and labelled sequences in the whole accumulated (and, across processes, global) batch.
-            transformers' Trainer passes the first; spanroberta's `PretrainingTrainer` passes all three, which
-            makes gradient accumulation exact. Without them each loss is this batch's own mean.
+            SBO targets and labelled sequences in the whole accumulated (and, across processes, global) batch
+            (`loss_normalisers` counts them in a batch). transformers' Trainer passes the first; spanroberta's
+            `PretrainingTrainer` passes all three, which makes gradient accumulation exact. Without them each
+            loss is this batch's own mean.
         """
-        if labels is not None and self._can_encode_for_heads(attention_mask, kwargs):
-            read = self._positions_read_by_heads(labels, sbo_left_positions, sbo_right_positions)
-            sequence_output = self._encode_for_heads(
-                input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, read
+        if labels is not None and mlm_positions is None:
+            raise ValueError(
+                "SpanRobertaForPreTraining takes its predictions in slots: labels and mlm_positions of shape "
+                "[batch, slots], as DataCollatorForSpanMasking makes them."
             )
-            pooler = self.roberta.pooler
-            pooler_output = pooler(sequence_output) if pooler is not None else None
-            result = SpanRobertaForPreTrainingOutput()
+        encoder_inputs = {
+            "input_ids": input_ids,
+            "attention_mask": attention_mask,
+            "token_type_ids": token_type_ids,
+            "position_ids": position_ids,
+            "inputs_embeds": inputs_embeds,
+        }
+        result = SpanRobertaForPreTrainingOutput()
+        if labels is None:
+            # No predictions: the encoder's outputs alone (and the sentence head's, if any).
+            outputs = self.roberta(**encoder_inputs, return_dict=True, **kwargs)
+            result.hidden_states, result.attentions = outputs.hidden_states, outputs.attentions
+            if self.sentence_head is not None:
+                result.sentence_logits = self.sentence_head(outputs.pooler_output)
+            return result
+
+        with_sbo = self.sbo_head is not None and sbo_relative_positions is not None
+        read = [mlm_positions] + ([sbo_left_positions, sbo_right_positions] if with_sbo else [])
+        if self.sentence_head is not None:
+            read.append(torch.zeros_like(mlm_positions[:, :1]))  # the first token, for the pooler
+        read = torch.cat(read, dim=1).clamp(min=0)
+        if reads_last_layer_at_positions(self.roberta, kwargs):
+            states = encode_at_positions(self.roberta, encoder_inputs, read)
         else:
-            outputs = self.roberta(
-                input_ids,
-                attention_mask=attention_mask,
-                token_type_ids=token_type_ids,
-                position_ids=position_ids,
-                inputs_embeds=inputs_embeds,
-                return_dict=True,
-                **kwargs,
-            )
-            sequence_output, pooler_output = outputs.last_hidden_state, outputs.pooler_output
-            result = SpanRobertaForPreTrainingOutput(hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+            outputs = self.roberta(**encoder_inputs, return_dict=True, **kwargs)
+            result.hidden_states, result.attentions = outputs.hidden_states, outputs.attentions
+            states = _gather(outputs.last_hidden_state, read)
+        num_slots = mlm_positions.shape[1]
+        mlm_states, states = states[:, :num_slots], states[:, num_slots:]
+
         losses = []
-        # Without their own global counts, the SBO and sentence losses are weighted by this batch's share of
-        # the MLM targets (the one count transformers' stock Trainer passes).
-        mlm_count = None
+        mlm_count = (labels != IGNORE_INDEX).sum()
+        lm_head = self.lm_head
+        mlm_features = lm_head.layer_norm(gelu(lm_head.dense(mlm_states)))  # RobertaLMHead's transform
+        result.mlm_logits, mlm_total = _decoder_cross_entropy(self.config, mlm_features, lm_head.decoder, labels)
+        result.mlm_loss = _normalised_loss(mlm_total, mlm_count, num_items_in_batch)
+        losses.append(result.mlm_loss)
 
-        if labels is not None:
-            predicted = labels != IGNORE_INDEX
-            mlm_count = predicted.sum()
-            lm_head = self.lm_head
-            mlm_features = lm_head.layer_norm(gelu(lm_head.dense(sequence_output[predicted])))  # RobertaLMHead's
-            result.mlm_logits, mlm_total = _decoder_cross_entropy(mlm_features, lm_head.decoder, labels[predicted])
-            result.mlm_loss = _normalised_loss(mlm_total, mlm_count, num_items_in_batch)
-            losses.append(result.mlm_loss)
-
-            if self.sbo_head is not None and sbo_relative_positions is not None:
-                targets = sbo_relative_positions != IGNORE_INDEX
-                rows = targets.nonzero(as_tuple=True)[0]
-                sbo_features = self.sbo_head.transform(
-                    sequence_output[rows, sbo_left_positions[targets]],
-                    sequence_output[rows, sbo_right_positions[targets]],
-                    sbo_relative_positions[targets],
-                )
-                sbo_targets = labels[targets]
-                result.sbo_logits, sbo_total = _decoder_cross_entropy(sbo_features, self.sbo_head.decoder, sbo_targets)
-                result.sbo_loss = _normalised_loss(
-                    sbo_total,
-                    sbo_targets.numel(),
-                    num_sbo_items_in_batch,
-                    reference=(mlm_count, num_items_in_batch),
-                )
-                losses.append(self.config.sbo_loss_weight * result.sbo_loss)
+        if with_sbo:
+            left, right, states = states[:, :num_slots], states[:, num_slots : 2 * num_slots], states[:, 2 * num_slots :]
+            is_target = sbo_relative_positions != IGNORE_INDEX
+            sbo_features = self.sbo_head.transform(left, right, sbo_relative_positions.clamp(min=0))
+            sbo_targets = labels.masked_fill(~is_target, IGNORE_INDEX)
+            result.sbo_logits, sbo_total = _decoder_cross_entropy(self.config, sbo_features, self.sbo_head.decoder, sbo_targets)
+            # Without their own global count, SBO targets are weighted by this batch's share of the MLM targets.
+            result.sbo_loss = _normalised_loss(
+                sbo_total, is_target.sum(), num_sbo_items_in_batch, reference=(mlm_count, num_items_in_batch)
+            )
+            losses.append(self.config.sbo_loss_weight * result.sbo_loss)
 
         if self.sentence_head is not None:
-            result.sentence_logits = self.sentence_head(pooler_output)
-            sentence_label = next_sentence_label if self.config.sentence_objective == "nsp" else sentence_order_label
-            if sentence_label is not None:
-                labelled = sentence_label.view(-1) != IGNORE_INDEX
+            result.sentence_logits = self.sentence_head(self.roberta.pooler(states))
+            sentence_labels = next_sentence_label if self.config.sentence_objective == "nsp" else sentence_order_label
+            if sentence_labels is not None:
+                sentence_labels = sentence_labels.view(-1)
                 sentence_total = F.cross_entropy(
-                    result.sentence_logits[labelled].float(), sentence_label.view(-1)[labelled], reduction="sum"
+                    result.sentence_logits.float(), sentence_labels, ignore_index=IGNORE_INDEX, reduction="sum"
                 )
                 sentence_loss = _normalised_loss(
                     sentence_total,
-                    labelled.sum(),
+                    (sentence_labels != IGNORE_INDEX).sum(),
                     num_sentence_items_in_batch,
                     reference=(mlm_count, num_items_in_batch),
                 )
                 setattr(result, f"{self.config.sentence_objective}_loss", sentence_loss)
                 losses.append(sentence_loss)
 
-        if losses:
-            result.loss = torch.stack(losses).sum()
+        result.loss = torch.stack(losses).sum()
         return result
 
-    def _can_encode_for_heads(self, attention_mask: torch.Tensor | None, kwargs: dict) -> bool:
-        """Whether the sparse last layer applies: nothing but the heads reads the encoder's output (no hidden
-        states or attentions asked for, no extra encoder arguments) and any padding mask is a plain 2D one."""
-        config = self.config
-        return (
-            not kwargs
-            and not (config.output_hidden_states or config.output_attentions or config.is_decoder)
-            and (attention_mask is None or attention_mask.dim() == 2)
-        )
-
-    def _positions_read_by_heads(
-        self, labels: torch.Tensor, left_positions: torch.Tensor | None, right_positions: torch.Tensor | None
-    ) -> torch.Tensor:
-        """Bool [batch, length]: the MLM targets, the SBO boundary tokens and, for a sentence head, the first token."""
-        read = labels != IGNORE_INDEX
-        if self.sbo_head is not None and left_positions is not None and right_positions is not None:
-            for boundary in (left_positions, right_positions):
-                targets = boundary != IGNORE_INDEX
-                read[targets.nonzero(as_tuple=True)[0], boundary[targets]] = True
-        if self.sentence_head is not None:
-            read[:, 0] = True
-        return read
-
-    def _encode_for_heads(
-        self,
-        input_ids: torch.Tensor | None,
-        attention_mask: torch.Tensor | None,
-        token_type_ids: torch.Tensor | None,
-        position_ids: torch.Tensor | None,
-        inputs_embeds: torch.Tensor | None,
-        read: torch.Tensor,
-    ) -> torch.Tensor:
-        """The encoder's last hidden state at the `read` positions ([batch, length, hidden]; zeros elsewhere).
-
-        The heads read about a quarter of the positions (15% are predicted, plus the span boundaries), so the
-        last layer computes its keys and values everywhere but its queries, attention output and feed-forward
-        network only where they are read: about two thirds of that layer's FLOPs saved. Every other layer is
-        RoBERTa's, called as RobertaModel calls it.
-        """
-        roberta = self.roberta
-        hidden = roberta.embeddings(
-            input_ids=input_ids, token_type_ids=token_type_ids, position_ids=position_ids, inputs_embeds=inputs_embeds
-        )
-        mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden, attention_mask=attention_mask)
-        *layers, last_layer = roberta.encoder.layer
-        for layer in layers:
-            hidden = layer(hidden, mask)
-        return _layer_at_positions(last_layer, hidden, attention_mask, read)
-
-
-def _layer_at_positions(
-    layer: RobertaLayer, hidden: torch.Tensor, attention_mask: torch.Tensor | None, read: torch.Tensor
-) -> torch.Tensor:
-    """`layer(hidden)` at the `read` positions (bool [batch, length]) only, zeros elsewhere.
-
-    Each row's read positions are gathered, in order, into `width` query slots (the most any row reads); rows
-    that read fewer fill their spare slots with unread positions, computed and kept (harmless).
-    """
-    batch_size, length, _ = hidden.shape
-    width = max(int(read.sum(1).max()), 1)
-    positions = torch.argsort((~read).to(torch.uint8), dim=1, stable=True)[:, :width]
-    rows = torch.arange(batch_size, device=hidden.device)[:, None].expand_as(positions)
-    queries_in = hidden[rows, positions]
-
-    attention = layer.attention.self
-
-    def split_heads(x: torch.Tensor) -> torch.Tensor:
-        return x.view(batch_size, -1, attention.num_attention_heads, attention.attention_head_size).transpose(1, 2)
-
-    padding = None
-    if attention_mask is not None and not bool(attention_mask.all()):
-        padding = attention_mask.bool()[:, None, None, :]  # keys only: [batch, 1, 1, length]
-    context = F.scaled_dot_product_attention(
-        split_heads(attention.query(queries_in)),
-        split_heads(attention.key(hidden)),
-        split_heads(attention.value(hidden)),
-        attn_mask=padding,
-        dropout_p=attention.dropout.p if attention.training else 0.0,
-        scale=attention.scaling,
-    )
-    context = context.transpose(1, 2).reshape(batch_size, width, -1)
-    out = layer.feed_forward_chunk(layer.attention.output(context, queries_in))
-    return out.new_zeros(batch_size, length, out.shape[-1]).index_put((rows, positions), out)
-
-
-# Rows of logits whose float32 copy fits in 4 MiB: the fused cross-entropy works through the logits a few rows at a
-# time so that its passes over them hit the CPU's cache rather than its memory.
-_CROSS_ENTROPY_CHUNK_BYTES = 4 << 20
-
-
-class _DecoderCrossEntropy(torch.autograd.Function):
-    """(logits, loss): logits = x @ weight.T + bias, and the cross-entropy of the logits against `targets`,
-    summed over the rows. The numbers of F.linear then F.cross_entropy(logits.float(), reduction="sum").
-
-    As the loss is a plain sum, its gradient with respect to the logits, softmax - one-hot, is known in the forward
-    pass. Computing it there, a few rows at a time while they are in the CPU's cache, replaces the float32 passes
-    over [rows, vocab] of log_softmax, its backward and the dtype casts, and the backward pass only multiplies.
-    Under autocast the matmuls run in its dtype and the softmax in float32, as autocast and `logits.float()` have
-    them.
-    """
-
     @staticmethod
-    def forward(ctx, x, weight, bias, targets):
-        device = x.device.type
-        if torch.is_autocast_enabled(device):
-            dtype = torch.get_autocast_dtype(device)
-            x, weight, bias = x.to(dtype), weight.to(dtype), bias.to(dtype)
-        with torch.autocast(device, enabled=False):
-            logits = torch.addmm(bias, x, weight.t())
-            grad = torch.empty_like(logits)
-            loss = torch.zeros((), dtype=torch.float32, device=x.device)
-            grad_bias = torch.zeros(logits.shape[1], dtype=torch.float32, device=x.device)
-            chunk_rows = min(len(x), max(1, _CROSS_ENTROPY_CHUNK_BYTES // (4 * logits.shape[1])))
-            # One float32 buffer serves every chunk: on CPU, first touching fresh memory (page faults) costs
-            # more than the arithmetic done in it.
-            buffer = logits.new_empty((chunk_rows, logits.shape[1]), dtype=torch.float32)
-            for start in range(0, len(x), chunk_rows):
-                rows = slice(start, start + chunk_rows)
-                chunk_logits = logits[rows]
-                chunk = buffer[: len(chunk_logits)].copy_(chunk_logits)
-                chunk_targets = targets[rows, None]
-                log_normaliser = chunk.logsumexp(1, keepdim=True)
-                loss += (log_normaliser - chunk.gather(1, chunk_targets)).sum()
-                softmax = chunk.sub_(log_normaliser).exp_()
-                softmax.scatter_add_(1, chunk_targets, softmax.new_full(chunk_targets.shape, -1.0))
-                grad_bias += softmax.sum(0)
-                grad[rows] = softmax
-        ctx.save_for_backward(x, weight, grad, grad_bias)
-        ctx.set_materialize_grads(False)
-        return logits, loss
+    def loss_normalisers(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The targets each head has in `batch`, by the name of the forward argument that takes their count over
+        the accumulated (and global) batch. Summed over micro-batches and processes by the trainer."""
+        counts = {}
+        if "labels" in batch:
+            counts["num_items_in_batch"] = batch["labels"].ne(IGNORE_INDEX).sum()
+        if "sbo_relative_positions" in batch:
+            counts["num_sbo_items_in_batch"] = batch["sbo_relative_positions"].ne(IGNORE_INDEX).sum()
+        sentence_labels = [batch[name] for name in ("next_sentence_label", "sentence_order_label") if name in batch]
+        if sentence_labels:
+            counts["num_sentence_items_in_batch"] = sum(labels.ne(IGNORE_INDEX).sum() for labels in sentence_labels)
+        return counts
 
-    @staticmethod
-    def backward(ctx, grad_logits, grad_loss):
-        x, weight, grad, grad_bias = ctx.saved_tensors
-        # When only the loss is differentiated (training), its gradient is a scalar. It scales the operands and
-        # products that are far smaller than [rows, vocab] and [vocab, hidden]: x, the bias gradient, x's gradient.
-        scale = grad_loss if grad_logits is None else None
-        if scale is None:
-            grad = grad_logits if grad_loss is None else grad * grad_loss + grad_logits
-            grad_bias = grad.sum(0, dtype=torch.float32)
-        else:
-            grad_bias = grad_bias * scale
-        needs_x, needs_weight, needs_bias, _ = ctx.needs_input_grad
-        grad_x = grad @ weight if needs_x else None
-        if grad_x is not None and scale is not None:
-            grad_x = grad_x * scale
-        grad_weight = grad.t() @ (x if scale is None else x * scale) if needs_weight else None
-        return grad_x, grad_weight, grad_bias if needs_bias else None, None
+
+def _gather(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """hidden [batch, length, H] at positions [batch, n] -> [batch, n, H]."""
+    return hidden.gather(1, positions[..., None].expand(-1, -1, hidden.shape[-1]))
 
 
 def _decoder_cross_entropy(
-    x: torch.Tensor, decoder: nn.Linear, targets: torch.Tensor
+    config: SpanRobertaConfig, features: torch.Tensor, decoder: nn.Linear, targets: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(decoder(x), its cross-entropy against `targets` summed over rows).
-
-    Fused (`_DecoderCrossEntropy`) when training on CPU under autocast, where it was measured to pay (with bf16,
-    each head 1.6x at the small config and 1.12-1.15x at base, a small step 1.10-1.18x; benchmarks/RESULTS.md);
-    in float32 it was not measured to pay at the step level, and it has not been measured on GPUs.
-    """
-    training = torch.is_grad_enabled() and (x.requires_grad or decoder.weight.requires_grad)
-    if training and x.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
-        return _DecoderCrossEntropy.apply(x, decoder.weight, decoder.bias, targets)
-    logits = decoder(x)
-    return logits, F.cross_entropy(logits.float(), targets, reduction="sum")
+    """(decoder(features), the cross-entropy of those logits against `targets` summed over the targets that are
+    not -100). [batch, slots, H] -> [batch, slots, vocab] and a scalar."""
+    if fuses_decoder_cross_entropy(config, features, decoder):
+        return fused_decoder_cross_entropy(features, decoder, targets)
+    logits = decoder(features)
+    total = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX, reduction="sum")
+    return logits, total
 
 
 def _normalised_loss(
     total: torch.Tensor,
-    local_count: torch.Tensor | int,
+    local_count: torch.Tensor,
     global_count: torch.Tensor | int | None,
-    reference: tuple[torch.Tensor | int | None, torch.Tensor | int | None] = (None, None),
+    reference: tuple[torch.Tensor | None, torch.Tensor | int | None] = (None, None),
 ) -> torch.Tensor:
     """A loss summed over this batch's targets (`total`), divided so that the accumulated batch gets its mean.
 
     With the global count of these targets the division is exact. Without it, this batch's own mean is weighted
     by its share (local / global) of the `reference` targets when that global count is known, which keeps the
-    gradient-accumulation scaling right.
+    gradient-accumulation scaling right. A batch without targets gives 0. No value is read on the host.
     """
     if global_count is not None:
         return total / global_count
-    mean = total / max(int(local_count), 1)
+    mean = total / local_count.clamp(min=1)
     local_reference, global_reference = reference
     if local_reference is not None and global_reference is not None:
         return mean * local_reference / global_reference

@@ -1,7 +1,9 @@
-"""The pretraining data collator: pads blocks of token ids, masks them, and adds the SBO targets."""
+"""The pretraining data collator: pads blocks of token ids, masks them, and lays out the predictions (MLM and SBO
+targets) in a fixed number of slots per row."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -9,9 +11,11 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from transformers import PreTrainedTokenizerBase
 
 from spanroberta.data.masking import (
+    IGNORE_INDEX,
     mix32,
     random_token_ids,
     replace_masked_tokens,
@@ -33,11 +37,20 @@ class DataCollatorForSpanMasking:
     """Masks a batch for masked language modelling with SpanBERT's span masking and SBO targets.
 
     Call it on a list of examples, each a mapping with `input_ids` (a list or a tensor, of any length) or a bare
-    sequence of ids. It returns `input_ids` (masked), `attention_mask`, `labels` (the original id where a token
-    is predicted, -100 elsewhere) and, when `return_sbo_targets`, `sbo_left_positions`, `sbo_right_positions`
-    and `sbo_relative_positions` (see `masking.sbo_targets`; a model takes as SBO targets the positions where
-    `sbo_relative_positions != -100`, the target ids being `labels` there). `token_type_ids` (padded with 0),
-    `next_sentence_label` and `sentence_order_label` pass through when the examples carry them.
+    sequence of ids. It returns:
+    - `input_ids` (masked) and `attention_mask`, [batch, length];
+    - `position_ids` [batch, length] for packed rows (examples carrying `sequence_lengths`, from
+      `formats.pack_sequences`): they restart at `first_position_id` at each packed sequence, the padding-free
+      convention of transformers' `DataCollatorWithFlattening` with RoBERTa's first position; padding continues
+      the last sequence. Masking never crosses a packed sequence, nor do SBO boundaries;
+    - the predictions in a fixed number of slots per row, `max_predictions_per_seq` (default
+      ceil(mlm_probability x length), which no row's budget exceeds), as Google BERT's `max_predictions_per_seq`:
+      `mlm_positions` (the positions predicted, in increasing order) and `labels` (their original ids), both
+      -100 in unused slots. Fixed shapes let a compiled training step run without host synchronisation;
+    - when `return_sbo_targets`, per slot, `sbo_left_positions`, `sbo_right_positions` and
+      `sbo_relative_positions` (see `masking.sbo_targets`), -100 in slots that are not SBO targets;
+    - `token_type_ids` (padded with 0), `next_sentence_label` and `sentence_order_label` when the examples
+      carry them.
 
     masking: "span" (SpanBERT section 3.1: whole-word spans, lengths ~ Geo(geometric_p) truncated to
         [1, max_span_length]), "word" (whole words, SpanBERT section 5.1's baseline) or "token" (RoBERTa's).
@@ -60,6 +73,8 @@ class DataCollatorForSpanMasking:
     return_sbo_targets: bool = True
     seed: int = 0
     pad_to_multiple_of: int | None = None
+    max_predictions_per_seq: int | None = None
+    first_position_id: int | None = None
 
     def __post_init__(self) -> None:
         if self.masking not in MASKING_SCHEMES:
@@ -70,6 +85,8 @@ class DataCollatorForSpanMasking:
             raise ValueError(f"geometric_p={self.geometric_p} must be in (0, 1].")
         if self.max_span_length < 1 or self.max_span_targets < 1:
             raise ValueError("max_span_length and max_span_targets must be at least 1.")
+        if self.max_predictions_per_seq is not None and self.max_predictions_per_seq < 1:
+            raise ValueError(f"max_predictions_per_seq={self.max_predictions_per_seq} must be at least 1.")
         if min(self.mask_replace_prob, self.random_replace_prob) < 0 or (
             self.mask_replace_prob + self.random_replace_prob > 1
         ):
@@ -79,6 +96,9 @@ class DataCollatorForSpanMasking:
             raise ValueError(f"{name} has no mask token, which masked language modelling needs.")
         if self.tokenizer.pad_token_id is None:
             raise ValueError(f"{name} has no pad token, which padding the batch needs.")
+        if self.first_position_id is None:
+            # RoBERTa numbers positions from padding_idx + 1 (modeling_roberta's create_position_ids_from_input_ids).
+            self.first_position_id = self.tokenizer.pad_token_id + 1
 
         self._special = special_token_table(self.tokenizer)
         self._replacement_ids = random_token_ids(self._special)
@@ -99,6 +119,7 @@ class DataCollatorForSpanMasking:
         input_ids, attention_mask = self._pad([e["input_ids"] for e in examples], self.tokenizer.pad_token_id)
         self._check_ids(input_ids, examples)
         keys = self._row_keys(examples)
+        document_ids = self._document_ids(examples, input_ids.shape[1])
 
         maskable = attention_mask.bool() & ~self._special[input_ids]
         if self.masking == "token":
@@ -112,6 +133,7 @@ class DataCollatorForSpanMasking:
                 self.mlm_probability,
                 geometric_p=self.geometric_p if span else 1.0,
                 max_span_length=self.max_span_length if span else 1,
+                document_ids=document_ids,
             ).masked
         inputs, labels = replace_masked_tokens(
             input_ids,
@@ -124,15 +146,60 @@ class DataCollatorForSpanMasking:
             per_run=self.masking != "token",
         )
 
-        batch = {"input_ids": inputs, "attention_mask": attention_mask, "labels": labels}
+        slots = self._prediction_slots(masked, examples)
+        batch = {"input_ids": inputs, "attention_mask": attention_mask}
+        if document_ids is not None:
+            batch["position_ids"] = _restarting_positions(document_ids, self.first_position_id)
+        batch["mlm_positions"] = _in_slots(torch.arange(masked.shape[1]).expand_as(masked), slots)
+        batch["labels"] = _in_slots(labels, slots)
         if self.return_sbo_targets:
-            batch.update(sbo_targets(masked, attention_mask, self.max_span_targets))
+            dense = sbo_targets(masked, attention_mask, self.max_span_targets, document_ids)
+            batch.update({name: _in_slots(value, slots) for name, value in dense.items()})
         if "token_type_ids" in examples[0]:
             batch["token_type_ids"] = self._pad([e["token_type_ids"] for e in examples], 0)[0]
         for name in _SEQUENCE_LABELS:
             if name in examples[0]:
                 batch[name] = torch.tensor([int(e[name]) for e in examples], dtype=torch.long)
         return batch
+
+    def _prediction_slots(self, masked: torch.Tensor, examples: list[Mapping[str, Any]]) -> torch.Tensor:
+        """Long [batch, slots]: the masked positions of each row in increasing order, then -1 (unused slots)."""
+        length = masked.shape[1]
+        num_slots = self.max_predictions_per_seq or max(math.ceil(self.mlm_probability * length), 1)
+        counts = masked.sum(1)
+        if int(counts.max()) > num_slots:
+            i = int(counts.argmax())
+            raise ValueError(
+                f"example {i} of the batch (example_index={examples[i].get('example_index')}) has {int(counts[i])} "
+                f"masked tokens, more than max_predictions_per_seq={num_slots}; raise it."
+            )
+        order = torch.argsort((~masked).to(torch.uint8), dim=1, stable=True)[:, :num_slots]
+        order = F.pad(order, (0, num_slots - order.shape[1]), value=-1)
+        return order.masked_fill(torch.arange(num_slots) >= counts[:, None], -1)
+
+    def _document_ids(self, examples: list[Mapping[str, Any]], length: int) -> torch.Tensor | None:
+        """Long [batch, length]: the packed sequence of each token (padding belongs to the last), or None when the
+        examples are not packed."""
+        packed = sum("sequence_lengths" in e for e in examples)
+        if not packed:
+            return None
+        if packed != len(examples):
+            raise ValueError(
+                f"{packed} of the {len(examples)} examples are packed (carry sequence_lengths) and the others are "
+                "not; a batch holds one kind."
+            )
+        document_ids = np.zeros((len(examples), length), dtype=np.int64)
+        for row, example in enumerate(examples):
+            lengths = np.asarray(example["sequence_lengths"], dtype=np.int64)
+            if lengths.sum() != len(example["input_ids"]) or (lengths < 1).any():
+                raise ValueError(
+                    f"example {row} of the batch (example_index={example.get('example_index')}) has "
+                    f"sequence_lengths {lengths.tolist()}, which do not split its {len(example['input_ids'])} tokens."
+                )
+            starts = np.zeros(length, dtype=np.int64)
+            starts[np.cumsum(lengths)[:-1]] = 1
+            document_ids[row] = np.cumsum(starts)
+        return torch.from_numpy(document_ids)
 
     def _pad(self, rows: list[Sequence[int] | torch.Tensor], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Right-pads rows to the longest (rounded up to `pad_to_multiple_of`); returns (ids, attention mask).
@@ -175,6 +242,18 @@ class DataCollatorForSpanMasking:
         worker = torch.utils.data.get_worker_info()
         # DataLoader workers each hold a copy of the generator in the same state: tell their draws apart.
         return keys if worker is None else mix32(keys ^ worker.id)
+
+
+def _in_slots(dense: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+    """The values of `dense` [batch, length] at the prediction slots [batch, slots], -100 in unused slots."""
+    return dense.gather(1, slots.clamp(min=0)).masked_fill(slots < 0, IGNORE_INDEX)
+
+
+def _restarting_positions(document_ids: torch.Tensor, first_position_id: int) -> torch.Tensor:
+    """Position ids that restart at `first_position_id` at each packed sequence (a change of document id)."""
+    positions = torch.arange(document_ids.shape[1]).expand_as(document_ids)
+    is_start = F.pad(document_ids[:, 1:] != document_ids[:, :-1], (1, 0), value=True)
+    return positions - torch.where(is_start, positions, 0).cummax(1).values + first_position_id
 
 
 @contextmanager

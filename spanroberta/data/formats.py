@@ -2,7 +2,11 @@
 
 - `full-sentences`: the corpus as one stream of tokens, an extra separator token between documents,
   cut into blocks of exactly `max_seq_length` tokens (special tokens included).
-- `doc-sentences`: the same within each document; a document's last block may be shorter.
+- `doc-sentences`: the same within each document; a document's last block may be shorter. By default the
+  blocks of several documents are then packed into one row of at most `max_seq_length` tokens, with their
+  lengths in `sequence_lengths`: the collator restarts the position ids at each block and the model keeps
+  every block to itself in attention, so a packed block is computed exactly as it would be alone, without the
+  padding that short documents would otherwise need (see `pack_sequences`).
 - `segment-pair`: BERT's input: two segments that can each hold several sentences, B following A in
   the document or, half of the time, taken from another document.
 - `sentence-pair`: the same with one natural sentence per segment.
@@ -27,6 +31,7 @@ index). Results therefore do not depend on `num_proc`.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -163,6 +168,12 @@ class BlockBuilder:
     separator: int | None
     label_name: str | None
     seed: int
+    pack_documents: bool = False
+
+    @property
+    def packs(self) -> bool:
+        """Whether rows hold several packed blocks (doc-sentences with `pack_documents`)."""
+        return self.pack_documents and self.input_format == "doc-sentences"
 
     @property
     def features(self) -> datasets.Features:
@@ -171,6 +182,8 @@ class BlockBuilder:
             features["token_type_ids"] = datasets.List(datasets.Value("int32"))
         if self.label_name is not None:
             features[self.label_name] = datasets.Value("int64")
+        if self.packs:
+            features["sequence_lengths"] = datasets.List(datasets.Value("int32"))
         return datasets.Features(features)
 
     def blocks(self, group: list[Document], group_index: int) -> list[dict[str, list[int] | int]]:
@@ -178,7 +191,8 @@ class BlockBuilder:
         documents = [document for document in group if document]
         if self.label_name is None:
             separator = self.separator if self.input_format == "full-sentences" else None
-            return [self.layout.encode(segment) for segment in _packed_segments(documents, self.budget, separator)]
+            blocks = [self.layout.encode(segment) for segment in _packed_segments(documents, self.budget, separator)]
+            return pack_sequences(blocks, self.budget + self.layout.num_special_tokens) if self.packs else blocks
         rng = np.random.default_rng([self.seed, group_index])
         pairs = _pairs(
             documents,
@@ -196,8 +210,12 @@ def block_builder(
     max_seq_length: int,
     pair_objective: str = "nsp",
     seed: int = 0,
+    pack_documents: bool = True,
 ) -> BlockBuilder:
-    """Checks the settings of `build_blocks` against the tokenizer and returns the builder of a group's blocks."""
+    """Checks the settings of `build_blocks` against the tokenizer and returns the builder of a group's blocks.
+
+    `pack_documents` packs doc-sentences blocks several to a row (see `pack_sequences`); other formats ignore it.
+    """
     if input_format not in INPUT_FORMATS:
         raise ValueError(f"Unknown input_format {input_format!r}: expected one of {', '.join(INPUT_FORMATS)}.")
     if pair_objective not in PAIR_OBJECTIVES:
@@ -223,6 +241,7 @@ def block_builder(
         separator=tokenizer.sep_token_id,
         label_name=PAIR_OBJECTIVES[pair_objective] if is_pair else None,
         seed=seed,
+        pack_documents=pack_documents,
     )
 
 
@@ -235,6 +254,7 @@ def build_blocks(
     seed: int = 0,
     num_proc: int | None = None,
     documents_per_group: int = 1000,
+    pack_documents: bool = True,
 ) -> datasets.Dataset:
     """Packs or pairs the `sentence_ids` of `tokenized` (from `tokenize_documents`) into pretraining blocks.
 
@@ -242,8 +262,9 @@ def build_blocks(
     long (`full-sentences` blocks are exactly that long, but for the last block of each group of
     `documents_per_group` documents); `token_type_ids` when the tokenizer produces them; and for pair
     formats the label of `pair_objective` ("nsp": `next_sentence_label`, "sop": `sentence_order_label`).
+    Packed doc-sentences rows (`pack_documents`) hold several blocks and their `sequence_lengths`.
     """
-    builder = block_builder(tokenizer, input_format, max_seq_length, pair_objective, seed)
+    builder = block_builder(tokenizer, input_format, max_seq_length, pair_objective, seed, pack_documents)
     if "sentence_ids" not in tokenized.column_names:
         raise ValueError(
             f"The dataset has no 'sentence_ids' column (its columns: {tokenized.column_names}); "
@@ -274,11 +295,20 @@ def prepare_blocks(
     seed: int = 0,
     num_proc: int | None = None,
     documents_per_group: int = 1000,
+    pack_documents: bool = True,
 ) -> datasets.Dataset:
     """`tokenize_documents` then `build_blocks`: documents (a `text` column) to pretraining blocks."""
     tokenized = tokenize_documents(documents, tokenizer, num_proc=num_proc)
     return build_blocks(
-        tokenized, tokenizer, input_format, max_seq_length, pair_objective, seed, num_proc, documents_per_group
+        tokenized,
+        tokenizer,
+        input_format,
+        max_seq_length,
+        pair_objective,
+        seed,
+        num_proc,
+        documents_per_group,
+        pack_documents,
     )
 
 
@@ -288,6 +318,40 @@ def _build_group_blocks(
     (group,) = batch["sentence_ids"]
     rows = builder.blocks(group, indices[0])
     return {name: [row[name] for row in rows] for name in builder.features}
+
+
+def pack_sequences(blocks: list[dict[str, list[int]]], row_length: int) -> list[dict[str, list[int]]]:
+    """Packs blocks (each at most `row_length` tokens) into as few rows of at most `row_length` tokens as
+    best-fit decreasing finds: the longest block first, each into the fullest row it fits in. Each row holds the
+    concatenated fields of its blocks and their `sequence_lengths`, in order.
+
+    RoBERTa (section 4.2) kept the tokens per batch of DOC-SENTENCES constant by growing the batch when documents
+    are short; packing keeps them constant in fixed-shape rows instead, as modern encoders do (Krell et al. 2021;
+    ModernBERT's sequence packer). Best-fit decreasing leaves little room unused: on Reuters bodies at 512 tokens,
+    see benchmarks/RESULTS.md for the measured share of real tokens.
+    """
+    order = sorted(range(len(blocks)), key=lambda i: -len(blocks[i]["input_ids"]))
+    rows: list[list[int]] = []  # block indices per row
+    free: list[tuple[int, int]] = []  # (room left, row index), sorted
+    for index in order:
+        length = len(blocks[index]["input_ids"])
+        slot = bisect.bisect_left(free, (length, -1))
+        if slot == len(free):
+            rows.append([index])
+            room, row = row_length - length, len(rows) - 1
+        else:
+            room, row = free.pop(slot)
+            rows[row].append(index)
+            room -= length
+        if room > 0:
+            bisect.insort(free, (room, row))
+    packed = []
+    for members in rows:
+        members.sort()  # blocks keep their corpus order within a row
+        row = {name: [token for i in members for token in blocks[i][name]] for name in blocks[members[0]]}
+        row["sequence_lengths"] = [len(blocks[i]["input_ids"]) for i in members]
+        packed.append(row)
+    return packed
 
 
 def _packed_segments(documents: list[Document], budget: int, separator: int | None) -> Iterator[list[int]]:

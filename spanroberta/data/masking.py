@@ -221,12 +221,16 @@ def span_mask(
     mlm_probability: float = 0.15,
     geometric_p: float = 0.2,
     max_span_length: int = 10,
+    document_ids: torch.Tensor | None = None,
 ) -> SpanMask:
     """SpanBERT's span masking (section 3.1), vectorised over the batch.
 
     Spans of whole words are drawn one after the other (a uniform first word, a truncated-geometric length)
     until the row's budget (`masking_budget`) is reached; overlapping spans merge, and the span that would pass
     the budget is shortened word by word, so a word is never split. `geometric_p=1` masks whole words.
+
+    `document_ids` (long [B, L], non-decreasing along a row) marks the documents of packed rows: a span is cut
+    at the end of the document it starts in, so it never crosses into the next one.
 
     Instead of a loop over spans, every word gets the index of the first candidate span covering it; taking
     the words in (that index, position) order and keeping them while their cumulative token count stays
@@ -245,9 +249,10 @@ def span_mask(
     # Each span adds at least one token unless it overlaps earlier ones, so budget + a margin candidates reach
     # the budget in practice; rows that do not (a high mlm_probability) are redone with twice as many.
     num_candidates = int(budget.max()) + 16 if batch_size else 1
+    document_ends = _document_ends(word_start, word_index, document_ids, max_words)
     while True:
         starts, lengths = span_candidates(keys, num_words, num_candidates, geometric_p, max_span_length)
-        ends = torch.minimum(starts + lengths, num_words[:, None])
+        ends = torch.minimum(starts + lengths, document_ends.gather(1, starts))
         keep, last_used, settled = _words_within_budget(word_tokens, num_words, budget, starts, ends, max_span_length)
         if bool(settled.all()):
             break
@@ -256,6 +261,25 @@ def span_mask(
     used = torch.arange(num_candidates) <= last_used[:, None]
     masked = maskable & F.pad(keep, (0, 1), value=False).gather(1, word_index)
     return SpanMask(masked=masked, span_lengths=(ends - starts)[used])
+
+
+def _document_ends(
+    word_start: torch.Tensor, word_index: torch.Tensor, document_ids: torch.Tensor | None, max_words: int
+) -> torch.Tensor:
+    """Long [B, W + 1]: for each word, the index of the first word past its document (the row's word count when
+    the row is one document). Column W, the bin of tokens outside words, maps to the row's end."""
+    batch_size = word_start.shape[0]
+    num_words = word_start.sum(1, keepdim=True)
+    if document_ids is None:
+        return num_words.expand(batch_size, max_words + 1)
+    beyond = torch.iinfo(torch.long).max
+    # The document of each word, read at its first token; the padding words past a row's end sort last.
+    word_document = torch.full((batch_size, max_words + 1), beyond, dtype=torch.long)
+    word_document.scatter_(
+        1, torch.where(word_start, word_index, max_words), torch.where(word_start, document_ids, beyond)
+    )
+    ends = torch.searchsorted(word_document, word_document, right=True)
+    return torch.minimum(ends, num_words)
 
 
 def _words_within_budget(
@@ -354,7 +378,10 @@ def replace_masked_tokens(
 
 
 def sbo_targets(
-    masked: torch.Tensor, attention_mask: torch.Tensor | None = None, max_span_targets: int = 15
+    masked: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    max_span_targets: int = 15,
+    document_ids: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
     """The span boundary objective's targets (SpanBERT section 3.2), one run of masked tokens at a time.
 
@@ -362,7 +389,8 @@ def sbo_targets(
     `sbo_relative_positions` = i-s (0-based; the paper's p_{i-s+1}). All three are -100 where a token is not
     an SBO target: unmasked tokens, tokens with i-s >= max_span_targets (they stay MLM targets; SpanBERT's code
     truncates pair targets the same way), and whole runs whose s-1 or e+1 is not a real token of the row
-    (before its start, past its end, or padding).
+    (before its start, past its end, or padding) or, in packed rows (`document_ids`, as for `span_mask`), not a
+    token of the run's own document.
     """
     batch_size, length = masked.shape
     positions = torch.arange(length).expand_as(masked)
@@ -374,6 +402,9 @@ def sbo_targets(
     left, right, relative = start - 1, end + 1, positions - start
     left_ok = (left >= 0) & inside_row.gather(1, left.clamp(min=0))
     right_ok = (right < length) & inside_row.gather(1, right.clamp(max=max(length - 1, 0)))
+    if document_ids is not None:
+        left_ok &= document_ids.gather(1, left.clamp(min=0)) == document_ids
+        right_ok &= document_ids.gather(1, right.clamp(max=max(length - 1, 0))) == document_ids
     is_target = masked & left_ok & right_ok & (relative < max_span_targets)
     return {
         "sbo_left_positions": left.masked_fill(~is_target, IGNORE_INDEX),

@@ -37,7 +37,7 @@ INTERMEDIATE_CACHE = "cache"
 FORMAT_VERSION = 1
 # Settings a later run must agree with; the others in the manifest are there for the record.
 CHECKED_SETTINGS = ("train_files", "dataset", "validation", "tokenizer", "input_format", "max_seq_length",
-                    "pair_objective", "documents_per_group")
+                    "pair_objective", "documents_per_group", "pack_documents")
 
 
 def prepared_settings(
@@ -50,11 +50,13 @@ def prepared_settings(
     pair_objective: str | None,
     documents_per_group: int,
     seed: int,
+    pack_documents: bool | None = None,
 ) -> dict[str, Any]:
     """The settings that decide the prepared blocks, as recorded in (and checked against) the manifest.
 
     Files are recorded by name and size, so a corpus copied elsewhere still matches; `validation` is a list of
-    files or the held-out percentage; a tokenizer by a hash of its vocabulary, merges and special tokens. None
+    files or the held-out percentage; a tokenizer by a hash of its vocabulary, merges and special tokens;
+    `pack_documents` only for doc-sentences, the one format it changes. None
     means "not given by this run" and is not checked (a run may name only the prepared folder).
     """
     return {
@@ -67,6 +69,7 @@ def prepared_settings(
         "max_seq_length": max_seq_length,
         "pair_objective": pair_objective,
         "documents_per_group": documents_per_group,
+        "pack_documents": pack_documents,
         "seed": seed,
     }
 

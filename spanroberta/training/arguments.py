@@ -81,6 +81,14 @@ class PretrainingDataArguments:
     input_format: str | None = field(
         default=None, metadata={"help": "Input format. Default: the recipe's.", "choices": list(INPUT_FORMATS)}
     )
+    pack_documents: bool = field(
+        default=True,
+        metadata={
+            "help": "doc-sentences: pack the blocks of several documents into each row, positions restarting and "
+            "attention kept within each block, so that short documents need no padding. false: one block per "
+            "row, padded to the longest of the batch (the papers' DOC-SENTENCES batches)."
+        },
+    )
     static_masking: bool | None = field(
         default=None,
         metadata={"help": "Fix each copy's mask at preprocessing (RoBERTa's static baseline). Default: recipe's."},

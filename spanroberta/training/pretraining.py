@@ -341,6 +341,7 @@ def _built_data(
                 seed=training_args.seed,
                 num_proc=data_args.preprocessing_num_workers,
                 documents_per_group=data_args.documents_per_group,
+                pack_documents=data_args.pack_documents,
             )
 
         splits = {"train": blocks_of(documents)}
@@ -421,6 +422,7 @@ def _prepared_settings(
         max_seq_length=data_args.max_seq_length,
         pair_objective=_pair_objective(objective) if objective.input_format in PAIR_FORMATS else None,
         documents_per_group=data_args.documents_per_group,
+        pack_documents=data_args.pack_documents if objective.input_format == "doc-sentences" else None,
         seed=training_args.seed,
     )
 
@@ -454,7 +456,14 @@ def _streaming_data(
     train = StreamingBlocks(
         read_documents,
         tokenizer,
-        block_builder(tokenizer, objective.input_format, data_args.max_seq_length, pair_objective, training_args.seed),
+        block_builder(
+            tokenizer,
+            objective.input_format,
+            data_args.max_seq_length,
+            pair_objective,
+            training_args.seed,
+            data_args.pack_documents,
+        ),
         documents_per_group=data_args.documents_per_group,
         shuffle_buffer_size=data_args.shuffle_buffer_size,
         seed=training_args.seed,
@@ -478,6 +487,7 @@ def _streaming_data(
             training_args.seed,
             data_args.preprocessing_num_workers,
             data_args.documents_per_group,
+            data_args.pack_documents,
         )
     else:
         logger.info("Streaming mode evaluates only on --validation_file; none was given.")

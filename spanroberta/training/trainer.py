@@ -19,12 +19,6 @@ logger = logging.getLogger(__name__)
 IGNORE_INDEX = -100
 NONFINITE_LOSS_POLICIES = ("stop", "skip")
 
-# Which batch field marks the targets of each head: the model normalises each loss by the count of its own
-# targets over the whole accumulated (and, across processes, global) batch.
-TARGET_COUNT_FIELDS = {
-    "num_sbo_items_in_batch": "sbo_relative_positions",
-    "num_sentence_items_in_batch": ("next_sentence_label", "sentence_order_label"),
-}
 HEAD_LOSSES = ("mlm_loss", "sbo_loss", "nsp_loss", "sop_loss")
 
 
@@ -59,9 +53,9 @@ class _NonFiniteLossGuard(TrainerCallback):
 class PretrainingTrainer(Trainer):
     """transformers' Trainer, made exact for SpanRobertaForPreTraining.
 
-    - The stock Trainer counts only `labels` (the MLM targets) across the accumulated batch; this one also counts
-      the SBO and sentence targets and hands all counts to the model, so batch 8 x accumulation 1 and batch 4 x
-      accumulation 2 give the same loss and gradients.
+    - The stock Trainer counts only `labels` (the MLM targets) across the accumulated batch; this one also sums
+      the counts the model's `loss_normalisers` gives for its other heads (SBO, sentence) and hands them to the
+      model, so batch 8 x accumulation 1 and batch 4 x accumulation 2 give the same loss and gradients.
     - `mlm_loss`, `sbo_loss` (and `nsp_loss`/`sop_loss`) are logged next to `loss`.
     - `evaluate()` reports loss, mlm_loss, mlm_accuracy, perplexity (exp of the MLM loss), sbo_loss and
       sbo_accuracy, counted over every predicted token of the evaluation set, and nsp_ or sop_loss and _accuracy
@@ -146,17 +140,23 @@ class PretrainingTrainer(Trainer):
 
     def get_batch_samples(self, epoch_iterator, num_batches: int, device: torch.device):
         batch_samples, num_items_in_batch = super().get_batch_samples(epoch_iterator, num_batches, device)
+        # The model says which targets normalise which loss; the trainer only sums them over the accumulated
+        # micro-batches and the processes. The stock Trainer has counted the MLM targets (num_items_in_batch).
+        loss_normalisers = getattr(self.model, "loss_normalisers", None)
         self._extra_counts = {}
-        for count_name, fields in TARGET_COUNT_FIELDS.items():
-            fields = (fields,) if isinstance(fields, str) else fields
-            present = [batch[name] for batch in batch_samples for name in fields if name in batch]
-            if not present:
+        if loss_normalisers is None:
+            return batch_samples, num_items_in_batch
+        totals: dict[str, torch.Tensor] = {}
+        for batch in batch_samples:
+            for name, count in loss_normalisers(batch).items():
+                totals[name] = totals.get(name, 0) + count
+        for name, count in totals.items():
+            if name == "num_items_in_batch":
                 continue
-            count = sum(int(t.ne(IGNORE_INDEX).sum()) for t in present)
-            count = torch.tensor(count, device=device)
+            count = torch.as_tensor(count, device=device)
             if self.args.average_tokens_across_devices and self.args.world_size > 1:
                 count = self.accelerator.gather(count).sum()
-            self._extra_counts[count_name] = count
+            self._extra_counts[name] = count
         return batch_samples, num_items_in_batch
 
     def compute_loss(self, model, inputs, return_outputs: bool = False, num_items_in_batch=None):
@@ -201,10 +201,11 @@ class PretrainingTrainer(Trainer):
             with torch.no_grad(), self.compute_loss_context_manager():
                 outputs = model(**inputs)
             labels = inputs["labels"]
-            self._accumulate(sums, "mlm", outputs.mlm_logits, labels[labels != IGNORE_INDEX])
+            predicted = labels != IGNORE_INDEX
+            self._accumulate(sums, "mlm", outputs.mlm_logits[predicted], labels[predicted])
             if outputs.sbo_logits is not None:
-                sbo_targets = labels[inputs["sbo_relative_positions"] != IGNORE_INDEX]
-                self._accumulate(sums, "sbo", outputs.sbo_logits, sbo_targets)
+                is_target = inputs["sbo_relative_positions"] != IGNORE_INDEX
+                self._accumulate(sums, "sbo", outputs.sbo_logits[is_target], labels[is_target])
             if sentence_label_name in inputs:
                 sentence_labels = inputs[sentence_label_name].view(-1)
                 labelled = sentence_labels != IGNORE_INDEX
