@@ -252,6 +252,9 @@ def run_pretraining(
         max_span_targets=model.config.max_span_targets,
         return_sbo_targets=objective.sbo,
         seed=training_args.seed,
+        # Rows of fixed-length formats keep one shape from batch to batch, so a compiled step never recompiles.
+        pad_to_multiple_of=data_args.max_seq_length if _fixed_length(objective, data_args) else None,
+        first_position_id=model.config.pad_token_id + 1,
     )
     trainer = PretrainingTrainer(
         model=model,
@@ -267,6 +270,7 @@ def run_pretraining(
     if training_args.should_save:
         set_aside(incomplete)
     train_result = trainer.train(resume_from_checkpoint=checkpoint)
+    train_result.metrics.update(trainer.real_token_metrics(train_result.metrics["train_runtime"]))
     trainer.save_model()
     trainer.log_metrics("train", train_result.metrics)
     trainer.save_metrics("train", train_result.metrics)
@@ -279,6 +283,12 @@ def run_pretraining(
     if training_args.push_to_hub:
         trainer.push_to_hub()
     return trainer
+
+
+def _fixed_length(objective: ResolvedObjective, data_args: PretrainingDataArguments) -> bool:
+    """Whether (nearly) every row is max_seq_length long: full-sentences blocks and packed doc-sentences rows."""
+    packed = objective.input_format == "doc-sentences" and data_args.pack_documents
+    return packed or objective.input_format == "full-sentences"
 
 
 def load_pretraining_data(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from typing import Any
 
 import torch
@@ -56,7 +57,8 @@ class PretrainingTrainer(Trainer):
     - The stock Trainer counts only `labels` (the MLM targets) across the accumulated batch; this one also sums
       the counts the model's `loss_normalisers` gives for its other heads (SBO, sentence) and hands them to the
       model, so batch 8 x accumulation 1 and batch 4 x accumulation 2 give the same loss and gradients.
-    - `mlm_loss`, `sbo_loss` (and `nsp_loss`/`sop_loss`) are logged next to `loss`.
+    - `mlm_loss`, `sbo_loss` (and `nsp_loss`/`sop_loss`) are logged next to `loss`, with `real_tokens_per_second`,
+      the non-padding tokens trained on per second since the last log (all processes together).
     - `evaluate()` reports loss, mlm_loss, mlm_accuracy, perplexity (exp of the MLM loss), sbo_loss and
       sbo_accuracy, counted over every predicted token of the evaluation set, and nsp_ or sop_loss and _accuracy
       over its labelled pairs; `loss` sums them as training does.
@@ -81,6 +83,11 @@ class PretrainingTrainer(Trainer):
         self._head_loss_sums: dict[str, torch.Tensor] = {}
         self._head_losses_logged_at_step = 0
         self._nonfinite_losses: torch.Tensor | None = None
+        # Real (non-padding) tokens trained on, summed on the device and read once per log.
+        self._real_tokens = torch.zeros((), dtype=torch.long, device=self.args.device)
+        self._real_tokens_logged = 0
+        self._real_tokens_total = 0
+        self._real_tokens_window_start: float | None = None
 
     def get_train_dataloader(self) -> DataLoader:
         if not isinstance(self.train_dataset, StreamingBlocks):
@@ -98,6 +105,10 @@ class PretrainingTrainer(Trainer):
         )
 
     def training_step(self, model, inputs, num_items_in_batch=None) -> torch.Tensor:
+        if self._real_tokens_window_start is None:
+            self._real_tokens_window_start = time.perf_counter()
+        mask = inputs.get("attention_mask")
+        self._real_tokens += mask.sum() if mask is not None else inputs["input_ids"].numel()
         loss = super().training_step(model, inputs, num_items_in_batch)
         # Counted on the device, read once per optimizer step: no extra host synchronisation per micro-batch.
         nonfinite = (~torch.isfinite(loss)).sum()
@@ -173,7 +184,29 @@ class PretrainingTrainer(Trainer):
                     self._head_loss_sums[name] = self._head_loss_sums.get(name, 0.0) + value.detach()
         return (loss, outputs) if return_outputs else loss
 
+    def real_token_metrics(self, runtime: float) -> dict[str, float]:
+        """`real_tokens` trained on in this run (all processes, padding excluded) and `real_tokens_per_second`
+        over `runtime` seconds, for the train metrics."""
+        self._read_real_tokens()
+        return {
+            "train_real_tokens": self._real_tokens_total,
+            "train_real_tokens_per_second": round(self._real_tokens_total / max(runtime, 1e-9), 1),
+        }
+
+    def _read_real_tokens(self) -> int:
+        """Moves the device count into the run's total; returns the tokens counted since the last read."""
+        count = int(self.accelerator.reduce(self._real_tokens.clone(), reduction="sum"))
+        self._real_tokens.zero_()
+        self._real_tokens_total += count
+        return count
+
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if "loss" in logs and self._real_tokens_window_start is not None:
+            # transformers' --include_num_input_tokens_seen non_padding cannot be given on the command line in
+            # 5.23 (HfArgumentParser reads the field as a bool); this is that figure, as a rate.
+            elapsed = time.perf_counter() - self._real_tokens_window_start
+            logs["real_tokens_per_second"] = round(self._read_real_tokens() / max(elapsed, 1e-9), 1)
+            self._real_tokens_window_start = None
         if "loss" in logs and self._head_loss_sums:
             steps = self.state.global_step - self._head_losses_logged_at_step
             for name, total in self._head_loss_sums.items():
