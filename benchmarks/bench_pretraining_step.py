@@ -56,21 +56,16 @@ GPU_PEAK_TFLOPS = {"A100": 312.0, "H100": 989.0, "H200": 989.0}
 SIDES = ("spanroberta", "baseline")
 
 
-def _unfused_decoder_cross_entropy(x, decoder, targets):
-    logits = decoder(x)
-    return logits, torch.nn.functional.cross_entropy(logits.float(), targets, reduction="sum")
-
-
 # Ablations, timed alongside with --ablations: spanroberta with one of its speed-ups undone, as
 # (extra model arguments, a patch applied around the step).
 ABLATIONS = {
-    # Asking for the hidden states makes the encoder's last layer run at every position (see
-    # SpanRobertaForPreTraining._encode_for_heads); it costs no compute, they are kept for backward anyway.
+    # Asking for the hidden states makes the encoder's last layer run at every position (modeling_efficient's
+    # encode_at_positions does not apply); it costs no compute, they are kept for backward anyway.
     "spanroberta-full-last-layer": ({"output_hidden_states": True}, nullcontext),
-    # The heads' decoders followed by a plain cross-entropy, instead of _DecoderCrossEntropy.
+    # The heads' decoders followed by a plain cross-entropy, instead of the fused one.
     "spanroberta-unfused-heads": (
         {},
-        lambda: mock.patch.object(modeling_spanroberta, "_decoder_cross_entropy", _unfused_decoder_cross_entropy),
+        lambda: mock.patch.object(modeling_spanroberta, "fuses_decoder_cross_entropy", lambda *args: False),
     ),
 }
 

@@ -67,3 +67,126 @@ def spanroberta_checkpoint(tiny_tokenizer, tmp_path_factory):
     SpanRobertaForPreTraining(config).save_pretrained(path)
     tiny_tokenizer.save_pretrained(path)
     return path
+
+
+# --------------------------------------------------------------------------------------------------------
+# The prediction slots of DataCollatorForSpanMasking, written out plainly for the tests
+
+SLOT_FIELDS = ("labels", "sbo_left_positions", "sbo_right_positions", "sbo_relative_positions")
+
+
+def to_slots(batch, num_slots=None):
+    """A batch whose `labels` and SBO fields are dense ([batch, length], -100 where there is no target), laid
+    out in prediction slots as the collator does: `mlm_positions` the masked positions in increasing order, each
+    field read there, -100 in unused slots. `num_slots` defaults to the most targets of a row."""
+    import torch
+
+    masked = batch["labels"] != -100
+    positions = [row.nonzero().flatten().tolist() for row in masked]
+    num_slots = num_slots or max(len(p) for p in positions)
+    slots = torch.full((len(positions), num_slots), -100, dtype=torch.long)
+    for row, row_positions in enumerate(positions):
+        slots[row, : len(row_positions)] = torch.tensor(row_positions, dtype=torch.long)
+    result = {name: value for name, value in batch.items() if name not in SLOT_FIELDS}
+    result["mlm_positions"] = slots
+    for name in SLOT_FIELDS:
+        if name in batch:
+            values = batch[name].gather(1, slots.clamp(min=0))
+            result[name] = values.masked_fill(slots == -100, -100)
+    return result
+
+
+def dense(batch, name="labels"):
+    """A slot field of a collated batch back in [batch, length] form, -100 where no slot holds a target."""
+    import torch
+
+    length = batch["input_ids"].shape[1]
+    out = torch.full((batch["mlm_positions"].shape[0], length), -100, dtype=torch.long)
+    used = batch["mlm_positions"] != -100
+    rows = torch.arange(out.shape[0])[:, None].expand_as(used)
+    out[rows[used], batch["mlm_positions"][used]] = batch[name][used]
+    return out
+
+
+def packed_batch(rows, length, vocab, seed=0, first_position_id=2, pad_id=1, max_span_targets=3, num_slots=None):
+    """A hand-made packed pretraining batch, and where its sequences are.
+
+    `rows` lists the sequence lengths of each row (each at least 4): every sequence is `<s> ... </s>` (ids 0 and
+    2, random ids in [5, vocab) between), its position ids restart at `first_position_id`, and the row is padded
+    with `pad_id` to `length`, the padding continuing the last sequence's positions (the collator's layout). Each
+    sequence has a masked span of 1-4 tokens (two spans when long enough), strictly inside it, so its SBO
+    boundaries are tokens of its own sequence. Returns (batch in prediction slots, [(row, start, length)])."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+
+    def draw(low, high):  # an int in [low, high]
+        return int(torch.randint(low, high + 1, (1,), generator=generator))
+
+    batch_size = len(rows)
+    input_ids = torch.full((batch_size, length), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros_like(input_ids)
+    position_ids = torch.zeros_like(input_ids)
+    labels, left, right, relative = (torch.full_like(input_ids, -100) for _ in range(4))
+    sequences = []
+    for row, lengths in enumerate(rows):
+        assert sum(lengths) <= length and min(lengths) >= 4
+        start = 0
+        for n in lengths:
+            ids = torch.randint(5, vocab, (n,), generator=generator)
+            ids[0], ids[-1] = 0, 2
+            input_ids[row, start : start + n] = ids
+            attention_mask[row, start : start + n] = 1
+            position_ids[row, start : start + n] = torch.arange(first_position_id, first_position_id + n)
+            spans = [(1, n - 2)] if n < 10 else [(1, n // 2 - 2), (n // 2, n - 2)]  # token ranges for the spans
+            for low, high in spans:
+                span_start = draw(low, high)
+                span_end = min(span_start + draw(1, 4), high + 1)  # exclusive; the token at span_end is real
+                for position in range(span_start, span_end):
+                    labels[row, start + position] = ids[position]
+                    if position - span_start < max_span_targets:
+                        left[row, start + position] = start + span_start - 1
+                        right[row, start + position] = start + span_end
+                        relative[row, start + position] = position - span_start
+                input_ids[row, start + span_start : start + span_end] = 4  # <mask>
+            sequences.append((row, start, n))
+            start += n
+        last = position_ids[row, start - 1]
+        position_ids[row, start:] = torch.arange(last + 1, last + 1 + length - start)
+    batch = {
+        "input_ids": input_ids,
+        "attention_mask": attention_mask,
+        "position_ids": position_ids,
+        "labels": labels,
+        "sbo_left_positions": left,
+        "sbo_right_positions": right,
+        "sbo_relative_positions": relative,
+    }
+    return to_slots(batch, num_slots), sequences
+
+
+def unpacked_batch(batch, sequences, pad_id=1):
+    """The sequences of a packed batch (`packed_batch`, or a collated one) one per row, with the same inputs and the
+    same targets, padded to the longest; no position_ids, so RoBERTa numbers each row from padding_idx + 1."""
+    import torch
+
+    length = max(n for _, _, n in sequences)
+    fields = {"labels": dense(batch)}
+    if "sbo_relative_positions" in batch:
+        for name in ("sbo_left_positions", "sbo_right_positions", "sbo_relative_positions"):
+            fields[name] = dense(batch, name)
+    out = {"input_ids": torch.full((len(sequences), length), pad_id, dtype=torch.long)}
+    out["attention_mask"] = torch.zeros_like(out["input_ids"])
+    for name in fields:
+        out[name] = torch.full_like(out["input_ids"], -100)
+    for i, (row, start, n) in enumerate(sequences):
+        out["input_ids"][i, :n] = batch["input_ids"][row, start : start + n]
+        out["attention_mask"][i, :n] = 1
+        for name, value in fields.items():
+            piece = value[row, start : start + n]
+            if name in ("sbo_left_positions", "sbo_right_positions"):
+                inside = piece != -100
+                assert bool(((piece[inside] >= start) & (piece[inside] < start + n)).all())
+                piece = torch.where(inside, piece - start, piece)
+            out[name][i, :n] = piece
+    return to_slots(out)

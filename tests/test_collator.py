@@ -6,9 +6,11 @@ import pickle
 import datasets
 import pytest
 import torch
-from conftest import TINY_TEXT
+from conftest import TINY_TEXT, dense
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast, RobertaConfig, RobertaForMaskedLM
+
+from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
 
 from spanroberta.data.collator import DataCollatorForSpanMasking
 from spanroberta.data.masking import masking_budget, row_keys
@@ -29,7 +31,10 @@ def blocks(tiny_tokenizer):
 
 
 def masked_positions(batch):
-    return batch["labels"] != -100
+    return dense(batch) != -100
+
+
+SLOT_NAMES = ("mlm_positions", "labels", "sbo_left_positions", "sbo_right_positions", "sbo_relative_positions")
 
 
 def test_pads_mixed_lengths_and_passes_fields_through(tiny_tokenizer, blocks):
@@ -51,6 +56,7 @@ def test_pads_mixed_lengths_and_passes_fields_through(tiny_tokenizer, blocks):
     assert set(batch) == {
         "input_ids",
         "attention_mask",
+        "mlm_positions",
         "labels",
         "sbo_left_positions",
         "sbo_right_positions",
@@ -60,11 +66,18 @@ def test_pads_mixed_lengths_and_passes_fields_through(tiny_tokenizer, blocks):
     }
     assert all(t.dtype == torch.long for t in batch.values())
     assert batch["input_ids"].shape == (3, 64)
+    assert "position_ids" not in batch  # unpacked examples: the model numbers positions itself
+    # ceil(0.15 x 64) prediction slots per row, whatever each row masks
+    assert all(batch[name].shape == (3, 10) for name in SLOT_NAMES)
     assert batch["attention_mask"].sum(1).tolist() == lengths
     padding = batch["attention_mask"] == 0
     assert bool((batch["input_ids"][padding] == tiny_tokenizer.pad_token_id).all())
-    assert bool((batch["labels"][padding] == -100).all())
-    assert bool((batch["sbo_relative_positions"][padding] == -100).all())
+    assert bool((dense(batch)[padding] == -100).all())
+    assert bool((dense(batch, "sbo_relative_positions")[padding] == -100).all())
+    # no slot points at padding, and the used slots come first
+    used = batch["mlm_positions"] != -100
+    assert bool(batch["attention_mask"].gather(1, batch["mlm_positions"].clamp(min=0))[used].bool().all())
+    assert torch.equal(used, torch.arange(10) < used.sum(1, keepdim=True))
     assert batch["token_type_ids"].sum(1).tolist() == lengths
     assert batch["next_sentence_label"].tolist() == [0, 1, 0]
     assert bool(masked_positions(batch).any())
@@ -86,7 +99,15 @@ def test_mask_depends_only_on_seed_epoch_and_index(tiny_tokenizer, blocks):
         ]
     )
     for name, value in alone.items():
-        assert torch.equal(crowd[name][1, : len(row)], value[0]), name
+        if name in SLOT_NAMES:
+            # 7 slots alone (41 tokens), 10 in the crowd (64): the same targets, then unused slots
+            used = value.shape[1]
+            assert torch.equal(crowd[name][1, :used], value[0]), name
+            assert bool((crowd[name][1, used:] == -100).all()), name
+            if name != "mlm_positions":
+                assert torch.equal(dense(crowd, name)[1, : len(row)], dense(alone, name)[0]), name
+        else:
+            assert torch.equal(crowd[name][1, : len(row)], value[0]), name
     assert bool(masked_positions(alone).any())
 
     next_epoch = collator([{"input_ids": row, "example_index": 7, "mask_epoch": 3}])
@@ -123,12 +144,17 @@ def test_each_scheme_masks_within_the_budget(tiny_tokenizer, blocks, masking):
     else:
         # Whole words: a row stops short of its budget when the next word does not fit.
         assert bool((masked.sum(1) <= budget).all()) and masked.sum() > 0.8 * budget.sum()
-    assert torch.equal(batch["labels"][masked], ids[masked])
+    assert torch.equal(dense(batch)[masked], ids[masked])
+    # the slots hold exactly the masked positions, in increasing order, then -100
+    for row in range(len(blocks)):
+        slots = batch["mlm_positions"][row]
+        assert slots[slots != -100].tolist() == masked[row].nonzero().flatten().tolist()
+        assert bool((batch["labels"][row][slots == -100] == -100).all())
     assert ("sbo_relative_positions" in batch) == (masking == "span")
 
 
 def test_a_tiny_roberta_trains_on_the_batch(tiny_tokenizer, blocks):
-    config = RobertaConfig(
+    config = SpanRobertaConfig(
         vocab_size=len(tiny_tokenizer),
         hidden_size=32,
         num_hidden_layers=2,
@@ -136,13 +162,24 @@ def test_a_tiny_roberta_trains_on_the_batch(tiny_tokenizer, blocks):
         intermediate_size=64,
         max_position_embeddings=BLOCK + 2,
         pad_token_id=tiny_tokenizer.pad_token_id,
+        use_sbo=False,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
     )
-    model = RobertaForMaskedLM(config)
+    model = SpanRobertaForPreTraining(config)
     collator = DataCollatorForSpanMasking(tiny_tokenizer, return_sbo_targets=False)
     batch = collator([{"input_ids": b[: 20 + 10 * i]} for i, b in enumerate(blocks[:4])])
     loss = model(**batch).loss
     assert torch.isfinite(loss)
     loss.backward()
+    # The slots carry the loss stock RoBERTa computes from dense labels, with the same weights.
+    roberta = RobertaForMaskedLM(RobertaConfig(**config.to_dict()))
+    roberta.load_state_dict(model.state_dict(), strict=False)
+    roberta.eval()
+    dense_loss = roberta(
+        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=dense(batch)
+    ).loss
+    torch.testing.assert_close(model.eval()(**batch).loss, dense_loss)
 
 
 def test_bad_settings_and_inputs_raise_clear_errors(tiny_tokenizer, blocks):
@@ -224,13 +261,15 @@ def test_persistent_dataloader_workers_see_set_epoch(tiny_tokenizer, block_datas
 def test_the_trainer_sets_the_epoch_and_keeps_the_keys(tiny_tokenizer, block_dataset, tmp_path):
     from transformers import Trainer, TrainingArguments
 
-    config = RobertaConfig(
+    config = SpanRobertaConfig(
         vocab_size=len(tiny_tokenizer),
         hidden_size=32,
         num_hidden_layers=1,
         num_attention_heads=2,
         intermediate_size=64,
         max_position_embeddings=BLOCK + 2,
+        pad_token_id=tiny_tokenizer.pad_token_id,
+        use_sbo=False,
     )
     collator = DataCollatorForSpanMasking(tiny_tokenizer, return_sbo_targets=False)
     seen = []
@@ -250,7 +289,7 @@ def test_the_trainer_sets_the_epoch_and_keeps_the_keys(tiny_tokenizer, block_dat
         disable_tqdm=True,
     )
     trainer = Trainer(
-        model=RobertaForMaskedLM(config),
+        model=SpanRobertaForPreTraining(config),
         args=args,
         train_dataset=DynamicMaskingDataset(block_dataset),
         data_collator=recording_collator,

@@ -92,8 +92,8 @@ def test_full_sentences_only_leave_the_last_block_of_each_group_short(tiny_token
     assert 1 < short <= -(-len(tokenized) // 7)
 
 
-def test_doc_sentences_never_mix_documents(tiny_tokenizer, tokenized, documents, document_of):
-    blocks = build_blocks(tokenized, tiny_tokenizer, "doc-sentences", MAX_LENGTH)["input_ids"]
+def check_doc_sentences_blocks(blocks, documents, document_of):
+    """Blocks of <s> ... </s> within one document each, every token in corpus order, each document starting one."""
     assert all(block[0] == 0 and block[-1] == 2 and len(block) <= MAX_LENGTH for block in blocks)
     contents = [block[1:-1] for block in blocks]
     assert all(len({document_of[token] for token in content}) == 1 for content in contents)
@@ -102,6 +102,29 @@ def test_doc_sentences_never_mix_documents(tiny_tokenizer, tokenized, documents,
     # each document starts a block
     lengths = [sum(len(sentence) for sentence in document) for document in documents]
     assert len(blocks) == sum(-(-length // (MAX_LENGTH - 2)) for length in lengths)
+
+
+def test_doc_sentences_never_mix_documents(tiny_tokenizer, tokenized, documents, document_of):
+    # Unpacked: one block per row.
+    unpacked = build_blocks(tokenized, tiny_tokenizer, "doc-sentences", MAX_LENGTH, pack_documents=False)
+    assert "sequence_lengths" not in unpacked.column_names
+    check_doc_sentences_blocks(unpacked["input_ids"], documents, document_of)
+
+    # Packed (the default): rows of at most MAX_LENGTH tokens hold several blocks, each within one document.
+    packed = build_blocks(tokenized, tiny_tokenizer, "doc-sentences", MAX_LENGTH)
+    assert packed.column_names == ["input_ids", "sequence_lengths"]
+    blocks = []
+    for row, lengths in zip(packed["input_ids"], packed["sequence_lengths"]):
+        assert len(row) <= MAX_LENGTH and sum(lengths) == len(row) and min(lengths) >= 1
+        starts = [sum(lengths[:i]) for i in range(len(lengths))]
+        blocks += [row[start : start + length] for start, length in zip(starts, lengths)]
+    assert len(packed) < len(blocks)  # rows do hold several blocks
+    # Packing only regroups the blocks: the same blocks, each kept whole, in corpus order within a row.
+    assert sorted(blocks) == sorted(unpacked["input_ids"])
+    for row, lengths in zip(packed["input_ids"], packed["sequence_lengths"]):
+        firsts = [row[sum(lengths[:i]) + 1] for i in range(len(lengths))]
+        assert firsts == sorted(firsts)
+    check_doc_sentences_blocks(sorted(blocks, key=lambda block: block[1]), documents, document_of)
 
 
 @pytest.mark.parametrize("input_format", PAIR_FORMATS)

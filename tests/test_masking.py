@@ -208,6 +208,22 @@ def test_span_masking_statistics(wiki):
     assert torch.equal(run_end & word_end(wiki.word_start, wiki.maskable), run_end)
 
 
+def test_ngram_masking_statistics(wiki):
+    """ALBERT section 4.1: whole-word n-grams with p(n) = (1/n) / (1 + 1/2 + 1/3), n <= 3, at a 15% mask rate."""
+    probabilities = masking.ngram_length_probabilities(3)
+    torch.testing.assert_close(probabilities, torch.tensor([6 / 11, 3 / 11, 2 / 11], dtype=torch.float64))
+    result = masking.span_mask(wiki.word_start, wiki.maskable, wiki.keys, length_probabilities=probabilities)
+    masked = result.masked
+    rate = masked.sum().item() / wiki.maskable.sum().item()
+    assert abs(rate - 0.15) < 0.005
+    # The n-grams drawn, before overlapping ones merge (a few are cut at a row's end, hence the margin).
+    frequencies = torch.bincount(result.span_lengths, minlength=4)[1:].double() / result.span_lengths.numel()
+    assert len(result.span_lengths) > 3000
+    assert (frequencies - probabilities).abs().max() < 0.02
+    run_start = masked & ~torch.nn.functional.pad(masked[:, :-1], (1, 0), value=False)
+    assert torch.equal(run_start & wiki.word_start, run_start)  # whole words only
+
+
 def sequential_reference(word_tokens, budget, starts, lengths):
     """SpanBERT's procedure, literally: spans one after the other, overlaps merged, the span that would pass the
     budget cut at the first word that does not fit. Returns (masked words, index of the last span used)."""

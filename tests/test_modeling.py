@@ -7,6 +7,7 @@ import textwrap
 
 import pytest
 import torch
+from conftest import dense, to_slots
 import torch.nn.functional as F
 from torch import nn
 from transformers import (
@@ -51,7 +52,8 @@ def tiny_config(**overrides) -> SpanRobertaConfig:
 
 
 def make_batch(batch_size: int = 4, length: int = 16, seed: int = 0) -> dict[str, torch.Tensor]:
-    """Rows with a different number of masked spans each, as the collator lays them out."""
+    """Rows with a different number of masked spans each, their targets in prediction slots as the collator lays
+    them out (one more slot than the fullest row holds, so every row has an unused slot)."""
     generator = torch.Generator().manual_seed(seed)
     input_ids = torch.randint(5, VOCAB, (batch_size, length), generator=generator)
     input_ids[:, 0], input_ids[:, -1] = 0, 2
@@ -67,7 +69,7 @@ def make_batch(batch_size: int = 4, length: int = 16, seed: int = 0) -> dict[str
             positions = torch.arange(start, end)[keep]
             left[row, positions], right[row, positions] = start - 1, end
             relative[row, positions] = offsets[keep]
-    return {
+    batch = {
         "input_ids": input_ids,
         "attention_mask": torch.ones_like(input_ids),
         "labels": labels,
@@ -75,6 +77,7 @@ def make_batch(batch_size: int = 4, length: int = 16, seed: int = 0) -> dict[str
         "sbo_right_positions": right,
         "sbo_relative_positions": relative,
     }
+    return to_slots(batch, num_slots=int((labels != -100).sum(1).max()) + 1)
 
 
 def test_sbo_head_has_the_papers_shape():
@@ -88,34 +91,69 @@ def test_sbo_head_has_the_papers_shape():
     assert head.decoder.bias is not model.lm_head.bias
 
 
-def test_losses_match_a_dense_computation_and_logits_are_sparse():
-    model = SpanRobertaForPreTraining(tiny_config()).eval()
+@pytest.mark.parametrize("efficient", [True, False])
+def test_losses_match_a_dense_computation_and_logits_are_sparse(efficient):
+    model = SpanRobertaForPreTraining(tiny_config(efficient_pretraining=efficient)).eval()
     batch = make_batch()
     # padding at the end of two rows, as the collator pads shorter blocks
     batch["input_ids"][1::2, -3:] = 1
     batch["attention_mask"][1::2, -3:] = 0
     output = model(**batch)
-    predicted = batch["labels"] != -100
-    assert output.mlm_logits.shape == (int(predicted.sum()), VOCAB)
+    num_slots = batch["mlm_positions"].shape[1]
+    assert num_slots < 16
+    # one row of logits per prediction slot, never [batch, length, vocab]
+    assert output.mlm_logits.shape == (4, num_slots, VOCAB)
+    assert output.sbo_logits.shape == (4, num_slots, VOCAB)
 
+    # RobertaForMaskedLM's computation: dense logits, dense labels
     hidden = model.roberta(batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
     dense_logits = model.lm_head(hidden)
-    expected_mlm = F.cross_entropy(dense_logits.view(-1, VOCAB), batch["labels"].view(-1))
+    labels = dense(batch)
+    expected_mlm = F.cross_entropy(dense_logits.view(-1, VOCAB), labels.view(-1))
     torch.testing.assert_close(output.mlm_loss, expected_mlm)
+    # the slots' logits are the dense logits gathered at the slots' positions
+    used = batch["mlm_positions"] != -100
+    rows = torch.arange(4)[:, None].expand_as(used)
+    torch.testing.assert_close(output.mlm_logits[used], dense_logits[rows[used], batch["mlm_positions"][used]])
 
     # SBO from its definition: y_i = f(h_{s-1}, h_{e+1}, p_{i-s}), one token at a time
     head = model.sbo_head
     losses = []
-    for row, position in (batch["sbo_relative_positions"] != -100).nonzero().tolist():
-        left = hidden[row, batch["sbo_left_positions"][row, position]]
-        right = hidden[row, batch["sbo_right_positions"][row, position]]
-        relative = head.position_embeddings.weight[batch["sbo_relative_positions"][row, position]]
+    for row, slot in (batch["sbo_relative_positions"] != -100).nonzero().tolist():
+        left = hidden[row, batch["sbo_left_positions"][row, slot]]
+        right = hidden[row, batch["sbo_right_positions"][row, slot]]
+        relative = head.position_embeddings.weight[batch["sbo_relative_positions"][row, slot]]
         x = nn.functional.gelu(head.dense1(torch.cat([left, right, relative])))
         x = head.layer_norm2(nn.functional.gelu(head.dense2(head.layer_norm1(x))))
         logits = x @ model.roberta.embeddings.word_embeddings.weight.T + head.decoder.bias
-        losses.append(F.cross_entropy(logits[None], batch["labels"][row, position][None]))
+        torch.testing.assert_close(output.sbo_logits[row, slot], logits)
+        losses.append(F.cross_entropy(logits[None], batch["labels"][row, slot][None]))
+    assert len(losses) == int((dense(batch, "sbo_relative_positions") != -100).sum()) > 0
     torch.testing.assert_close(output.sbo_loss, torch.stack(losses).mean())
     torch.testing.assert_close(output.loss, output.mlm_loss + output.sbo_loss)
+
+
+def test_labels_need_slots_and_a_batch_without_targets_has_zero_loss():
+    model = SpanRobertaForPreTraining(tiny_config(sentence_objective="sop"))
+    batch = make_batch()
+    dense_labels = {"input_ids": batch["input_ids"], "labels": dense(batch)}
+    with pytest.raises(ValueError, match="mlm_positions"):
+        model(**dense_labels)
+
+    empty = {**batch, "sentence_order_label": torch.full((4,), -100)}
+    for name in ("mlm_positions", "labels", "sbo_left_positions", "sbo_right_positions", "sbo_relative_positions"):
+        empty[name] = torch.full_like(batch[name], -100)
+    for efficient in (True, False):
+        model.config.efficient_pretraining = efficient
+        model.zero_grad(set_to_none=True)
+        output = model(**empty)
+        for name in ("loss", "mlm_loss", "sbo_loss", "sop_loss"):
+            assert getattr(output, name).item() == 0.0, name
+        output.loss.backward()
+        assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+        assert SpanRobertaForPreTraining.loss_normalisers(empty) == {
+            "num_items_in_batch": 0, "num_sbo_items_in_batch": 0, "num_sentence_items_in_batch": 0
+        }
 
 
 def test_sbo_switch_and_weight():

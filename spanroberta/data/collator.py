@@ -17,10 +17,12 @@ from transformers import PreTrainedTokenizerBase
 from spanroberta.data.masking import (
     IGNORE_INDEX,
     mix32,
+    ngram_length_probabilities,
     random_token_ids,
     replace_masked_tokens,
     row_keys,
     sbo_targets,
+    span_length_probabilities,
     span_mask,
     special_token_table,
     token_mask,
@@ -28,7 +30,9 @@ from spanroberta.data.masking import (
     word_starts,
 )
 
-MASKING_SCHEMES = ("span", "word", "token")
+MASKING_SCHEMES = ("span", "word", "token", "ngram")
+# ALBERT section 4.1: n-grams of at most 3 words.
+MAX_NGRAM_LENGTH = 3
 _SEQUENCE_LABELS = ("next_sentence_label", "sentence_order_label")
 
 
@@ -53,8 +57,9 @@ class DataCollatorForSpanMasking:
       carry them.
 
     masking: "span" (SpanBERT section 3.1: whole-word spans, lengths ~ Geo(geometric_p) truncated to
-        [1, max_span_length]), "word" (whole words, SpanBERT section 5.1's baseline) or "token" (RoBERTa's).
-        Span and word masking pick 80/10/10 once per run of masked tokens, token masking per token.
+        [1, max_span_length]), "ngram" (ALBERT section 4.1: whole-word n-grams, p(n) = (1/n) / (1 + 1/2 + 1/3)
+        for n <= 3), "word" (whole words, SpanBERT section 5.1's baseline) or "token" (RoBERTa's). Span, n-gram
+        and word masking pick 80/10/10 once per run of masked tokens, token masking per token.
 
     Masks are a pure function of (seed, mask_epoch, example_index) when the examples carry those int fields,
     as `masking_schedule.DynamicMaskingDataset` and `StaticMaskingDataset` provide: reproducible, and identical
@@ -103,6 +108,11 @@ class DataCollatorForSpanMasking:
         self._special = special_token_table(self.tokenizer)
         self._replacement_ids = random_token_ids(self._special)
         self._word_start = None if self.masking == "token" else word_start_table(self.tokenizer)
+        self._span_lengths = {
+            "span": span_length_probabilities(self.geometric_p, self.max_span_length),
+            "ngram": ngram_length_probabilities(MAX_NGRAM_LENGTH),
+            "word": torch.ones(1, dtype=torch.float64),
+        }.get(self.masking)
         self._generator = torch.Generator().manual_seed(self.seed)
 
     def __call__(self, examples: Sequence[Mapping[str, Any] | Sequence[int] | torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -125,15 +135,13 @@ class DataCollatorForSpanMasking:
         if self.masking == "token":
             masked = token_mask(maskable, keys, self.mlm_probability)
         else:
-            span = self.masking == "span"
             masked = span_mask(
                 word_starts(input_ids, maskable, self._word_start),
                 maskable,
                 keys,
                 self.mlm_probability,
-                geometric_p=self.geometric_p if span else 1.0,
-                max_span_length=self.max_span_length if span else 1,
                 document_ids=document_ids,
+                length_probabilities=self._span_lengths,
             ).masked
         inputs, labels = replace_masked_tokens(
             input_ids,

@@ -179,22 +179,33 @@ def span_length_probabilities(geometric_p: float, max_span_length: int) -> torch
     return probabilities / probabilities.sum()
 
 
+def ngram_length_probabilities(max_ngram_length: int = 3) -> torch.Tensor:
+    """p(n) = (1/n) / sum_{k=1..N} 1/k for n = 1..N, float64: ALBERT's n-gram masking (section 4.1, N = 3:
+    p = 6/11, 3/11, 2/11)."""
+    inverse = 1.0 / torch.arange(1, max_ngram_length + 1, dtype=torch.float64)
+    return inverse / inverse.sum()
+
+
 def span_candidates(
     keys: torch.Tensor,
     num_words: torch.Tensor,
     num_candidates: int,
     geometric_p: float = 0.2,
     max_span_length: int = 10,
+    length_probabilities: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The spans drawn for each row, in order: (first word [B, K], length in words [B, K]).
 
     Candidate k of a row depends on (row key, k) alone, so drawing more candidates never changes earlier ones.
-    The first word is uniform over the row's `num_words` words; the length follows the truncated geometric,
-    sampled by inverse CDF on 32-bit thresholds.
+    The first word is uniform over the row's `num_words` words; the length follows `length_probabilities` (p(l)
+    for l = 1, 2, ...; default the truncated geometric of `span_length_probabilities`), sampled by inverse CDF
+    on 32-bit thresholds.
     """
     k = torch.arange(num_candidates)
     starts = randint(random_bits(keys, Stream.SPAN_START, k), num_words[:, None])
-    cdf = span_length_probabilities(geometric_p, max_span_length).cumsum(0)
+    if length_probabilities is None:
+        length_probabilities = span_length_probabilities(geometric_p, max_span_length)
+    cdf = length_probabilities.cumsum(0)
     thresholds = torch.round(cdf[:-1] * 2.0**32).long()
     lengths = torch.bucketize(random_bits(keys, Stream.SPAN_LENGTH, k), thresholds, right=True) + 1
     return starts, lengths
@@ -222,12 +233,16 @@ def span_mask(
     geometric_p: float = 0.2,
     max_span_length: int = 10,
     document_ids: torch.Tensor | None = None,
+    length_probabilities: torch.Tensor | None = None,
 ) -> SpanMask:
     """SpanBERT's span masking (section 3.1), vectorised over the batch.
 
     Spans of whole words are drawn one after the other (a uniform first word, a truncated-geometric length)
     until the row's budget (`masking_budget`) is reached; overlapping spans merge, and the span that would pass
     the budget is shortened word by word, so a word is never split. `geometric_p=1` masks whole words.
+
+    `length_probabilities` (p(l) for l = 1..n words) replaces the truncated geometric, e.g. with
+    `ngram_length_probabilities()` for ALBERT's n-gram masking.
 
     `document_ids` (long [B, L], non-decreasing along a row) marks the documents of packed rows: a span is cut
     at the end of the document it starts in, so it never crosses into the next one.
@@ -248,10 +263,13 @@ def span_mask(
 
     # Each span adds at least one token unless it overlaps earlier ones, so budget + a margin candidates reach
     # the budget in practice; rows that do not (a high mlm_probability) are redone with twice as many.
+    if length_probabilities is None:
+        length_probabilities = span_length_probabilities(geometric_p, max_span_length)
+    max_span_length = len(length_probabilities)
     num_candidates = int(budget.max()) + 16 if batch_size else 1
     document_ends = _document_ends(word_start, word_index, document_ids, max_words)
     while True:
-        starts, lengths = span_candidates(keys, num_words, num_candidates, geometric_p, max_span_length)
+        starts, lengths = span_candidates(keys, num_words, num_candidates, length_probabilities=length_probabilities)
         ends = torch.minimum(starts + lengths, document_ends.gather(1, starts))
         keep, last_used, settled = _words_within_budget(word_tokens, num_words, budget, starts, ends, max_span_length)
         if bool(settled.all()):

@@ -1,0 +1,199 @@
+#!/usr/bin/env python
+"""Benchmark 5: the path users run, `run_pretraining.py` under the Trainer, against a run_mlm-style baseline.
+
+Both sides are whole Trainer runs: DataLoader, collator, forward, backward, clipping, optimizer, logging. Data
+preparation is done before training and not timed. Throughput is counted in real (non-padding) tokens per second
+over the logging windows after the first `--skip-windows` (warm-up, compilation), as the median of the rest.
+
+- spanroberta: `python run_pretraining.py --recipe R ...` on the Reuters bodies (one document per blank-line
+  separated body), read from the `real_tokens_per_second` it logs. Each recipe keeps its own input format:
+  spanbert packs doc-sentences, roberta cuts full-sentences.
+- baseline: what transformers' examples/pytorch/language-modeling/run_mlm.py does, in-process: blocks of exactly
+  `length` tokens of the concatenated corpus (its `group_texts`), `DataCollatorForLanguageModeling` (15%
+  token masking), `RobertaForMaskedLM`, `Trainer` with default `TrainingArguments`. Every token is real.
+
+Same tokenizer (a 50,265-id byte-level BPE trained on the corpus), encoder size, length, batch and precision.
+MFU is left to bench_pretraining_step.py, which counts each side's model FLOPs on a GPU.
+
+    python benchmarks/bench_trainer.py --config small --steps 60                 # CPU: small, 128 x 32
+    python benchmarks/bench_trainer.py --config base --recipes spanbert --torch-compile
+    python benchmarks/bench_trainer.py --config base-gpu large-gpu               # on a GPU: 32 x 512, 16 x 512
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import datasets
+import torch
+from common import BENCHMARKS, REUTERS, load_blocks, load_tokenizer, machine_summary, require_corpus
+from transformers import (
+    DataCollatorForLanguageModeling,
+    RobertaConfig,
+    RobertaForMaskedLM,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+)
+
+from spanroberta.training.recipes import get_model_size
+
+# (model size, sequence length, batch size per device)
+CONFIGS = {
+    "small": ("small", 128, 32),
+    "base": ("base", 512, 4),
+    "base-gpu": ("base", 512, 32),
+    "large-gpu": ("large", 512, 16),
+}
+
+
+def run_spanroberta(recipe: str, size: str, length: int, batch: int, args, output_dir: str) -> list[float]:
+    """The real tokens/s of each logging window of one run_pretraining.py run."""
+    command = [
+        sys.executable,
+        str(BENCHMARKS.parent / "run_pretraining.py"),
+        "--train_file", str(REUTERS),
+        "--tokenizer_name", str(BENCHMARKS / ".cache" / "bpe50k"),
+        "--recipe", recipe,
+        "--model_size", size,
+        "--max_seq_length", str(length),
+        "--per_device_train_batch_size", str(batch),
+        "--max_steps", str(args.steps),
+        "--logging_steps", str(args.logging_steps),
+        "--save_strategy", "no",
+        "--eval_strategy", "no",
+        "--validation_split_percentage", "0",
+        "--report_to", "none",
+        "--disable_tqdm", "true",
+        "--dataloader_num_workers", str(args.workers),
+        "--output_dir", output_dir,
+    ]
+    command += _precision_flags(args)
+    if args.torch_compile:
+        command += ["--torch_compile", "true"]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL if not args.verbose else None)
+    state = json.loads(Path(output_dir, "trainer_state.json").read_text())
+    return [log["real_tokens_per_second"] for log in state["log_history"] if "real_tokens_per_second" in log]
+
+
+class _TokensPerSecond(TrainerCallback):
+    """Real tokens/s of each logging window: tokens from the batches' attention masks (all ones here)."""
+
+    def __init__(self, tokens_per_step: int):
+        self.tokens_per_step = tokens_per_step
+        self.window_start: float | None = None
+        self.window_steps = 0
+        self.rates: list[float] = []
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if self.window_start is None:
+            self.window_start = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.window_steps += 1
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if self.window_start is not None and logs and "loss" in logs:
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            elapsed = time.perf_counter() - self.window_start
+            self.rates.append(self.window_steps * self.tokens_per_step / elapsed)
+            self.window_start, self.window_steps = None, 0
+
+
+def run_baseline(size: str, length: int, batch: int, args, output_dir: str) -> list[float]:
+    tokenizer = load_tokenizer()
+    blocks = load_blocks(tokenizer, length)
+    dataset = datasets.Dataset.from_dict({"input_ids": blocks.tolist()})
+    config = RobertaConfig(
+        **get_model_size(size),
+        vocab_size=len(tokenizer),
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        type_vocab_size=1,
+        layer_norm_eps=1e-5,
+        max_position_embeddings=514,
+    )
+    torch.manual_seed(0)
+    model = RobertaForMaskedLM(config)
+    training_args = TrainingArguments(
+        output_dir=output_dir,
+        per_device_train_batch_size=batch,
+        max_steps=args.steps,
+        logging_steps=args.logging_steps,
+        save_strategy="no",
+        report_to=[],
+        disable_tqdm=True,
+        dataloader_num_workers=args.workers,
+        bf16=args.precision == "bf16",
+        torch_compile=args.torch_compile,
+    )
+    meter = _TokensPerSecond(batch * length * training_args.world_size)
+    trainer = Trainer(
+        model=model,
+        args=training_args,
+        train_dataset=dataset,
+        data_collator=DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15),
+        callbacks=[meter],
+    )
+    trainer.train()
+    return meter.rates
+
+
+def _precision_flags(args) -> list[str]:
+    return ["--bf16", "true"] if args.precision == "bf16" else []
+
+
+def steady(rates: list[float], skip: int) -> float:
+    kept = rates[skip:] or rates
+    return statistics.median(kept)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", nargs="+", choices=list(CONFIGS), default=["small"])
+    parser.add_argument("--recipes", nargs="+", default=["spanbert", "roberta"])
+    parser.add_argument("--precision", choices=["fp32", "bf16"], default="bf16" if torch.cuda.is_available() else "fp32")
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--logging-steps", type=int, default=10)
+    parser.add_argument("--skip-windows", type=int, default=2, help="Logging windows dropped as warm-up.")
+    parser.add_argument("--workers", type=int, default=0, help="DataLoader workers (the Trainer's default: 0).")
+    parser.add_argument("--torch-compile", action="store_true")
+    parser.add_argument("--no-baseline", action="store_true")
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args()
+
+    require_corpus()
+    print(machine_summary())
+    load_tokenizer()  # trains and caches the BPE once, before any timing
+    for name in args.config:
+        size, length, batch = CONFIGS[name]
+        label = f"{name} ({size}, {batch} x {length}), {args.precision}" + (", torch_compile" if args.torch_compile else "")
+        print(f"\n## {label}: median real tokens/s over logging windows {args.skip_windows + 1}..\n")
+        results = {}
+        with tempfile.TemporaryDirectory() as tmp:
+            if not args.no_baseline:
+                results["transformers run_mlm-style"] = steady(run_baseline(size, length, batch, args, tmp), args.skip_windows)
+            for recipe in args.recipes:
+                out = str(Path(tmp, recipe))
+                results[f"run_pretraining.py --recipe {recipe}"] = steady(
+                    run_spanroberta(recipe, size, length, batch, args, out), args.skip_windows
+                )
+        baseline = results.get("transformers run_mlm-style")
+        print("| run | real tokens/s | vs baseline |")
+        print("|---|---|---|")
+        for run, rate in results.items():
+            ratio = f"{rate / baseline:.2f}x" if baseline else "-"
+            print(f"| {run} | {rate:,.0f} | {ratio} |")
+
+
+if __name__ == "__main__":
+    main()

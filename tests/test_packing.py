@@ -1,0 +1,369 @@
+"""Packed rows: several sequences per row, position ids restarting at each (transformers' padding-free convention).
+
+The model computes each packed sequence exactly as it would alone, under every attention implementation; the
+collator never lets a span, or the boundaries of its SBO targets, cross from one packed sequence to another; and
+`pack_sequences` keeps blocks whole and rows full."""
+
+import math
+import random
+import re
+
+import pytest
+import torch
+from conftest import dense, packed_batch, shared_data, unpacked_batch
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.modeling_flash_attention_utils import prepare_fa_kwargs_from_position_ids
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining, SpanRobertaModel
+from spanroberta.data.collator import DataCollatorForSpanMasking
+from spanroberta.data.formats import block_builder, pack_sequences, tokenize_texts
+from spanroberta.data.tokenizer import train_byte_level_bpe
+
+VOCAB = 90
+ROWS = [[7, 5, 9], [12, 8], [4, 6, 5, 4]]  # sequence lengths; rows of 24 tokens, two with trailing padding
+LENGTH = 24
+
+
+def tiny_config(**overrides) -> SpanRobertaConfig:
+    settings = dict(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=48,
+        max_span_targets=3,
+        sbo_position_embedding_size=8,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
+    return SpanRobertaConfig(**{**settings, **overrides})
+
+
+def alone_and_packed(encoder, batch, sequences):
+    """(each sequence's last hidden state alone, the same read from the packed rows)."""
+    packed = encoder(
+        batch["input_ids"], attention_mask=batch["attention_mask"], position_ids=batch["position_ids"]
+    ).last_hidden_state
+    for row, start, n in sequences:
+        alone = encoder(batch["input_ids"][row : row + 1, start : start + n]).last_hidden_state[0]
+        yield alone, packed[row, start : start + n]
+
+
+@pytest.mark.parametrize("attn_implementation", ["sdpa", "eager", "flex_attention"])
+def test_a_packed_sequence_gets_the_hidden_states_it_has_alone(attn_implementation):
+    torch.manual_seed(0)
+    encoder = SpanRobertaModel(tiny_config(attn_implementation=attn_implementation)).eval()
+    assert encoder.config._attn_implementation == attn_implementation
+    batch, sequences = packed_batch(ROWS, LENGTH, VOCAB, seed=1)
+    if attn_implementation == "flex_attention":
+        # FlexAttention has no backward on CPU ("does not support backward on CPU"): forward only.
+        context = torch.no_grad()
+    else:
+        context = torch.enable_grad()
+    with context:
+        try:
+            pairs = list(alone_and_packed(encoder, batch, sequences))
+        except (NotImplementedError, RuntimeError) as error:
+            if attn_implementation != "flex_attention":
+                raise
+            pytest.skip(f"flex_attention does not run on CPU in this torch: {error}")
+    for alone, packed in pairs:
+        torch.testing.assert_close(packed, alone, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("attn_implementation", ["sdpa", "eager"])
+@pytest.mark.parametrize("efficient", [True, False], ids=["efficient", "reference"])
+def test_packed_pretraining_equals_the_sequences_unpacked(attn_implementation, efficient):
+    """Losses, logits at every target and gradients of a packed batch are those of its sequences one per row,
+    with the same masks."""
+    torch.manual_seed(0)
+    model = SpanRobertaForPreTraining(
+        tiny_config(attn_implementation=attn_implementation, efficient_pretraining=efficient)
+    ).train()
+    packed, sequences = packed_batch(ROWS, LENGTH, VOCAB, seed=2, num_slots=8)
+    unpacked = unpacked_batch(packed, sequences)
+    assert int((unpacked["labels"] != -100).sum()) == int((packed["labels"] != -100).sum()) > 0
+    assert int((unpacked["sbo_relative_positions"] != -100).sum()) == int(
+        (packed["sbo_relative_positions"] != -100).sum()
+    ) > 0
+
+    outputs, gradients = [], []
+    for batch in (packed, unpacked):
+        model.zero_grad(set_to_none=True)
+        output = model(**batch)
+        output.loss.backward()
+        outputs.append(output)
+        gradients.append({name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None})
+    (packed_output, unpacked_output), (packed_gradients, unpacked_gradients) = outputs, gradients
+
+    for field in ("loss", "mlm_loss", "sbo_loss"):
+        torch.testing.assert_close(getattr(packed_output, field), getattr(unpacked_output, field), msg=field)
+    # Slots are in increasing position order, so the targets come in the same order, sequence by sequence.
+    for field, name in (("mlm_logits", "labels"), ("sbo_logits", "sbo_relative_positions")):
+        got = getattr(packed_output, field)[packed[name] != -100]
+        want = getattr(unpacked_output, field)[unpacked[name] != -100]
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4, msg=field)
+    assert packed_gradients.keys() == unpacked_gradients.keys()
+    for name, gradient in unpacked_gradients.items():
+        torch.testing.assert_close(packed_gradients[name], gradient, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_pretraining_model_reads_the_packed_hidden_states():
+    torch.manual_seed(0)
+    model = SpanRobertaForPreTraining(tiny_config()).eval()
+    batch, sequences = packed_batch(ROWS, LENGTH, VOCAB, seed=4)
+    hidden = model(**batch, output_hidden_states=True).hidden_states[-1]
+    for row, start, n in sequences:
+        alone = model.roberta(batch["input_ids"][row : row + 1, start : start + n]).last_hidden_state[0]
+        torch.testing.assert_close(hidden[row, start : start + n], alone, rtol=1e-4, atol=1e-4)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Flash attention's path: the batch flattened into one row, sequences told apart by their restarting positions
+
+
+def varlen_attention(module, query, key, value, attention_mask, position_ids=None, **kwargs):
+    """What flash attention's varlen kernel computes from `position_ids` alone (transformers'
+    `prepare_fa_kwargs_from_position_ids` gives its cu_seqlens), emulated with SDPA: flash attention is not
+    installable here."""
+    assert attention_mask is None and query.shape[0] == 1 and position_ids is not None
+    (cu_seqlens, _), _ = prepare_fa_kwargs_from_position_ids(position_ids)
+    length = query.shape[2]
+    starts = torch.zeros(length, dtype=torch.long)
+    starts[cu_seqlens[1:-1].long()] = 1
+    sequence = starts.cumsum(0)
+    mask = (sequence[:, None] == sequence[None, :])[None, None]
+    return sdpa_attention_forward(module, query, key, value, mask, **kwargs)
+
+
+@pytest.fixture
+def flattening(monkeypatch):
+    """SpanRobertaModel under sdpa taking flash attention's path: flattened rows, varlen attention."""
+    calls = []
+
+    def attention(*args, **kwargs):
+        calls.append(args[1].shape)
+        return varlen_attention(*args, **kwargs)
+
+    monkeypatch.setattr(SpanRobertaModel, "flattens_packed_rows", lambda self: True)
+    monkeypatch.setitem(ALL_ATTENTION_FUNCTIONS._global_mapping, "sdpa", attention)
+    return calls
+
+
+@pytest.mark.parametrize("trailing_padding", [False, True], ids=["full rows", "padded rows"])
+def test_the_flattened_path_gives_each_sequence_its_hidden_states_alone(flattening, trailing_padding):
+    torch.manual_seed(0)
+    rows = ROWS if trailing_padding else [[7, 8, 9], [12, 12], [4, 6, 5, 9]]
+    batch, sequences = packed_batch(rows, LENGTH, VOCAB, seed=5)
+    assert bool((batch["attention_mask"] == 0).any()) == trailing_padding
+    encoder = SpanRobertaModel(tiny_config(), add_pooling_layer=True).eval()
+    packed = encoder(batch["input_ids"], attention_mask=batch["attention_mask"], position_ids=batch["position_ids"])
+    assert flattening and all(shape[0] == 1 and shape[2] == 3 * LENGTH for shape in flattening)  # [1, B*L]
+    assert packed.last_hidden_state.shape == (3, LENGTH, 32) and packed.pooler_output.shape == (3, 32)
+    flattening.clear()
+    with torch.no_grad():
+        for row, start, n in sequences:
+            alone = encoder(batch["input_ids"][row : row + 1, start : start + n]).last_hidden_state[0]
+            torch.testing.assert_close(packed.last_hidden_state[row, start : start + n], alone, rtol=1e-4, atol=1e-4)
+
+
+def test_the_flattened_path_trains_as_the_unpacked_batch(flattening):
+    torch.manual_seed(0)
+    model = SpanRobertaForPreTraining(tiny_config(efficient_pretraining=False)).train()
+    packed, sequences = packed_batch([[7, 8, 9], [12, 12], [4, 6, 5, 9]], LENGTH, VOCAB, seed=6, num_slots=8)
+    unpacked = unpacked_batch(packed, sequences)
+    packed_output = model(**packed)
+    assert flattening
+    packed_output.loss.backward()
+    packed_gradients = {name: p.grad.clone() for name, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    unpacked_output = model(**unpacked)
+    unpacked_output.loss.backward()
+    for field in ("loss", "mlm_loss", "sbo_loss"):
+        torch.testing.assert_close(getattr(packed_output, field), getattr(unpacked_output, field), msg=field)
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(packed_gradients[name], p.grad, rtol=1e-4, atol=1e-5, msg=name)
+
+
+# --------------------------------------------------------------------------------------------------------
+# The collator on packed rows of real text
+
+
+def documents_of(path, limit=None):
+    documents = [d for d in re.split(r"\n\s*\n", path.read_text()) if d.strip()]
+    return documents[:limit]
+
+
+@pytest.fixture(scope="module")
+def wiki_packed():
+    """WikiText paragraphs as packed doc-sentences rows of 128 tokens, with a byte-level BPE trained on them."""
+    documents = documents_of(shared_data("corpus", "wiki.valid.raw"), 600)
+    tokenizer = train_byte_level_bpe(documents, vocab_size=2000, show_progress=False)
+    rows = block_builder(tokenizer, "doc-sentences", 128).blocks(tokenize_texts(documents, tokenizer), 0)
+    assert all("sequence_lengths" in row for row in rows)
+    assert sum(len(row["sequence_lengths"]) > 1 for row in rows) > len(rows) // 2
+    return tokenizer, rows
+
+
+def sequence_ids_of(rows, length):
+    ids = torch.full((len(rows), length), -1, dtype=torch.long)
+    for i, row in enumerate(rows):
+        ids[i, : len(row["input_ids"])] = torch.repeat_interleave(
+            torch.arange(len(row["sequence_lengths"])), torch.tensor(row["sequence_lengths"])
+        )
+    return ids
+
+
+@pytest.mark.parametrize("masking", ["span", "word", "token"])
+def test_masks_on_packed_rows_stay_within_their_sequence(wiki_packed, masking):
+    tokenizer, rows = wiki_packed
+    collator = DataCollatorForSpanMasking(tokenizer, masking=masking, seed=3, pad_to_multiple_of=128)
+    examples = [{**row, "example_index": i, "mask_epoch": 0} for i, row in enumerate(rows)]
+    batch = collator(examples)
+    length = batch["input_ids"].shape[1]
+    assert length == 128
+    sequence_ids = sequence_ids_of(rows, length)
+    real = batch["attention_mask"].bool()
+    assert torch.equal(real, sequence_ids >= 0)
+
+    # position ids restart at padding_idx + 1 at each sequence; padding continues the last one
+    first = tokenizer.pad_token_id + 1
+    for i, row in enumerate(rows):
+        expected = [first + p for n in row["sequence_lengths"] for p in range(n)]
+        expected += list(range(expected[-1] + 1, expected[-1] + 1 + length - len(expected)))
+        assert batch["position_ids"][i].tolist() == expected
+
+    # slots: exactly the masked positions, in increasing order, labels their original ids
+    original = torch.full((len(rows), length), tokenizer.pad_token_id, dtype=torch.long)
+    for i, row in enumerate(rows):
+        original[i, : len(row["input_ids"])] = torch.tensor(row["input_ids"])
+    num_slots = math.ceil(0.15 * length)
+    assert batch["mlm_positions"].shape == batch["labels"].shape == (len(rows), num_slots)
+    labels = dense(batch)
+    masked = labels != -100
+    for i in range(len(rows)):
+        slots = batch["mlm_positions"][i]
+        used = slots != -100
+        assert torch.equal(used, torch.arange(num_slots) < used.sum())
+        assert slots[used].tolist() == masked[i].nonzero().flatten().tolist()
+        assert torch.equal(batch["labels"][i][used], original[i][slots[used]])
+        assert bool((batch["labels"][i][~used] == -100).all())
+    assert not bool((masked & ~real).any())
+    special = torch.isin(original, torch.tensor(tokenizer.all_special_ids))
+    assert not bool((masked & special).any())
+
+    # a run of masked tokens (a span) never crosses from one packed sequence into the next
+    previous = torch.nn.functional.pad(masked[:, :-1], (1, 0))
+    crossing = masked & previous & (sequence_ids != torch.nn.functional.pad(sequence_ids[:, :-1], (1, 0)))
+    if masking != "token":
+        assert not bool(crossing.any())
+
+    # the mask rate on packed rows of real text: 15% of the maskable tokens
+    rate = masked.sum() / (real & ~special).sum()
+    assert 0.14 < float(rate) < 0.16, float(rate)
+
+    if masking == "span":
+        is_target = batch["sbo_relative_positions"] != -100
+        assert bool(is_target.any())
+        rows_index = torch.arange(len(rows))[:, None].expand_as(is_target)[is_target]
+        own = sequence_ids[rows_index, batch["mlm_positions"][is_target]]
+        for name in ("sbo_left_positions", "sbo_right_positions"):
+            boundary = batch[name][is_target]
+            assert bool((sequence_ids[rows_index, boundary] == own).all()), name
+            assert not bool(masked[rows_index, boundary].any()), name
+        # and a masked span touching its sequence's <s> or </s> still gets its targets from inside
+        assert bool((batch["sbo_left_positions"][is_target] < batch["mlm_positions"][is_target]).all())
+        assert bool((batch["sbo_right_positions"][is_target] > batch["mlm_positions"][is_target]).all())
+
+
+def test_spans_are_cut_at_the_end_of_their_packed_sequence(tiny_tokenizer):
+    """Short sequences of words, packed with no special token between them: only the sequence boundaries keep
+    spans apart (the word-level masking would otherwise run across)."""
+    words = tiny_tokenizer(" the quick brown fox jumps over the lazy dog", add_special_tokens=False)["input_ids"]
+    examples = []
+    for index in range(40):
+        lengths = [len(words)] * 4
+        examples.append({"input_ids": words * 4, "sequence_lengths": lengths, "example_index": index})
+    collator = DataCollatorForSpanMasking(tiny_tokenizer, mlm_probability=0.5, max_predictions_per_seq=40)
+    batch = collator(examples)
+    masked = dense(batch) != -100
+    boundaries = torch.arange(len(words), 4 * len(words), len(words))
+    # no run of masked tokens covers both sides of a sequence boundary
+    assert not bool((masked[:, boundaries - 1] & masked[:, boundaries]).any())
+    assert bool(masked[:, boundaries - 1].any()) and bool(masked[:, boundaries].any())
+    is_target = batch["sbo_relative_positions"] != -100
+    sequence = batch["mlm_positions"] // len(words)
+    for name in ("sbo_left_positions", "sbo_right_positions"):
+        assert bool((batch[name][is_target] // len(words) == sequence[is_target]).all()), name
+    # unpacked, the same words would run across: the cut is the packing's doing
+    unpacked = DataCollatorForSpanMasking(tiny_tokenizer, mlm_probability=0.5, max_predictions_per_seq=40)(
+        [{"input_ids": e["input_ids"], "example_index": e["example_index"]} for e in examples]
+    )
+    masked = dense(unpacked) != -100
+    assert bool((masked[:, boundaries - 1] & masked[:, boundaries]).any())
+
+
+def test_a_packed_collated_batch_trains_as_its_sequences_unpacked(wiki_packed):
+    tokenizer, rows = wiki_packed
+    rows = rows[:4]
+    collator = DataCollatorForSpanMasking(tokenizer, seed=1, max_span_targets=3)
+    batch = collator([{**row, "example_index": i} for i, row in enumerate(rows)])
+    sequences = []
+    for i, row in enumerate(rows):
+        start = 0
+        for n in row["sequence_lengths"]:
+            sequences.append((i, start, n))
+            start += n
+    unpacked = unpacked_batch(batch, sequences, pad_id=tokenizer.pad_token_id)
+    torch.manual_seed(0)
+    model = SpanRobertaForPreTraining(
+        tiny_config(vocab_size=len(tokenizer), max_position_embeddings=130, pad_token_id=tokenizer.pad_token_id)
+    ).eval()
+    with torch.no_grad():
+        packed_output, unpacked_output = model(**batch), model(**unpacked)
+    for field in ("loss", "mlm_loss", "sbo_loss"):
+        torch.testing.assert_close(getattr(packed_output, field), getattr(unpacked_output, field), msg=field)
+
+
+# --------------------------------------------------------------------------------------------------------
+# pack_sequences
+
+
+def test_pack_sequences_keeps_blocks_whole_and_rows_within_the_length():
+    rng = random.Random(0)
+    next_id, blocks = 0, []
+    for _ in range(300):
+        n = rng.choice([rng.randint(1, 20), rng.randint(20, 64)])
+        blocks.append({"input_ids": list(range(next_id, next_id + n)), "token_type_ids": [7] * n})
+        next_id += n
+    rows = pack_sequences(blocks, 64)
+    found = []
+    for row in rows:
+        assert len(row["input_ids"]) == len(row["token_type_ids"]) == sum(row["sequence_lengths"]) <= 64
+        start = 0
+        for n in row["sequence_lengths"]:
+            found.append(row["input_ids"][start : start + n])
+            start += n
+        firsts = [row["input_ids"][sum(row["sequence_lengths"][:i])] for i in range(len(row["sequence_lengths"]))]
+        assert firsts == sorted(firsts)  # corpus order within a row
+    assert sorted(found) == sorted(block["input_ids"] for block in blocks)
+    total = sum(len(block["input_ids"]) for block in blocks)
+    assert len(rows) <= math.ceil(total / 64) + 2  # best-fit decreasing: close to the bound
+    assert pack_sequences([], 64) == []
+
+
+def test_packed_doc_sentences_rows_are_almost_all_real_tokens():
+    """Reuters bodies (many short documents) at 512 tokens: best-fit decreasing fills rows to >= 95%."""
+    documents = documents_of(shared_data("corpus", "reuters_bodies.txt"), 2000)
+    tokenizer = train_byte_level_bpe(documents[:500], vocab_size=2000, show_progress=False)
+    tokenized = tokenize_texts(documents, tokenizer)
+    builder = block_builder(tokenizer, "doc-sentences", 512)
+    rows = builder.blocks(tokenized, 0)
+    unpacked = block_builder(tokenizer, "doc-sentences", 512, pack_documents=False).blocks(tokenized, 0)
+    real = sum(len(row["input_ids"]) for row in rows)
+    assert real == sum(len(block["input_ids"]) for block in unpacked)
+    assert all(len(row["input_ids"]) <= 512 for row in rows)
+    assert real / (512 * len(rows)) >= 0.95, real / (512 * len(rows))
+    # without packing, padding to 512 would waste most of the row
+    assert real / (512 * len(unpacked)) < 0.6
