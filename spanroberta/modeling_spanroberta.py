@@ -145,11 +145,8 @@ class SpanRobertaModel(SpanRobertaPreTrainedModel, RobertaModel):
         batch_size, length = position_ids.shape
         flat = {name: None if value is None else value.reshape(1, batch_size * length, *value.shape[2:])
                 for name, value in inputs.items()}
-        pooler, self.pooler = self.pooler, None
-        try:
-            outputs = super().forward(position_ids=position_ids.reshape(1, -1), **flat, **kwargs)
-        finally:
-            self.pooler = pooler
+        outputs = super().forward(position_ids=position_ids.reshape(1, -1), **flat, **kwargs)
+        # The flattened row's pooler output read only its first token: pool each row again.
         last_hidden_state = outputs.last_hidden_state.reshape(batch_size, length, -1)
         return BaseModelOutputWithPoolingAndCrossAttentions(
             last_hidden_state=last_hidden_state,
