@@ -208,37 +208,20 @@ class SpanRobertaForPreTrainingOutput(ModelOutput):
     attentions: tuple[torch.Tensor, ...] | None = None
 
 
-class SpanRobertaForPreTraining(SpanRobertaPreTrainedModel):
-    """MLM head (RoBERTa's, same parameter names) + SBO head + optional NSP/SOP head.
-
-    Continued pretraining from a RoBERTa checkpoint loads its encoder and MLM head; the SBO head starts fresh.
+class SpanPreTrainingMixin:
+    """The pretraining objectives over an encoder: MLM and SBO at the prediction slots, an optional NSP/SOP head,
+    and their losses, written once for every encoder. A model class mixes it in and provides:
+    - the encoder as its `base_model`, the MLM decoder as its output embeddings and `self.sbo_head`;
+    - `_mlm_features(states)`: its MLM head's transform before the decoder;
+    - `_sentence_logits(first_token_states)`: [batch, 1, H] -> [batch, 2], through its pooler;
+    - optionally a faster `_states_at` (the default runs the whole encoder and reads it at the positions).
     """
 
-    _tied_weights_keys = {
-        "lm_head.decoder.weight": "roberta.embeddings.word_embeddings.weight",
-        "lm_head.decoder.bias": "lm_head.bias",
-    }
-    _sbo_tied_weights_keys = {"sbo_head.decoder.weight": "roberta.embeddings.word_embeddings.weight"}
-    # The losses are normalised by the Trainer's `num_items_in_batch` (and the counts below), so the
-    # Trainer must not divide them again by the gradient-accumulation steps.
+    config: SpanRobertaConfig
+    sbo_head: SpanBoundaryHead | None
+    # The losses are normalised by the Trainer's `num_items_in_batch` (and the counts of `loss_normalisers`), so
+    # the Trainer must not divide them again by the gradient-accumulation steps.
     accepts_loss_kwargs = True
-
-    def __init__(self, config: SpanRobertaConfig):
-        super().__init__(config)
-        has_sentence_head = config.sentence_objective != "none"
-        self.roberta = SpanRobertaModel(config, add_pooling_layer=has_sentence_head)
-        self.lm_head = RobertaLMHead(config)
-        self.sbo_head = SpanBoundaryHead(config) if config.use_sbo else None
-        self.sentence_head = nn.Linear(config.hidden_size, 2) if has_sentence_head else None
-        if config.use_sbo:
-            self._tied_weights_keys = {**self._tied_weights_keys, **self._sbo_tied_weights_keys}
-        self.post_init()
-
-    def get_output_embeddings(self) -> nn.Module:
-        return self.lm_head.decoder
-
-    def set_output_embeddings(self, new_embeddings: nn.Module) -> None:
-        self.lm_head.decoder = new_embeddings
 
     def forward(
         self,
@@ -290,31 +273,29 @@ class SpanRobertaForPreTraining(SpanRobertaPreTrainedModel):
         result = SpanRobertaForPreTrainingOutput()
         if labels is None:
             # No predictions: the encoder's outputs alone (and the sentence head's, if any).
-            outputs = self.roberta(**encoder_inputs, return_dict=True, **kwargs)
+            outputs = self.base_model(**encoder_inputs, return_dict=True, **kwargs)
             result.hidden_states, result.attentions = outputs.hidden_states, outputs.attentions
-            if self.sentence_head is not None:
-                result.sentence_logits = self.sentence_head(outputs.pooler_output)
+            if self.config.sentence_objective != "none":
+                result.sentence_logits = self._sentence_logits(outputs.last_hidden_state[:, :1])
             return result
 
         with_sbo = self.sbo_head is not None and sbo_relative_positions is not None
         read = [mlm_positions] + ([sbo_left_positions, sbo_right_positions] if with_sbo else [])
-        if self.sentence_head is not None:
+        with_sentence_head = self.config.sentence_objective != "none"
+        if with_sentence_head:
             read.append(torch.zeros_like(mlm_positions[:, :1]))  # the first token, for the pooler
-        read = torch.cat(read, dim=1).clamp(min=0)
-        if reads_last_layer_at_positions(self.roberta, kwargs):
-            states = encode_at_positions(self.roberta, encoder_inputs, read)
-        else:
-            outputs = self.roberta(**encoder_inputs, return_dict=True, **kwargs)
+        states, outputs = self._states_at(encoder_inputs, torch.cat(read, dim=1).clamp(min=0), kwargs)
+        if outputs is not None:
             result.hidden_states, result.attentions = outputs.hidden_states, outputs.attentions
-            states = _gather(outputs.last_hidden_state, read)
         num_slots = mlm_positions.shape[1]
         mlm_states, states = states[:, :num_slots], states[:, num_slots:]
 
         losses = []
         mlm_count = (labels != IGNORE_INDEX).sum()
-        lm_head = self.lm_head
-        mlm_features = lm_head.layer_norm(gelu(lm_head.dense(mlm_states)))  # RobertaLMHead's transform
-        result.mlm_logits, mlm_total = _decoder_cross_entropy(self.config, mlm_features, lm_head.decoder, labels)
+        mlm_features = self._mlm_features(mlm_states)
+        result.mlm_logits, mlm_total = _decoder_cross_entropy(
+            self.config, mlm_features, self.get_output_embeddings(), labels
+        )
         result.mlm_loss = _normalised_loss(mlm_total, mlm_count, num_items_in_batch)
         losses.append(result.mlm_loss)
 
@@ -330,8 +311,8 @@ class SpanRobertaForPreTraining(SpanRobertaPreTrainedModel):
             )
             losses.append(self.config.sbo_loss_weight * result.sbo_loss)
 
-        if self.sentence_head is not None:
-            result.sentence_logits = self.sentence_head(self.roberta.pooler(states))
+        if with_sentence_head:
+            result.sentence_logits = self._sentence_logits(states)
             sentence_labels = next_sentence_label if self.config.sentence_objective == "nsp" else sentence_order_label
             if sentence_labels is not None:
                 sentence_labels = sentence_labels.view(-1)
@@ -350,6 +331,14 @@ class SpanRobertaForPreTraining(SpanRobertaPreTrainedModel):
         result.loss = torch.stack(losses).sum()
         return result
 
+    def _states_at(
+        self, encoder_inputs: dict, positions: torch.Tensor, kwargs: dict
+    ) -> tuple[torch.Tensor, ModelOutput | None]:
+        """The encoder's last hidden state at `positions` [batch, n] -> [batch, n, H], and the encoder's outputs
+        when it was run whole (for hidden states and attentions asked for)."""
+        outputs = self.base_model(**encoder_inputs, return_dict=True, **kwargs)
+        return _gather(outputs.last_hidden_state, positions), outputs
+
     @staticmethod
     def loss_normalisers(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The targets each head has in `batch`, by the name of the forward argument that takes their count over
@@ -363,6 +352,49 @@ class SpanRobertaForPreTraining(SpanRobertaPreTrainedModel):
         if sentence_labels:
             counts["num_sentence_items_in_batch"] = sum(labels.ne(IGNORE_INDEX).sum() for labels in sentence_labels)
         return counts
+
+
+class SpanRobertaForPreTraining(SpanPreTrainingMixin, SpanRobertaPreTrainedModel):
+    """MLM head (RoBERTa's, same parameter names) + SBO head + optional NSP/SOP head.
+
+    Continued pretraining from a RoBERTa checkpoint loads its encoder and MLM head; the SBO head starts fresh.
+    """
+
+    _tied_weights_keys = {
+        "lm_head.decoder.weight": "roberta.embeddings.word_embeddings.weight",
+        "lm_head.decoder.bias": "lm_head.bias",
+    }
+    _sbo_tied_weights_keys = {"sbo_head.decoder.weight": "roberta.embeddings.word_embeddings.weight"}
+    def __init__(self, config: SpanRobertaConfig):
+        super().__init__(config)
+        has_sentence_head = config.sentence_objective != "none"
+        self.roberta = SpanRobertaModel(config, add_pooling_layer=has_sentence_head)
+        self.lm_head = RobertaLMHead(config)
+        self.sbo_head = SpanBoundaryHead(config) if config.use_sbo else None
+        self.sentence_head = nn.Linear(config.hidden_size, 2) if has_sentence_head else None
+        if config.use_sbo:
+            self._tied_weights_keys = {**self._tied_weights_keys, **self._sbo_tied_weights_keys}
+        self.post_init()
+
+    def get_output_embeddings(self) -> nn.Module:
+        return self.lm_head.decoder
+
+    def set_output_embeddings(self, new_embeddings: nn.Module) -> None:
+        self.lm_head.decoder = new_embeddings
+
+    def _mlm_features(self, states: torch.Tensor) -> torch.Tensor:
+        lm_head = self.lm_head
+        return lm_head.layer_norm(gelu(lm_head.dense(states)))  # RobertaLMHead's transform
+
+    def _sentence_logits(self, first_token_states: torch.Tensor) -> torch.Tensor:
+        return self.sentence_head(self.roberta.pooler(first_token_states))
+
+    def _states_at(
+        self, encoder_inputs: dict, positions: torch.Tensor, kwargs: dict
+    ) -> tuple[torch.Tensor, ModelOutput | None]:
+        if reads_last_layer_at_positions(self.roberta, kwargs):
+            return encode_at_positions(self.roberta, encoder_inputs, positions), None
+        return super()._states_at(encoder_inputs, positions, kwargs)
 
 
 def _gather(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
