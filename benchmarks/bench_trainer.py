@@ -161,7 +161,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", nargs="+", choices=list(CONFIGS), default=["small"])
     parser.add_argument("--recipes", nargs="+", default=["spanbert", "roberta"])
-    parser.add_argument("--precision", choices=["fp32", "bf16"], default="bf16" if torch.cuda.is_available() else "fp32")
+    default_precision = "bf16" if torch.cuda.is_available() else "fp32"
+    parser.add_argument("--precision", choices=["fp32", "bf16"], default=default_precision)
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--logging-steps", type=int, default=10)
     parser.add_argument("--skip-windows", type=int, default=2, help="Logging windows dropped as warm-up.")
@@ -176,12 +177,14 @@ def main() -> None:
     load_tokenizer()  # trains and caches the BPE once, before any timing
     for name in args.config:
         size, length, batch = CONFIGS[name]
-        label = f"{name} ({size}, {batch} x {length}), {args.precision}" + (", torch_compile" if args.torch_compile else "")
+        label = f"{name} ({size}, {batch} x {length}), {args.precision}"
+        label += ", torch_compile" if args.torch_compile else ""
         print(f"\n## {label}: median real tokens/s over logging windows {args.skip_windows + 1}..\n")
         results = {}
         with tempfile.TemporaryDirectory() as tmp:
             if not args.no_baseline:
-                results["transformers run_mlm-style"] = steady(run_baseline(size, length, batch, args, tmp), args.skip_windows)
+                rates = run_baseline(size, length, batch, args, tmp)
+                results["transformers run_mlm-style"] = steady(rates, args.skip_windows)
             for recipe in args.recipes:
                 out = str(Path(tmp, recipe))
                 results[f"run_pretraining.py --recipe {recipe}"] = steady(

@@ -143,8 +143,10 @@ class SpanRobertaModel(SpanRobertaPreTrainedModel, RobertaModel):
         self, position_ids: torch.Tensor, inputs: dict, kwargs: dict
     ) -> BaseModelOutputWithPoolingAndCrossAttentions:
         batch_size, length = position_ids.shape
-        flat = {name: None if value is None else value.reshape(1, batch_size * length, *value.shape[2:])
-                for name, value in inputs.items()}
+        flat = {
+            name: None if value is None else value.reshape(1, batch_size * length, *value.shape[2:])
+            for name, value in inputs.items()
+        }
         outputs = super().forward(position_ids=position_ids.reshape(1, -1), **flat, **kwargs)
         # The flattened row's pooler output read only its first token: pool each row again.
         last_hidden_state = outputs.last_hidden_state.reshape(batch_size, length, -1)
@@ -300,11 +302,14 @@ class SpanPreTrainingMixin:
         losses.append(result.mlm_loss)
 
         if with_sbo:
-            left, right, states = states[:, :num_slots], states[:, num_slots : 2 * num_slots], states[:, 2 * num_slots :]
+            left, right = states[:, :num_slots], states[:, num_slots : 2 * num_slots]
+            states = states[:, 2 * num_slots :]
             is_target = sbo_relative_positions != IGNORE_INDEX
             sbo_features = self.sbo_head.transform(left, right, sbo_relative_positions.clamp(min=0))
             sbo_targets = labels.masked_fill(~is_target, IGNORE_INDEX)
-            result.sbo_logits, sbo_total = _decoder_cross_entropy(self.config, sbo_features, self.sbo_head.decoder, sbo_targets)
+            result.sbo_logits, sbo_total = _decoder_cross_entropy(
+                self.config, sbo_features, self.sbo_head.decoder, sbo_targets
+            )
             # Without their own global count, SBO targets are weighted by this batch's share of the MLM targets.
             result.sbo_loss = _normalised_loss(
                 sbo_total, is_target.sum(), num_sbo_items_in_batch, reference=(mlm_count, num_items_in_batch)
@@ -313,7 +318,8 @@ class SpanPreTrainingMixin:
 
         if with_sentence_head:
             result.sentence_logits = self._sentence_logits(states)
-            sentence_labels = next_sentence_label if self.config.sentence_objective == "nsp" else sentence_order_label
+            nsp = self.config.sentence_objective == "nsp"
+            sentence_labels = next_sentence_label if nsp else sentence_order_label
             if sentence_labels is not None:
                 sentence_labels = sentence_labels.view(-1)
                 sentence_total = F.cross_entropy(
@@ -410,7 +416,9 @@ def _decoder_cross_entropy(
     if fuses_decoder_cross_entropy(config, features, decoder):
         return fused_decoder_cross_entropy(features, decoder, targets)
     logits = decoder(features)
-    total = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX, reduction="sum")
+    total = F.cross_entropy(
+        logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
+    )
     return logits, total
 
 
