@@ -110,7 +110,7 @@ class SpanRobertaModel(SpanRobertaPreTrainedModel, RobertaModel):
         if position_ids is None or self.config.is_decoder:
             return super().forward(attention_mask=attention_mask, position_ids=position_ids, **inputs, **kwargs)
         if self.flattens_packed_rows():
-            return self._flattened_forward(position_ids, inputs, kwargs)
+            return self._flattened_forward(attention_mask, position_ids, inputs, kwargs)
         mask = self.packed_attention_mask(attention_mask, position_ids, inputs_embeds)
         return super().forward(attention_mask=mask, position_ids=position_ids, **inputs, **kwargs)
 
@@ -140,9 +140,14 @@ class SpanRobertaModel(SpanRobertaPreTrainedModel, RobertaModel):
         )
 
     def _flattened_forward(
-        self, position_ids: torch.Tensor, inputs: dict, kwargs: dict
+        self, attention_mask: torch.Tensor | None, position_ids: torch.Tensor, inputs: dict, kwargs: dict
     ) -> BaseModelOutputWithPoolingAndCrossAttentions:
         batch_size, length = position_ids.shape
+        if attention_mask is not None:
+            # The flattened row has no padding mask: padding becomes a sequence of its own, numbered from the
+            # row's first position, so that no real token attends to it.
+            padding = ~attention_mask.bool()
+            position_ids = torch.where(padding, position_ids[:, :1] + padding.cumsum(-1) - 1, position_ids)
         flat = {
             name: None if value is None else value.reshape(1, batch_size * length, *value.shape[2:])
             for name, value in inputs.items()
