@@ -130,9 +130,9 @@ def test_test_files_may_leave_out_answers(tmp_path):
     assert read_squad_file(path, version_2_with_negative=False, require_answers=False)[0]["answers"]["text"] == []
 
 
-def test_run_squad_rejects_bad_data_before_loading_any_model(tmp_path):
+def test_run_squad_rejects_bad_data_before_loading_any_model(tmp_path, spanroberta_checkpoint):
     path = write_json(tmp_path / "train.json", squad_json([article(qa("q9", "Broncos", 3))], "1.1"))
-    argv = ["--model_name_or_path", str(tmp_path / "no-such-model"), "--output_dir", str(tmp_path / "out"),
+    argv = ["--model_name_or_path", str(spanroberta_checkpoint), "--output_dir", str(tmp_path / "out"),
             "--train_file", path, "--do_train", *FAST_ARGS]  # fmt: skip
     with pytest.raises(SystemExit, match=r"run_squad.py: error: .*train.json.*'q9'.*does not match the context"):
         run_squad.main(argv)
