@@ -72,7 +72,7 @@ def launch_two_processes(args, tmp_path):
     command = [
         sys.executable, "-m", "accelerate.commands.launch",
         "--config_file", str(CONFIGS / "accelerate" / "multi_gpu.yaml"),
-        "--num_processes", str(PROCESSES), "--main_process_port", str(free_port()), "--cpu",
+        "--num_processes", str(PROCESSES), "--main_process_port", str(free_port()),
         str(script), *args, "--per_device_train_batch_size", str(PER_DEVICE),
     ]
     # CPU processes on any machine: with CUDA visible, both processes would otherwise take the one GPU.

@@ -43,7 +43,7 @@ def parse_arguments(
     *dataclasses_parsed, unknown = parsed
     if unknown:
         raise UserInputError(
-            f"Unknown argument{'s' if len(unknown) > 1 else ''}: {' '.join(unknown)}. `--help` lists every flag; "
+            f"Unknown argument(s): {' '.join(unknown)}. `--help` lists every flag; "
             "a config file (.json, .yaml, .yml) must come first."
         )
     return tuple(dataclasses_parsed), set(values) | _flags_given(argv, known_fields)
