@@ -1,7 +1,7 @@
 """Errors caused by what the user gave (files, flags, tokenizers), as opposed to bugs.
 
-run_pretraining.py prints a `UserInputError`'s message as one paragraph and exits with status 1, without a
-traceback; any other exception is a bug and keeps its traceback. Both classes subclass the builtin error that
+The four scripts print a `UserInputError`'s message as one paragraph and exit with status 1, without a
+traceback (`spanroberta.training.validation.user_errors`); any other exception is a bug and keeps its traceback. Both classes subclass the builtin error that
 code outside spanroberta would expect (`ValueError`, `FileNotFoundError`), so catching those still works.
 """
 
