@@ -213,6 +213,8 @@ def test_run_race_trains_evaluates_and_predicts(spanroberta_checkpoint, tmp_path
         (out / "predict_results.json").read_text())
     config = json.loads((out / "config.json").read_text())
     assert config["architectures"] == ["SpanRobertaForMultipleChoice"]
+    # the model card names no Hub dataset for a run on local files
+    assert "ehovy/race" not in (out / "README.md").read_text()
 
 
 def test_run_race_evaluates_the_original_layout(spanroberta_checkpoint, tmp_path):

@@ -298,3 +298,28 @@ def test_the_collator_is_importable_from_the_package():
     from spanroberta.data.collator import DataCollatorForSpanMasking as defined
 
     assert DataCollatorForSpanMasking is defined
+
+
+def test_the_flags_of_transformers_example_scripts(tmp_path):
+    from spanroberta.training.finetuning import padding
+
+    base = ["--model_name_or_path", "x", "--output_dir", str(tmp_path)]
+    (model_args, _, training_args), _ = run_race.parse_race_arguments(
+        [*base, "--overwrite_cache", "--pad_to_max_length", "--ignore_mismatched_sizes", "--overwrite_output_dir"])
+    assert model_args.ignore_mismatched_sizes and training_args.overwrite_cache and training_args.overwrite_output_dir
+    assert padding(training_args, 64) == {"padding": "max_length", "max_length": 64}
+    (_, _, training_args), _ = run_glue.parse_glue_arguments([*base, "--task_name", "rte", "--pad_to_max_length"])
+    assert training_args.pad_to_max_length
+    from spanroberta.training.arguments import (
+        PretrainingArguments,
+        PretrainingDataArguments,
+        PretrainingModelArguments,
+    )
+    from spanroberta.training.cli import parse_arguments
+
+    (model_args, data_args, training_args), _ = parse_arguments(
+        (PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments),
+        ["--output_dir", str(tmp_path), "--config_name", "c", "--model_revision", "v1", "--token", "t",
+         "--max_eval_samples", "5", "--overwrite_cache", "--overwrite_output_dir"])  # fmt: skip
+    assert (model_args.config_name, model_args.model_revision, model_args.token) == ("c", "v1", "t")
+    assert data_args.max_eval_samples == 5 and data_args.overwrite_cache and training_args.overwrite_output_dir
