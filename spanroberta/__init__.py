@@ -17,6 +17,7 @@ from transformers import (
 )
 
 from .configuration_spanroberta import SpanRobertaConfig
+from .data.collator import DataCollatorForSpanMasking
 from .modeling_spanroberta import (
     SpanBoundaryHead,
     SpanRobertaForMaskedLM,
@@ -60,4 +61,5 @@ __all__ = [
     "SpanRobertaForQuestionAnswering",
     "SpanRobertaForMultipleChoice",
     "SpanRobertaForTokenClassification",
+    "DataCollatorForSpanMasking",
 ]

@@ -35,7 +35,7 @@ from ..data.tokenizer import train_byte_level_bpe
 from ..errors import UserInputError
 from ..modeling_spanroberta import SpanRobertaForPreTraining
 from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
-from .checkpoints import resolve_resume_checkpoint, set_aside
+from .checkpoints import resume_checkpoint
 from .cli import apply_defaults
 from .recipes import get_model_size, get_recipe
 from .trainer import PretrainingTrainer
@@ -116,7 +116,8 @@ def load_tokenizer(model_args: PretrainingModelArguments) -> PreTrainedTokenizer
     if not name:
         return None
     tokenizer = AutoTokenizer.from_pretrained(
-        name, cache_dir=model_args.cache_dir, trust_remote_code=model_args.trust_remote_code
+        name, cache_dir=model_args.cache_dir, trust_remote_code=model_args.trust_remote_code,
+        revision=model_args.model_revision, token=model_args.token,
     )
     if tokenizer.mask_token is None:
         raise UserInputError(
@@ -154,11 +155,12 @@ def build_config(
         "sbo_loss_weight": model_args.sbo_loss_weight,
         "sentence_objective": objective.sentence_objective,
     }
-    if model_args.model_name_or_path:
+    if model_args.config_name or model_args.model_name_or_path:
         # A RoBERTa checkpoint's config becomes a spanroberta one; its encoder and MLM head load, the SBO head
         # (and a sentence head it lacks) start fresh.
         config = SpanRobertaConfig.from_pretrained(
-            model_args.model_name_or_path, cache_dir=model_args.cache_dir, **head_settings
+            model_args.config_name or model_args.model_name_or_path, cache_dir=model_args.cache_dir,
+            revision=model_args.model_revision, token=model_args.token, **head_settings,
         )
     else:
         config = SpanRobertaConfig(
@@ -194,7 +196,8 @@ def build_model(
 ) -> SpanRobertaForPreTraining:
     if model_args.model_name_or_path:
         model = SpanRobertaForPreTraining.from_pretrained(
-            model_args.model_name_or_path, config=config, cache_dir=model_args.cache_dir
+            model_args.model_name_or_path, config=config, cache_dir=model_args.cache_dir,
+            revision=model_args.model_revision, token=model_args.token,
         )
     else:
         model = SpanRobertaForPreTraining(config)
@@ -264,12 +267,7 @@ def run_pretraining(
         data_collator=collator,
         processing_class=data.tokenizer,
     )
-    checkpoint, incomplete = resolve_resume_checkpoint(training_args.resume_from_checkpoint, training_args.output_dir)
-    # Every process has chosen its checkpoint before the main one renames the incomplete ones.
-    trainer.accelerator.wait_for_everyone()
-    if training_args.should_save:
-        set_aside(incomplete)
-    train_result = trainer.train(resume_from_checkpoint=checkpoint)
+    train_result = trainer.train(resume_from_checkpoint=resume_checkpoint(trainer))
     train_result.metrics.update(trainer.real_token_metrics(train_result.metrics["train_runtime"]))
     trainer.save_model()
     trainer.log_metrics("train", train_result.metrics)
@@ -317,6 +315,8 @@ def load_pretraining_data(
             if objective.static_masking
             else DynamicMaskingDataset(train)
         )
+    if eval_blocks is not None and data_args.max_eval_samples is not None:
+        eval_blocks = eval_blocks.select(range(min(data_args.max_eval_samples, len(eval_blocks))))
     # Evaluation masks are fixed (epoch 0), so that evaluations along a run are comparable.
     eval_dataset = DynamicMaskingDataset(eval_blocks) if eval_blocks is not None else None
     return PretrainingData(tokenizer=tokenizer, config=config, train=train, eval=eval_dataset)

@@ -138,6 +138,13 @@ class PretrainingTrainer(Trainer):
             "to fp16), or pass --on_nonfinite_loss skip to skip such steps."
         )
 
+    def _issue_warnings_after_load(self, load_result: Any) -> None:
+        # A checkpoint leaves out the decoders tied to the word embeddings (they load with them); the Trainer
+        # would warn on resuming that they are missing.
+        tied = set(getattr(self.model, "_tied_weights_keys", None) or ())
+        missing = [key for key in load_result.missing_keys if key not in tied]
+        super()._issue_warnings_after_load(load_result._replace(missing_keys=missing))
+
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
         # Under DeepSpeed ZeRO-3 each process holds only its shard (self.model's tensors are empty): not checked.
         finite = [torch.isfinite(p).all() for p in self.model.parameters() if p.numel()]
