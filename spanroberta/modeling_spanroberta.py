@@ -94,7 +94,8 @@ class SpanRobertaModel(SpanRobertaPreTrainedModel, RobertaModel):
     With `position_ids`, each run of consecutive positions is one sequence (see `packed_sequence_ids`) and attends
     only to itself: through a block-diagonal mask for sdpa and eager, a block mask for flex_attention, and for
     flash attention by flattening the batch into one row whose restarting positions transformers' kernels turn
-    into `cu_seqlens`. Without `position_ids` it is exactly RobertaModel.
+    into `cu_seqlens`. Without `position_ids`, or as a decoder (`config.is_decoder`, which packing does not
+    serve), it is exactly RobertaModel.
     """
 
     def forward(
@@ -113,6 +114,11 @@ class SpanRobertaModel(SpanRobertaPreTrainedModel, RobertaModel):
             return self._flattened_forward(attention_mask, position_ids, inputs, kwargs)
         mask = self.packed_attention_mask(attention_mask, position_ids, inputs_embeds)
         return super().forward(attention_mask=mask, position_ids=position_ids, **inputs, **kwargs)
+
+    @staticmethod
+    def sequence_ids(position_ids: torch.Tensor) -> torch.Tensor:
+        """Which packed sequence of its row each token belongs to (see `packed_sequence_ids`)."""
+        return packed_sequence_ids(position_ids)
 
     def flattens_packed_rows(self) -> bool:
         """Whether packed rows are isolated by flattening the batch (flash attention reads `cu_seqlens` from the
@@ -141,7 +147,7 @@ class SpanRobertaModel(SpanRobertaPreTrainedModel, RobertaModel):
 
     def _flattened_forward(
         self, attention_mask: torch.Tensor | None, position_ids: torch.Tensor, inputs: dict, kwargs: dict
-    ) -> BaseModelOutputWithPoolingAndCrossAttentions:
+    ) -> BaseModelOutputWithPoolingAndCrossAttentions | tuple:
         batch_size, length = position_ids.shape
         if attention_mask is not None:
             # The flattened row has no padding mask: padding becomes a sequence of its own, numbered from the
@@ -152,13 +158,22 @@ class SpanRobertaModel(SpanRobertaPreTrainedModel, RobertaModel):
             name: None if value is None else value.reshape(1, batch_size * length, *value.shape[2:])
             for name, value in inputs.items()
         }
-        outputs = super().forward(position_ids=position_ids.reshape(1, -1), **flat, **kwargs)
-        # The flattened row's pooler output read only its first token: pool each row again.
-        last_hidden_state = outputs.last_hidden_state.reshape(batch_size, length, -1)
-        return BaseModelOutputWithPoolingAndCrossAttentions(
+        return_dict = kwargs.pop("return_dict", None)
+        outputs = super().forward(position_ids=position_ids.reshape(1, -1), return_dict=True, **flat, **kwargs)
+
+        def rows(hidden: torch.Tensor) -> torch.Tensor:
+            return hidden.reshape(batch_size, length, -1)
+
+        last_hidden_state = rows(outputs.last_hidden_state)
+        outputs = BaseModelOutputWithPoolingAndCrossAttentions(
             last_hidden_state=last_hidden_state,
+            # The flattened row's pooler output read only its first token: pool each row again.
             pooler_output=self.pooler(last_hidden_state) if self.pooler is not None else None,
+            hidden_states=None if outputs.hidden_states is None else tuple(map(rows, outputs.hidden_states)),
+            # Flash attention returns no attention weights.
+            attentions=outputs.attentions,
         )
+        return outputs if return_dict is not False else outputs.to_tuple()
 
 
 class SpanBoundaryHead(nn.Module):
@@ -376,6 +391,7 @@ class SpanRobertaForPreTraining(SpanPreTrainingMixin, SpanRobertaPreTrainedModel
         "lm_head.decoder.bias": "lm_head.bias",
     }
     _sbo_tied_weights_keys = {"sbo_head.decoder.weight": "roberta.embeddings.word_embeddings.weight"}
+
     def __init__(self, config: SpanRobertaConfig):
         super().__init__(config)
         has_sentence_head = config.sentence_objective != "none"
@@ -437,14 +453,14 @@ def _normalised_loss(
 
     With the global count of these targets the division is exact. Without it, this batch's own mean is weighted
     by its share (local / global) of the `reference` targets when that global count is known, which keeps the
-    gradient-accumulation scaling right. A batch without targets gives 0. No value is read on the host.
+    gradient-accumulation scaling right. Without targets a loss is 0. No value is read on the host.
     """
     if global_count is not None:
-        return total / global_count
+        return total / torch.as_tensor(global_count, device=total.device).clamp(min=1)
     mean = total / local_count.clamp(min=1)
     local_reference, global_reference = reference
     if local_reference is not None and global_reference is not None:
-        return mean * local_reference / global_reference
+        return mean * local_reference / torch.as_tensor(global_reference, device=total.device).clamp(min=1)
     return mean
 
 

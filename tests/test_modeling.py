@@ -156,6 +156,19 @@ def test_labels_need_slots_and_a_batch_without_targets_has_zero_loss():
         }
 
 
+def test_a_step_without_targets_of_one_head_gives_zero_not_nan():
+    """The trainer passes every head's global count; a step whose count is 0 for one head (no SBO target in the
+    whole accumulated batch) gives that head a loss of 0, not 0/0."""
+    model = SpanRobertaForPreTraining(tiny_config())
+    batch = make_batch()
+    batch["sbo_relative_positions"] = torch.full_like(batch["sbo_relative_positions"], -100)
+    counts = SpanRobertaForPreTraining.loss_normalisers(batch)
+    assert int(counts["num_sbo_items_in_batch"]) == 0
+    output = model(**batch, **counts)
+    assert output.sbo_loss.item() == 0.0 and torch.isfinite(output.loss)
+    torch.testing.assert_close(output.loss, output.mlm_loss)
+
+
 def test_sbo_switch_and_weight():
     batch = make_batch()
     torch.manual_seed(0)

@@ -179,6 +179,19 @@ def test_the_flattened_path_gives_each_sequence_its_hidden_states_alone(flatteni
             torch.testing.assert_close(packed.last_hidden_state[row, start : start + n], alone, rtol=1e-4, atol=1e-4)
 
 
+def test_the_flattened_path_keeps_hidden_states_and_tuples(flattening):
+    batch, _ = packed_batch(ROWS, LENGTH, VOCAB, seed=5)
+    encoder = SpanRobertaModel(tiny_config(), add_pooling_layer=True).eval()
+    inputs = {"attention_mask": batch["attention_mask"], "position_ids": batch["position_ids"]}
+    with torch.no_grad():
+        output = encoder(batch["input_ids"], output_hidden_states=True, **inputs)
+        as_tuple = encoder(batch["input_ids"], return_dict=False, **inputs)
+    assert flattening
+    assert len(output.hidden_states) == 3 and all(h.shape == (3, LENGTH, 32) for h in output.hidden_states)
+    torch.testing.assert_close(output.hidden_states[-1], output.last_hidden_state)
+    torch.testing.assert_close(as_tuple[0], output.last_hidden_state)
+
+
 def test_the_flattened_path_trains_as_the_unpacked_batch(flattening):
     torch.manual_seed(0)
     model = SpanRobertaForPreTraining(tiny_config(efficient_pretraining=False)).train()
@@ -240,11 +253,11 @@ def test_masks_on_packed_rows_stay_within_their_sequence(wiki_packed, masking):
     real = batch["attention_mask"].bool()
     assert torch.equal(real, sequence_ids >= 0)
 
-    # position ids restart at padding_idx + 1 at each sequence; padding continues the last one
+    # position ids restart at padding_idx + 1 at each sequence; padding is a sequence of its own
     first = tokenizer.pad_token_id + 1
     for i, row in enumerate(rows):
         expected = [first + p for n in row["sequence_lengths"] for p in range(n)]
-        expected += list(range(expected[-1] + 1, expected[-1] + 1 + length - len(expected)))
+        expected += [first + p for p in range(length - len(expected))]
         assert batch["position_ids"][i].tolist() == expected
 
     # slots: exactly the masked positions, in increasing order, labels their original ids

@@ -105,8 +105,6 @@ class PretrainingTrainer(Trainer):
         )
 
     def training_step(self, model, inputs, num_items_in_batch=None) -> torch.Tensor:
-        if self._real_tokens_window_start is None:
-            self._real_tokens_window_start = time.perf_counter()
         mask = inputs.get("attention_mask")
         self._real_tokens += mask.sum() if mask is not None else inputs["input_ids"].numel()
         loss = super().training_step(model, inputs, num_items_in_batch)
@@ -157,9 +155,13 @@ class PretrainingTrainer(Trainer):
         super().save_model(output_dir, _internal_call)
 
     def get_batch_samples(self, epoch_iterator, num_batches: int, device: torch.device):
+        if self._real_tokens_window_start is None:
+            # The window of real tokens/s starts before the step's batches are loaded and collated.
+            self._real_tokens_window_start = time.perf_counter()
         batch_samples, num_items_in_batch = super().get_batch_samples(epoch_iterator, num_batches, device)
         # The model says which targets normalise which loss; the trainer only sums them over the accumulated
-        # micro-batches and the processes. The stock Trainer has counted the MLM targets (num_items_in_batch).
+        # micro-batches and the processes. The MLM targets (`labels`) are the stock Trainer's num_items_in_batch,
+        # counted by it the same way.
         loss_normalisers = getattr(self.model, "loss_normalisers", None)
         self._extra_counts = {}
         if loss_normalisers is None:
@@ -172,8 +174,12 @@ class PretrainingTrainer(Trainer):
             if name == "num_items_in_batch":
                 continue
             count = torch.as_tensor(count, device=device)
+            # As the stock Trainer treats its own count.
             if self.args.average_tokens_across_devices and self.args.world_size > 1:
                 count = self.accelerator.gather(count).sum()
+            elif self.args.n_gpu > 1:
+                # nn.DataParallel: each replica gets its share, scattered along a first dimension.
+                count = (count // self.args.n_gpu).unsqueeze(0).expand(self.args.n_gpu, -1)
             self._extra_counts[name] = count
         return batch_samples, num_items_in_batch
 
