@@ -33,7 +33,7 @@ from pathlib import Path
 
 import datasets
 import torch
-from common import BENCHMARKS, REUTERS, load_blocks, load_tokenizer, machine_summary, require_corpus
+from common import BENCHMARKS, REUTERS, encoder_settings, load_blocks, load_tokenizer, machine_summary, require_corpus
 from transformers import (
     DataCollatorForLanguageModeling,
     RobertaConfig,
@@ -43,7 +43,6 @@ from transformers import (
     TrainingArguments,
 )
 
-from spanroberta.training.recipes import get_model_size
 
 # (model size, sequence length, batch size per device)
 CONFIGS = {
@@ -112,16 +111,7 @@ def run_baseline(size: str, length: int, batch: int, args, output_dir: str) -> l
     tokenizer = load_tokenizer()
     blocks = load_blocks(tokenizer, length)
     dataset = datasets.Dataset.from_dict({"input_ids": blocks.tolist()})
-    config = RobertaConfig(
-        **get_model_size(size),
-        vocab_size=len(tokenizer),
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        type_vocab_size=1,
-        layer_norm_eps=1e-5,
-        max_position_embeddings=514,
-    )
+    config = RobertaConfig(**encoder_settings(tokenizer, size))
     torch.manual_seed(0)
     model = RobertaForMaskedLM(config)
     training_args = TrainingArguments(

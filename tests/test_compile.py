@@ -8,10 +8,10 @@ a tiny model on CPU."""
 
 import pytest
 import torch
-from conftest import TINY_TEXT
+from conftest import TINY_TEXT, tiny_span_config
 from torch._dynamo.testing import CompileCounterWithBackend
 
-from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
+from spanroberta import SpanRobertaForPreTraining
 from spanroberta.data.collator import DataCollatorForSpanMasking
 from spanroberta.data.formats import pack_sequences
 
@@ -50,19 +50,9 @@ def batches(tiny_tokenizer):
 
 def make_model(vocab_size, pad_token_id, **overrides):
     torch.manual_seed(0)
-    config = SpanRobertaConfig(
-        vocab_size=vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_span_targets=4,
-        sbo_position_embedding_size=8,
-        max_position_embeddings=LENGTH + 2,
-        pad_token_id=pad_token_id,
-        hidden_dropout_prob=0.0,  # dropout draws differ between eager and compiled runs
-        attention_probs_dropout_prob=0.0,
-        **overrides,
+    # No dropout (tiny_span_config's default): dropout draws differ between eager and compiled runs.
+    config = tiny_span_config(
+        vocab_size=vocab_size, max_position_embeddings=LENGTH + 2, pad_token_id=pad_token_id, **overrides
     )
     return SpanRobertaForPreTraining(config).train()
 

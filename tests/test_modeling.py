@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 import torch
-from conftest import dense, to_slots
+from conftest import dense, tiny_span_config, to_slots
 import torch.nn.functional as F
 from torch import nn
 from transformers import (
@@ -36,19 +36,7 @@ VOCAB = 120
 
 
 def tiny_config(**overrides) -> SpanRobertaConfig:
-    settings = dict(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_span_targets=4,
-        sbo_position_embedding_size=8,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )
-    settings.update(overrides)
-    return SpanRobertaConfig(**settings)
+    return tiny_span_config(vocab_size=VOCAB, **overrides)
 
 
 def make_batch(batch_size: int = 4, length: int = 16, seed: int = 0) -> dict[str, torch.Tensor]:

@@ -10,7 +10,7 @@ import re
 
 import pytest
 import torch
-from conftest import dense, packed_batch, shared_data, unpacked_batch
+from conftest import dense, packed_batch, shared_data, tiny_span_config, unpacked_batch
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.modeling_flash_attention_utils import prepare_fa_kwargs_from_position_ids
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
@@ -27,18 +27,8 @@ LENGTH = 24
 
 
 def tiny_config(**overrides) -> SpanRobertaConfig:
-    settings = dict(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=48,
-        max_span_targets=3,
-        sbo_position_embedding_size=8,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )
-    return SpanRobertaConfig(**{**settings, **overrides})
+    settings = dict(vocab_size=VOCAB, num_attention_heads=4, intermediate_size=48, max_span_targets=3)
+    return tiny_span_config(**{**settings, **overrides})
 
 
 def alone_and_packed(encoder, batch, sequences, reference=None):
