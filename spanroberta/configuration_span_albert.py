@@ -87,6 +87,11 @@ class SpanAlbertConfig(AlbertConfig):
         self.num_hidden_groups = 1 if self.cross_layer_sharing == "all" else self.num_hidden_layers
         self.inner_group_num = 1
 
+    def update_from_string(self, update_str: str) -> None:
+        """As PreTrainedConfig's, then the layer groups again (`num_hidden_layers=6` keeps the sharing scheme)."""
+        super().update_from_string(update_str)
+        self.resolve_layer_groups()
+
     def _sharing_of_groups(self) -> str:
         if self.inner_group_num == 1 and self.num_hidden_groups == 1:
             return "all"

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from transformers import TrainingArguments
 
+from ..configuration_span_albert import CROSS_LAYER_SHARING
 from ..configuration_spanroberta import SENTENCE_OBJECTIVES
 from ..data.collator import MASKING_SCHEMES
 from ..data.formats import INPUT_FORMATS
@@ -48,11 +49,30 @@ class PretrainingModelArguments:
     )
     cache_dir: str | None = field(default=None, metadata={"help": "Where Hub downloads are cached."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow code shipped with a Hub checkpoint."})
+    embedding_size: int | None = field(
+        default=None,
+        metadata={
+            "help": "ALBERT encoder with factorised embeddings of this size (V x E, then E x H; ALBERT section 3.1). "
+            "Giving it (or --cross_layer_sharing) builds an ALBERT encoder under any recipe. Default: 128 for an "
+            "ALBERT encoder (the albert recipe, or --cross_layer_sharing given)."
+        },
+    )
+    cross_layer_sharing: str | None = field(
+        default=None,
+        metadata={
+            "help": "ALBERT encoder whose layers share all their parameters (ALBERT's scheme), only the attention, "
+            "only the feed-forward network, or none (ALBERT Table 4). Giving it (or --embedding_size) builds an "
+            "ALBERT encoder under any recipe. Default: all for an ALBERT encoder.",
+            "choices": list(CROSS_LAYER_SHARING),
+        },
+    )
 
     def __post_init__(self):
         _check_choice("--model_size", self.model_size, MODEL_SIZES)
         if self.sentence_objective is not None:
             _check_choice("--sentence_objective", self.sentence_objective, SENTENCE_OBJECTIVES)
+        if self.cross_layer_sharing is not None:
+            _check_choice("--cross_layer_sharing", self.cross_layer_sharing, CROSS_LAYER_SHARING)
 
 
 @dataclass
