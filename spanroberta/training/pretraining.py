@@ -613,7 +613,7 @@ Pretrained with spanroberta (`run_pretraining.py`, recipe `{data_args.recipe}`).
 | sentence objective | {objective.sentence_objective} |
 | input format | {objective.input_format} |
 | static masking | {objective.static_masking} |
-| encoder | {config.model_type}{_albert_shape(config)} |
+| encoder | {type(config).model_type}{_albert_shape(config)} |
 | layers / hidden / heads | {config.num_hidden_layers} / {config.hidden_size} / {config.num_attention_heads} |
 | vocabulary | {config.vocab_size} |
 | block length | {data_args.max_seq_length} |
@@ -622,7 +622,7 @@ Pretrained with spanroberta (`run_pretraining.py`, recipe `{data_args.recipe}`).
 
 {"| metric | value |" + chr(10) + "|---|---|" + chr(10) + eval_lines if eval_lines else ""}
 
-{_ENCODER_NOTES[config.model_type]} With spanroberta installed, `import spanroberta` and use the Auto classes;
+{_ENCODER_NOTES[type(config).model_type]} With spanroberta installed, `import spanroberta` and use the Auto classes;
 without it, pass `trust_remote_code=True`.
 """
     Path(trainer.args.output_dir, "README.md").write_text(card, encoding="utf-8")
