@@ -84,6 +84,9 @@ class SpanAlbertConfig(AlbertConfig):
             raise ValueError(
                 f"cross_layer_sharing={self.cross_layer_sharing!r} is not one of {', '.join(CROSS_LAYER_SHARING)}."
             )
+        if self.cross_layer_sharing in ("attention", "ffn") and not self.tie_word_embeddings:
+            # transformers reads every `_tied_weights_keys` (the shared blocks' too) only with tied embeddings.
+            raise ValueError(f"cross_layer_sharing={self.cross_layer_sharing!r} needs tie_word_embeddings=True.")
         self.num_hidden_groups = 1 if self.cross_layer_sharing == "all" else self.num_hidden_layers
         self.inner_group_num = 1
 

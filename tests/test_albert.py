@@ -92,6 +92,8 @@ def test_config_sets_the_layer_groups_and_reads_stock_ones():
         tiny_config(cross_layer_sharing="heads")
     with pytest.raises(ValueError, match="not one of spanroberta's sharing schemes"):
         tiny_config(num_hidden_groups=2, num_hidden_layers=4)
+    with pytest.raises(ValueError, match="tie_word_embeddings"):
+        tiny_config(cross_layer_sharing="attention", tie_word_embeddings=False)
     assert tiny_config().first_position_id == 0
 
 
