@@ -9,7 +9,7 @@ from transformers import AlbertConfig
 
 from .configuration_spanroberta import SENTENCE_OBJECTIVES
 
-# ALBERT section 4.5 (Table 4): share every layer's parameters, or only the feed-forward networks, or only the
+# ALBERT section 3.1 and Table 4: share every layer's parameters, or only the feed-forward networks, or only the
 # attention, or nothing. "all" is ALBERT's own scheme.
 CROSS_LAYER_SHARING = ("all", "none", "attention", "ffn")
 

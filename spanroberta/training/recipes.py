@@ -56,7 +56,7 @@ RECIPES: dict[str, Recipe] = {
         description="static token masking (10 duplicates), segment-pair + NSP (BERT)",
     ),
     # ALBERT (Lan et al. 2019), base: factorised embeddings E = 128 and every layer shared (section 3.1, the
-    # SpanAlbertConfig defaults), sentence-order prediction on segment pairs (3.2), n-gram masking (4.1), blocks of
+    # SpanAlbertConfig defaults), sentence-order prediction on segment pairs (3.1), n-gram masking (4.1), blocks of
     # 512 and a 30,000-id SentencePiece vocabulary (4.1). Optimiser: transformers offers no LAMB, so the
     # RoBERTa AdamW defaults stay (README).
     "albert": Recipe(
