@@ -165,3 +165,25 @@ def test_run_race_on_an_albert_checkpoint(continued, tmp_path):
     ])  # fmt: skip
     assert json.loads((tmp_path / "eval_results.json").read_text())["eval_samples"] == 6
     assert json.loads((tmp_path / "config.json").read_text())["architectures"] == ["SpanAlbertForMultipleChoice"]
+
+
+def test_a_resumed_albert_run_ends_with_the_weights_of_an_uninterrupted_one(transformers_albert, tmp_path):
+    """The albert recipe (SOP on segment pairs, n-gram masks) on an encoder sharing its attention: resumed from
+    the checkpoint of step 3, a run ends where the uninterrupted one does."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file
+
+    args = [
+        "--recipe", "albert", "--cross_layer_sharing", "attention", "--tokenizer_name", str(transformers_albert),
+        "--train_file", str(demo_corpus_path()), "--model_size", "tiny", "--max_steps", "6", "--save_steps", "3",
+        "--max_train_samples", "32", "--validation_split_percentage", "0", "--seed", "3", *FAST,
+    ]  # fmt: skip
+    run_pretraining.main([*args, "--output_dir", str(tmp_path / "whole")])
+    shutil.copytree(tmp_path / "whole" / "checkpoint-3", tmp_path / "resumed" / "checkpoint-3")
+    run_pretraining.main([*args, "--output_dir", str(tmp_path / "resumed"), "--resume_from_checkpoint", "true"])
+    whole, resumed = (load_file(tmp_path / name / "model.safetensors") for name in ("whole", "resumed"))
+    assert whole.keys() == resumed.keys()
+    for name, weight in whole.items():
+        torch.testing.assert_close(resumed[name], weight, rtol=1e-5, atol=1e-6, msg=name)
