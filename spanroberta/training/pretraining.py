@@ -51,8 +51,8 @@ logger = logging.getLogger(__name__)
 
 # The config of each encoder (recipes.ENCODERS); AutoModelForPreTraining maps it to its pretraining model.
 ENCODER_CONFIGS = {"roberta": SpanRobertaConfig, "albert": SpanAlbertConfig}
-# The model types whose checkpoints continue pretraining on each encoder.
-CHECKPOINT_ENCODERS = {"roberta": "roberta", "spanroberta": "roberta", "albert": "albert", "spanalbert": "albert"}
+# The model types whose checkpoints continue pretraining on the ALBERT encoder; any other is read as RoBERTa's.
+ALBERT_MODEL_TYPES = ("albert", "spanalbert")
 # The tokenizer trained on the corpus when none is given (recipes.TOKENIZERS).
 TOKENIZER_TRAINERS = {"byte-level-bpe": train_byte_level_bpe, "unigram": train_sentencepiece_unigram}
 
@@ -197,8 +197,6 @@ def build_config(
         )
         _check_checkpoint_encoder_settings(config, encoder_settings)
     else:
-        if objective.encoder == "albert":
-            head_settings.update(encoder_settings)
         config = ENCODER_CONFIGS[objective.encoder](
             **get_model_size(model_args.model_size),
             vocab_size=len(tokenizer),
@@ -208,6 +206,7 @@ def build_config(
             # BERT-style tokenizers mark a pair's second segment with token type 1; RoBERTa's have one type.
             type_vocab_size=2 if "token_type_ids" in tokenizer.model_input_names else 1,
             **head_settings,
+            **encoder_settings,  # given only for an ALBERT encoder (resolve_objective)
         )
     _override_config(config, model_args.config_overrides)
     # RoBERTa's position ids start after the padding id (modeling_roberta's create_position_ids_from_input_ids),
@@ -232,12 +231,7 @@ def _checkpoint_encoder(model_args: PretrainingModelArguments, encoder_settings:
     """The encoder of the checkpoint to continue from ("roberta" or "albert"), read from its config's model type."""
     config_dict, _ = PretrainedConfig.get_config_dict(model_args.model_name_or_path, cache_dir=model_args.cache_dir)
     model_type = config_dict.get("model_type")
-    if model_type not in CHECKPOINT_ENCODERS:
-        raise UserInputError(
-            f"--model_name_or_path {model_args.model_name_or_path} is a {model_type} checkpoint; continued "
-            f"pretraining starts from {', '.join(CHECKPOINT_ENCODERS)} checkpoints."
-        )
-    encoder = CHECKPOINT_ENCODERS[model_type]
+    encoder = "albert" if model_type in ALBERT_MODEL_TYPES else "roberta"
     if encoder_settings and encoder != "albert":
         raise UserInputError(
             f"--{' and --'.join(encoder_settings)} set an ALBERT encoder, but --model_name_or_path "
