@@ -37,11 +37,13 @@ from .configuration_span_albert import SpanAlbertConfig
 from .modeling_spanroberta import SpanBoundaryHead, SpanPreTrainingMixin, SpanRobertaModel
 
 # The submodules of an AlbertLayer that each scheme shares across layers. The FFN's output layer norm goes with
-# the FFN, as the attention's goes with the attention.
+# the FFN, as the attention's goes with the attention. The attention's parameter-holding children are shared
+# rather than the AlbertAttention itself, so that each layer keeps a module of its own for transformers' output
+# capturing hooks (one module reached through several layers would record each layer's attentions once per layer).
 SHARED_SUBMODULES: dict[str, tuple[str, ...]] = {
     "all": (),  # the whole layer, through num_hidden_groups = 1 (transformers' own sharing)
     "none": (),
-    "attention": ("attention",),
+    "attention": ("attention.query", "attention.key", "attention.value", "attention.dense", "attention.LayerNorm"),
     "ffn": ("ffn", "ffn_output", "full_layer_layer_norm"),
 }
 
@@ -72,8 +74,9 @@ class SpanAlbertPreTrainedModel(AlbertPreTrainedModel):
         tied = {}
         for index, group in enumerate(encoder.albert_layer_groups[1:], start=1):
             for name in shared:
-                setattr(group.albert_layers[0], name, getattr(first, name))
-                for parameter_name, _ in getattr(first, name).named_parameters():
+                parent, _, child = name.rpartition(".")
+                setattr(group.albert_layers[0].get_submodule(parent), child, first.get_submodule(name))
+                for parameter_name, _ in first.get_submodule(name).named_parameters():
                     key = f"albert_layers.0.{name}.{parameter_name}"
                     tied[f"{prefix}encoder.albert_layer_groups.{index}.{key}"] = f"{prefix}encoder.albert_layer_groups.0.{key}"
         self._tied_weights_keys = {**(self._tied_weights_keys or {}), **tied}

@@ -44,9 +44,9 @@ def layers(model):
 def shares(model, scheme):
     """Whether every layer's shared blocks are group 0's very modules (and the others are not)."""
     first, *others = layers(model)
-    for name in ("attention", "ffn", "ffn_output", "full_layer_layer_norm"):
-        expected = name in SHARED_SUBMODULES[scheme]
-        if any((getattr(layer, name) is getattr(first, name)) != expected for layer in others):
+    for name in {name for names in SHARED_SUBMODULES.values() for name in names}:
+        expected = name in SHARED_SUBMODULES[scheme] or scheme == "all"
+        if any((layer.get_submodule(name) is first.get_submodule(name)) != expected for layer in others):
             return False
     return True
 
@@ -199,6 +199,14 @@ def test_objectives_and_exact_accumulation_on_an_albert_encoder():
             torch.testing.assert_close(p.grad, whole[name], rtol=1e-4, atol=1e-6, msg=name)
 
 
+@pytest.mark.parametrize("scheme", CROSS_LAYER_SHARING)
+def test_hidden_states_and_attentions_come_once_per_layer(scheme):
+    model = SpanAlbertModel(tiny_config(cross_layer_sharing=scheme, attn_implementation="eager"))
+    output = model(**random_batch(TINY["vocab_size"]), output_hidden_states=True, output_attentions=True)
+    assert len(output.hidden_states) == TINY["num_hidden_layers"] + 1
+    assert len(output.attentions) == TINY["num_hidden_layers"]
+
+
 def test_packed_rows_are_computed_as_alone():
     model = SpanAlbertModel(tiny_config(cross_layer_sharing="attention")).eval()
     a, b = random_batch(TINY["vocab_size"], 1, 7, seed=2), random_batch(TINY["vocab_size"], 1, 5, seed=3)
@@ -233,7 +241,7 @@ def test_remote_code_loads_every_head_without_spanroberta(tmp_path):
             print(name, type(model).__name__)
         model = transformers.AutoModelForPreTraining.from_pretrained(path, trust_remote_code=True)
         groups = model.albert.encoder.albert_layer_groups
-        shared = all(g.albert_layers[0].attention is groups[0].albert_layers[0].attention for g in groups)
+        shared = all(g.albert_layers[0].attention.query is groups[0].albert_layers[0].attention.query for g in groups)
         print("shared", shared, model.num_parameters(), float(model.albert.embeddings.word_embeddings.weight.sum()))
         """
     )
