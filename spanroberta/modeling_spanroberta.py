@@ -186,12 +186,14 @@ class SpanBoundaryHead(nn.Module):
     def __init__(self, config: SpanRobertaConfig):
         super().__init__()
         hidden, position_size = config.hidden_size, config.sbo_position_embedding_size
+        # The decoder is tied to the word embeddings: E wide where they are factorised (ALBERT), else H.
+        output_size = getattr(config, "embedding_size", hidden)
         self.position_embeddings = nn.Embedding(config.max_span_targets, position_size)
         self.dense1 = nn.Linear(2 * hidden + position_size, hidden)
         self.layer_norm1 = nn.LayerNorm(hidden, eps=config.layer_norm_eps)
-        self.dense2 = nn.Linear(hidden, hidden)
-        self.layer_norm2 = nn.LayerNorm(hidden, eps=config.layer_norm_eps)
-        self.decoder = nn.Linear(hidden, config.vocab_size)
+        self.dense2 = nn.Linear(hidden, output_size)
+        self.layer_norm2 = nn.LayerNorm(output_size, eps=config.layer_norm_eps)
+        self.decoder = nn.Linear(output_size, config.vocab_size)
 
     def forward(
         self, left_boundary: torch.Tensor, right_boundary: torch.Tensor, relative_positions: torch.Tensor
@@ -202,7 +204,7 @@ class SpanBoundaryHead(nn.Module):
     def transform(
         self, left_boundary: torch.Tensor, right_boundary: torch.Tensor, relative_positions: torch.Tensor
     ) -> torch.Tensor:
-        """f without the decoder: [..., H], [..., H], [...] -> [..., H]."""
+        """f without the decoder: [..., H], [..., H], [...] -> [..., H] (E for factorised embeddings)."""
         x = torch.cat([left_boundary, right_boundary, self.position_embeddings(relative_positions)], dim=-1)
         x = self.layer_norm1(gelu(self.dense1(x)))
         return self.layer_norm2(gelu(self.dense2(x)))

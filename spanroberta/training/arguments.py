@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from transformers import TrainingArguments
 
+from ..configuration_span_albert import CROSS_LAYER_SHARING
 from ..configuration_spanroberta import SENTENCE_OBJECTIVES
 from ..data.collator import MASKING_SCHEMES
 from ..data.formats import INPUT_FORMATS
@@ -61,6 +62,23 @@ class PretrainingModelArguments:
     model_revision: str = field(default="main", metadata={"help": "Branch, tag or commit of the Hub model."})
     token: str | None = field(default=None, metadata={"help": "Hub token for private models."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow code shipped with a Hub checkpoint."})
+    embedding_size: int | None = field(
+        default=None,
+        metadata={
+            "help": "ALBERT encoder with factorised embeddings of this size (V x E, then E x H; ALBERT section 3.1). "
+            "Giving it (or --cross_layer_sharing) builds an ALBERT encoder under any recipe. Default: 128 for an "
+            "ALBERT encoder (the albert recipe, or --cross_layer_sharing given)."
+        },
+    )
+    cross_layer_sharing: str | None = field(
+        default=None,
+        metadata={
+            "help": "ALBERT encoder whose layers share all their parameters (ALBERT's scheme), only the attention, "
+            "only the feed-forward network, or none (ALBERT Table 4). Giving it (or --embedding_size) builds an "
+            "ALBERT encoder under any recipe. Default: all for an ALBERT encoder.",
+            "choices": list(CROSS_LAYER_SHARING),
+        },
+    )
 
     def __post_init__(self):
         _check_choice("--model_size", self.model_size, MODEL_SIZES)
@@ -69,6 +87,8 @@ class PretrainingModelArguments:
         check_range("tokenizer_vocab_size", self.tokenizer_vocab_size, MIN_TRAINED_VOCAB_SIZE,
                     hint="The 256 bytes and the 5 special tokens take 261 ids; a useful vocabulary has thousands.")
         check_range("sbo_loss_weight", self.sbo_loss_weight, 0)
+        if self.cross_layer_sharing is not None:
+            _check_choice("--cross_layer_sharing", self.cross_layer_sharing, CROSS_LAYER_SHARING)
 
 
 @dataclass
