@@ -108,6 +108,17 @@ class _TokensPerSecond(TrainerCallback):
 
 
 def run_baseline(size: str, length: int, batch: int, args, output_dir: str) -> list[float]:
+    """The baseline's real tokens/s per logging window, trained in a child process like spanroberta's runs: a
+    parent that has trained keeps its threads spinning for a while and would slow the runs after it."""
+    rates_file = Path(output_dir, "baseline_rates.json")
+    command = [sys.executable, __file__, "--baseline-child", str(rates_file), "--config", args.config_name]
+    command += ["--precision", args.precision, "--steps", str(args.steps), "--logging-steps", str(args.logging_steps)]
+    command += ["--workers", str(args.workers)] + (["--torch-compile"] if args.torch_compile else [])
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL if not args.verbose else None)
+    return json.loads(rates_file.read_text())
+
+
+def train_baseline(size: str, length: int, batch: int, args, output_dir: str) -> list[float]:
     tokenizer = load_tokenizer()
     blocks = load_blocks(tokenizer, length)
     dataset = datasets.Dataset.from_dict({"input_ids": blocks.tolist()})
@@ -160,12 +171,20 @@ def main() -> None:
     parser.add_argument("--torch-compile", action="store_true")
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--baseline-child", help=argparse.SUPPRESS)  # internal: train the baseline, write rates
     args = parser.parse_args()
+    if args.baseline_child:
+        size, length, batch = CONFIGS[args.config[0]]
+        with tempfile.TemporaryDirectory() as tmp:
+            rates = train_baseline(size, length, batch, args, tmp)
+        Path(args.baseline_child).write_text(json.dumps(rates))
+        return
 
     require_corpus()
     print(machine_summary())
     load_tokenizer()  # trains and caches the BPE once, before any timing
     for name in args.config:
+        args.config_name = name
         size, length, batch = CONFIGS[name]
         label = f"{name} ({size}, {batch} x {length}), {args.precision}"
         label += ", torch_compile" if args.torch_compile else ""
