@@ -233,12 +233,14 @@ class ElectraForReplacedTokenDetection(ElectraForPreTraining):
         discriminator_path: str,
         generator_path: str | None = None,
         rtd_loss_weight: float | None = None,
+        config: ElectraConfig | None = None,
         **kwargs,
     ) -> ElectraForReplacedTokenDetection:
         """Joins a discriminator checkpoint and a generator checkpoint (default: its `generator/` folder), e.g. a
         saved run or Google's `google/electra-base-discriminator` with `google/electra-base-generator`. The
-        discriminator's embeddings are kept (the generator's copy of the shared ones is not read)."""
-        config = ElectraConfig.from_pretrained(discriminator_path, **kwargs)
+        discriminator's embeddings are kept (the generator's copy of the shared ones is not read). `config`: the
+        discriminator's config to use instead of the checkpoint's."""
+        config = config or ElectraConfig.from_pretrained(discriminator_path, **kwargs)
         if rtd_loss_weight is not None:
             config.rtd_loss_weight = rtd_loss_weight
         generator_path = generator_path or str(Path(discriminator_path) / GENERATOR_FOLDER)

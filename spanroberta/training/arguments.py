@@ -48,6 +48,24 @@ class PretrainingModelArguments:
     )
     cache_dir: str | None = field(default=None, metadata={"help": "Where Hub downloads are cached."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow code shipped with a Hub checkpoint."})
+    generator_size: float | None = field(
+        default=None,
+        metadata={
+            "help": "--recipe electra: the generator's hidden size as a fraction of the discriminator's (heads and "
+            "FFN follow; same layers). Default: as released, 1/4 for small and large, 1/3 for base."
+        },
+    )
+    rtd_loss_weight: float = field(
+        default=50.0,
+        metadata={"help": "--recipe electra: loss = generator MLM + lambda * discriminator loss; lambda (ELECTRA: 50)."},
+    )
+    generator_name_or_path: str | None = field(
+        default=None,
+        metadata={
+            "help": "--recipe electra with --model_name_or_path (an ELECTRA discriminator): the generator to continue "
+            "from, e.g. google/electra-base-generator. Default: the generator/ folder of --model_name_or_path."
+        },
+    )
 
     def __post_init__(self):
         _check_choice("--model_size", self.model_size, MODEL_SIZES)

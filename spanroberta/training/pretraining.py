@@ -33,10 +33,12 @@ from ..data.masking_schedule import DynamicMaskingDataset, StaticMaskingDataset
 from ..data.streaming import StreamingBlocks
 from ..data.tokenizer import train_byte_level_bpe
 from ..errors import UserInputError
+from ..modeling_electra_pretraining import GENERATOR_FOLDER
 from ..modeling_spanroberta import SpanRobertaForPreTraining
 from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from .checkpoints import resolve_resume_checkpoint, set_aside
 from .cli import apply_defaults
+from .electra import apply_electra_defaults, build_electra_config, build_electra_model
 from .recipes import get_model_size, get_recipe
 from .trainer import PretrainingTrainer
 
@@ -68,6 +70,10 @@ class ResolvedObjective:
     sentence_objective: str
     input_format: str
     static_masking: bool
+    # What the encoder learns from the masked input ("mlm", or "rtd": ELECTRA) and how masked tokens are replaced.
+    objective: str = "mlm"
+    mask_replace_prob: float = 0.8
+    random_replace_prob: float = 0.1
 
 
 def apply_demo_settings(
@@ -76,14 +82,19 @@ def apply_demo_settings(
     training_args: PretrainingArguments,
     given: set[str],
 ) -> tuple[PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments]:
-    """In demo mode, fills in DEMO_SETTINGS for every setting the user did not give."""
+    """In demo mode, fills in DEMO_SETTINGS for every setting the user did not give. Then the ELECTRA recipe's
+    training defaults (ELECTRA_TRAINING_DEFAULTS and the model size's learning rate and batch) fill in what neither
+    the user nor the demo set."""
     if not data_args.is_demo:
         # TrainingArguments turns a missing output_dir into "trainer_output": look at what the user gave.
         if "output_dir" not in given and not data_args.prepare_only:
             raise UserInputError("--output_dir is required when training on your own data.")
-        return model_args, data_args, training_args
-    demo = {**DEMO_SETTINGS, "train_file": str(demo_corpus_path())}
-    model_args, data_args, training_args = apply_defaults((model_args, data_args, training_args), demo, given)
+    else:
+        demo = {**DEMO_SETTINGS, "train_file": str(demo_corpus_path())}
+        model_args, data_args, training_args = apply_defaults((model_args, data_args, training_args), demo, given)
+        given = given | set(demo)
+    if get_recipe(data_args.recipe).objective == "rtd":
+        model_args, data_args, training_args = apply_electra_defaults((model_args, data_args, training_args), given)
     return model_args, data_args, training_args
 
 
@@ -95,7 +106,15 @@ def resolve_objective(model_args: PretrainingModelArguments, data_args: Pretrain
         sentence_objective=model_args.sentence_objective or recipe.sentence_objective,
         input_format=data_args.input_format or recipe.input_format,
         static_masking=recipe.static_masking if data_args.static_masking is None else data_args.static_masking,
+        objective=recipe.objective,
+        mask_replace_prob=recipe.mask_replace_prob,
+        random_replace_prob=recipe.random_replace_prob,
     )
+    if objective.objective == "rtd" and (objective.sbo or objective.sentence_objective != "none"):
+        raise UserInputError(
+            "--recipe electra trains a generator and a discriminator without SBO or sentence-level heads; "
+            "drop --sbo and --sentence_objective."
+        )
     if objective.sentence_objective != "none" and objective.input_format not in PAIR_FORMATS:
         raise UserInputError(
             f"--sentence_objective {objective.sentence_objective} needs a pair input format "
@@ -149,6 +168,11 @@ def build_config(
     max_seq_length: int,
 ) -> SpanRobertaConfig:
     """The model's config; checks that blocks of `max_seq_length` tokens fit its position embeddings."""
+    if objective.objective == "rtd":
+        config = build_electra_config(model_args, tokenizer)
+        _override_config(config, model_args.config_overrides)
+        _check_positions(config, max_seq_length, model_args)
+        return config
     head_settings = {
         "use_sbo": objective.sbo,
         "sbo_loss_weight": model_args.sbo_loss_weight,
@@ -172,8 +196,18 @@ def build_config(
             **head_settings,
         )
     _override_config(config, model_args.config_overrides)
-    # RoBERTa's position ids start after the padding id (modeling_roberta's create_position_ids_from_input_ids).
-    offset = (config.pad_token_id or 0) + 1
+    _check_positions(config, max_seq_length, model_args)
+    return config
+
+
+def first_position_id(config) -> int:
+    """RoBERTa's position ids start after the padding id (modeling_roberta's create_position_ids_from_input_ids);
+    ELECTRA's (BERT's) at 0."""
+    return 0 if config.model_type == "electra" else (config.pad_token_id or 0) + 1
+
+
+def _check_positions(config, max_seq_length: int, model_args: PretrainingModelArguments) -> None:
+    offset = first_position_id(config)
     positions = config.max_position_embeddings - offset
     if max_seq_length > positions:
         raise UserInputError(
@@ -186,12 +220,13 @@ def build_config(
                 else "."
             )
         )
-    return config
 
 
 def build_model(
     model_args: PretrainingModelArguments, config: SpanRobertaConfig, tokenizer: PreTrainedTokenizerBase
 ) -> SpanRobertaForPreTraining:
+    if config.model_type == "electra":
+        return build_electra_model(model_args, config)
     if model_args.model_name_or_path:
         model = SpanRobertaForPreTraining.from_pretrained(
             model_args.model_name_or_path, config=config, cache_dir=model_args.cache_dir
@@ -249,12 +284,14 @@ def run_pretraining(
         masking=objective.masking,
         geometric_p=data_args.geometric_p,
         max_span_length=data_args.max_span_length,
-        max_span_targets=model.config.max_span_targets,
+        max_span_targets=getattr(model.config, "max_span_targets", 15),
+        mask_replace_prob=objective.mask_replace_prob,
+        random_replace_prob=objective.random_replace_prob,
         return_sbo_targets=objective.sbo,
         seed=training_args.seed,
         # Rows of fixed-length formats keep one shape from batch to batch, so a compiled step never recompiles.
         pad_to_multiple_of=data_args.max_seq_length if _fixed_length(objective, data_args) else None,
-        first_position_id=model.config.pad_token_id + 1,
+        first_position_id=first_position_id(model.config),
     )
     trainer = PretrainingTrainer(
         model=model,
@@ -272,6 +309,7 @@ def run_pretraining(
     train_result = trainer.train(resume_from_checkpoint=checkpoint)
     train_result.metrics.update(trainer.real_token_metrics(train_result.metrics["train_runtime"]))
     trainer.save_model()
+    _save_tokenizer_with_generator(trainer, data.tokenizer)
     trainer.log_metrics("train", train_result.metrics)
     trainer.save_metrics("train", train_result.metrics)
     trainer.save_state()
@@ -283,6 +321,13 @@ def run_pretraining(
     if training_args.push_to_hub:
         trainer.push_to_hub()
     return trainer
+
+
+def _save_tokenizer_with_generator(trainer: PretrainingTrainer, tokenizer: PreTrainedTokenizerBase) -> None:
+    """ELECTRA runs: the generator folder gets the tokenizer too, so that pipeline("fill-mask") loads it alone."""
+    generator_dir = Path(trainer.args.output_dir) / GENERATOR_FOLDER
+    if trainer.is_world_process_zero() and generator_dir.is_dir():
+        tokenizer.save_pretrained(generator_dir)
 
 
 def _fixed_length(objective: ResolvedObjective, data_args: PretrainingDataArguments) -> bool:
