@@ -16,10 +16,10 @@ from .recipes import ELECTRA_SIZES, ELECTRA_TRAINING_DEFAULTS
 
 
 def electra_training_defaults(model_args: PretrainingModelArguments, training_args: PretrainingArguments) -> dict:
-    """ELECTRA's Table 6 for the model size: optimiser settings, learning rate, and the batch size reached through
-    gradient accumulation over the processes and `--per_device_train_batch_size`."""
+    """ELECTRA's Table 6 for the model size: optimiser settings, mask rate, learning rate, and the batch size
+    reached through gradient accumulation over the processes and `--per_device_train_batch_size`."""
     size = ELECTRA_SIZES[model_args.model_size]
-    defaults = dict(ELECTRA_TRAINING_DEFAULTS)
+    defaults = {**ELECTRA_TRAINING_DEFAULTS, "mlm_probability": size.mask_rate}
     if size.learning_rate is not None:
         defaults["learning_rate"] = size.learning_rate
     if size.batch_size is not None:

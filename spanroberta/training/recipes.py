@@ -77,8 +77,6 @@ MODEL_SIZES: dict[str, dict[str, int]] = {
 }
 
 
-
-
 @dataclass(frozen=True)
 class ElectraSize:
     """An ELECTRA model size (ELECTRA appendix, Table 6): the discriminator's shape, the generator's size as a
@@ -89,10 +87,13 @@ class ElectraSize:
     generator_size: float
     learning_rate: float | None = None
     batch_size: int | None = None
+    mask_rate: float = 0.15
 
 
 # ELECTRA-Small is 12 layers of hidden 256 with embeddings of 128; base and large are BERT's with embeddings of the
-# hidden size. Generators as released: 1/4 of the discriminator's hidden size (small, large), 1/3 (base).
+# hidden size. Generators: 1/4 of the discriminator's hidden size (small, large), 1/3 (base), as in Table 6 and
+# google-research/electra's configure_pretraining.py (whose released ELECTRA-Small used a full-size generator:
+# --generator_size 1.0). Large masks 25% of the tokens (Table 6).
 ELECTRA_SIZES: dict[str, ElectraSize] = {
     "tiny": ElectraSize({**MODEL_SIZES["tiny"], "embedding_size": 128}, generator_size=1 / 4),
     "small": ElectraSize(
@@ -103,7 +104,7 @@ ELECTRA_SIZES: dict[str, ElectraSize] = {
     "base": ElectraSize({**MODEL_SIZES["base"], "embedding_size": 768}, generator_size=1 / 3,
                         learning_rate=2e-4, batch_size=256),
     "large": ElectraSize({**MODEL_SIZES["large"], "embedding_size": 1024}, generator_size=1 / 4,
-                         learning_rate=2e-4, batch_size=2048),
+                         learning_rate=2e-4, batch_size=2048, mask_rate=0.25),
 }
 
 # ELECTRA's optimiser (appendix Table 6): Adam beta2 0.999, epsilon 1e-6, weight decay 0.01, 10,000 warm-up steps,
