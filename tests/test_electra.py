@@ -148,6 +148,26 @@ def test_gradient_accumulation_is_exact(tiny_tokenizer, monkeypatch):
         torch.testing.assert_close(p.grad, g, rtol=1e-4, atol=1e-6)
 
 
+def test_packed_rows_give_each_sequence_what_it_gets_alone(monkeypatch):
+    monkeypatch.setattr(modeling_electra_pretraining, "sample_replacements", lambda logits: logits.argmax(-1))
+    torch.manual_seed(0)
+    model = tiny_model(50).eval()
+    first, second = torch.randint(5, 50, (10,)), torch.randint(5, 50, (12,))
+    packed = model(
+        input_ids=torch.cat([first, second])[None], attention_mask=torch.ones(1, 22, dtype=torch.long),
+        position_ids=torch.cat([torch.arange(10), torch.arange(12)])[None],
+        mlm_positions=torch.tensor([[2, 15]]), labels=torch.tensor([[7, 8]]),
+    )
+    alone = model(
+        input_ids=torch.stack([torch.cat([first, torch.ones(2, dtype=torch.long)]), second]),
+        attention_mask=torch.tensor([[1] * 10 + [0] * 2, [1] * 12]),
+        mlm_positions=torch.tensor([[2], [5]]), labels=torch.tensor([[7], [8]]),
+    )
+    torch.testing.assert_close(packed.mlm_logits[0], alone.mlm_logits[:, 0], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(packed.discriminator_logits[0, :10], alone.discriminator_logits[0, :10], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(packed.discriminator_logits[0, 10:], alone.discriminator_logits[1], rtol=1e-4, atol=1e-5)
+
+
 def test_shared_embeddings_are_one_tensor_through_training_steps(tiny_tokenizer):
     torch.manual_seed(0)
     model = tiny_model(len(tiny_tokenizer))
@@ -343,3 +363,32 @@ def test_continues_from_transformers_electra_checkpoints(tiny_tokenizer, tiny_to
     _, info = ElectraForMaskedLM.from_pretrained(output_dir / GENERATOR_FOLDER, output_loading_info=True)
     assert not info["missing_keys"]
     assert ElectraForPreTraining.from_pretrained(output_dir).config.hidden_size == 32
+
+
+def test_run_squad_and_run_race_fine_tune_the_discriminator(electra_run, tmp_path):
+    import run_race
+    import run_squad
+
+    dev = str(shared_data("squad", "dev-v1.1.json"))
+    run_squad.main([
+        "--model_name_or_path", str(electra_run), "--output_dir", str(tmp_path / "squad"), "--do_train", "--do_eval",
+        "--train_file", dev, "--validation_file", dev, "--max_train_samples", "16", "--max_eval_samples", "8",
+        "--max_seq_length", "64", "--doc_stride", "16", "--max_query_length", "16", "--max_steps", "2",
+        "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "32", "--use_cpu",
+        "--save_strategy", "no", "--disable_tqdm", "true", "--report_to", "none",
+    ])
+    results = json.loads((tmp_path / "squad" / "eval_results.json").read_text())
+    assert {"exact_match", "f1"} <= {key.removeprefix("eval_") for key in results}
+
+    race = shared_data("race")
+    lines = [line for name in ("dev.middle.jsonl", "dev.high.jsonl")
+             for line in (race / name).read_text(encoding="utf-8").splitlines()[:2]]
+    data = tmp_path / "race.jsonl"
+    data.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    run_race.main([
+        "--model_name_or_path", str(electra_run), "--train_file", str(data), "--validation_file", str(data),
+        "--output_dir", str(tmp_path / "race"), "--do_train", "--do_eval", "--max_steps", "2",
+        "--per_device_train_batch_size", "2", "--per_device_eval_batch_size", "4", "--max_seq_length", "64",
+        "--max_qa_length", "24", "--report_to", "none", "--save_strategy", "no", "--dataloader_pin_memory", "false",
+    ])
+    assert "eval_accuracy" in json.loads((tmp_path / "race" / "eval_results.json").read_text())

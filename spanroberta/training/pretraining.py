@@ -584,10 +584,17 @@ Pretrained with spanroberta (`run_pretraining.py`, recipe `{data_args.recipe}`).
 
 {"| metric | value |" + chr(10) + "|---|---|" + chr(10) + eval_lines if eval_lines else ""}
 
-The encoder is RoBERTa's: `RobertaModel.from_pretrained` loads it. With spanroberta installed, `import spanroberta`
-and use the Auto classes; without it, pass `trust_remote_code=True`.
+{_ELECTRA_USAGE if config.model_type == "electra" else _SPANROBERTA_USAGE}
 """
     Path(trainer.args.output_dir, "README.md").write_text(card, encoding="utf-8")
+
+
+_SPANROBERTA_USAGE = """The encoder is RoBERTa's: `RobertaModel.from_pretrained` loads it. With spanroberta installed, `import spanroberta`
+and use the Auto classes; without it, pass `trust_remote_code=True`."""
+
+_ELECTRA_USAGE = """ELECTRA (replaced token detection): this folder is the discriminator (`ElectraForPreTraining`; fine-tune it with
+`ElectraForSequenceClassification`, `ElectraForQuestionAnswering`, ...), `generator/` the generator
+(`ElectraForMaskedLM`, for `pipeline("fill-mask")`)."""
 
 
 def _setup_logging(training_args: PretrainingArguments) -> None:
