@@ -220,7 +220,7 @@ def test_recipe_resolves_to_token_masking_85_15_and_electra_defaults():
     assert (objective.mask_replace_prob, objective.random_replace_prob) == (0.85, 0.0)
     assert training_args.learning_rate == 2e-4 and training_args.adam_beta2 == 0.999
     assert training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps == 256
-    assert model_args.rtd_loss_weight == 50.0
+    assert model_args.rtd_loss_weight == 50.0 and training_args.adam_bias_correction is False
 
     (model_args, data_args, training_args), given = parse_arguments(
         ARGUMENT_TYPES, ["--output_dir", "x", "--train_file", "c.txt", "--recipe", "electra", "--masking", "span",
@@ -392,3 +392,19 @@ def test_run_squad_and_run_race_fine_tune_the_discriminator(electra_run, tmp_pat
         "--max_qa_length", "24", "--report_to", "none", "--save_strategy", "no", "--dataloader_pin_memory", "false",
     ])
     assert "eval_accuracy" in json.loads((tmp_path / "race" / "eval_results.json").read_text())
+
+
+def test_adam_without_bias_correction_follows_its_definition():
+    from spanroberta.training.optimizers import AdamWithoutBiasCorrection
+
+    torch.manual_seed(0)
+    p = torch.nn.Parameter(torch.randn(5))
+    optimizer = AdamWithoutBiasCorrection([p], lr=0.1, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.01)
+    expected, m, v = p.detach().clone(), torch.zeros(5), torch.zeros(5)
+    for _ in range(3):
+        g = torch.randn(5)
+        p.grad = g.clone()
+        optimizer.step()
+        m, v = 0.9 * m + 0.1 * g, 0.999 * v + 0.001 * g * g
+        expected = expected - 0.1 * (m / (v.sqrt() + 1e-6) + 0.01 * expected)
+        torch.testing.assert_close(p.detach(), expected)

@@ -190,6 +190,14 @@ class PretrainingArguments(TrainingArguments):
         },
     )
 
+    adam_bias_correction: bool | None = field(
+        default=None,
+        metadata={
+            "help": "Correct the bias of Adam's moment estimates. Default: off for --recipe electra (ELECTRA's and "
+            "BERT's Adam), on otherwise (the Trainer's AdamW)."
+        },
+    )
+
     def __post_init__(self):
         _check_choice("--on_nonfinite_loss", self.on_nonfinite_loss, NONFINITE_LOSS_POLICIES)
         super().__post_init__()

@@ -66,3 +66,4 @@ def build_electra_model(model_args: PretrainingModelArguments, config: ElectraCo
         config=config,
         cache_dir=model_args.cache_dir,
     )
+

@@ -39,6 +39,7 @@ from .arguments import PretrainingArguments, PretrainingDataArguments, Pretraini
 from .checkpoints import resolve_resume_checkpoint, set_aside
 from .cli import apply_defaults
 from .electra import apply_electra_defaults, build_electra_config, build_electra_model
+from .optimizers import trainer_optimizer
 from .recipes import get_model_size, get_recipe
 from .trainer import PretrainingTrainer
 
@@ -300,6 +301,7 @@ def run_pretraining(
         eval_dataset=data.eval,
         data_collator=collator,
         processing_class=data.tokenizer,
+        optimizer_cls_and_kwargs=trainer_optimizer(training_args),
     )
     checkpoint, incomplete = resolve_resume_checkpoint(training_args.resume_from_checkpoint, training_args.output_dir)
     # Every process has chosen its checkpoint before the main one renames the incomplete ones.
