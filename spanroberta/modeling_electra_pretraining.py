@@ -158,7 +158,9 @@ class ElectraForReplacedTokenDetection(ElectraForPreTraining):
         kwargs = {name: value for name, value in kwargs.items() if name not in ("return_dict", "return_loss")}
         real = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
         encoder_mask = attention_mask if position_ids is None else self._packed_mask(real, position_ids)
-        encoder_inputs = {"attention_mask": encoder_mask, "token_type_ids": token_type_ids, "position_ids": position_ids}
+        encoder_inputs = {
+            "attention_mask": encoder_mask, "token_type_ids": token_type_ids, "position_ids": position_ids
+        }
         result = ElectraForReplacedTokenDetectionOutput()
 
         # Generator: MLM at the prediction slots only.
@@ -179,7 +181,8 @@ class ElectraForReplacedTokenDetection(ElectraForPreTraining):
         result.replaced = (result.generated_input_ids != original_ids) & real
 
         # Discriminator: every real token, original or replaced.
-        hidden = self.electra(result.generated_input_ids, **encoder_inputs, return_dict=True, **kwargs).last_hidden_state
+        outputs = self.electra(result.generated_input_ids, **encoder_inputs, return_dict=True, **kwargs)
+        hidden = outputs.last_hidden_state
         result.discriminator_logits = self.discriminator_predictions(hidden)
         per_token = F.binary_cross_entropy_with_logits(
             result.discriminator_logits.float(), result.replaced.float(), reduction="none"

@@ -57,7 +57,7 @@ class PretrainingModelArguments:
     )
     rtd_loss_weight: float = field(
         default=50.0,
-        metadata={"help": "--recipe electra: loss = generator MLM + lambda * discriminator loss; lambda (ELECTRA: 50)."},
+        metadata={"help": "--recipe electra: loss = generator MLM + lambda * discriminator loss (ELECTRA: 50)."},
     )
     generator_name_or_path: str | None = field(
         default=None,

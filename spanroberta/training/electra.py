@@ -53,7 +53,9 @@ def build_electra_config(
     return config
 
 
-def build_electra_model(model_args: PretrainingModelArguments, config: ElectraConfig) -> ElectraForReplacedTokenDetection:
+def build_electra_model(
+    model_args: PretrainingModelArguments, config: ElectraConfig
+) -> ElectraForReplacedTokenDetection:
     """From scratch, or continuing from an ELECTRA discriminator and its generator (--generator_name_or_path, else
     the discriminator's generator/ folder)."""
     if not model_args.model_name_or_path:

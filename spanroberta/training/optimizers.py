@@ -18,7 +18,7 @@ class AdamWithoutBiasCorrection(torch.optim.Optimizer):
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6,
                  weight_decay: float = 0.0):
         if lr < 0 or eps < 0 or weight_decay < 0 or not all(0.0 <= beta < 1.0 for beta in betas):
-            raise ValueError(f"Invalid optimiser settings: lr={lr}, betas={betas}, eps={eps}, weight_decay={weight_decay}.")
+            raise ValueError(f"Invalid settings: lr={lr}, betas={betas}, eps={eps}, weight_decay={weight_decay}.")
         super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
 
     @torch.no_grad()

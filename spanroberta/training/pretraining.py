@@ -591,12 +591,16 @@ Pretrained with spanroberta (`run_pretraining.py`, recipe `{data_args.recipe}`).
     Path(trainer.args.output_dir, "README.md").write_text(card, encoding="utf-8")
 
 
-_SPANROBERTA_USAGE = """The encoder is RoBERTa's: `RobertaModel.from_pretrained` loads it. With spanroberta installed, `import spanroberta`
-and use the Auto classes; without it, pass `trust_remote_code=True`."""
+_SPANROBERTA_USAGE = (
+    "The encoder is RoBERTa's: `RobertaModel.from_pretrained` loads it. With spanroberta installed, "
+    "`import spanroberta`\nand use the Auto classes; without it, pass `trust_remote_code=True`."
+)
 
-_ELECTRA_USAGE = """ELECTRA (replaced token detection): this folder is the discriminator (`ElectraForPreTraining`; fine-tune it with
-`ElectraForSequenceClassification`, `ElectraForQuestionAnswering`, ...), `generator/` the generator
-(`ElectraForMaskedLM`, for `pipeline("fill-mask")`)."""
+_ELECTRA_USAGE = (
+    "ELECTRA (replaced token detection): this folder is the discriminator (`ElectraForPreTraining`; fine-tune it\n"
+    "with `ElectraForSequenceClassification`, `ElectraForQuestionAnswering`, ...), `generator/` the generator\n"
+    "(`ElectraForMaskedLM`, for `pipeline(\"fill-mask\")`)."
+)
 
 
 def _setup_logging(training_args: PretrainingArguments) -> None:

@@ -107,8 +107,8 @@ ELECTRA_SIZES: dict[str, ElectraSize] = {
                          learning_rate=2e-4, batch_size=2048, mask_rate=0.25),
 }
 
-# ELECTRA's optimiser (appendix Table 6): Adam without bias correction, beta2 0.999, epsilon 1e-6, weight decay 0.01, 10,000 warm-up steps,
-# linear decay, gradient clipping at 1 (the Trainer's default). Flags given on the command line win.
+# ELECTRA's optimiser (appendix Table 6): Adam without bias correction, beta2 0.999, epsilon 1e-6, weight decay
+# 0.01, 10,000 warm-up steps, linear decay, gradient clipping at 1 (the Trainer's default). Flags given on the command line win.
 ELECTRA_TRAINING_DEFAULTS = {
     "adam_beta2": 0.999,
     "adam_epsilon": 1e-6,

@@ -252,7 +252,8 @@ class PretrainingTrainer(Trainer):
                 labelled = sentence_labels != IGNORE_INDEX
                 self._accumulate(sums, "sentence", outputs.sentence_logits[labelled], sentence_labels[labelled])
             if getattr(outputs, "discriminator_logits", None) is not None:
-                _accumulate_detection(sums, outputs.discriminator_logits, outputs.replaced, inputs.get("attention_mask"))
+                mask = inputs.get("attention_mask")
+                _accumulate_detection(sums, outputs.discriminator_logits, outputs.replaced, mask)
         totals = {key: self.accelerator.reduce(value, reduction="sum").item() for key, value in sums.items()}
 
         metrics = {}
