@@ -53,8 +53,17 @@ def masked_batch(tokenizer, masking="token", rows=4, seed=0):
     )
     texts = [" ".join(TINY_TEXT[i : i + 3]) for i in range(0, 3 * rows, 3)]
     # Rows of different lengths, so that the batch has padding.
-    examples = [{"input_ids": tokenizer(text)["input_ids"][: 40 - 3 * i], "example_index": i} for i, text in enumerate(texts)]
+    examples = [
+        {"input_ids": tokenizer(text)["input_ids"][: 40 - 3 * i], "example_index": i} for i, text in enumerate(texts)
+    ]
     return collator(examples)
+
+
+def original_ids(batch):
+    """The unmasked input: the labels written back at the prediction slots."""
+    positions, labels = batch["mlm_positions"].clamp(min=0), batch["labels"]
+    original = batch["input_ids"].clone()
+    return original.scatter_(1, positions, torch.where(labels != -100, labels, original.gather(1, positions)))
 
 
 def generator_only_parameters(model):
@@ -82,7 +91,9 @@ def test_loss_is_generator_mlm_plus_lambda_rtd_with_the_right_gradients(tiny_tok
     predicted = labels != -100
     mlm = torch.nn.functional.cross_entropy(out.mlm_logits[predicted], labels[predicted])
     assert out.generator_loss.item() == pytest.approx(mlm.item(), rel=1e-5)
-    bce = torch.nn.functional.binary_cross_entropy_with_logits(out.discriminator_logits[real], out.replaced[real].float())
+    bce = torch.nn.functional.binary_cross_entropy_with_logits(
+        out.discriminator_logits[real], out.replaced[real].float()
+    )
     assert out.discriminator_loss.item() == pytest.approx(bce.item(), rel=1e-5)
 
     # No gradient through the sample: the discriminator's loss reaches no generator-only weight, and the generator's
@@ -105,8 +116,7 @@ def test_replaced_tokens_are_the_samples_that_differ_from_the_original(tiny_toke
     batch = masked_batch(tiny_tokenizer)
     labels, positions = batch["labels"], batch["mlm_positions"]
     predicted = labels != -100
-    original = batch["input_ids"].clone()
-    original.scatter_(1, positions.clamp(min=0), torch.where(predicted, labels, original.gather(1, positions.clamp(min=0))))
+    original = original_ids(batch)
 
     # A generator that samples the original everywhere replaces nothing.
     monkeypatch.setattr(modeling_electra_pretraining, "sample_replacements", lambda logits: labels.clamp(min=0))
@@ -131,7 +141,8 @@ def test_gradient_accumulation_is_exact(tiny_tokenizer, monkeypatch):
     model = tiny_model(len(tiny_tokenizer))
     batch = masked_batch(tiny_tokenizer)
     halves = [{k: v[:2] for k, v in batch.items()}, {k: v[2:] for k, v in batch.items()}]
-    counts = {name: sum(model.loss_normalisers(half)[name] for half in halves) for name in model.loss_normalisers(batch)}
+    names = model.loss_normalisers(batch)
+    counts = {name: sum(model.loss_normalisers(half)[name] for half in halves) for name in names}
     assert counts["num_rtd_items_in_batch"] == batch["attention_mask"].sum()
 
     whole = model(**batch, **counts)
@@ -164,8 +175,9 @@ def test_packed_rows_give_each_sequence_what_it_gets_alone(monkeypatch):
         mlm_positions=torch.tensor([[2], [5]]), labels=torch.tensor([[7], [8]]),
     )
     torch.testing.assert_close(packed.mlm_logits[0], alone.mlm_logits[:, 0], rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(packed.discriminator_logits[0, :10], alone.discriminator_logits[0, :10], rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(packed.discriminator_logits[0, 10:], alone.discriminator_logits[1], rtol=1e-4, atol=1e-5)
+    logits = packed.discriminator_logits[0]
+    torch.testing.assert_close(logits[:10], alone.discriminator_logits[0, :10], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(logits[10:], alone.discriminator_logits[1], rtol=1e-4, atol=1e-5)
 
 
 def test_shared_embeddings_are_one_tensor_through_training_steps(tiny_tokenizer):
@@ -197,9 +209,7 @@ def test_span_masking_feeds_the_generator_whole_words(tiny_tokenizer):
     assert tiny_tokenizer.mask_token_id not in out.generated_input_ids[batch["attention_mask"].bool()]
     # the masked runs are whole words: each starts at a word start and the token after it starts a word (or ends
     # the row's real tokens)
-    original = batch["input_ids"].clone()
-    original.scatter_(1, batch["mlm_positions"].clamp(min=0),
-                      torch.where(batch["labels"] != -100, batch["labels"], original.gather(1, batch["mlm_positions"].clamp(min=0))))
+    original = original_ids(batch)
     special = special_token_table(tiny_tokenizer)[original]
     maskable = batch["attention_mask"].bool() & ~special
     is_start = word_starts(original, maskable, word_start_table(tiny_tokenizer)) | ~maskable
@@ -276,7 +286,8 @@ def test_transformers_electra_classes_load_both_outputs_whole(electra_run):
     assert not info["missing_keys"] and not info["unexpected_keys"]
     _, info = ElectraModel.from_pretrained(electra_run, output_loading_info=True)
     assert not info["missing_keys"]
-    for head_class, head in ((ElectraForQuestionAnswering, "qa_outputs."), (ElectraForSequenceClassification, "classifier.")):
+    heads = ((ElectraForQuestionAnswering, "qa_outputs."), (ElectraForSequenceClassification, "classifier."))
+    for head_class, head in heads:
         _, info = head_class.from_pretrained(electra_run, output_loading_info=True)
         assert info["missing_keys"] and all(key.startswith(head) for key in info["missing_keys"])
     generator, info = ElectraForMaskedLM.from_pretrained(electra_run / GENERATOR_FOLDER, output_loading_info=True)
