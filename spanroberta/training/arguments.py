@@ -52,7 +52,7 @@ class PretrainingModelArguments:
         default=None,
         metadata={
             "help": "--recipe electra: the generator's hidden size as a fraction of the discriminator's (heads and "
-            "FFN follow; same layers). Default: as released, 1/4 for small and large, 1/3 for base."
+            "FFN follow; same layers). Default: ELECTRA Table 6, 1/4 for small and large, 1/3 for base."
         },
     )
     rtd_loss_weight: float = field(
