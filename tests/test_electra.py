@@ -342,6 +342,25 @@ def test_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(electra_run, 
             torch.testing.assert_close(actual[key], expected[key], rtol=1e-5, atol=1e-6)
 
 
+def test_load_best_model_at_end_restores_both_parts(corpus, tiny_tokenizer_dir, tmp_path):
+    run_pretraining.main(electra_args(
+        corpus, tiny_tokenizer_dir, tmp_path, "--max_steps", "4", "--eval_strategy", "steps", "--eval_steps", "2",
+        "--save_steps", "2", "--load_best_model_at_end", "true",
+        # the worst loss counts as best, so that the model loaded at the end is not the last one
+        "--metric_for_best_model", "loss", "--greater_is_better", "true",
+    ))
+    best = json.loads((tmp_path / "trainer_state.json").read_text())["best_model_checkpoint"]
+    assert best.endswith("checkpoint-2")
+    embeddings = [load_file(tmp_path / f"checkpoint-{n}" / "model.safetensors")["electra.embeddings.word_embeddings.weight"]
+                  for n in (2, 4)]
+    assert not torch.equal(*embeddings)
+    for part in (".", GENERATOR_FOLDER):
+        expected = load_file(f"{best}/{part}/model.safetensors")
+        actual = load_file(tmp_path / part / "model.safetensors")
+        for key in expected:
+            torch.testing.assert_close(actual[key], expected[key], rtol=0, atol=0)
+
+
 def test_continues_from_transformers_electra_checkpoints(tiny_tokenizer, tiny_tokenizer_dir, corpus, tmp_path):
     torch.manual_seed(0)
     config = ElectraConfig(vocab_size=len(tiny_tokenizer), embedding_size=16, hidden_size=32, num_hidden_layers=1,

@@ -152,9 +152,16 @@ class PretrainingTrainer(Trainer):
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
         # A model saved as several checkpoints (ELECTRA's discriminator and generator) loads itself.
         load_saved = getattr(model or self.model, "load_saved", None)
-        if load_saved is None or self.is_fsdp_enabled:
+        if load_saved is None or self.is_fsdp_enabled or self.is_deepspeed_enabled:
             return super()._load_from_checkpoint(resume_from_checkpoint, model)
         load_saved(resume_from_checkpoint)
+
+    def _load_best_model(self) -> None:
+        load_saved = getattr(self.model, "load_saved", None)
+        if load_saved is None or self.is_fsdp_enabled or self.is_deepspeed_enabled:
+            return super()._load_best_model()
+        logger.info("Loading the best model from %s (%s).", self.state.best_model_checkpoint, self.state.best_metric)
+        load_saved(self.state.best_model_checkpoint)
 
     def get_batch_samples(self, epoch_iterator, num_batches: int, device: torch.device):
         batch_samples, num_items_in_batch = super().get_batch_samples(epoch_iterator, num_batches, device)
