@@ -351,8 +351,8 @@ def test_load_best_model_at_end_restores_both_parts(corpus, tiny_tokenizer_dir, 
     ))
     best = json.loads((tmp_path / "trainer_state.json").read_text())["best_model_checkpoint"]
     assert best.endswith("checkpoint-2")
-    embeddings = [load_file(tmp_path / f"checkpoint-{n}" / "model.safetensors")["electra.embeddings.word_embeddings.weight"]
-                  for n in (2, 4)]
+    name = "electra.embeddings.word_embeddings.weight"
+    embeddings = [load_file(tmp_path / f"checkpoint-{n}" / "model.safetensors")[name] for n in (2, 4)]
     assert not torch.equal(*embeddings)
     for part in (".", GENERATOR_FOLDER):
         expected = load_file(f"{best}/{part}/model.safetensors")
