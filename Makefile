@@ -17,7 +17,7 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 setup: $(VENV)/.installed
 
 demo: setup
-	$(PY) run_pretraining.py
+	$(PY) run_pretraining.py --overwrite_output_dir
 
 test: setup
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false $(PY) -m pytest -q tests

@@ -12,11 +12,10 @@ The metrics (GLUE's official ones, computed offline) go to OUTPUT_DIR/eval_resul
 `python run_glue.py --help` lists every flag.
 """
 
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer, TrainingArguments
+from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer
 
 from spanroberta.metrics.glue import glue_compute_metrics, logits_to_predictions
 from spanroberta.tasks.glue import (
@@ -31,12 +30,16 @@ from spanroberta.tasks.glue import (
 )
 from spanroberta.training.cli import apply_defaults, parse_arguments
 from spanroberta.training.finetuning import (
+    FinetuningArguments,
     ModelArguments,
+    check_finetuning_run,
     load_config_and_tokenizer,
     load_model,
+    padding,
     publish,
     train_and_save,
 )
+from spanroberta.training.validation import check_max_seq_length, check_range, user_errors
 
 
 @dataclass
@@ -55,10 +58,15 @@ class GlueDataArguments:
     train_file: str | None = field(default=None, metadata={"help": "csv or JSON lines with the Hub's columns."})
     validation_file: str | None = field(default=None, metadata={"help": "csv or JSON lines with the Hub's columns."})
     test_file: str | None = field(default=None, metadata={"help": "csv or JSON lines; labels are not needed."})
-    max_seq_length: int = field(default=128, metadata={"help": "Longer inputs are truncated to this many tokens."})
+    max_seq_length: int = field(
+        default=128, metadata={"help": "Longer inputs are truncated to this many tokens (at most the model's positions)."}
+    )
     max_train_samples: int | None = field(default=None, metadata={"help": "Keep the first N training examples."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Keep the first N examples of each dev set."})
     max_predict_samples: int | None = field(default=None, metadata={"help": "Keep the first N test examples."})
+
+    def __post_init__(self):
+        check_range("max_seq_length", self.max_seq_length, 1)
 
     def data_files(self) -> dict[str, str]:
         task = get_glue_task(self.task_name)
@@ -67,34 +75,39 @@ class GlueDataArguments:
         return {split: path for split, path in files.items() if path is not None}
 
 
-def parse_glue_arguments(args: list[str] | None = None) -> tuple[ModelArguments, GlueDataArguments, TrainingArguments]:
-    arguments, given = parse_arguments((ModelArguments, GlueDataArguments, TrainingArguments), args)
+def parse_glue_arguments(
+    args: list[str] | None = None,
+) -> tuple[tuple[ModelArguments, GlueDataArguments, FinetuningArguments], set[str]]:
+    """The arguments (with --task_preset's hyperparameters where no flag was given) and the flags given."""
+    arguments, given = parse_arguments((ModelArguments, GlueDataArguments, FinetuningArguments), args)
     data_args = arguments[1]
     if data_args.task_preset is not None:
         arguments = apply_defaults(arguments, task_preset_defaults(data_args.task_preset, data_args.task_name), given)
-    return arguments
+    return arguments, given
 
 
 def main(args: list[str] | None = None) -> None:
-    try:
-        model_args, data_args, training_args = parse_glue_arguments(args)
+    # Everything is read and checked before a model is loaded, so bad input fails fast.
+    with user_errors("run_glue.py", also=(ValueError, FileNotFoundError)):
+        (model_args, data_args, training_args), given = parse_glue_arguments(args)
+        check_finetuning_run(model_args, training_args, given, {
+            "max_train_samples": data_args.max_train_samples, "max_eval_samples": data_args.max_eval_samples,
+            "max_predict_samples": data_args.max_predict_samples})  # fmt: skip
         task = get_glue_task(data_args.task_name)
         data_files = data_args.data_files()
         splits = requested_splits(task, training_args.do_train, training_args.do_eval, training_args.do_predict,
                                   from_files=bool(data_files))
-        # Everything is read and checked before a model is loaded, so bad input fails fast.
         raw = load_glue(task, splits, data_args.data_dir, data_files, model_args.cache_dir)
-    except (ValueError, FileNotFoundError) as error:
-        sys.exit(f"run_glue.py: error: {error}")
+        config, tokenizer = load_config_and_tokenizer(model_args, **glue_config_overrides(task))
+        check_max_seq_length(data_args.max_seq_length, config, tokenizer, model_args.model_name_or_path)
     limits = {"train": data_args.max_train_samples, **{s.name: data_args.max_eval_samples for s in task.eval_splits},
               **{s.name: data_args.max_predict_samples for s in task.test_splits}}
     for name, limit in limits.items():
         if name in raw and limit is not None:
             raw[name] = raw[name].select(range(min(limit, len(raw[name]))))
 
-    config, tokenizer = load_config_and_tokenizer(model_args, **glue_config_overrides(task))
     model = load_model(model_args, AutoModelForSequenceClassification, config)
-    encoded = tokenize_glue(raw, tokenizer, task, min(data_args.max_seq_length, tokenizer.model_max_length))
+    encoded = tokenize_glue(raw, tokenizer, task, data_args.max_seq_length)
 
     trainer = Trainer(
         model=model,
@@ -102,7 +115,7 @@ def main(args: list[str] | None = None) -> None:
         train_dataset=encoded["train"] if training_args.do_train else None,
         eval_dataset=encoded[task.eval_splits[0].name] if training_args.do_eval else None,
         processing_class=tokenizer,
-        data_collator=DataCollatorWithPadding(tokenizer),
+        data_collator=DataCollatorWithPadding(tokenizer, **padding(training_args, data_args.max_seq_length)),
         compute_metrics=glue_compute_metrics(task.name),
     )
 

@@ -15,28 +15,29 @@ than the model's positions, ...) and a diverging loss end the run with a one-par
 any other error is a bug and keeps its traceback.
 """
 
-import sys
+import datasets
 
-from spanroberta.errors import UserInputError
 from spanroberta.training.arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from spanroberta.training.cli import parse_arguments
 from spanroberta.training.pretraining import apply_demo_settings, run_pretraining
 from spanroberta.training.trainer import TrainingDivergedError
+from spanroberta.training.validation import check_run, user_errors
 
 
 def main(args: list[str] | None = None) -> None:
-    try:
+    # Flags and config files: cli.py and TrainingArguments report their problems as ValueError/FileNotFoundError.
+    with user_errors("run_pretraining.py", also=(ValueError, FileNotFoundError)):
         (model_args, data_args, training_args), given = parse_arguments(
             (PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments), args
         )
         model_args, data_args, training_args = apply_demo_settings(model_args, data_args, training_args, given)
-    # Flags and config files: cli.py and TrainingArguments report their problems as ValueError/FileNotFoundError.
-    except (ValueError, FileNotFoundError) as error:
-        sys.exit(f"run_pretraining.py: error: {error}")
-    try:
+        # Every path and setting that can be checked without the data is checked before it is read.
+        check_run(model_args, training_args, trains=not data_args.prepare_only)
+    if data_args.overwrite_cache:
+        # Not reusing cache files is what makes `datasets` recompute the tokenizing and packing.
+        datasets.disable_caching()
+    with user_errors("run_pretraining.py", also=(TrainingDivergedError,)):
         trainer = run_pretraining(model_args, data_args, training_args)
-    except (UserInputError, TrainingDivergedError) as error:
-        sys.exit(f"run_pretraining.py: error: {error}")
     if trainer is None:
         print(f"\nThe prepared data is in {data_args.prepared_data_dir}/. Train on it with the same command "
               "without --prepare_only.")

@@ -12,12 +12,11 @@ prediction to OUTPUT_DIR/eval_predictions.jsonl (predict_* for --do_predict).
 `python run_race.py --help` lists every flag.
 """
 
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from transformers import AutoModelForMultipleChoice, DataCollatorForMultipleChoice, Trainer, TrainingArguments
+from transformers import AutoModelForMultipleChoice, DataCollatorForMultipleChoice, Trainer
 
 from spanroberta.tasks.race import (
     MAX_QA_LENGTH,
@@ -30,14 +29,18 @@ from spanroberta.tasks.race import (
     race_metrics,
     write_race_predictions,
 )
-from spanroberta.training.cli import apply_defaults, parse_arguments
+from spanroberta.training.cli import parse_arguments, with_defaults
 from spanroberta.training.finetuning import (
+    FinetuningArguments,
     ModelArguments,
+    check_finetuning_run,
     load_config_and_tokenizer,
     load_model,
+    padding,
     publish,
     train_and_save,
 )
+from spanroberta.training.validation import check_max_seq_length, check_range, fit_max_qa_length, user_errors
 
 
 @dataclass
@@ -54,14 +57,25 @@ class RaceDataArguments:
     validation_file: list[str] | None = field(default=None, metadata={"help": "JSON lines; several allowed."})
     test_file: list[str] | None = field(default=None, metadata={"help": "JSON lines; several allowed."})
     max_seq_length: int = field(
-        default=MAX_SEQ_LENGTH, metadata={"help": "Tokens per option; the passage keeps what fits."}
+        default=MAX_SEQ_LENGTH,
+        metadata={"help": "Tokens per option (at most the model's positions); the passage keeps what fits."},
     )
     max_qa_length: int = field(
-        default=MAX_QA_LENGTH, metadata={"help": "The question with the option is cut to this many tokens."}
+        default=MAX_QA_LENGTH,
+        metadata={"help": "The question with the option is cut to this many tokens (the default is lowered to "
+                  "fit a shorter --max_seq_length)."},
     )
     max_train_samples: int | None = field(default=None, metadata={"help": "Keep the first N training questions."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Keep the first N dev questions."})
     max_predict_samples: int | None = field(default=None, metadata={"help": "Keep the first N test questions."})
+
+    def __post_init__(self):
+        check_range("max_seq_length", self.max_seq_length, 1)
+        check_range("max_qa_length", self.max_qa_length, 1)
+
+
+# TrainingArguments with RoBERTa's RACE hyperparameters as defaults, so that --help shows what a run applies.
+RaceTrainingArguments = with_defaults(FinetuningArguments, RACE_TRAINING_DEFAULTS, "RaceTrainingArguments", __name__)
 
 
 # The phases, their split and the flags that choose their data.
@@ -70,17 +84,21 @@ PHASES = {"train": ("train", "train_file", "max_train_samples"),
           "predict": ("test", "test_file", "max_predict_samples")}
 
 
-def parse_race_arguments(args: list[str] | None = None) -> tuple[ModelArguments, RaceDataArguments, TrainingArguments]:
-    arguments, given = parse_arguments((ModelArguments, RaceDataArguments, TrainingArguments), args)
-    return apply_defaults(arguments, RACE_TRAINING_DEFAULTS, given)
+def parse_race_arguments(
+    args: list[str] | None = None,
+) -> tuple[tuple[ModelArguments, RaceDataArguments, FinetuningArguments], set[str]]:
+    """The arguments and the flags given."""
+    return parse_arguments((ModelArguments, RaceDataArguments, RaceTrainingArguments), args)
 
 
 def main(args: list[str] | None = None) -> None:
-    try:
-        model_args, data_args, training_args = parse_race_arguments(args)
+    # Everything is read and checked before a model is loaded, so bad input fails fast.
+    with user_errors("run_race.py", also=(ValueError, FileNotFoundError)):
+        (model_args, data_args, training_args), given = parse_race_arguments(args)
+        check_finetuning_run(model_args, training_args, given, {
+            flag: getattr(data_args, flag) for _, _, flag in PHASES.values()})  # fmt: skip
         asked = {"train": training_args.do_train, "eval": training_args.do_eval, "predict": training_args.do_predict}
         raw = {}
-        # Everything is read and checked before a model is loaded, so bad input fails fast.
         for phase, (split, files_flag, limit_flag) in PHASES.items():
             if asked[phase]:
                 files = getattr(data_args, files_flag)
@@ -89,13 +107,12 @@ def main(args: list[str] | None = None) -> None:
                 )
                 limit = getattr(data_args, limit_flag)
                 raw[phase] = dataset.select(range(min(limit, len(dataset)))) if limit is not None else dataset
-    except (ValueError, FileNotFoundError) as error:
-        sys.exit(f"run_race.py: error: {error}")
+        config, tokenizer = load_config_and_tokenizer(model_args)
+        check_max_seq_length(data_args.max_seq_length, config, tokenizer, model_args.model_name_or_path)
+        max_qa_length = fit_max_qa_length(data_args.max_qa_length, data_args.max_seq_length, tokenizer, given)
 
-    config, tokenizer = load_config_and_tokenizer(model_args)
     model = load_model(model_args, AutoModelForMultipleChoice, config)
-    max_seq_length = min(data_args.max_seq_length, tokenizer.model_max_length)
-    encoded = {phase: encode_race(dataset, tokenizer, max_seq_length, data_args.max_qa_length)
+    encoded = {phase: encode_race(dataset, tokenizer, data_args.max_seq_length, max_qa_length)
                for phase, dataset in raw.items()}
 
     trainer = Trainer(
@@ -104,7 +121,7 @@ def main(args: list[str] | None = None) -> None:
         train_dataset=encoded.get("train"),
         eval_dataset=encoded.get("eval"),
         processing_class=tokenizer,
-        data_collator=DataCollatorForMultipleChoice(tokenizer),
+        data_collator=DataCollatorForMultipleChoice(tokenizer, **padding(training_args, data_args.max_seq_length)),
         compute_metrics=race_compute_metrics,
     )
 
@@ -127,7 +144,10 @@ def main(args: list[str] | None = None) -> None:
             write_race_predictions(output_dir / f"{prefix}_predictions.jsonl", raw[phase], output.predictions)
 
     card = {"finetuned_from": model_args.model_name_or_path, "tasks": "multiple-choice", "language": "en",
-            "dataset_tags": "ehovy/race", "dataset_args": data_args.dataset_config_name, "dataset": "RACE"}
+            "dataset": "RACE"}
+    # The Hub dataset is named only when the run read it; --data_dir and files are the user's own copies.
+    if data_args.data_dir is None and not any(getattr(data_args, flag) for _, flag, _ in PHASES.values()):
+        card.update(dataset_tags="ehovy/race", dataset_args=data_args.dataset_config_name)
     publish(trainer, card)
 
 

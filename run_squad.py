@@ -17,12 +17,11 @@ F1, which later eval-only runs of that checkpoint use unless --null_score_diff_t
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from datasets import Dataset
-from transformers import AutoModelForQuestionAnswering, DataCollatorWithPadding, Trainer, TrainingArguments, set_seed
+from transformers import AutoModelForQuestionAnswering, DataCollatorWithPadding, Trainer, set_seed
 
 from spanroberta.tasks.squad import (
     load_null_score_threshold,
@@ -34,13 +33,18 @@ from spanroberta.tasks.squad import (
     save_qa_checkpoint,
 )
 from spanroberta.training.cli import parse_arguments
+from spanroberta.errors import UserInputError
 from spanroberta.training.finetuning import (
+    FinetuningArguments,
     ModelArguments,
+    check_finetuning_run,
     load_config_and_tokenizer,
     load_model,
+    padding,
     publish,
     train_and_save,
 )
+from spanroberta.training.validation import check_max_seq_length, check_range, fit_doc_stride, user_errors
 
 logger = logging.getLogger(__name__)
 
@@ -65,10 +69,13 @@ class SquadArguments:
         default=False, metadata={"help": "SQuAD v2.0: some questions have no answer."}
     )
     max_seq_length: int = field(
-        default=384, metadata={"help": "Tokens per window, question included (SpanBERT used 512)."}
+        default=384,
+        metadata={"help": "Tokens per window, question included (SpanBERT used 512; at most the model's positions)."},
     )
     doc_stride: int = field(
-        default=128, metadata={"help": "Context tokens that consecutive windows of a long context share."}
+        default=128,
+        metadata={"help": "Context tokens that consecutive windows of a long context share (the default is lowered "
+                  "to fit a shorter --max_seq_length)."},
     )
     max_query_length: int = field(default=64, metadata={"help": "Questions are cut to this many tokens."})
     n_best_size: int = field(default=20, metadata={"help": "Candidates kept per question in nbest_predictions.json."})
@@ -92,18 +99,26 @@ class SquadArguments:
     max_predict_samples: int | None = field(default=None, metadata={"help": "Predict only the first N questions."})
     preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenization."})
 
+    def __post_init__(self):
+        for flag in ("max_seq_length", "max_query_length", "n_best_size", "max_answer_length"):
+            check_range(flag, getattr(self, flag), 1)
+        check_range("doc_stride", self.doc_stride, 0)
+
 
 def main(args: list[str] | None = None) -> dict[str, float]:
     """Runs what the flags (or one JSON/YAML file of them) ask for; returns the evaluation scores (empty
     without --do_eval)."""
-    arguments, _ = parse_arguments((ModelArguments, SquadArguments, TrainingArguments), args)
-    model_args, squad_args, training_args = arguments
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    set_seed(training_args.seed)
-
-    wanted = {"train": training_args.do_train, "validation": training_args.do_eval, "test": training_args.do_predict}
-    try:
-        # Every example is checked before a model is loaded, so bad input fails fast.
+    # Every setting, path and example is checked before a model is loaded, so bad input fails fast.
+    with user_errors("run_squad.py", also=(ValueError, FileNotFoundError)):
+        (model_args, squad_args, training_args), given = parse_arguments(
+            (ModelArguments, SquadArguments, FinetuningArguments), args
+        )
+        check_finetuning_run(model_args, training_args, given, {
+            "max_train_samples": squad_args.max_train_samples, "max_eval_samples": squad_args.max_eval_samples,
+            "max_predict_samples": squad_args.max_predict_samples})  # fmt: skip
+        set_seed(training_args.seed)
+        wanted = {"train": training_args.do_train, "validation": training_args.do_eval, "test": training_args.do_predict}
         examples = load_squad_splits(
             dataset_name=squad_args.dataset_name,
             dataset_config_name=squad_args.dataset_config_name,
@@ -117,8 +132,16 @@ def main(args: list[str] | None = None) -> dict[str, float]:
             cache_dir=model_args.cache_dir,
             token=model_args.token,
         )
-    except (ValueError, FileNotFoundError) as error:
-        sys.exit(f"run_squad.py: error: {error}")
+        config, tokenizer = load_config_and_tokenizer(model_args)
+        check_max_seq_length(squad_args.max_seq_length, config, tokenizer, model_args.model_name_or_path)
+        doc_stride = fit_doc_stride(
+            squad_args.doc_stride, squad_args.max_seq_length, squad_args.max_query_length, tokenizer, given
+        )
+        if squad_args.answerability_head and config.model_type != "spanroberta":
+            raise UserInputError(
+                f"--answerability_head needs a spanroberta checkpoint (SpanRobertaConfig), but "
+                f"{model_args.model_name_or_path} is a {config.model_type!r} one."
+            )
     limits = {
         "train": squad_args.max_train_samples,
         "validation": squad_args.max_eval_samples,
@@ -128,20 +151,14 @@ def main(args: list[str] | None = None) -> dict[str, float]:
         if split in examples and limit is not None:
             examples[split] = examples[split].select(range(min(limit, len(examples[split]))))
 
-    config, tokenizer = load_config_and_tokenizer(model_args)
     if squad_args.answerability_head:
-        if config.model_type != "spanroberta":
-            sys.exit(
-                f"run_squad.py: error: --answerability_head needs a spanroberta checkpoint (SpanRobertaConfig), "
-                f"but {model_args.model_name_or_path} is a {config.model_type!r} one."
-            )
         config.answerability_head = True
     model = load_model(model_args, AutoModelForQuestionAnswering, config)
 
     windows = {
         "tokenizer": tokenizer,
-        "max_seq_length": min(squad_args.max_seq_length, tokenizer.model_max_length),
-        "doc_stride": squad_args.doc_stride,
+        "max_seq_length": squad_args.max_seq_length,
+        "doc_stride": doc_stride,
         "max_query_length": squad_args.max_query_length,
     }
 
@@ -164,9 +181,7 @@ def main(args: list[str] | None = None) -> dict[str, float]:
         if training_args.do_train
         else None,
         processing_class=tokenizer,
-        data_collator=DataCollatorWithPadding(
-            tokenizer, pad_to_multiple_of=8 if training_args.fp16 or training_args.bf16 else None
-        ),
+        data_collator=DataCollatorWithPadding(tokenizer, **padding(training_args, squad_args.max_seq_length)),
     )
 
     if training_args.do_train:

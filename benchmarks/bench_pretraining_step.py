@@ -31,7 +31,15 @@ from dataclasses import dataclass
 from unittest import mock
 
 import torch
-from common import Timings, batches_of_rows, load_blocks, load_tokenizer, machine_summary, time_alternately
+from common import (
+    Timings,
+    batches_of_rows,
+    encoder_settings,
+    load_blocks,
+    load_tokenizer,
+    machine_summary,
+    time_alternately,
+)
 from transformers import (
     DataCollatorForLanguageModeling,
     RobertaConfig,
@@ -45,7 +53,6 @@ from spanroberta.configuration_spanroberta import SpanRobertaConfig
 from spanroberta.data.collator import DataCollatorForSpanMasking
 from spanroberta.modeling_spanroberta import SpanRobertaForPreTraining
 from spanroberta.training.arguments import PretrainingArguments
-from spanroberta.training.recipes import get_model_size
 
 # The two configurations: (model size, sequence length, batch size).
 CONFIGS = {"small": ("small", 128, 32), "base": ("base", 512, 4)}
@@ -181,17 +188,7 @@ def main() -> None:
     tokenizer = load_tokenizer()
     for config_name in args.config:
         size, length, batch_size = CONFIGS[config_name]
-        encoder = dict(
-            **get_model_size(size),
-            vocab_size=len(tokenizer),
-            pad_token_id=tokenizer.pad_token_id,
-            bos_token_id=tokenizer.bos_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            # roberta-base's own settings (SpanRobertaConfig's defaults), given to the baseline too.
-            type_vocab_size=1,
-            layer_norm_eps=1e-5,
-            max_position_embeddings=514,
-        )
+        encoder = encoder_settings(tokenizer, size)
         # A handful of distinct batches (masks differ too), cycled through, keeps memory bounded.
         rows = batches_of_rows(load_blocks(tokenizer, length), batch_size, count=4)
         for precision in precisions:

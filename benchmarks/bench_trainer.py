@@ -33,7 +33,7 @@ from pathlib import Path
 
 import datasets
 import torch
-from common import BENCHMARKS, REUTERS, load_blocks, load_tokenizer, machine_summary, require_corpus
+from common import BENCHMARKS, REUTERS, encoder_settings, load_blocks, load_tokenizer, machine_summary, require_corpus
 from transformers import (
     DataCollatorForLanguageModeling,
     RobertaConfig,
@@ -43,7 +43,6 @@ from transformers import (
     TrainingArguments,
 )
 
-from spanroberta.training.recipes import get_model_size
 
 # (model size, sequence length, batch size per device)
 CONFIGS = {
@@ -112,16 +111,7 @@ def run_baseline(size: str, length: int, batch: int, args, output_dir: str) -> l
     tokenizer = load_tokenizer()
     blocks = load_blocks(tokenizer, length)
     dataset = datasets.Dataset.from_dict({"input_ids": blocks.tolist()})
-    config = RobertaConfig(
-        **get_model_size(size),
-        vocab_size=len(tokenizer),
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        type_vocab_size=1,
-        layer_norm_eps=1e-5,
-        max_position_embeddings=514,
-    )
+    config = RobertaConfig(**encoder_settings(tokenizer, size))
     torch.manual_seed(0)
     model = RobertaForMaskedLM(config)
     training_args = TrainingArguments(
@@ -161,7 +151,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", nargs="+", choices=list(CONFIGS), default=["small"])
     parser.add_argument("--recipes", nargs="+", default=["spanbert", "roberta"])
-    parser.add_argument("--precision", choices=["fp32", "bf16"], default="bf16" if torch.cuda.is_available() else "fp32")
+    default_precision = "bf16" if torch.cuda.is_available() else "fp32"
+    parser.add_argument("--precision", choices=["fp32", "bf16"], default=default_precision)
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--logging-steps", type=int, default=10)
     parser.add_argument("--skip-windows", type=int, default=2, help="Logging windows dropped as warm-up.")
@@ -176,12 +167,14 @@ def main() -> None:
     load_tokenizer()  # trains and caches the BPE once, before any timing
     for name in args.config:
         size, length, batch = CONFIGS[name]
-        label = f"{name} ({size}, {batch} x {length}), {args.precision}" + (", torch_compile" if args.torch_compile else "")
+        label = f"{name} ({size}, {batch} x {length}), {args.precision}"
+        label += ", torch_compile" if args.torch_compile else ""
         print(f"\n## {label}: median real tokens/s over logging windows {args.skip_windows + 1}..\n")
         results = {}
         with tempfile.TemporaryDirectory() as tmp:
             if not args.no_baseline:
-                results["transformers run_mlm-style"] = steady(run_baseline(size, length, batch, args, tmp), args.skip_windows)
+                rates = run_baseline(size, length, batch, args, tmp)
+                results["transformers run_mlm-style"] = steady(rates, args.skip_windows)
             for recipe in args.recipes:
                 out = str(Path(tmp, recipe))
                 results[f"run_pretraining.py --recipe {recipe}"] = steady(

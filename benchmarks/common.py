@@ -63,6 +63,23 @@ def load_blocks(tokenizer: PreTrainedTokenizerBase, length: int) -> np.ndarray:
     return np.load(path)
 
 
+def encoder_settings(tokenizer: PreTrainedTokenizerBase, size: str) -> dict:
+    """The encoder config of both sides of a comparison: a model size of spanroberta's recipes, with
+    roberta-base's own settings (SpanRobertaConfig's defaults) given to the transformers baseline too."""
+    from spanroberta.training.recipes import get_model_size
+
+    return dict(
+        **get_model_size(size),
+        vocab_size=len(tokenizer),
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        type_vocab_size=1,
+        layer_norm_eps=1e-5,
+        max_position_embeddings=514,
+    )
+
+
 def batches_of_rows(blocks: np.ndarray, batch_size: int, count: int, seed: int = 0) -> list[list[list[int]]]:
     """`count` batches of `batch_size` random blocks, as lists of lists of ids (what a datasets row holds)."""
     rng = np.random.default_rng(seed)

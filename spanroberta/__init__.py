@@ -16,7 +16,9 @@ from transformers import (
     AutoModelForTokenClassification,
 )
 
+from .configuration_span_albert import SpanAlbertConfig
 from .configuration_spanroberta import SpanRobertaConfig
+from .data.collator import DataCollatorForSpanMasking
 from .modeling_spanroberta import (
     SpanBoundaryHead,
     SpanRobertaForMaskedLM,
@@ -28,6 +30,16 @@ from .modeling_spanroberta import (
     SpanRobertaForTokenClassification,
     SpanRobertaModel,
     SpanRobertaPreTrainedModel,
+)
+from .modeling_span_albert import (
+    SpanAlbertForMaskedLM,
+    SpanAlbertForMultipleChoice,
+    SpanAlbertForPreTraining,
+    SpanAlbertForQuestionAnswering,
+    SpanAlbertForSequenceClassification,
+    SpanAlbertForTokenClassification,
+    SpanAlbertModel,
+    SpanAlbertPreTrainedModel,
 )
 from .pipelines.question_answering import register_question_answering_pipeline
 
@@ -45,6 +57,19 @@ for _auto_class, _model_class in (
 ):
     _auto_class.register(SpanRobertaConfig, _model_class, exist_ok=True)
 
+# The ALBERT encoder (factorised embeddings, cross-layer sharing) under the same heads.
+AutoConfig.register(SpanAlbertConfig.model_type, SpanAlbertConfig, exist_ok=True)
+for _auto_class, _model_class in (
+    (AutoModel, SpanAlbertModel),
+    (AutoModelForPreTraining, SpanAlbertForPreTraining),
+    (AutoModelForMaskedLM, SpanAlbertForMaskedLM),
+    (AutoModelForSequenceClassification, SpanAlbertForSequenceClassification),
+    (AutoModelForQuestionAnswering, SpanAlbertForQuestionAnswering),
+    (AutoModelForMultipleChoice, SpanAlbertForMultipleChoice),
+    (AutoModelForTokenClassification, SpanAlbertForTokenClassification),
+):
+    _auto_class.register(SpanAlbertConfig, _model_class, exist_ok=True)
+
 # transformers 5 removed pipeline("question-answering"); importing spanroberta brings it back.
 register_question_answering_pipeline()
 
@@ -60,4 +85,14 @@ __all__ = [
     "SpanRobertaForQuestionAnswering",
     "SpanRobertaForMultipleChoice",
     "SpanRobertaForTokenClassification",
+    "DataCollatorForSpanMasking",
+    "SpanAlbertConfig",
+    "SpanAlbertPreTrainedModel",
+    "SpanAlbertModel",
+    "SpanAlbertForPreTraining",
+    "SpanAlbertForMaskedLM",
+    "SpanAlbertForSequenceClassification",
+    "SpanAlbertForQuestionAnswering",
+    "SpanAlbertForMultipleChoice",
+    "SpanAlbertForTokenClassification",
 ]

@@ -76,5 +76,11 @@ class SpanRobertaConfig(RobertaConfig):
         # Saved with every checkpoint so that any Auto class finds its head with trust_remote_code=True.
         self.auto_map = {**AUTO_MAP, **(getattr(self, "auto_map", None) or {})}
 
+    @property
+    def first_position_id(self) -> int:
+        """The position id of a sequence's first token: RoBERTa's positions start after the padding id
+        (modeling_roberta's create_position_ids_from_input_ids)."""
+        return (self.pad_token_id or 0) + 1
+
 
 __all__ = ["SpanRobertaConfig", "SENTENCE_OBJECTIVES"]

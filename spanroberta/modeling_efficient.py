@@ -63,20 +63,20 @@ def encode_at_positions(encoder: RobertaModel, inputs: dict, positions: torch.Te
     *layers, last_layer = encoder.encoder.layer
     for layer in layers:
         hidden = layer(hidden, mask)
-    return _layer_at_positions(last_layer, hidden, _query_mask(attention_mask, position_ids, positions), positions)
+    sequence_ids = None if position_ids is None else encoder.sequence_ids(position_ids)
+    return _layer_at_positions(last_layer, hidden, _query_mask(attention_mask, sequence_ids, positions), positions)
 
 
 def _query_mask(
-    attention_mask: torch.Tensor | None, position_ids: torch.Tensor | None, positions: torch.Tensor
+    attention_mask: torch.Tensor | None, sequence_ids: torch.Tensor | None, positions: torch.Tensor
 ) -> torch.Tensor | None:
     """Bool [batch, 1, n, length]: which keys each query at `positions` attends to (the reference's mask, read at
-    those rows), or None when every query attends to every key."""
+    those rows; see modeling_spanroberta's packed_sequence_mask_function), or None when every query attends to
+    every key."""
     mask = None
     if attention_mask is not None:
         mask = attention_mask.bool()[:, None, None, :]
-    if position_ids is not None:
-        # As modeling_spanroberta's packed_sequence_ids and packed_sequence_mask_function.
-        sequence_ids = (torch.diff(position_ids, prepend=position_ids[:, :1] - 1, dim=-1) != 1).cumsum(-1)
+    if sequence_ids is not None:
         same = sequence_ids.gather(1, positions)[:, None, :, None] == sequence_ids[:, None, None, :]
         if mask is not None:
             query_is_padding = ~attention_mask.bool().gather(1, positions)[:, None, :, None]

@@ -94,7 +94,8 @@ class SpanRobertaModel(SpanRobertaPreTrainedModel, RobertaModel):
     With `position_ids`, each run of consecutive positions is one sequence (see `packed_sequence_ids`) and attends
     only to itself: through a block-diagonal mask for sdpa and eager, a block mask for flex_attention, and for
     flash attention by flattening the batch into one row whose restarting positions transformers' kernels turn
-    into `cu_seqlens`. Without `position_ids` it is exactly RobertaModel.
+    into `cu_seqlens`. Without `position_ids`, or as a decoder (`config.is_decoder`, which packing does not
+    serve), it is exactly RobertaModel.
     """
 
     def forward(
@@ -110,9 +111,14 @@ class SpanRobertaModel(SpanRobertaPreTrainedModel, RobertaModel):
         if position_ids is None or self.config.is_decoder:
             return super().forward(attention_mask=attention_mask, position_ids=position_ids, **inputs, **kwargs)
         if self.flattens_packed_rows():
-            return self._flattened_forward(position_ids, inputs, kwargs)
+            return self._flattened_forward(attention_mask, position_ids, inputs, kwargs)
         mask = self.packed_attention_mask(attention_mask, position_ids, inputs_embeds)
         return super().forward(attention_mask=mask, position_ids=position_ids, **inputs, **kwargs)
+
+    @staticmethod
+    def sequence_ids(position_ids: torch.Tensor) -> torch.Tensor:
+        """Which packed sequence of its row each token belongs to (see `packed_sequence_ids`)."""
+        return packed_sequence_ids(position_ids)
 
     def flattens_packed_rows(self) -> bool:
         """Whether packed rows are isolated by flattening the batch (flash attention reads `cu_seqlens` from the
@@ -140,18 +146,34 @@ class SpanRobertaModel(SpanRobertaPreTrainedModel, RobertaModel):
         )
 
     def _flattened_forward(
-        self, position_ids: torch.Tensor, inputs: dict, kwargs: dict
-    ) -> BaseModelOutputWithPoolingAndCrossAttentions:
+        self, attention_mask: torch.Tensor | None, position_ids: torch.Tensor, inputs: dict, kwargs: dict
+    ) -> BaseModelOutputWithPoolingAndCrossAttentions | tuple:
         batch_size, length = position_ids.shape
-        flat = {name: None if value is None else value.reshape(1, batch_size * length, *value.shape[2:])
-                for name, value in inputs.items()}
-        outputs = super().forward(position_ids=position_ids.reshape(1, -1), **flat, **kwargs)
-        # The flattened row's pooler output read only its first token: pool each row again.
-        last_hidden_state = outputs.last_hidden_state.reshape(batch_size, length, -1)
-        return BaseModelOutputWithPoolingAndCrossAttentions(
+        if attention_mask is not None:
+            # The flattened row has no padding mask: padding becomes a sequence of its own, numbered from the
+            # row's first position, so that no real token attends to it.
+            padding = ~attention_mask.bool()
+            position_ids = torch.where(padding, position_ids[:, :1] + padding.cumsum(-1) - 1, position_ids)
+        flat = {
+            name: None if value is None else value.reshape(1, batch_size * length, *value.shape[2:])
+            for name, value in inputs.items()
+        }
+        return_dict = kwargs.pop("return_dict", None)
+        outputs = super().forward(position_ids=position_ids.reshape(1, -1), return_dict=True, **flat, **kwargs)
+
+        def rows(hidden: torch.Tensor) -> torch.Tensor:
+            return hidden.reshape(batch_size, length, -1)
+
+        last_hidden_state = rows(outputs.last_hidden_state)
+        outputs = BaseModelOutputWithPoolingAndCrossAttentions(
             last_hidden_state=last_hidden_state,
+            # The flattened row's pooler output read only its first token: pool each row again.
             pooler_output=self.pooler(last_hidden_state) if self.pooler is not None else None,
+            hidden_states=None if outputs.hidden_states is None else tuple(map(rows, outputs.hidden_states)),
+            # Flash attention returns no attention weights.
+            attentions=outputs.attentions,
         )
+        return outputs if return_dict is not False else outputs.to_tuple()
 
 
 class SpanBoundaryHead(nn.Module):
@@ -164,12 +186,14 @@ class SpanBoundaryHead(nn.Module):
     def __init__(self, config: SpanRobertaConfig):
         super().__init__()
         hidden, position_size = config.hidden_size, config.sbo_position_embedding_size
+        # The decoder is tied to the word embeddings: E wide where they are factorised (ALBERT), else H.
+        output_size = getattr(config, "embedding_size", hidden)
         self.position_embeddings = nn.Embedding(config.max_span_targets, position_size)
         self.dense1 = nn.Linear(2 * hidden + position_size, hidden)
         self.layer_norm1 = nn.LayerNorm(hidden, eps=config.layer_norm_eps)
-        self.dense2 = nn.Linear(hidden, hidden)
-        self.layer_norm2 = nn.LayerNorm(hidden, eps=config.layer_norm_eps)
-        self.decoder = nn.Linear(hidden, config.vocab_size)
+        self.dense2 = nn.Linear(hidden, output_size)
+        self.layer_norm2 = nn.LayerNorm(output_size, eps=config.layer_norm_eps)
+        self.decoder = nn.Linear(output_size, config.vocab_size)
 
     def forward(
         self, left_boundary: torch.Tensor, right_boundary: torch.Tensor, relative_positions: torch.Tensor
@@ -180,7 +204,7 @@ class SpanBoundaryHead(nn.Module):
     def transform(
         self, left_boundary: torch.Tensor, right_boundary: torch.Tensor, relative_positions: torch.Tensor
     ) -> torch.Tensor:
-        """f without the decoder: [..., H], [..., H], [...] -> [..., H]."""
+        """f without the decoder: [..., H], [..., H], [...] -> [..., H] (E for factorised embeddings)."""
         x = torch.cat([left_boundary, right_boundary, self.position_embeddings(relative_positions)], dim=-1)
         x = self.layer_norm1(gelu(self.dense1(x)))
         return self.layer_norm2(gelu(self.dense2(x)))
@@ -300,11 +324,14 @@ class SpanPreTrainingMixin:
         losses.append(result.mlm_loss)
 
         if with_sbo:
-            left, right, states = states[:, :num_slots], states[:, num_slots : 2 * num_slots], states[:, 2 * num_slots :]
+            left, right = states[:, :num_slots], states[:, num_slots : 2 * num_slots]
+            states = states[:, 2 * num_slots :]
             is_target = sbo_relative_positions != IGNORE_INDEX
             sbo_features = self.sbo_head.transform(left, right, sbo_relative_positions.clamp(min=0))
             sbo_targets = labels.masked_fill(~is_target, IGNORE_INDEX)
-            result.sbo_logits, sbo_total = _decoder_cross_entropy(self.config, sbo_features, self.sbo_head.decoder, sbo_targets)
+            result.sbo_logits, sbo_total = _decoder_cross_entropy(
+                self.config, sbo_features, self.sbo_head.decoder, sbo_targets
+            )
             # Without their own global count, SBO targets are weighted by this batch's share of the MLM targets.
             result.sbo_loss = _normalised_loss(
                 sbo_total, is_target.sum(), num_sbo_items_in_batch, reference=(mlm_count, num_items_in_batch)
@@ -313,7 +340,8 @@ class SpanPreTrainingMixin:
 
         if with_sentence_head:
             result.sentence_logits = self._sentence_logits(states)
-            sentence_labels = next_sentence_label if self.config.sentence_objective == "nsp" else sentence_order_label
+            nsp = self.config.sentence_objective == "nsp"
+            sentence_labels = next_sentence_label if nsp else sentence_order_label
             if sentence_labels is not None:
                 sentence_labels = sentence_labels.view(-1)
                 sentence_total = F.cross_entropy(
@@ -365,6 +393,7 @@ class SpanRobertaForPreTraining(SpanPreTrainingMixin, SpanRobertaPreTrainedModel
         "lm_head.decoder.bias": "lm_head.bias",
     }
     _sbo_tied_weights_keys = {"sbo_head.decoder.weight": "roberta.embeddings.word_embeddings.weight"}
+
     def __init__(self, config: SpanRobertaConfig):
         super().__init__(config)
         has_sentence_head = config.sentence_objective != "none"
@@ -410,7 +439,9 @@ def _decoder_cross_entropy(
     if fuses_decoder_cross_entropy(config, features, decoder):
         return fused_decoder_cross_entropy(features, decoder, targets)
     logits = decoder(features)
-    total = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX, reduction="sum")
+    total = F.cross_entropy(
+        logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX, reduction="sum"
+    )
     return logits, total
 
 
@@ -424,14 +455,14 @@ def _normalised_loss(
 
     With the global count of these targets the division is exact. Without it, this batch's own mean is weighted
     by its share (local / global) of the `reference` targets when that global count is known, which keeps the
-    gradient-accumulation scaling right. A batch without targets gives 0. No value is read on the host.
+    gradient-accumulation scaling right. Without targets a loss is 0. No value is read on the host.
     """
     if global_count is not None:
-        return total / global_count
+        return total / torch.as_tensor(global_count, device=total.device).clamp(min=1)
     mean = total / local_count.clamp(min=1)
     local_reference, global_reference = reference
     if local_reference is not None and global_reference is not None:
-        return mean * local_reference / global_reference
+        return mean * local_reference / torch.as_tensor(global_reference, device=total.device).clamp(min=1)
     return mean
 
 

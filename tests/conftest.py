@@ -30,6 +30,24 @@ TINY_TEXT = [
 ] * 20
 
 
+def tiny_span_config(**overrides):
+    """A SpanRobertaConfig small enough for unit tests (2 layers, hidden 32, no dropout); `overrides` win."""
+    from spanroberta import SpanRobertaConfig
+
+    settings = dict(
+        vocab_size=120,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_span_targets=4,
+        sbo_position_embedding_size=8,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
+    return SpanRobertaConfig(**{**settings, **overrides})
+
+
 def shared_data(*parts: str) -> Path:
     """A path under ../shared/data; the calling test is skipped when it is absent (users do not have it)."""
     path = SHARED_DATA.joinpath(*parts)

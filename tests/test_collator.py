@@ -298,3 +298,13 @@ def test_the_trainer_sets_the_epoch_and_keeps_the_keys(tiny_tokenizer, block_dat
     epochs_seen = sorted({epoch for batch in seen for epoch, _ in batch})
     assert epochs_seen == [0, 1]
     assert sorted(index for batch in seen for epoch, index in batch if epoch == 1) == list(range(6))
+
+
+def test_too_few_prediction_slots_fail_on_the_first_batch(tiny_tokenizer):
+    """max_predictions_per_seq below what a row can mask is refused on every batch, not only on the unlucky one
+    that masks more than it holds."""
+    collator = DataCollatorForSpanMasking(tiny_tokenizer, masking="token", max_predictions_per_seq=9)
+    rows = [{"input_ids": [0] + [5 + i % 50 for i in range(62)] + [2], "example_index": i} for i in range(2)]
+    with pytest.raises(ValueError, match=r"max_predictions_per_seq=9 is below .* \(10\)"):
+        collator(rows)
+    assert collator.__class__(tiny_tokenizer, masking="token", max_predictions_per_seq=10)(rows)["labels"].shape[1] == 10

@@ -65,7 +65,7 @@ def free_port() -> int:
 
 
 def launch_two_processes(args, tmp_path):
-    """Runs run_pretraining.py in 2 CPU processes through `accelerate launch` with the shipped multi-GPU config;
+    """Runs run_pretraining.py in 2 CPU processes (gloo) through `accelerate launch` with the shipped multi-GPU config;
     returns, per process, the example indices of each batch its collator saw."""
     script = tmp_path / "record_batches.py"
     script.write_text(RECORDING_SCRIPT.format(root=str(PROJECT_ROOT)))
@@ -75,7 +75,8 @@ def launch_two_processes(args, tmp_path):
         "--num_processes", str(PROCESSES), "--main_process_port", str(free_port()),
         str(script), *args, "--per_device_train_batch_size", str(PER_DEVICE),
     ]
-    env = {**os.environ, "BATCHES_DIR": str(tmp_path), "OMP_NUM_THREADS": "1"}
+    # CPU processes on any machine: with CUDA visible, both processes would otherwise take the one GPU.
+    env = {**os.environ, "BATCHES_DIR": str(tmp_path), "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     result = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     return [json.loads((tmp_path / f"batches-{rank}.json").read_text()) for rank in range(PROCESSES)]

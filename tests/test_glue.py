@@ -180,18 +180,18 @@ def test_csv_and_json_lines_files(tmp_path):
 def test_roberta_preset_fills_in_what_the_user_did_not_give(tmp_path):
     base = ["--model_name_or_path", "x", "--output_dir", str(tmp_path),
             "--task_name", "rte", "--task_preset", "roberta"]
-    _, data_args, training_args = run_glue.parse_glue_arguments(base)
+    (_, data_args, training_args), _ = run_glue.parse_glue_arguments(base)
     assert (training_args.learning_rate, training_args.per_device_train_batch_size) == (2e-5, 16)
     assert training_args.num_train_epochs == 10 and training_args.weight_decay == 0.1
     assert (training_args.adam_beta2, training_args.adam_epsilon) == (0.98, 1e-6)
     # 6% warmup: transformers 5 reads a warmup_steps below 1 as a fraction of the total steps.
     assert training_args.get_warmup_steps(1000) == 60
     assert data_args.max_seq_length == 512
-    _, data_args, training_args = run_glue.parse_glue_arguments(
+    (_, data_args, training_args), _ = run_glue.parse_glue_arguments(
         base + ["--learning_rate", "3e-5", "--per_device_train_batch_size=8", "--max_seq_length", "128"])
     assert (training_args.learning_rate, training_args.per_device_train_batch_size) == (3e-5, 8)
     assert data_args.max_seq_length == 128 and training_args.num_train_epochs == 10
-    _, _, training_args = run_glue.parse_glue_arguments(base[:-4] + ["--task_name", "mnli", "--task_preset", "roberta"])
+    (_, _, training_args), _ = run_glue.parse_glue_arguments(base[:-4] + ["--task_name", "mnli", "--task_preset", "roberta"])
     assert (training_args.learning_rate, training_args.per_device_train_batch_size) == (1e-5, 32)
 
 
@@ -251,8 +251,8 @@ def test_run_glue_trains_evaluates_and_predicts(task_name, spanroberta_checkpoin
     assert config["architectures"] == ["SpanRobertaForSequenceClassification"]
 
 
-def test_run_glue_rejects_bad_input_before_loading_a_model(tmp_path):
+def test_run_glue_rejects_bad_input_before_loading_a_model(tmp_path, spanroberta_checkpoint):
     root = write_task(tmp_path / "glue", "RTE", {"train.tsv": ["index\tsentence1\tsentence2\tlabel", "0\ta\tb\tyes"]})
     with pytest.raises(SystemExit, match=r"RTE/train.tsv, line 2: label 'yes'"):
-        run_glue.main(["--model_name_or_path", str(tmp_path / "no-such-model"), "--task_name", "rte",
+        run_glue.main(["--model_name_or_path", str(spanroberta_checkpoint), "--task_name", "rte",
                        "--data_dir", str(root), "--output_dir", str(tmp_path / "out"), "--do_train"])

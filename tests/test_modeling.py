@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 import torch
-from conftest import dense, to_slots
+from conftest import dense, tiny_span_config, to_slots
 import torch.nn.functional as F
 from torch import nn
 from transformers import (
@@ -36,19 +36,7 @@ VOCAB = 120
 
 
 def tiny_config(**overrides) -> SpanRobertaConfig:
-    settings = dict(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_span_targets=4,
-        sbo_position_embedding_size=8,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )
-    settings.update(overrides)
-    return SpanRobertaConfig(**settings)
+    return tiny_span_config(vocab_size=VOCAB, **overrides)
 
 
 def make_batch(batch_size: int = 4, length: int = 16, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -154,6 +142,19 @@ def test_labels_need_slots_and_a_batch_without_targets_has_zero_loss():
         assert SpanRobertaForPreTraining.loss_normalisers(empty) == {
             "num_items_in_batch": 0, "num_sbo_items_in_batch": 0, "num_sentence_items_in_batch": 0
         }
+
+
+def test_a_step_without_targets_of_one_head_gives_zero_not_nan():
+    """The trainer passes every head's global count; a step whose count is 0 for one head (no SBO target in the
+    whole accumulated batch) gives that head a loss of 0, not 0/0."""
+    model = SpanRobertaForPreTraining(tiny_config())
+    batch = make_batch()
+    batch["sbo_relative_positions"] = torch.full_like(batch["sbo_relative_positions"], -100)
+    counts = SpanRobertaForPreTraining.loss_normalisers(batch)
+    assert int(counts["num_sbo_items_in_batch"]) == 0
+    output = model(**batch, **counts)
+    assert output.sbo_loss.item() == 0.0 and torch.isfinite(output.loss)
+    torch.testing.assert_close(output.loss, output.mlm_loss)
 
 
 def test_sbo_switch_and_weight():

@@ -10,12 +10,13 @@ import re
 
 import pytest
 import torch
-from conftest import dense, packed_batch, shared_data, unpacked_batch
+from conftest import dense, packed_batch, shared_data, tiny_span_config, unpacked_batch
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.modeling_flash_attention_utils import prepare_fa_kwargs_from_position_ids
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining, SpanRobertaModel
+from spanroberta.data import masking
 from spanroberta.data.collator import DataCollatorForSpanMasking
 from spanroberta.data.formats import block_builder, pack_sequences, tokenize_texts
 from spanroberta.data.tokenizer import train_byte_level_bpe
@@ -26,18 +27,8 @@ LENGTH = 24
 
 
 def tiny_config(**overrides) -> SpanRobertaConfig:
-    settings = dict(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=48,
-        max_span_targets=3,
-        sbo_position_embedding_size=8,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )
-    return SpanRobertaConfig(**{**settings, **overrides})
+    settings = dict(vocab_size=VOCAB, num_attention_heads=4, intermediate_size=48, max_span_targets=3)
+    return tiny_span_config(**{**settings, **overrides})
 
 
 def alone_and_packed(encoder, batch, sequences, reference=None):
@@ -178,6 +169,19 @@ def test_the_flattened_path_gives_each_sequence_its_hidden_states_alone(flatteni
             torch.testing.assert_close(packed.last_hidden_state[row, start : start + n], alone, rtol=1e-4, atol=1e-4)
 
 
+def test_the_flattened_path_keeps_hidden_states_and_tuples(flattening):
+    batch, _ = packed_batch(ROWS, LENGTH, VOCAB, seed=5)
+    encoder = SpanRobertaModel(tiny_config(), add_pooling_layer=True).eval()
+    inputs = {"attention_mask": batch["attention_mask"], "position_ids": batch["position_ids"]}
+    with torch.no_grad():
+        output = encoder(batch["input_ids"], output_hidden_states=True, **inputs)
+        as_tuple = encoder(batch["input_ids"], return_dict=False, **inputs)
+    assert flattening
+    assert len(output.hidden_states) == 3 and all(h.shape == (3, LENGTH, 32) for h in output.hidden_states)
+    torch.testing.assert_close(output.hidden_states[-1], output.last_hidden_state)
+    torch.testing.assert_close(as_tuple[0], output.last_hidden_state)
+
+
 def test_the_flattened_path_trains_as_the_unpacked_batch(flattening):
     torch.manual_seed(0)
     model = SpanRobertaForPreTraining(tiny_config(efficient_pretraining=False)).train()
@@ -239,11 +243,11 @@ def test_masks_on_packed_rows_stay_within_their_sequence(wiki_packed, masking):
     real = batch["attention_mask"].bool()
     assert torch.equal(real, sequence_ids >= 0)
 
-    # position ids restart at padding_idx + 1 at each sequence; padding continues the last one
+    # position ids restart at padding_idx + 1 at each sequence; padding is a sequence of its own
     first = tokenizer.pad_token_id + 1
     for i, row in enumerate(rows):
         expected = [first + p for n in row["sequence_lengths"] for p in range(n)]
-        expected += list(range(expected[-1] + 1, expected[-1] + 1 + length - len(expected)))
+        expected += [first + p for p in range(length - len(expected))]
         assert batch["position_ids"][i].tolist() == expected
 
     # slots: exactly the masked positions, in increasing order, labels their original ids
@@ -289,31 +293,53 @@ def test_masks_on_packed_rows_stay_within_their_sequence(wiki_packed, masking):
         assert bool((batch["sbo_right_positions"][is_target] > batch["mlm_positions"][is_target]).all())
 
 
-def test_spans_are_cut_at_the_end_of_their_packed_sequence(tiny_tokenizer):
-    """Short sequences of words, packed with no special token between them: only the sequence boundaries keep
-    spans apart (the word-level masking would otherwise run across)."""
-    words = tiny_tokenizer(" the quick brown fox jumps over the lazy dog", add_special_tokens=False)["input_ids"]
+@pytest.mark.parametrize("words_per_sequence", [1, 3])
+def test_spans_are_cut_at_the_end_of_their_packed_sequence(tiny_tokenizer, words_per_sequence):
+    """Rows of short sequences of whole words, with no special token between them: only the sequence boundaries
+    keep spans apart. A span (of up to 10 words) is cut at the end of its sequence, so none is longer than one."""
+    sentence = " the quick brown fox jumps over the lazy dog near the river bank"
+    word_ids = [tiny_tokenizer(" " + w, add_special_tokens=False)["input_ids"] for w in sentence.split()]
+    rows, documents = [], []
+    for index in range(32):
+        ids, document = [], []
+        for k in range(48 // words_per_sequence):
+            words = [word_ids[(index + k * words_per_sequence + j) % len(word_ids)] for j in range(words_per_sequence)]
+            sequence = [token for word in words for token in word]
+            ids += sequence
+            document += [k] * len(sequence)
+        rows.append(ids)
+        documents.append(document)
+    length = max(len(ids) for ids in rows)
+    input_ids = torch.full((32, length), tiny_tokenizer.pad_token_id)
+    document_ids = torch.zeros(32, length, dtype=torch.long)
+    for i, (ids, document) in enumerate(zip(rows, documents)):
+        input_ids[i, : len(ids)] = torch.tensor(ids)
+        document_ids[i, : len(ids)] = torch.tensor(document)
+        document_ids[i, len(ids) :] = document[-1]
+    maskable = input_ids != tiny_tokenizer.pad_token_id
+    starts = masking.word_starts(input_ids, maskable, masking.word_start_table(tiny_tokenizer))
+    keys = masking.row_keys(0, torch.zeros(32), torch.arange(32))
+    packed = masking.span_mask(starts, maskable, keys, 0.3, document_ids=document_ids)
+    assert int(packed.span_lengths.max()) == words_per_sequence
+    alone = masking.span_mask(starts, maskable, keys, 0.3)
+    assert int(alone.span_lengths.max()) > words_per_sequence  # unpacked, the same rows get longer spans
+    # the budget is met all the same
+    assert abs(int(packed.masked.sum()) - int(alone.masked.sum())) <= 0.05 * int(alone.masked.sum())
+
+    # SBO boundaries of the collated batch: never in another sequence (a run touching a sequence boundary has no
+    # boundary token of its own sequence on that side, and is no SBO target)
     examples = []
-    for index in range(40):
-        lengths = [len(words)] * 4
-        examples.append({"input_ids": words * 4, "sequence_lengths": lengths, "example_index": index})
-    collator = DataCollatorForSpanMasking(tiny_tokenizer, mlm_probability=0.5, max_predictions_per_seq=64)
-    batch = collator(examples)
-    masked = dense(batch) != -100
-    boundaries = torch.arange(len(words), 4 * len(words), len(words))
-    # no run of masked tokens covers both sides of a sequence boundary
-    assert not bool((masked[:, boundaries - 1] & masked[:, boundaries]).any())
-    assert bool(masked[:, boundaries - 1].any()) and bool(masked[:, boundaries].any())
+    for index, (ids, document) in enumerate(zip(rows, documents)):
+        lengths = torch.bincount(torch.tensor(document)).tolist()
+        examples.append({"input_ids": ids, "sequence_lengths": lengths, "example_index": index})
+    batch = DataCollatorForSpanMasking(tiny_tokenizer, mlm_probability=0.3)(examples)
     is_target = batch["sbo_relative_positions"] != -100
-    sequence = batch["mlm_positions"] // len(words)
+    # one-word sequences: every span is its whole sequence, so no SBO target has both boundaries in it
+    assert bool(is_target.any()) == (words_per_sequence > 1)
+    row_index = torch.arange(32)[:, None].expand_as(is_target)[is_target]
+    own = document_ids[row_index, batch["mlm_positions"][is_target]]
     for name in ("sbo_left_positions", "sbo_right_positions"):
-        assert bool((batch[name][is_target] // len(words) == sequence[is_target]).all()), name
-    # unpacked, the same words would run across: the cut is the packing's doing
-    unpacked = DataCollatorForSpanMasking(tiny_tokenizer, mlm_probability=0.5, max_predictions_per_seq=64)(
-        [{"input_ids": e["input_ids"], "example_index": e["example_index"]} for e in examples]
-    )
-    masked = dense(unpacked) != -100
-    assert bool((masked[:, boundaries - 1] & masked[:, boundaries]).any())
+        assert bool((document_ids[row_index, batch[name][is_target]] == own).all()), name
 
 
 def test_a_packed_collated_batch_trains_as_its_sequences_unpacked(wiki_packed):

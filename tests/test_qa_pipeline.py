@@ -34,7 +34,7 @@ import run_squad  # noqa: E402
 
 # The answer word "passage" occurs once, at the very end of a context far longer than one window.
 FILLER = " ".join(sentence for sentence in dict.fromkeys(TINY_TEXT) if "passage" not in sentence)
-CONTEXT = f"{FILLER} The answer is hidden in the passage."
+CONTEXT = f"{FILLER} {FILLER} The answer is hidden in the passage."
 QUESTION = "Where is the answer hidden?"
 WINDOWS = {"max_seq_len": 64, "doc_stride": 16, "max_question_len": 16}
 
@@ -98,13 +98,19 @@ def load(path):
 
 @contextmanager
 def steered(qa, start_word: str | None = None, end_word: str | None = None, no_answer: bool = False):
-    """Makes the model sure that answers start at `start_word` and end at `end_word` (single tokens), or that
-    there is no answer (the first token)."""
-    ids = {}
-    for key, word in (("start", start_word), ("end", end_word)):
-        if word is not None:
-            (ids[key],) = qa.tokenizer(" " + word, add_special_tokens=False)["input_ids"]
+    """Makes the model sure that answers start at the first token of `start_word` and end at the last token of
+    `end_word`, however the tokenizer splits them, or that there is no answer (the first token)."""
+    words = {key: qa.tokenizer(" " + word, add_special_tokens=False)["input_ids"]
+             for key, word in (("start", start_word), ("end", end_word)) if word is not None}  # fmt: skip
     seen = {}
+
+    def occurrences(input_ids: torch.Tensor, tokens: list[int], last: bool) -> torch.Tensor:
+        """1.0 at the first (or last) token of every occurrence of `tokens` in `input_ids`."""
+        found = torch.zeros(input_ids.shape, dtype=torch.float32)
+        for start in range(input_ids.shape[1] - len(tokens) + 1):
+            match = (input_ids[:, start : start + len(tokens)] == torch.tensor(tokens)).all(1)
+            found[:, start + (len(tokens) - 1 if last else 0)] += match.float()
+        return found
 
     def remember_inputs(module, args, kwargs):
         seen["input_ids"] = kwargs["input_ids"]
@@ -114,8 +120,8 @@ def steered(qa, start_word: str | None = None, end_word: str | None = None, no_a
         if no_answer:
             bonus[:, 0, :] = 50.0
         for column, key in enumerate(("start", "end")):
-            if key in ids:
-                bonus[..., column] += 50.0 * (seen["input_ids"] == ids[key])
+            if key in words:
+                bonus[..., column] += 50.0 * occurrences(seen["input_ids"].cpu(), words[key], last=key == "end")
         return logits + bonus
 
     hooks = [

@@ -111,10 +111,10 @@ def test_bad_original_files_are_named(tmp_path):
         read_race_jsonl(tmp_path / "nothing.jsonl")
 
 
-def test_run_race_rejects_bad_input_before_loading_a_model(tmp_path):
+def test_run_race_rejects_bad_input_before_loading_a_model(tmp_path, spanroberta_checkpoint):
     path = write_jsonl(tmp_path / "train.jsonl", [{**QUESTION, "answer": "F"}])
     with pytest.raises(SystemExit, match=r"train.jsonl, line 1 \(example_id 'high1'\): answer 'F'"):
-        run_race.main(["--model_name_or_path", str(tmp_path / "no-such-model"), "--train_file", str(path),
+        run_race.main(["--model_name_or_path", str(spanroberta_checkpoint), "--train_file", str(path),
                        "--output_dir", str(tmp_path / "out"), "--do_train"])
 
 
@@ -178,11 +178,11 @@ def test_predictions_file_agrees_with_the_metrics_on_near_ties(tmp_path):
 
 def test_race_defaults_follow_the_paper_and_flags_win(tmp_path):
     base = ["--model_name_or_path", "x", "--output_dir", str(tmp_path)]
-    _, data_args, training_args = run_race.parse_race_arguments(base)
+    (_, data_args, training_args), _ = run_race.parse_race_arguments(base)
     assert (training_args.learning_rate, training_args.num_train_epochs) == (1e-5, 5)
     assert training_args.per_device_train_batch_size == 16 and training_args.adam_beta2 == 0.98
     assert (data_args.max_seq_length, data_args.max_qa_length) == (512, 128)
-    _, _, training_args = run_race.parse_race_arguments(base + ["--learning_rate", "2e-5", "--num_train_epochs", "3"])
+    (_, _, training_args), _ = run_race.parse_race_arguments(base + ["--learning_rate", "2e-5", "--num_train_epochs", "3"])
     assert (training_args.learning_rate, training_args.num_train_epochs) == (2e-5, 3)
 
 
@@ -213,6 +213,8 @@ def test_run_race_trains_evaluates_and_predicts(spanroberta_checkpoint, tmp_path
         (out / "predict_results.json").read_text())
     config = json.loads((out / "config.json").read_text())
     assert config["architectures"] == ["SpanRobertaForMultipleChoice"]
+    # the model card names no Hub dataset for a run on local files
+    assert "ehovy/race" not in (out / "README.md").read_text()
 
 
 def test_run_race_evaluates_the_original_layout(spanroberta_checkpoint, tmp_path):

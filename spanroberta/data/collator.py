@@ -45,8 +45,8 @@ class DataCollatorForSpanMasking:
     - `input_ids` (masked) and `attention_mask`, [batch, length];
     - `position_ids` [batch, length] for packed rows (examples carrying `sequence_lengths`, from
       `formats.pack_sequences`): they restart at `first_position_id` at each packed sequence, the padding-free
-      convention of transformers' `DataCollatorWithFlattening` with RoBERTa's first position; padding continues
-      the last sequence. Masking never crosses a packed sequence, nor do SBO boundaries;
+      convention of transformers' `DataCollatorWithFlattening` with RoBERTa's first position; padding is a
+      sequence of its own. Masking never crosses a packed sequence, nor do SBO boundaries;
     - the predictions in a fixed number of slots per row, `max_predictions_per_seq` (default
       ceil(mlm_probability x length), which no row's budget exceeds), as Google BERT's `max_predictions_per_seq`:
       `mlm_positions` (the positions predicted, in increasing order) and `labels` (their original ids), both
@@ -173,7 +173,15 @@ class DataCollatorForSpanMasking:
     def _prediction_slots(self, masked: torch.Tensor, examples: list[Mapping[str, Any]]) -> torch.Tensor:
         """Long [batch, slots]: the masked positions of each row in increasing order, then -1 (unused slots)."""
         length = masked.shape[1]
-        num_slots = self.max_predictions_per_seq or max(math.ceil(self.mlm_probability * length), 1)
+        most = max(math.ceil(self.mlm_probability * length), 1)  # no row's budget exceeds it
+        num_slots = self.max_predictions_per_seq or most
+        if num_slots < most:
+            # Checked against the most a row can mask rather than what this batch masks, so that a run fails on
+            # its first batch rather than on an unlucky one hours later.
+            raise ValueError(
+                f"max_predictions_per_seq={num_slots} is below what a row of {length} tokens can mask at "
+                f"mlm_probability={self.mlm_probability} ({most}); raise it to {most} or leave it unset."
+            )
         counts = masked.sum(1)
         if int(counts.max()) > num_slots:
             i = int(counts.argmax())
@@ -186,7 +194,7 @@ class DataCollatorForSpanMasking:
         return order.masked_fill(torch.arange(num_slots) >= counts[:, None], -1)
 
     def _document_ids(self, examples: list[Mapping[str, Any]], length: int) -> torch.Tensor | None:
-        """Long [batch, length]: the packed sequence of each token (padding belongs to the last), or None when the
+        """Long [batch, length]: the packed sequence of each token (padding forms one more), or None when the
         examples are not packed."""
         packed = sum("sequence_lengths" in e for e in examples)
         if not packed:
@@ -204,9 +212,11 @@ class DataCollatorForSpanMasking:
                     f"example {row} of the batch (example_index={example.get('example_index')}) has "
                     f"sequence_lengths {lengths.tolist()}, which do not split its {len(example['input_ids'])} tokens."
                 )
-            starts = np.zeros(length, dtype=np.int64)
-            starts[np.cumsum(lengths)[:-1]] = 1
-            document_ids[row] = np.cumsum(starts)
+            # Padding, if any, is a sequence of its own: its positions restart too, so they never run past the
+            # position table, and flattening the batch for flash attention keeps it apart.
+            starts = np.zeros(length + 1, dtype=np.int64)
+            starts[np.cumsum(lengths)] = 1
+            document_ids[row] = np.cumsum(starts[:length])
         return torch.from_numpy(document_ids)
 
     def _pad(self, rows: list[Sequence[int] | torch.Tensor], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:

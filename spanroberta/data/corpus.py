@@ -25,7 +25,7 @@ from pathlib import Path
 
 import datasets
 
-from ..errors import InputFileNotFoundError, UserInputError
+from ..errors import InputFileNotFoundError, UserInputError, not_utf8_error
 
 # The `datasets` packaged builder that reads each supported file extension.
 BUILDERS_BY_EXTENSION = {
@@ -155,19 +155,13 @@ def _load_files(files: list[str], builder: str, text_column_name: str, cache_dir
 
 
 def _not_utf8_error(files: list[str]) -> UserInputError:
-    """Names the first line that is not UTF-8. Only called once reading failed, so the scan costs nothing
-    on good input; a newline byte never occurs inside a multi-byte UTF-8 character."""
+    """The error naming the first file and line that is not UTF-8. Only called once reading failed, so reading
+    the files again costs nothing on good input."""
     for file in files:
-        with open(file, "rb") as handle:
-            for number, line in enumerate(handle, start=1):
-                try:
-                    line.decode("utf-8")
-                except UnicodeDecodeError as error:
-                    return UserInputError(
-                        f"{file}, line {number}: byte 0x{line[error.start]:02x} at column {error.start + 1} is "
-                        "not valid UTF-8. spanroberta reads UTF-8 text only: convert the file (for example "
-                        "`iconv -f latin1 -t utf-8`) or remove the line (`grep -naxv '.*' FILE` lists such lines)."
-                    )
+        try:
+            Path(file).read_bytes().decode("utf-8")
+        except UnicodeDecodeError:
+            return not_utf8_error(file)
     return UserInputError(f"{', '.join(files)}: the text is not valid UTF-8.")
 
 

@@ -1,4 +1,5 @@
-"""Training a byte-level BPE vocabulary, as RoBERTa does (RoBERTa section 4.4: 50K byte-level BPE units)."""
+"""Training a tokenizer on the corpus: a byte-level BPE vocabulary, as RoBERTa does (RoBERTa section 4.4: 50K
+byte-level BPE units), or a SentencePiece-style unigram vocabulary, as ALBERT does (30,000 ids)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import json
 from collections.abc import Iterable, Iterator
 
 from tokenizers import AddedToken, ByteLevelBPETokenizer
-from transformers import RobertaTokenizerFast
+from tokenizers.trainers import UnigramTrainer
+from transformers import AlbertTokenizer, RobertaTokenizerFast
 
 # RoBERTa's special tokens and their ids: <s>=0, <pad>=1, </s>=2, <unk>=3; <mask> is added last.
 ROBERTA_SPECIAL_TOKENS = ["<s>", "<pad>", "</s>", "<unk>"]
@@ -58,3 +60,40 @@ def _lines(texts: Iterable[str]) -> Iterator[str]:
 def _merges(bpe: ByteLevelBPETokenizer) -> list[tuple[str, str]]:
     model = json.loads(bpe._tokenizer.to_str())["model"]
     return [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model["merges"]]
+
+
+# ALBERT's special tokens, in the ids of its released vocabularies: <pad>=0, <unk>=1, [CLS]=2, [SEP]=3, [MASK]=4.
+ALBERT_SPECIAL_TOKENS = ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def train_sentencepiece_unigram(
+    texts: Iterable[str],
+    vocab_size: int = 30000,
+    model_max_length: int = 512,
+    show_progress: bool = True,
+) -> AlbertTokenizer:
+    """Trains a SentencePiece-style unigram vocabulary on `texts` (ALBERT section 4.1: "we tokenize the input using
+    SentencePiece (Kudo & Richardson, 2018) as in XLNet", 30,000 ids) with the `tokenizers` library, and wraps it as
+    transformers' ALBERT tokenizer: ALBERT's normalisation (lower case, accents stripped), "▁" word starts
+    (Metaspace), its special tokens and template `[CLS] A [SEP] B [SEP]` with token types 0 and 1.
+
+    `vocab_size` counts the special tokens; a small corpus may yield fewer pieces.
+    """
+    # ALBERT's own pipeline (normaliser, pre-tokenizer, decoder, template), with a unigram model trained here.
+    backend = AlbertTokenizer()._tokenizer
+    trainer = UnigramTrainer(
+        vocab_size=vocab_size,
+        special_tokens=ALBERT_SPECIAL_TOKENS,
+        unk_token="<unk>",
+        show_progress=show_progress,
+    )
+    backend.train_from_iterator(_lines(texts), trainer=trainer)
+    vocab = [tuple(piece) for piece in json.loads(backend.to_str())["model"]["vocab"]]
+    if len(vocab) <= len(ALBERT_SPECIAL_TOKENS):
+        raise ValueError("The tokenizer's training text is empty: there is nothing to learn a vocabulary from.")
+    # transformers' ALBERT tokenizer leaves token_type_ids out of its outputs; ALBERT's segment pairs use them.
+    return AlbertTokenizer(
+        vocab=vocab,
+        model_max_length=model_max_length,
+        model_input_names=["input_ids", "token_type_ids", "attention_mask"],
+    )

@@ -19,6 +19,7 @@ from typing import Any
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Value, load_dataset
 from transformers import PreTrainedTokenizerBase
 
+from spanroberta.errors import utf8_errors
 from spanroberta.tasks.json_lines import read_json_lines
 
 logger = logging.getLogger(__name__)
@@ -249,7 +250,7 @@ def read_glue_tsv(path: Path, task: GlueTask, split: GlueSplit) -> list[dict[str
     rows: list[dict[str, Any]] = []
     skipped = 0
     # utf-8-sig: MRPC's train.tsv and dev.tsv start with a byte-order mark.
-    with open(path, encoding="utf-8-sig", newline="\n") as file:
+    with utf8_errors(path), open(path, encoding="utf-8-sig", newline="\n") as file:
         lines = (line.rstrip("\n").removesuffix("\r") for line in file)
         if labeled and task.tsv_headerless_columns:
             header, first_row_line = list(task.tsv_headerless_columns), 1
@@ -367,7 +368,7 @@ def _parse_index(value: Any, where: str) -> int:
 
 
 def _csv_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    with open(path, encoding="utf-8-sig", newline="") as file:
+    with utf8_errors(path), open(path, encoding="utf-8-sig", newline="") as file:
         reader = csv.DictReader(file)
         start = 2  # line_num after a row is its last physical line; the header is line 1
         for record in reader:

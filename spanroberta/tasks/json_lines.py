@@ -9,11 +9,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from spanroberta.errors import utf8_errors
+
 
 def read_json_lines(path: Path, error: type[Exception] = ValueError) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yields (line number, record) for every non-blank line; a line that is not a JSON object raises `error`."""
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as file:
+    with utf8_errors(path), opener(path, "rt", encoding="utf-8") as file:
         for line_number, line in enumerate(file, start=1):
             if not line.strip():
                 continue

@@ -21,6 +21,7 @@ from datasets import Dataset, load_dataset
 from tokenizers import Tokenizer
 from transformers import EvalPrediction, PreTrainedTokenizerBase
 
+from spanroberta.errors import utf8_errors
 from spanroberta.metrics.glue import accuracy
 from spanroberta.tasks.json_lines import read_json_lines
 
@@ -153,7 +154,8 @@ class _QuestionCounter:
 
 def _article_rows(path: Path, level: str, counter: _QuestionCounter) -> Iterator[dict[str, Any]]:
     try:
-        article = json.loads(path.read_text(encoding="utf-8"))
+        with utf8_errors(path):
+            article = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
         raise ValueError(f"{path}: not a RACE article file ({error.msg} at line {error.lineno}).") from None
     missing = [key for key in ("article", "questions", "options", "answers") if key not in article]

@@ -32,6 +32,7 @@ import numpy as np
 from datasets import Dataset, Features, List, Value, load_dataset
 from transformers import PreTrainedTokenizerBase, Trainer
 
+from spanroberta.errors import utf8_errors
 from spanroberta.metrics.squad import squad_v1_evaluate, squad_v2_evaluate
 from spanroberta.pipelines import question_answering
 from spanroberta.pipelines.question_answering import (
@@ -124,7 +125,8 @@ def _json_lines(path: Path) -> Iterator[tuple[str, Any]]:
 
 def _json_records(path: Path) -> Iterator[tuple[str, Any]]:
     try:
-        content = json.loads(path.read_text(encoding="utf-8"))
+        with utf8_errors(path):
+            content = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
         if error.msg == "Extra data":
             # JSON lines in a .json file, as `Dataset.to_json` writes them and run_qa.py reads them

@@ -6,12 +6,17 @@ from dataclasses import dataclass, field
 
 from transformers import TrainingArguments
 
+from ..configuration_span_albert import CROSS_LAYER_SHARING
 from ..configuration_spanroberta import SENTENCE_OBJECTIVES
 from ..data.collator import MASKING_SCHEMES
 from ..data.formats import INPUT_FORMATS
 from ..errors import UserInputError
 from .recipes import MODEL_SIZES, RECIPES
 from .trainer import NONFINITE_LOSS_POLICIES
+from .validation import check_range, min_block_length_for_targets
+
+# The 256 bytes and RoBERTa's 5 special tokens come first; a byte-level BPE needs a few merges on top.
+MIN_TRAINED_VOCAB_SIZE = 263
 
 
 @dataclass
@@ -31,12 +36,19 @@ class PretrainingModelArguments:
         default=None,
         metadata={"help": "Config settings to override, e.g. 'num_hidden_layers=6,hidden_dropout_prob=0.0'."},
     )
+    config_name: str | None = field(
+        default=None,
+        metadata={"help": "Config name or path, if not the model's; without --model_name_or_path, a model of this "
+                  "shape is trained from scratch (instead of --model_size)."},
+    )
     tokenizer_name: str | None = field(
         default=None,
         metadata={"help": "Tokenizer name or path. Default: the model's, or a byte-level BPE trained on the data."},
     )
     tokenizer_vocab_size: int = field(
-        default=50265, metadata={"help": "Vocabulary size of a newly trained byte-level BPE (RoBERTa's: 50265)."}
+        default=50265,
+        metadata={"help": f"Vocabulary size of a newly trained byte-level BPE (RoBERTa's: 50265; at least "
+                  f"{MIN_TRAINED_VOCAB_SIZE})."},
     )
     sbo: bool | None = field(
         default=None, metadata={"help": "Train the span boundary objective. Default: the recipe's."}
@@ -47,7 +59,27 @@ class PretrainingModelArguments:
         metadata={"help": "Sentence-level head. Default: the recipe's.", "choices": list(SENTENCE_OBJECTIVES)},
     )
     cache_dir: str | None = field(default=None, metadata={"help": "Where Hub downloads are cached."})
+    model_revision: str = field(default="main", metadata={"help": "Branch, tag or commit of the Hub model."})
+    token: str | None = field(default=None, metadata={"help": "Hub token for private models."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow code shipped with a Hub checkpoint."})
+    embedding_size: int | None = field(
+        default=None,
+        metadata={
+            "help": "ALBERT encoder with factorised embeddings of this size (V x E, then E x H; ALBERT section 3.1). "
+            "Giving it (or --cross_layer_sharing) builds an ALBERT encoder under any recipe. Default: 128 for an "
+            "ALBERT encoder (the albert recipe, or --cross_layer_sharing given). With --recipe electra: the embedding "
+            "size the discriminator and the generator share (default: ELECTRA Table 6)."
+        },
+    )
+    cross_layer_sharing: str | None = field(
+        default=None,
+        metadata={
+            "help": "ALBERT encoder whose layers share all their parameters (ALBERT's scheme), only the attention, "
+            "only the feed-forward network, or none (ALBERT Table 4). Giving it (or --embedding_size) builds an "
+            "ALBERT encoder under any recipe. Default: all for an ALBERT encoder.",
+            "choices": list(CROSS_LAYER_SHARING),
+        },
+    )
     generator_size: float | None = field(
         default=None,
         metadata={
@@ -71,6 +103,11 @@ class PretrainingModelArguments:
         _check_choice("--model_size", self.model_size, MODEL_SIZES)
         if self.sentence_objective is not None:
             _check_choice("--sentence_objective", self.sentence_objective, SENTENCE_OBJECTIVES)
+        check_range("tokenizer_vocab_size", self.tokenizer_vocab_size, MIN_TRAINED_VOCAB_SIZE,
+                    hint="The 256 bytes and the 5 special tokens take 261 ids; a useful vocabulary has thousands.")
+        check_range("sbo_loss_weight", self.sbo_loss_weight, 0)
+        if self.cross_layer_sharing is not None:
+            _check_choice("--cross_layer_sharing", self.cross_layer_sharing, CROSS_LAYER_SHARING)
 
 
 @dataclass
@@ -112,11 +149,18 @@ class PretrainingDataArguments:
         metadata={"help": "Fix each copy's mask at preprocessing (RoBERTa's static baseline). Default: recipe's."},
     )
     dupe_factor: int = field(default=10, metadata={"help": "Copies with different masks under static masking."})
-    max_seq_length: int = field(default=512, metadata={"help": "Block length in tokens, special tokens included."})
-    mlm_probability: float = field(default=0.15, metadata={"help": "Share of tokens to predict (15%)."})
-    geometric_p: float = field(default=0.2, metadata={"help": "Span lengths ~ Geo(p) (SpanBERT: 0.2)."})
+    max_seq_length: int = field(
+        default=512, metadata={"help": "Block length in tokens, special tokens included (the demo: 128)."}
+    )
+    # argparse formats help texts with %: a percent sign is written %%.
+    mlm_probability: float = field(default=0.15, metadata={"help": "Share of tokens to predict (RoBERTa: 15%%)."})
+    geometric_p: float = field(default=0.2, metadata={"help": "Span lengths ~ Geo(p), 0 < p <= 1 (SpanBERT: 0.2)."})
     max_span_length: int = field(default=10, metadata={"help": "Longest span in words (SpanBERT: 10)."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Keep only this many training blocks."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Keep only this many evaluation blocks."})
+    overwrite_cache: bool = field(
+        default=False, metadata={"help": "Redo the tokenizing and packing instead of reusing the datasets cache."}
+    )
     preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenizing."})
     documents_per_group: int = field(
         default=1000,
@@ -157,9 +201,20 @@ class PretrainingDataArguments:
             raise UserInputError("--streaming and --prepared_data_dir are two ways to read the corpus: give one.")
         if self.prepare_only and not self.prepared_data_dir:
             raise UserInputError("--prepare_only needs --prepared_data_dir, the folder to prepare.")
-        for flag in ("documents_per_group", "shuffle_buffer_size", "max_seq_length"):
-            if getattr(self, flag) < 1:
-                raise UserInputError(f"--{flag} must be at least 1, not {getattr(self, flag)}.")
+        for flag in ("documents_per_group", "shuffle_buffer_size", "max_seq_length", "dupe_factor", "max_span_length",
+                     "max_train_samples", "max_eval_samples"):  # fmt: skip
+            check_range(flag, getattr(self, flag), 1)
+        check_range("mlm_probability", self.mlm_probability, maximum=1, above=0)
+        check_range("geometric_p", self.geometric_p, maximum=1, above=0)
+        check_range("validation_split_percentage", self.validation_split_percentage, 0, 99)
+        shortest = min_block_length_for_targets(self.mlm_probability)
+        if self.max_seq_length < shortest:
+            # The masking budget is mlm_probability x a block's tokens: shorter blocks mostly have no target.
+            raise UserInputError(
+                f"--max_seq_length {self.max_seq_length} leaves at most {max(self.max_seq_length - 2, 0)} token(s) a "
+                f"block to predict, and --mlm_probability {self.mlm_probability} masks that share of them: most "
+                f"batches would have no masked target, and nothing to learn. Use --max_seq_length {shortest} or more."
+            )
 
     @property
     def is_demo(self) -> bool:
@@ -181,6 +236,11 @@ class PretrainingArguments(TrainingArguments):
     )
     # The datasets handed to the Trainer are spanroberta's own; their fields are what the collator needs.
     remove_unused_columns: bool = field(default=False, metadata={"help": "Keep every dataset column."})
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={"help": "Train in an --output_dir that holds another run: its checkpoints are deleted first, its "
+                  "model overwritten. Without it (or --resume_from_checkpoint), such a folder is refused."},
+    )
     on_nonfinite_loss: str = field(
         default="stop",
         metadata={

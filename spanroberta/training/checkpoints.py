@@ -18,6 +18,7 @@ import re
 import shutil
 from pathlib import Path
 
+from transformers import Trainer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..errors import UserInputError
@@ -68,6 +69,16 @@ def find_checkpoints(output_dir: str | os.PathLike) -> list[tuple[int, Path]]:
     return sorted(found, reverse=True)
 
 
+def previous_run_files(output_dir: str | os.PathLike) -> list[str]:
+    """What in `output_dir` a finished or interrupted training run left: checkpoints, weights, trainer state."""
+    output_dir = Path(output_dir)
+    if not output_dir.is_dir():
+        return []
+    checkpoints = [folder.name for _, folder in find_checkpoints(output_dir)]
+    files = [name for name in (*_WEIGHT_FILES, "trainer_state.json") if (output_dir / name).is_file()]
+    return checkpoints + files
+
+
 def resolve_resume_checkpoint(
     resume_from_checkpoint: str | bool | None, output_dir: str
 ) -> tuple[str | None, list[Path]]:
@@ -109,3 +120,46 @@ def set_aside(incomplete: list[Path]) -> None:
         shutil.rmtree(target, ignore_errors=True)
         os.replace(folder, target)
         logger.warning("Moved the incomplete checkpoint %s aside to %s.", folder, target)
+
+
+def resume_checkpoint(trainer: Trainer) -> str | None:
+    """The checkpoint that `trainer.train` should resume from under `--resume_from_checkpoint` (None: start
+    afresh), after the incomplete newer ones are moved aside; checks that it was written by a run with this
+    model's shape, and logs which one it is."""
+    args = trainer.args
+    checkpoint, incomplete = resolve_resume_checkpoint(args.resume_from_checkpoint, args.output_dir)
+    # Every process has chosen its checkpoint before the main one renames the incomplete ones.
+    trainer.accelerator.wait_for_everyone()
+    if args.should_save:
+        set_aside(incomplete)
+    if checkpoint is None:
+        return None
+    _check_same_model(Path(checkpoint), trainer.model.config)
+    step = json.loads((Path(checkpoint) / "trainer_state.json").read_text(encoding="utf-8"))["global_step"]
+    logger.warning("Resuming from %s (step %d): its weights, optimizer, scheduler, data order and RNG states.",
+                   checkpoint, step)  # fmt: skip
+    return checkpoint
+
+
+# Settings that change the shape of the weights: a checkpoint that differs in one came from another run.
+_SHAPE_SETTINGS = ("model_type", "vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size",
+                   "max_position_embeddings", "num_labels")  # fmt: skip
+
+
+def _check_same_model(checkpoint: Path, config) -> None:
+    config_file = checkpoint / "config.json"
+    if not config_file.is_file():
+        return
+    saved = json.loads(config_file.read_text(encoding="utf-8"))
+    current = config.to_dict()
+    current["num_labels"] = config.num_labels
+    if "id2label" in saved:
+        saved["num_labels"] = len(saved["id2label"])
+    differ = [f"{key} {saved[key]} there, {current[key]} here" for key in _SHAPE_SETTINGS
+              if key in saved and key in current and saved[key] != current[key]]  # fmt: skip
+    if differ:
+        raise UserInputError(
+            f"--resume_from_checkpoint: {checkpoint} was written by a run with another model ({'; '.join(differ)}), "
+            "so it cannot be resumed with these settings. Resume with that run's settings, or start afresh in a new "
+            "--output_dir."
+        )

@@ -6,12 +6,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from collections.abc import Sequence
+import typing
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 from transformers import HfArgumentParser
+
+from ..errors import UserInputError
 
 CONFIG_SUFFIXES = (".json", ".yaml", ".yml")
 
@@ -21,18 +24,40 @@ def parse_arguments(
 ) -> tuple[tuple[Any, ...], set[str]]:
     """Parses `args` (default: sys.argv[1:]) into the dataclasses.
 
-    A single argument ending in .json, .yaml or .yml is read as a config file whose keys are the flag names;
-    an unknown key is an error naming the file and the key. Returns the dataclass instances and the names of
-    the fields set explicitly.
+    A first argument ending in .json, .yaml or .yml is read as a config file whose keys are the flag names (an
+    unknown key is an error naming the file and the key); flags after it override its values. Returns the
+    dataclass instances and the names of the fields set explicitly (in the file or as flags).
     """
     # No abbreviated flags: `--learn 3e-5` would set learning_rate without being seen as given.
     parser = HfArgumentParser(dataclass_types, allow_abbrev=False)
     argv = list(sys.argv[1:] if args is None else args)
-    if len(argv) == 1 and argv[0].endswith(CONFIG_SUFFIXES):
-        values = read_config_file(argv[0], _field_names(dataclass_types))
-        return parser.parse_dict(values), set(values)
-    parsed = parser.parse_args_into_dataclasses(args=argv)
-    return parsed, _flags_given(argv, _field_names(dataclass_types))
+    known_fields = _field_names(dataclass_types)
+    values: dict[str, Any] = {}
+    if argv and argv[0].endswith(CONFIG_SUFFIXES) and not argv[0].startswith("-"):
+        values = read_config_file(argv[0], known_fields)
+        argv = argv[1:]
+        if not argv:
+            return parser.parse_dict(values), set(values)
+        _use_as_defaults(parser, values)
+    parsed = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True, look_for_args_file=False)
+    *dataclasses_parsed, unknown = parsed
+    if unknown:
+        raise UserInputError(
+            f"Unknown argument(s): {' '.join(unknown)}. `--help` lists every flag; "
+            "a config file (.json, .yaml, .yml) must come first."
+        )
+    return tuple(dataclasses_parsed), set(values) | _flags_given(argv, known_fields)
+
+
+def _use_as_defaults(parser: HfArgumentParser, values: Mapping[str, Any]) -> None:
+    """Makes a config file's values the parser's defaults, so that flags given after the file override them."""
+    for action in parser._actions:
+        if action.dest in values:
+            # A required flag (e.g. --model_name_or_path) that the file gives is no longer required.
+            action.required = False
+            value = values[action.dest]
+            # argparse converts only string defaults with the flag's type; the file's value is already typed.
+            action.default = value
 
 
 def read_config_file(path: str, known_fields: set[str]) -> dict[str, Any]:
@@ -88,3 +113,20 @@ def apply_defaults(arguments: tuple[Any, ...], values: dict[str, Any], given: se
         # replace() runs __post_init__ again, so TrainingArguments re-derives what depends on the new values.
         updated.append(dataclasses.replace(obj, **changes) if changes else obj)
     return tuple(updated)
+
+
+def with_defaults(arguments_class: type, defaults: Mapping[str, Any], name: str, module: str) -> type:
+    """A subclass of the dataclass `arguments_class` whose fields in `defaults` default to those values, so that
+    `--help` shows the defaults a script applies (e.g. RACE's learning rate instead of transformers').
+
+    Assign it to `name` in `module` (the caller's `__name__`): the Trainer pickles its arguments by that name."""
+    hints = typing.get_type_hints(arguments_class)
+    fields = {spec.name: spec for spec in dataclasses.fields(arguments_class)}
+    unknown = set(defaults) - set(fields)
+    if unknown:
+        raise ValueError(f"No argument named {', '.join(sorted(unknown))}.")
+    overrides = [
+        (key, hints[key], dataclasses.field(default=value, metadata=fields[key].metadata))
+        for key, value in defaults.items()
+    ]
+    return dataclasses.make_dataclass(name, overrides, bases=(arguments_class,), namespace={"__module__": module})

@@ -12,14 +12,15 @@ from transformers import ElectraConfig, PreTrainedTokenizerBase
 from ..modeling_electra_pretraining import GENERATOR_FOLDER, ElectraForReplacedTokenDetection, generator_config
 from .arguments import PretrainingArguments, PretrainingModelArguments
 from .cli import apply_defaults
-from .recipes import ELECTRA_SIZES, ELECTRA_TRAINING_DEFAULTS
+from .recipes import ELECTRA_SIZES
 
 
 def electra_training_defaults(model_args: PretrainingModelArguments, training_args: PretrainingArguments) -> dict:
-    """ELECTRA's Table 6 for the model size: optimiser settings, mask rate, learning rate, and the batch size
-    reached through gradient accumulation over the processes and `--per_device_train_batch_size`."""
+    """ELECTRA's Table 6 for the model size: mask rate, learning rate, and the batch size reached through gradient
+    accumulation over the processes and `--per_device_train_batch_size` (the other optimiser settings are the
+    recipe's `flag_defaults`)."""
     size = ELECTRA_SIZES[model_args.model_size]
-    defaults = {**ELECTRA_TRAINING_DEFAULTS, "mlm_probability": size.mask_rate}
+    defaults = {"mlm_probability": size.mask_rate}
     if size.learning_rate is not None:
         defaults["learning_rate"] = size.learning_rate
     if size.batch_size is not None:
@@ -40,7 +41,7 @@ def build_electra_config(
     """The discriminator's config (with `rtd_loss_weight` and `generator_size`): Google's from
     --model_name_or_path, else ELECTRA's shape for --model_size."""
     if model_args.model_name_or_path:
-        config = ElectraConfig.from_pretrained(model_args.model_name_or_path, cache_dir=model_args.cache_dir)
+        config = ElectraConfig.from_pretrained(model_args.model_name_or_path, **_hub_kwargs(model_args))
     else:
         config = ElectraConfig(
             **ELECTRA_SIZES[model_args.model_size].shape,
@@ -48,6 +49,8 @@ def build_electra_config(
             pad_token_id=tokenizer.pad_token_id,
             type_vocab_size=2 if "token_type_ids" in tokenizer.model_input_names else 1,
         )
+        if model_args.embedding_size is not None:
+            config.embedding_size = model_args.embedding_size
         config.generator_size = model_args.generator_size or ELECTRA_SIZES[model_args.model_size].generator_size
     config.rtd_loss_weight = model_args.rtd_loss_weight
     return config
@@ -66,6 +69,10 @@ def build_electra_model(
         generator_path,
         rtd_loss_weight=model_args.rtd_loss_weight,
         config=config,
-        cache_dir=model_args.cache_dir,
+        **_hub_kwargs(model_args),
     )
+
+
+def _hub_kwargs(model_args: PretrainingModelArguments) -> dict:
+    return {"cache_dir": model_args.cache_dir, "revision": model_args.model_revision, "token": model_args.token}
 

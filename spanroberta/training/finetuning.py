@@ -1,5 +1,6 @@
-"""What the fine-tuning scripts (run_squad.py, run_glue.py, run_race.py) share: the model arguments and
-how a checkpoint is loaded with the Auto classes, from a folder or the Hub."""
+"""What the fine-tuning scripts (run_squad.py, run_glue.py, run_race.py) share: the model and training
+arguments, the checks made before a model is loaded, how a checkpoint is loaded with the Auto classes (from a
+folder or the Hub), trained (resuming if asked) and saved."""
 
 from __future__ import annotations
 
@@ -7,7 +8,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from transformers import AutoConfig, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase, Trainer
+import datasets
+from transformers import AutoConfig, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainingArguments
+
+from ..errors import UserInputError
+from .checkpoints import resume_checkpoint
+from .validation import check_range, check_run, require_output_dir
 
 
 @dataclass
@@ -25,6 +31,52 @@ class ModelArguments:
     trust_remote_code: bool = field(
         default=False, metadata={"help": "Allow code shipped with the checkpoint (needed without spanroberta installed)."}
     )
+    ignore_mismatched_sizes: bool = field(
+        default=False,
+        metadata={"help": "Load a checkpoint whose task head has other shapes (e.g. another number of labels); "
+                  "those weights start fresh."},
+    )
+
+
+@dataclass
+class FinetuningArguments(TrainingArguments):
+    """TrainingArguments with the flags of transformers' example scripts that TrainingArguments lacks."""
+
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={"help": "Train in an --output_dir that holds another run: its checkpoints are deleted first, its "
+                  "model overwritten. Without it (or --resume_from_checkpoint), such a folder is refused."},
+    )
+    overwrite_cache: bool = field(
+        default=False, metadata={"help": "Redo the tokenizing instead of reusing the datasets cache."}
+    )
+    pad_to_max_length: bool = field(
+        default=False,
+        metadata={"help": "Pad every input to --max_seq_length (fixed shapes, e.g. for TPUs) instead of to the "
+                  "longest in its batch."},
+    )
+
+
+def check_finetuning_run(
+    model_args: ModelArguments, training_args: FinetuningArguments, given: set[str], sample_limits: dict[str, Any]
+) -> None:
+    """The checks made once the flags are parsed, before the data is read (see spanroberta.training.validation);
+    `sample_limits` maps the --max_*_samples flags to their values."""
+    require_output_dir(given)
+    for flag, value in sample_limits.items():
+        check_range(flag, value, 1)
+    check_run(model_args, training_args, trains=training_args.do_train)
+    if training_args.overwrite_cache:
+        # Not reusing cache files is what makes `datasets` recompute the tokenizing.
+        datasets.disable_caching()
+
+
+def padding(training_args: FinetuningArguments, max_seq_length: int) -> dict[str, Any]:
+    """The collator's padding settings: to --max_seq_length under --pad_to_max_length, else to the longest
+    input of each batch (to a multiple of 8 under mixed precision, for the tensor cores)."""
+    if training_args.pad_to_max_length:
+        return {"padding": "max_length", "max_length": max_seq_length}
+    return {"pad_to_multiple_of": 8 if training_args.fp16 or training_args.bf16 else None}
 
 
 def load_config_and_tokenizer(
@@ -32,16 +84,23 @@ def load_config_and_tokenizer(
 ) -> tuple[Any, PreTrainedTokenizerBase]:
     """Loads the config (with task-specific overrides such as num_labels) and the tokenizer."""
     hub_kwargs = _hub_kwargs(model_args)
-    config = AutoConfig.from_pretrained(
-        model_args.config_name or model_args.model_name_or_path, **config_overrides, **hub_kwargs
-    )
-    tokenizer = AutoTokenizer.from_pretrained(model_args.tokenizer_name or model_args.model_name_or_path, **hub_kwargs)
+    config_source = model_args.config_name or model_args.model_name_or_path
+    tokenizer_source = model_args.tokenizer_name or model_args.model_name_or_path
+    try:
+        config = AutoConfig.from_pretrained(config_source, **config_overrides, **hub_kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_source, **hub_kwargs)
+    # What check_run cannot see before a download: a Hub id that does not exist, no network, no access.
+    except OSError as error:
+        raise UserInputError(f"Could not load {config_source} or {tokenizer_source}: {error}") from None
     return config, tokenizer
 
 
 def load_model(model_args: ModelArguments, auto_class: type, config: Any) -> PreTrainedModel:
     """Loads the checkpoint's weights into the task head chosen by `auto_class` (e.g. AutoModelForQuestionAnswering)."""
-    model = auto_class.from_pretrained(model_args.model_name_or_path, config=config, **_hub_kwargs(model_args))
+    model = auto_class.from_pretrained(
+        model_args.model_name_or_path, config=config, ignore_mismatched_sizes=model_args.ignore_mismatched_sizes,
+        **_hub_kwargs(model_args),
+    )
     # The task heads take **kwargs, so transformers 5's Trainer believes they normalise their loss by
     # `num_items_in_batch` and stops dividing by the gradient-accumulation steps; they return a plain mean,
     # which would then be inflated by the accumulation factor. Declaring it keeps the Trainer's division.
@@ -50,10 +109,10 @@ def load_model(model_args: ModelArguments, auto_class: type, config: Any) -> Pre
 
 
 def train_and_save(trainer: Trainer, save_model: Callable[[Trainer], None] | None = None) -> None:
-    """Trains (resuming from `--resume_from_checkpoint` if given), saves the model (with `save_model` if given,
-    else `trainer.save_model()`), then logs and saves the training metrics and the trainer state, as
-    transformers' example scripts do."""
-    result = trainer.train(resume_from_checkpoint=trainer.args.resume_from_checkpoint)
+    """Trains (resuming under `--resume_from_checkpoint`, as run_pretraining.py does), saves the model (with
+    `save_model` if given, else `trainer.save_model()`), then logs and saves the training metrics and the
+    trainer state, as transformers' example scripts do."""
+    result = trainer.train(resume_from_checkpoint=resume_checkpoint(trainer))
     if save_model is None:
         trainer.save_model()
     else:

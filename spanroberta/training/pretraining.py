@@ -21,8 +21,16 @@ from pathlib import Path
 import datasets
 import transformers
 from torch.utils.data import Dataset
-from transformers import AutoTokenizer, PreTrainedTokenizerBase, set_seed
+from transformers import (
+    AutoModelForPreTraining,
+    AutoTokenizer,
+    PretrainedConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    set_seed,
+)
 
+from ..configuration_span_albert import SpanAlbertConfig
 from ..configuration_spanroberta import SpanRobertaConfig
 from ..data import prepared
 from ..data.collator import DataCollatorForSpanMasking
@@ -31,12 +39,11 @@ from ..data.demo_corpus import demo_corpus_path
 from ..data.formats import PAIR_FORMATS, block_builder, prepare_blocks
 from ..data.masking_schedule import DynamicMaskingDataset, StaticMaskingDataset
 from ..data.streaming import StreamingBlocks
-from ..data.tokenizer import train_byte_level_bpe
+from ..data.tokenizer import train_byte_level_bpe, train_sentencepiece_unigram
 from ..errors import UserInputError
 from ..modeling_electra_pretraining import GENERATOR_FOLDER
-from ..modeling_spanroberta import SpanRobertaForPreTraining
 from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
-from .checkpoints import resolve_resume_checkpoint, set_aside
+from .checkpoints import resume_checkpoint
 from .cli import apply_defaults
 from .electra import apply_electra_defaults, build_electra_config, build_electra_model
 from .optimizers import trainer_optimizer
@@ -44,6 +51,13 @@ from .recipes import get_model_size, get_recipe
 from .trainer import PretrainingTrainer
 
 logger = logging.getLogger(__name__)
+
+# The config of each encoder (recipes.ENCODERS); AutoModelForPreTraining maps it to its pretraining model.
+ENCODER_CONFIGS = {"roberta": SpanRobertaConfig, "albert": SpanAlbertConfig}
+# The model types whose checkpoints continue pretraining on the ALBERT encoder; any other is read as RoBERTa's.
+ALBERT_MODEL_TYPES = ("albert", "spanalbert")
+# The tokenizer trained on the corpus when none is given (recipes.TOKENIZERS).
+TOKENIZER_TRAINERS = {"byte-level-bpe": train_byte_level_bpe, "unigram": train_sentencepiece_unigram}
 
 # Settings of the demo (run_pretraining.py with no data argument): a tiny model, a small vocabulary and short
 # blocks, so that it finishes in about a minute on 2 CPU cores. Flags given explicitly still win.
@@ -71,6 +85,8 @@ class ResolvedObjective:
     sentence_objective: str
     input_format: str
     static_masking: bool
+    encoder: str = "roberta"
+    tokenizer: str = "byte-level-bpe"
     # What the encoder learns from the masked input ("mlm", or "rtd": ELECTRA) and how masked tokens are replaced.
     objective: str = "mlm"
     mask_replace_prob: float = 0.8
@@ -83,9 +99,11 @@ def apply_demo_settings(
     training_args: PretrainingArguments,
     given: set[str],
 ) -> tuple[PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments]:
-    """In demo mode, fills in DEMO_SETTINGS for every setting the user did not give. Then the ELECTRA recipe's
-    training defaults (ELECTRA_TRAINING_DEFAULTS and the model size's learning rate and batch) fill in what neither
-    the user nor the demo set."""
+    """Fills in the recipe's flag defaults, and in demo mode DEMO_SETTINGS (which win over the recipe's), for
+    every setting the user did not give. Then the ELECTRA recipe's defaults that depend on the model size
+    (learning rate, batch, mask rate; ELECTRA Table 6) fill in what neither the user nor the demo set."""
+    recipe_defaults = dict(get_recipe(data_args.recipe).flag_defaults)
+    model_args, data_args, training_args = apply_defaults((model_args, data_args, training_args), recipe_defaults, given)
     if not data_args.is_demo:
         # TrainingArguments turns a missing output_dir into "trainer_output": look at what the user gave.
         if "output_dir" not in given and not data_args.prepare_only:
@@ -107,14 +125,23 @@ def resolve_objective(model_args: PretrainingModelArguments, data_args: Pretrain
         sentence_objective=model_args.sentence_objective or recipe.sentence_objective,
         input_format=data_args.input_format or recipe.input_format,
         static_masking=recipe.static_masking if data_args.static_masking is None else data_args.static_masking,
+        # --embedding_size or --cross_layer_sharing ask for an ALBERT encoder under any recipe.
+        encoder=(
+            "albert"
+            if model_args.embedding_size is not None or model_args.cross_layer_sharing is not None
+            else recipe.encoder
+        ),
+        tokenizer=recipe.tokenizer,
         objective=recipe.objective,
         mask_replace_prob=recipe.mask_replace_prob,
         random_replace_prob=recipe.random_replace_prob,
     )
-    if objective.objective == "rtd" and (objective.sbo or objective.sentence_objective != "none"):
+    if objective.objective == "rtd" and (
+        objective.sbo or objective.sentence_objective != "none" or model_args.cross_layer_sharing is not None
+    ):
         raise UserInputError(
-            "--recipe electra trains a generator and a discriminator without SBO or sentence-level heads; "
-            "drop --sbo and --sentence_objective."
+            "--recipe electra trains an ELECTRA generator and discriminator, without SBO, sentence-level heads or "
+            "ALBERT's cross-layer sharing; drop --sbo, --sentence_objective and --cross_layer_sharing."
         )
     if objective.sentence_objective != "none" and objective.input_format not in PAIR_FORMATS:
         raise UserInputError(
@@ -136,7 +163,8 @@ def load_tokenizer(model_args: PretrainingModelArguments) -> PreTrainedTokenizer
     if not name:
         return None
     tokenizer = AutoTokenizer.from_pretrained(
-        name, cache_dir=model_args.cache_dir, trust_remote_code=model_args.trust_remote_code
+        name, cache_dir=model_args.cache_dir, trust_remote_code=model_args.trust_remote_code,
+        revision=model_args.model_revision, token=model_args.token,
     )
     if tokenizer.mask_token is None:
         raise UserInputError(
@@ -147,12 +175,13 @@ def load_tokenizer(model_args: PretrainingModelArguments) -> PreTrainedTokenizer
 
 
 def load_or_train_tokenizer(
-    model_args: PretrainingModelArguments, documents: datasets.Dataset
+    model_args: PretrainingModelArguments, documents: datasets.Dataset, kind: str = "byte-level-bpe"
 ) -> PreTrainedTokenizerBase:
+    """The given tokenizer, or one of `kind` (recipes.TOKENIZERS) trained on `documents`."""
     tokenizer = load_tokenizer(model_args)
     if tokenizer is None:
-        logger.info("Training a byte-level BPE of %d tokens on the training text.", model_args.tokenizer_vocab_size)
-        tokenizer = train_byte_level_bpe(_texts(documents), vocab_size=model_args.tokenizer_vocab_size)
+        logger.info("Training a %s tokenizer of %d ids on the training text.", kind, model_args.tokenizer_vocab_size)
+        tokenizer = TOKENIZER_TRAINERS[kind](_texts(documents), vocab_size=model_args.tokenizer_vocab_size)
     return tokenizer
 
 
@@ -167,8 +196,9 @@ def build_config(
     objective: ResolvedObjective,
     tokenizer: PreTrainedTokenizerBase,
     max_seq_length: int,
-) -> SpanRobertaConfig:
-    """The model's config; checks that blocks of `max_seq_length` tokens fit its position embeddings."""
+) -> SpanRobertaConfig | SpanAlbertConfig:
+    """The model's config (the encoder's: the checkpoint's, else the objective's); checks that blocks of
+    `max_seq_length` tokens fit its position embeddings."""
     if objective.objective == "rtd":
         config = build_electra_config(model_args, tokenizer)
         _override_config(config, model_args.config_overrides)
@@ -179,14 +209,27 @@ def build_config(
         "sbo_loss_weight": model_args.sbo_loss_weight,
         "sentence_objective": objective.sentence_objective,
     }
-    if model_args.model_name_or_path:
-        # A RoBERTa checkpoint's config becomes a spanroberta one; its encoder and MLM head load, the SBO head
-        # (and a sentence head it lacks) start fresh.
-        config = SpanRobertaConfig.from_pretrained(
-            model_args.model_name_or_path, cache_dir=model_args.cache_dir, **head_settings
+    # ALBERT's encoder settings, where given (SpanAlbertConfig's defaults are ALBERT-base's: E = 128, all shared).
+    encoder_settings = {
+        name: getattr(model_args, name)
+        for name in ("embedding_size", "cross_layer_sharing")
+        if getattr(model_args, name) is not None
+    }
+    source = model_args.config_name or model_args.model_name_or_path
+    if source:
+        # A RoBERTa (ALBERT) checkpoint's config becomes a spanroberta (SpanALBERT) one; its encoder and MLM head
+        # (ALBERT: and SOP head) load, the SBO head (and a sentence head it lacks) start fresh.
+        config_class = ENCODER_CONFIGS[_checkpoint_encoder(source, model_args, encoder_settings)]
+        config = config_class.from_pretrained(
+            source,
+            cache_dir=model_args.cache_dir,
+            revision=model_args.model_revision,
+            token=model_args.token,
+            **head_settings,
         )
+        _check_checkpoint_encoder_settings(config, encoder_settings)
     else:
-        config = SpanRobertaConfig(
+        config = ENCODER_CONFIGS[objective.encoder](
             **get_model_size(model_args.model_size),
             vocab_size=len(tokenizer),
             pad_token_id=tokenizer.pad_token_id,
@@ -195,6 +238,7 @@ def build_config(
             # BERT-style tokenizers mark a pair's second segment with token type 1; RoBERTa's have one type.
             type_vocab_size=2 if "token_type_ids" in tokenizer.model_input_names else 1,
             **head_settings,
+            **encoder_settings,  # given only for an ALBERT encoder (resolve_objective)
         )
     _override_config(config, model_args.config_overrides)
     _check_positions(config, max_seq_length, model_args)
@@ -202,9 +246,9 @@ def build_config(
 
 
 def first_position_id(config) -> int:
-    """RoBERTa's position ids start after the padding id (modeling_roberta's create_position_ids_from_input_ids);
-    ELECTRA's (BERT's) at 0."""
-    return 0 if config.model_type == "electra" else (config.pad_token_id or 0) + 1
+    """Where position ids start: spanroberta's and SpanALBERT's configs name it (RoBERTa's after the padding id,
+    ALBERT's at 0); ELECTRA's (BERT's) start at 0."""
+    return getattr(config, "first_position_id", 0)
 
 
 def _check_positions(config, max_seq_length: int, model_args: PretrainingModelArguments) -> None:
@@ -223,17 +267,44 @@ def _check_positions(config, max_seq_length: int, model_args: PretrainingModelAr
         )
 
 
+def _checkpoint_encoder(source: str, model_args: PretrainingModelArguments, encoder_settings: dict) -> str:
+    """The encoder of the config or checkpoint `source` ("roberta" or "albert"), read from its model type."""
+    config_dict, _ = PretrainedConfig.get_config_dict(
+        source, cache_dir=model_args.cache_dir, revision=model_args.model_revision, token=model_args.token
+    )
+    model_type = config_dict.get("model_type")
+    encoder = "albert" if model_type in ALBERT_MODEL_TYPES else "roberta"
+    if encoder_settings and encoder != "albert":
+        raise UserInputError(
+            f"--{' and --'.join(encoder_settings)} set an ALBERT encoder, but {source} is a {model_type} "
+            "checkpoint."
+        )
+    return encoder
+
+
+def _check_checkpoint_encoder_settings(config: SpanAlbertConfig | SpanRobertaConfig, encoder_settings: dict) -> None:
+    """A checkpoint's encoder keeps its shape: --embedding_size and --cross_layer_sharing may only repeat it."""
+    for name, value in encoder_settings.items():
+        if getattr(config, name) != value:
+            raise UserInputError(
+                f"--{name} {value} differs from the checkpoint's ({getattr(config, name)}): continued pretraining "
+                "keeps the checkpoint's encoder. Leave the flag out."
+            )
+
+
 def build_model(
-    model_args: PretrainingModelArguments, config: SpanRobertaConfig, tokenizer: PreTrainedTokenizerBase
-) -> SpanRobertaForPreTraining:
+    model_args: PretrainingModelArguments, config: SpanRobertaConfig | SpanAlbertConfig, tokenizer: PreTrainedTokenizerBase
+) -> PreTrainedModel:
+    """The pretraining model of `config`'s encoder (SpanRobertaForPreTraining or SpanAlbertForPreTraining)."""
     if config.model_type == "electra":
         return build_electra_model(model_args, config)
     if model_args.model_name_or_path:
-        model = SpanRobertaForPreTraining.from_pretrained(
-            model_args.model_name_or_path, config=config, cache_dir=model_args.cache_dir
+        model = AutoModelForPreTraining.from_pretrained(
+            model_args.model_name_or_path, config=config, cache_dir=model_args.cache_dir,
+            revision=model_args.model_revision, token=model_args.token,
         )
     else:
-        model = SpanRobertaForPreTraining(config)
+        model = AutoModelForPreTraining.from_config(config)
     if len(tokenizer) > model.config.vocab_size:
         model.resize_token_embeddings(len(tokenizer))
     return model
@@ -303,12 +374,7 @@ def run_pretraining(
         processing_class=data.tokenizer,
         optimizer_cls_and_kwargs=trainer_optimizer(training_args),
     )
-    checkpoint, incomplete = resolve_resume_checkpoint(training_args.resume_from_checkpoint, training_args.output_dir)
-    # Every process has chosen its checkpoint before the main one renames the incomplete ones.
-    trainer.accelerator.wait_for_everyone()
-    if training_args.should_save:
-        set_aside(incomplete)
-    train_result = trainer.train(resume_from_checkpoint=checkpoint)
+    train_result = trainer.train(resume_from_checkpoint=resume_checkpoint(trainer))
     train_result.metrics.update(trainer.real_token_metrics(train_result.metrics["train_runtime"]))
     trainer.save_model()
     _save_tokenizer_with_generator(trainer, data.tokenizer)
@@ -364,6 +430,8 @@ def load_pretraining_data(
             if objective.static_masking
             else DynamicMaskingDataset(train)
         )
+    if eval_blocks is not None and data_args.max_eval_samples is not None:
+        eval_blocks = eval_blocks.select(range(min(data_args.max_eval_samples, len(eval_blocks))))
     # Evaluation masks are fixed (epoch 0), so that evaluations along a run are comparable.
     eval_dataset = DynamicMaskingDataset(eval_blocks) if eval_blocks is not None else None
     return PretrainingData(tokenizer=tokenizer, config=config, train=train, eval=eval_dataset)
@@ -385,7 +453,7 @@ def _built_data(
     with prepared.preparing(prepared_dir) if prepared_dir else contextlib.nullcontext() as staging:
         cache_dir = str(staging / prepared.INTERMEDIATE_CACHE) if staging else model_args.cache_dir
         documents, eval_documents = _document_splits(data_args, training_args.seed, cache_dir)
-        tokenizer = load_or_train_tokenizer(model_args, documents)
+        tokenizer = load_or_train_tokenizer(model_args, documents, objective.tokenizer)
         config = build_config(model_args, objective, tokenizer, data_args.max_seq_length)
 
         def blocks_of(docs: datasets.Dataset) -> datasets.Dataset:
@@ -551,6 +619,20 @@ def _streaming_data(
     return tokenizer, config, train, eval_blocks
 
 
+_ENCODER_NOTES = {
+    "spanroberta": "The encoder is RoBERTa's: `RobertaModel.from_pretrained` loads it.",
+    "spanalbert": "The encoder is ALBERT's: with every layer shared (ALBERT's scheme) `AlbertModel.from_pretrained` "
+    "loads it.",
+}
+
+
+def _albert_shape(config) -> str:
+    """ALBERT's embedding size and sharing scheme, for the model card."""
+    if not hasattr(config, "cross_layer_sharing"):
+        return ""
+    return f" (embeddings {config.embedding_size}, layers share: {config.cross_layer_sharing})"
+
+
 def _write_model_card(trainer: PretrainingTrainer, objective: ResolvedObjective, data_args) -> None:
     if not trainer.is_world_process_zero():
         return
@@ -578,6 +660,7 @@ Pretrained with spanroberta (`run_pretraining.py`, recipe `{data_args.recipe}`).
 | sentence objective | {objective.sentence_objective} |
 | input format | {objective.input_format} |
 | static masking | {objective.static_masking} |
+| encoder | {type(config).model_type}{_albert_shape(config)} |
 | layers / hidden / heads | {config.num_hidden_layers} / {config.hidden_size} / {config.num_attention_heads} |
 | vocabulary | {config.vocab_size} |
 | block length | {data_args.max_seq_length} |
@@ -586,14 +669,14 @@ Pretrained with spanroberta (`run_pretraining.py`, recipe `{data_args.recipe}`).
 
 {"| metric | value |" + chr(10) + "|---|---|" + chr(10) + eval_lines if eval_lines else ""}
 
-{_ELECTRA_USAGE if config.model_type == "electra" else _SPANROBERTA_USAGE}
+{_ELECTRA_USAGE if config.model_type == "electra" else _SPANROBERTA_USAGE.format(notes=_ENCODER_NOTES[type(config).model_type])}
 """
     Path(trainer.args.output_dir, "README.md").write_text(card, encoding="utf-8")
 
 
 _SPANROBERTA_USAGE = (
-    "The encoder is RoBERTa's: `RobertaModel.from_pretrained` loads it. With spanroberta installed, "
-    "`import spanroberta`\nand use the Auto classes; without it, pass `trust_remote_code=True`."
+    "{notes} With spanroberta installed, `import spanroberta` and use the Auto classes;\n"
+    "without it, pass `trust_remote_code=True`."
 )
 
 _ELECTRA_USAGE = (

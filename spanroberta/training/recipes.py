@@ -1,7 +1,8 @@
 """The pretraining recipes and model sizes, as data.
 
-A recipe fixes the objective and the data format of one of the papers; each of its fields can be overridden
-from the command line (`--masking word`, `--input_format full-sentences`, `--sbo false`, ...).
+A recipe fixes the objective, the data format, the encoder and the tokenizer of one of the papers; each of its
+fields can be overridden from the command line (`--masking word`, `--input_format full-sentences`, `--sbo false`,
+`--cross_layer_sharing none`, `--tokenizer_name ...`, ...).
 """
 
 from __future__ import annotations
@@ -17,6 +18,13 @@ class Recipe:
     input_format: str
     static_masking: bool
     description: str
+    # The encoder built from scratch: "roberta" (SpanRobertaForPreTraining) or "albert" (SpanAlbertForPreTraining,
+    # factorised embeddings and cross-layer sharing; --embedding_size or --cross_layer_sharing also choose it).
+    encoder: str = "roberta"
+    # The tokenizer trained on the corpus when none is given: see TOKENIZERS.
+    tokenizer: str = "byte-level-bpe"
+    # Other flags the recipe sets unless given, as (flag name, value) pairs.
+    flag_defaults: tuple[tuple[str, object], ...] = ()
     # "mlm": the encoder predicts the masked tokens (SpanRobertaForPreTraining); "rtd": ELECTRA's replaced token
     # detection (a generator fills the masked slots, the discriminator finds them).
     objective: str = "mlm"
@@ -53,6 +61,21 @@ RECIPES: dict[str, Recipe] = {
         static_masking=True,
         description="static token masking (10 duplicates), segment-pair + NSP (BERT)",
     ),
+    # ALBERT (Lan et al. 2019), base: factorised embeddings E = 128 and every layer shared (section 3.1, the
+    # SpanAlbertConfig defaults), sentence-order prediction on segment pairs (3.1), n-gram masking (4.1), blocks of
+    # 512 and a 30,000-id SentencePiece vocabulary (4.1). Optimiser: transformers offers no LAMB, so the
+    # RoBERTa AdamW defaults stay (README).
+    "albert": Recipe(
+        masking="ngram",
+        sbo=False,
+        sentence_objective="sop",
+        input_format="segment-pair",
+        static_masking=False,
+        description="n-gram masking, segment-pair + SOP, ALBERT encoder (E = 128, all layers shared) (ALBERT)",
+        encoder="albert",
+        tokenizer="unigram",
+        flag_defaults=(("tokenizer_vocab_size", 30000), ("max_seq_length", 512)),
+    ),
     # ELECTRA (Clark et al. 2020) sections 3.1-3.2 and appendix A: token masking at 15%, masked tokens 85% [MASK]
     # and 15% unchanged (no random tokens: the generator provides them), no NSP.
     "electra": Recipe(
@@ -65,8 +88,23 @@ RECIPES: dict[str, Recipe] = {
         objective="rtd",
         mask_replace_prob=0.85,
         random_replace_prob=0.0,
+        # ELECTRA's optimiser (appendix Table 6): Adam without bias correction (BERT's and ELECTRA's
+        # AdamWeightDecayOptimizer), beta2 0.999, epsilon 1e-6, weight decay 0.01, 10,000 warm-up steps, linear
+        # decay, gradient clipping at 1 (the Trainer's default). The size-dependent settings: ELECTRA_SIZES.
+        flag_defaults=(
+            ("adam_bias_correction", False),
+            ("adam_beta2", 0.999),
+            ("adam_epsilon", 1e-6),
+            ("weight_decay", 0.01),
+            ("warmup_steps", 10_000),
+        ),
     ),
 }
+
+ENCODERS = ("roberta", "albert")
+# Tokenizers trained on the corpus when none is given, with the vocabulary size --tokenizer_vocab_size defaults to
+# (recipes set it through flag_defaults): RoBERTa's byte-level BPE (50,265), ALBERT's SentencePiece unigram (30,000).
+TOKENIZERS = ("byte-level-bpe", "unigram")
 
 # Encoder shapes. base and large are BERT's / RoBERTa's (RoBERTa appendix, Table 9); tiny is for demos and tests.
 MODEL_SIZES: dict[str, dict[str, int]] = {
@@ -105,16 +143,6 @@ ELECTRA_SIZES: dict[str, ElectraSize] = {
                         learning_rate=2e-4, batch_size=256),
     "large": ElectraSize({**MODEL_SIZES["large"], "embedding_size": 1024}, generator_size=1 / 4,
                          learning_rate=2e-4, batch_size=2048, mask_rate=0.25),
-}
-
-# ELECTRA's optimiser (appendix Table 6): Adam without bias correction, beta2 0.999, epsilon 1e-6, weight decay
-# 0.01, 10,000 warm-up steps, linear decay, gradient clipping at 1 (the Trainer's default). Flags given on the command line win.
-ELECTRA_TRAINING_DEFAULTS = {
-    "adam_beta2": 0.999,
-    "adam_epsilon": 1e-6,
-    "weight_decay": 0.01,
-    "warmup_steps": 10_000,
-    "adam_bias_correction": False,  # BERT's and ELECTRA's AdamWeightDecayOptimizer
 }
 
 

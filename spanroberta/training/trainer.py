@@ -105,8 +105,6 @@ class PretrainingTrainer(Trainer):
         )
 
     def training_step(self, model, inputs, num_items_in_batch=None) -> torch.Tensor:
-        if self._real_tokens_window_start is None:
-            self._real_tokens_window_start = time.perf_counter()
         mask = inputs.get("attention_mask")
         self._real_tokens += mask.sum() if mask is not None else inputs["input_ids"].numel()
         loss = super().training_step(model, inputs, num_items_in_batch)
@@ -138,6 +136,13 @@ class PretrainingTrainer(Trainer):
             "to fp16), or pass --on_nonfinite_loss skip to skip such steps."
         )
 
+    def _issue_warnings_after_load(self, load_result: Any) -> None:
+        # A checkpoint leaves out the decoders tied to the word embeddings (they load with them); the Trainer
+        # would warn on resuming that they are missing.
+        tied = set(getattr(self.model, "_tied_weights_keys", None) or ())
+        missing = [key for key in load_result.missing_keys if key not in tied]
+        super()._issue_warnings_after_load(load_result._replace(missing_keys=missing))
+
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
         # Under DeepSpeed ZeRO-3 each process holds only its shard (self.model's tensors are empty): not checked.
         finite = [torch.isfinite(p).all() for p in self.model.parameters() if p.numel()]
@@ -164,9 +169,13 @@ class PretrainingTrainer(Trainer):
         load_saved(self.state.best_model_checkpoint)
 
     def get_batch_samples(self, epoch_iterator, num_batches: int, device: torch.device):
+        if self._real_tokens_window_start is None:
+            # The window of real tokens/s starts before the step's batches are loaded and collated.
+            self._real_tokens_window_start = time.perf_counter()
         batch_samples, num_items_in_batch = super().get_batch_samples(epoch_iterator, num_batches, device)
         # The model says which targets normalise which loss; the trainer only sums them over the accumulated
-        # micro-batches and the processes. The stock Trainer has counted the MLM targets (num_items_in_batch).
+        # micro-batches and the processes. The MLM targets (`labels`) are the stock Trainer's num_items_in_batch,
+        # counted by it the same way.
         loss_normalisers = getattr(self.model, "loss_normalisers", None)
         self._extra_counts = {}
         if loss_normalisers is None:
@@ -179,8 +188,12 @@ class PretrainingTrainer(Trainer):
             if name == "num_items_in_batch":
                 continue
             count = torch.as_tensor(count, device=device)
+            # As the stock Trainer treats its own count.
             if self.args.average_tokens_across_devices and self.args.world_size > 1:
                 count = self.accelerator.gather(count).sum()
+            elif self.args.n_gpu > 1:
+                # nn.DataParallel: each replica gets its share, scattered along a first dimension.
+                count = (count // self.args.n_gpu).unsqueeze(0).expand(self.args.n_gpu, -1)
             self._extra_counts[name] = count
         return batch_samples, num_items_in_batch
 

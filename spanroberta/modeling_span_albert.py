@@ -1,0 +1,206 @@
+"""SpanALBERT: ALBERT's encoder (Lan et al. 2019) under spanroberta's pretraining heads.
+
+The encoder is transformers' ALBERT (`base_model_prefix = "albert"`, same parameter names): factorised embeddings
+(V x E, then E x H; ALBERT section 3.1) and cross-layer parameter sharing. transformers' `AlbertModel` shares whole
+layers (`num_hidden_groups`); spanroberta adds ALBERT's two other schemes of Table 4, sharing only the attention or
+only the feed-forward network (`config.cross_layer_sharing`). With those, every layer has its own group and the
+shared blocks of groups 1.. are the very modules of group 0, declared in `_tied_weights_keys`: a checkpoint stores
+them once, loading ties them again, and `num_parameters()` counts each once.
+
+The pretraining objectives (MLM and SBO at the prediction slots, NSP/SOP, losses, `loss_normalisers`) are
+`SpanPreTrainingMixin`'s, the same code as for RoBERTa's encoder; this file provides ALBERT's MLM head
+(`predictions`, E wide), its pooler and SOP head (`sop_classifier`), so that transformers' `AlbertForPreTraining`
+checkpoints load with their MLM and SOP heads (a fresh SBO head). Packed rows (restarting `position_ids`) attend
+within their own sequence, as in `SpanRobertaModel`.
+
+This file is copied next to every saved checkpoint (see `auto_map`), with the files it imports relatively.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers.modeling_outputs import BaseModelOutputWithPooling
+from transformers.models.albert.modeling_albert import (
+    AlbertForMaskedLM,
+    AlbertForMultipleChoice,
+    AlbertForQuestionAnswering,
+    AlbertForSequenceClassification,
+    AlbertForTokenClassification,
+    AlbertMLMHead,
+    AlbertModel,
+    AlbertPreTrainedModel,
+    AlbertSOPHead,
+)
+
+from .configuration_span_albert import SpanAlbertConfig
+from .modeling_spanroberta import SpanBoundaryHead, SpanPreTrainingMixin, SpanRobertaModel
+
+# The submodules of an AlbertLayer that each scheme shares across layers. The FFN's output layer norm goes with
+# the FFN, as the attention's goes with the attention. The attention's parameter-holding children are shared
+# rather than the AlbertAttention itself, so that each layer keeps a module of its own for transformers' output
+# capturing hooks (one module reached through several layers would record each layer's attentions once per layer).
+SHARED_SUBMODULES: dict[str, tuple[str, ...]] = {
+    "all": (),  # the whole layer, through num_hidden_groups = 1 (transformers' own sharing)
+    "none": (),
+    "attention": ("attention.query", "attention.key", "attention.value", "attention.dense", "attention.LayerNorm"),
+    "ffn": ("ffn", "ffn_output", "full_layer_layer_norm"),
+}
+
+
+class SpanAlbertPreTrainedModel(AlbertPreTrainedModel):
+    config_class = SpanAlbertConfig
+    config: SpanAlbertConfig
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        super()._init_weights(module)
+        if isinstance(module, SpanBoundaryHead):
+            nn.init.zeros_(module.decoder.bias)
+
+    def post_init(self) -> None:
+        self._share_layers()
+        super().post_init()
+
+    def _share_layers(self) -> None:
+        """Makes the shared blocks of every layer group the modules of group 0 and declares them tied, for the
+        encoder this model holds (its own, or the `AlbertModel` inside a task head)."""
+        encoder = getattr(self.base_model, "encoder", None)
+        shared = SHARED_SUBMODULES[self.config.cross_layer_sharing]
+        if encoder is None or not shared or (self.base_model is not self and isinstance(self.base_model, SpanAlbertPreTrainedModel)):
+            return  # nothing to share, or a SpanAlbertModel inside that shared its own layers
+        prefix = "" if self.base_model is self else f"{self.base_model_prefix}."
+        first = encoder.albert_layer_groups[0].albert_layers[0]
+        tied = {}
+        for index, group in enumerate(encoder.albert_layer_groups[1:], start=1):
+            for name in shared:
+                parent, _, child = name.rpartition(".")
+                setattr(group.albert_layers[0].get_submodule(parent), child, first.get_submodule(name))
+                for parameter_name, _ in first.get_submodule(name).named_parameters():
+                    key = f"albert_layers.0.{name}.{parameter_name}"
+                    tied[f"{prefix}encoder.albert_layer_groups.{index}.{key}"] = f"{prefix}encoder.albert_layer_groups.0.{key}"
+        self._tied_weights_keys = {**(self._tied_weights_keys or {}), **tied}
+
+
+class SpanAlbertModel(SpanAlbertPreTrainedModel, AlbertModel):
+    """ALBERT's encoder under spanroberta's config: the sharing scheme of `config.cross_layer_sharing`, and packed
+    rows. With `position_ids`, each run of consecutive positions is one sequence and attends only to itself (a
+    block-diagonal mask for sdpa and eager, a block mask for flex_attention; flash attention is not supported for
+    packed ALBERT rows). Without `position_ids` it is exactly AlbertModel."""
+
+    # The packed-row mask of SpanRobertaModel: it reads only the config and the word embeddings' dtype and device.
+    packed_attention_mask = SpanRobertaModel.packed_attention_mask
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        **kwargs,
+    ) -> BaseModelOutputWithPooling:
+        if position_ids is not None:
+            if "flash" in (self.config._attn_implementation or ""):
+                raise ValueError(
+                    "Packed rows (position_ids) on an ALBERT encoder need sdpa, eager or flex_attention, not "
+                    f"{self.config._attn_implementation}; use --pack_documents false or a pair input format."
+                )
+            attention_mask = self.packed_attention_mask(attention_mask, position_ids, inputs_embeds)
+        return super().forward(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            **kwargs,
+        )
+
+
+class SpanAlbertForPreTraining(SpanPreTrainingMixin, SpanAlbertPreTrainedModel):
+    """ALBERT's MLM head (`predictions`) + SBO head + optional NSP/SOP head (ALBERT's `sop_classifier` on its
+    pooler), every loss from `SpanPreTrainingMixin`.
+
+    Continued pretraining from a transformers `AlbertForPreTraining` checkpoint loads its encoder, MLM head, pooler
+    and SOP head; the SBO head starts fresh.
+    """
+
+    _tied_weights_keys = {
+        "predictions.decoder.weight": "albert.embeddings.word_embeddings.weight",
+        "predictions.decoder.bias": "predictions.bias",
+    }
+    _sbo_tied_weights_keys = {"sbo_head.decoder.weight": "albert.embeddings.word_embeddings.weight"}
+
+    def __init__(self, config: SpanAlbertConfig):
+        super().__init__(config)
+        has_sentence_head = config.sentence_objective != "none"
+        self.albert = SpanAlbertModel(config, add_pooling_layer=has_sentence_head)
+        self.predictions = AlbertMLMHead(config)
+        self.sbo_head = SpanBoundaryHead(config) if config.use_sbo else None
+        self.sop_classifier = AlbertSOPHead(config) if has_sentence_head else None
+        if config.use_sbo:
+            self._tied_weights_keys = {**self._tied_weights_keys, **self._sbo_tied_weights_keys}
+        self.post_init()
+
+    def get_output_embeddings(self) -> nn.Module:
+        return self.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings: nn.Module) -> None:
+        self.predictions.decoder = new_embeddings
+
+    def _mlm_features(self, states: torch.Tensor) -> torch.Tensor:
+        head = self.predictions
+        return head.LayerNorm(head.activation(head.dense(states)))  # AlbertMLMHead's transform, H -> E
+
+    def _sentence_logits(self, first_token_states: torch.Tensor) -> torch.Tensor:
+        pooled = self.albert.pooler_activation(self.albert.pooler(first_token_states[:, 0]))
+        return self.sop_classifier(pooled)
+
+
+class SpanAlbertForMaskedLM(SpanAlbertPreTrainedModel, AlbertForMaskedLM):
+    """ALBERT's masked LM (dense logits, for the fill-mask pipeline)."""
+
+    accepts_loss_kwargs = False
+
+
+class SpanAlbertForSequenceClassification(SpanAlbertPreTrainedModel, AlbertForSequenceClassification):
+    accepts_loss_kwargs = False
+
+
+class SpanAlbertForQuestionAnswering(SpanAlbertPreTrainedModel, AlbertForQuestionAnswering):
+    accepts_loss_kwargs = False
+
+    def __init__(self, config: SpanAlbertConfig):
+        if config.answerability_head:
+            raise ValueError(
+                "The answerability head (answerability_head=True) exists for spanroberta's RoBERTa encoder only; "
+                "ALBERT checkpoints answer SQuAD 2.0 from the span scores and the [CLS] null score."
+            )
+        super().__init__(config)
+
+
+class SpanAlbertForMultipleChoice(SpanAlbertPreTrainedModel, AlbertForMultipleChoice):
+    accepts_loss_kwargs = False
+
+
+class SpanAlbertForTokenClassification(SpanAlbertPreTrainedModel, AlbertForTokenClassification):
+    accepts_loss_kwargs = False
+
+
+# As modeling_spanroberta: registering marks the classes as custom code, so save_pretrained copies this file and
+# those it imports next to the weights; the config's auto_map points every Auto class at them.
+SpanAlbertConfig.register_for_auto_class()
+for _auto_class, _class_path in SpanAlbertConfig().auto_map.items():
+    if _auto_class != "AutoConfig":
+        globals()[_class_path.split(".")[-1]].register_for_auto_class(_auto_class)
+
+__all__ = [
+    "SpanAlbertPreTrainedModel",
+    "SpanAlbertModel",
+    "SpanAlbertForPreTraining",
+    "SpanAlbertForMaskedLM",
+    "SpanAlbertForSequenceClassification",
+    "SpanAlbertForQuestionAnswering",
+    "SpanAlbertForMultipleChoice",
+    "SpanAlbertForTokenClassification",
+]

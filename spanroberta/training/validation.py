@@ -1,0 +1,273 @@
+"""Checks that the four scripts run on their settings and paths before any model is loaded, so that a typo
+costs seconds, not a run: each failure is a `UserInputError` whose one-paragraph message names the flag or
+path and says what to do (the scripts print it and exit with status 1, without a traceback).
+
+- numbers in range (`check_range`), called from the argument dataclasses' `__post_init__`;
+- model, config and tokenizer paths that exist, or Hub ids that can be reached (`check_model_source`);
+- the output folder: usable, and not holding another run unless the user says how to go on
+  (`check_output_dir`, with `--overwrite_output_dir` or `--resume_from_checkpoint`);
+- reporting integrations that are installed (`check_report_to`);
+- lengths that fit the model's positions and each other (`check_max_seq_length`, `fit_doc_stride`,
+  `fit_max_qa_length`), once the config and tokenizer are loaded and before the model is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import re
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from huggingface_hub import constants as hub_constants
+from huggingface_hub import try_to_load_from_cache
+from transformers import PretrainedConfig, PreTrainedTokenizerBase, TrainingArguments
+
+from ..errors import UserInputError
+from .checkpoints import INCOMPLETE_PREFIX, find_checkpoints, previous_run_files, resolve_resume_checkpoint
+
+logger = logging.getLogger(__name__)
+
+# Model types whose position ids start after the padding id (modeling_roberta's
+# create_position_ids_from_input_ids), so that max_position_embeddings - pad_token_id - 1 positions are usable.
+_OFFSET_POSITIONS = {"roberta", "spanroberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "roberta-prelayernorm",
+                     "data2vec-text", "longformer"}  # fmt: skip
+# A Hub id is "name" or "owner/name" of letters, digits, '-', '_' and '.'; anything else can only be a path.
+_HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
+
+
+@contextlib.contextmanager
+def user_errors(script: str, also: tuple[type[Exception], ...] = ()) -> Iterator[None]:
+    """Turns a `UserInputError` (and the exception types in `also`, e.g. a reader's ValueError) raised inside
+    into `script: error: message` and exit status 1, without a traceback."""
+    try:
+        yield
+    except (UserInputError, *also) as error:
+        sys.exit(f"{script}: error: {' '.join(str(error).split())}")
+
+
+def check_range(
+    flag: str, value: float | None, minimum: float | None = None, maximum: float | None = None,
+    *, above: float | None = None, hint: str = "",
+) -> None:  # fmt: skip
+    """Refuses `value` (unless None) below `minimum`, not above `above`, or above `maximum`."""
+    if value is None:
+        return
+    bounds = []
+    if minimum is not None:
+        bounds.append(f"at least {minimum}")
+    if above is not None:
+        bounds.append(f"above {above}")
+    if maximum is not None:
+        bounds.append(f"at most {maximum}")
+    if (
+        (minimum is not None and value < minimum)
+        or (above is not None and value <= above)
+        or (maximum is not None and value > maximum)
+    ):
+        raise UserInputError(f"--{flag} must be {' and '.join(bounds)}, not {value}.{' ' + hint if hint else ''}")
+
+
+CONFIG_FILES = ("config.json",)
+TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "vocab.json", "vocab.txt")
+
+
+def check_run(model_args: Any, training_args: TrainingArguments, *, trains: bool) -> None:
+    """The checks every script makes once its flags are parsed: the model, config and tokenizer sources, the
+    output folder and the reporting integrations. `model_args` has the flags model_name_or_path, config_name,
+    tokenizer_name, cache_dir and model_revision; `training_args` has overwrite_output_dir."""
+    sources = (
+        ("model_name_or_path", model_args.model_name_or_path, CONFIG_FILES, "a saved model"),
+        ("config_name", model_args.config_name, CONFIG_FILES, "a saved config"),
+        ("tokenizer_name" if model_args.tokenizer_name else "model_name_or_path",
+         model_args.tokenizer_name or model_args.model_name_or_path, TOKENIZER_FILES, "a saved tokenizer"),
+    )  # fmt: skip
+    for flag, name, needs, what in sources:
+        check_model_source(flag, name, needs, what, cache_dir=model_args.cache_dir, revision=model_args.model_revision)
+    check_output_dir(training_args, training_args.overwrite_output_dir, trains=trains)
+    check_report_to(training_args)
+
+
+def require_output_dir(given: set[str]) -> None:
+    # TrainingArguments turns a missing output_dir into "trainer_output": look at what the user gave.
+    if "output_dir" not in given:
+        raise UserInputError("--output_dir is required: the folder where the model, checkpoints and results go.")
+
+
+def check_model_source(
+    flag: str, name: str | None, needs: tuple[str, ...], what: str, *, cache_dir: str | None = None,
+    revision: str | None = None,
+) -> None:  # fmt: skip
+    """Checks that `name` (the value of `--flag`) is a file, a folder holding one of `needs` (it is then `what`),
+    or a Hub id that can be downloaded: offline (HF_HUB_OFFLINE=1), one already in the Hub cache."""
+    if not name:
+        return
+    path = Path(name).expanduser()
+    if path.is_file():
+        return
+    if path.is_dir():
+        if not any((path / file).is_file() for file in needs):
+            checkpoints = [folder.name for _, folder in find_checkpoints(path)]
+            raise UserInputError(
+                f"--{flag} {name} holds no {' or '.join(needs)}, so it is not {what}"
+                + (f"; it holds {', '.join(checkpoints[:3])}: give one of those folders" if checkpoints else "")
+                + ". Give the folder that save_pretrained (or a finished run) wrote, or a Hub id such as roberta-base."
+            )
+        return
+    if name.startswith((".", "/", "~")) or name.endswith("/") or not _HUB_ID.match(name):
+        raise UserInputError(
+            f"--{flag} {name}: no such folder (and it is not a Hub id). Check the path, or give a Hub id such as "
+            "roberta-base."
+        )
+    if hub_constants.HF_HUB_OFFLINE:
+        cached = [try_to_load_from_cache(name, file, cache_dir=cache_dir, revision=revision) for file in needs]
+        if not any(isinstance(found, str) for found in cached):
+            raise UserInputError(
+                f"--{flag} {name}: there is no folder of that name, and as a Hub id it is not in the Hub cache, "
+                "which is all that can be read with HF_HUB_OFFLINE=1. Give a local folder, download it while online "
+                f"(`hf download {name}`), or unset HF_HUB_OFFLINE."
+            )
+
+
+def check_output_dir(args: TrainingArguments, overwrite_output_dir: bool, *, trains: bool = True) -> None:
+    """Checks that `--output_dir` can be written and, for a run that trains, that it does not hold another run's
+    checkpoints or model: those are kept unless `--overwrite_output_dir` (which deletes the stale checkpoints,
+    on the main process) or `--resume_from_checkpoint` says how to go on."""
+    output_dir = Path(args.output_dir)
+    if output_dir.exists() and not output_dir.is_dir():
+        raise UserInputError(f"--output_dir {output_dir} is a file, not a folder. Give a folder (new or existing).")
+    existing = next(parent for parent in (output_dir.absolute(), *output_dir.absolute().parents) if parent.exists())
+    if not existing.is_dir():
+        raise UserInputError(
+            f"--output_dir {output_dir} cannot be created: {existing} is a file. Give a folder path."
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UserInputError(
+            f"--output_dir {output_dir} cannot be written: {existing} is not writable by this user. Give another "
+            "folder, or change its permissions."
+        )
+    resume = args.resume_from_checkpoint not in (None, False, "false", "False")
+    if overwrite_output_dir and resume:
+        raise UserInputError(
+            "--overwrite_output_dir deletes the checkpoints that --resume_from_checkpoint would resume from: give one "
+            "of the two."
+        )
+    if resume:
+        # Raises now, before any model is loaded, when there is nothing to resume from.
+        resolve_resume_checkpoint(args.resume_from_checkpoint, str(output_dir))
+        return
+    if not trains:
+        return
+    found = previous_run_files(output_dir)
+    if not found:
+        return
+    if not overwrite_output_dir:
+        raise UserInputError(
+            f"--output_dir {output_dir} already holds another run ({', '.join(found[:4])}"
+            f"{', ...' if len(found) > 4 else ''}), which this run would overwrite or mix with. Give a new folder, "
+            "or add --overwrite_output_dir to delete its checkpoints and overwrite it, or --resume_from_checkpoint "
+            "true to continue that run."
+        )
+    if args.should_save:
+        for entry in sorted(output_dir.iterdir()):
+            if entry.is_dir() and entry.name.removeprefix(INCOMPLETE_PREFIX).startswith("checkpoint-"):
+                shutil.rmtree(entry)
+        logger.warning("--overwrite_output_dir: deleted the checkpoints in %s; its other files will be overwritten.",
+                       output_dir)  # fmt: skip
+
+
+def check_report_to(args: TrainingArguments) -> None:
+    """Refuses a `--report_to` integration whose package is missing, naming what to install (the Trainer would
+    fail on it after the model is loaded)."""
+    from transformers.integrations import get_available_reporting_integrations
+
+    available = set(get_available_reporting_integrations())
+    missing = [name for name in args.report_to or [] if name not in available]
+    if missing:
+        raise UserInputError(
+            f"--report_to {', '.join(missing)}: {'it is' if len(missing) == 1 else 'they are'} not installed. "
+            f"Install {' and '.join(missing)} (`pip install {' '.join(missing)}`), or use --report_to none."
+        )
+
+
+def model_positions(config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase | None = None) -> int | None:
+    """How many tokens one sequence of the model can hold: its position embeddings (RoBERTa's start after the
+    padding id) and the tokenizer's own limit; None when the config has no such bound."""
+    limits = []
+    positions = getattr(config, "max_position_embeddings", None)
+    if positions is not None:
+        offset = (config.pad_token_id or 0) + 1 if config.model_type in _OFFSET_POSITIONS else 0
+        limits.append(positions - offset)
+    # Tokenizers without a known limit report a huge placeholder (int(1e30)).
+    if tokenizer is not None and tokenizer.model_max_length < 1_000_000:
+        limits.append(tokenizer.model_max_length)
+    return min(limits) if limits else None
+
+
+def check_max_seq_length(
+    max_seq_length: int, config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase, model_name: str
+) -> None:
+    """Refuses a `--max_seq_length` longer than the model's positions (which would fail mid-run)."""
+    limit = model_positions(config, tokenizer)
+    if limit is not None and max_seq_length > limit:
+        raise UserInputError(
+            f"--max_seq_length {max_seq_length} is above the {limit} tokens that {model_name} can hold "
+            f"(max_position_embeddings={getattr(config, 'max_position_embeddings', None)}, tokenizer limit "
+            f"{tokenizer.model_max_length}). Use --max_seq_length {limit} or less."
+        )
+
+
+def fit_doc_stride(
+    doc_stride: int, max_seq_length: int, max_query_length: int, tokenizer: PreTrainedTokenizerBase, given: set[str]
+) -> int:
+    """The SQuAD window overlap to use: `doc_stride` when it is below the context room of a window; a default
+    that is not is lowered to half the room (with a warning), and one the user gave is refused."""
+    room = max_seq_length - max_query_length - tokenizer.num_special_tokens_to_add(pair=True)
+    if room < 2:
+        raise UserInputError(
+            f"--max_seq_length {max_seq_length} leaves no room for the context after a question of up to "
+            f"--max_query_length {max_query_length} tokens and the special tokens: raise --max_seq_length or lower "
+            "--max_query_length."
+        )
+    if doc_stride < room:
+        return doc_stride
+    if "doc_stride" in given:
+        raise UserInputError(
+            f"--doc_stride {doc_stride} must be smaller than the context room of a window, {room} tokens "
+            f"(--max_seq_length {max_seq_length} - --max_query_length {max_query_length} - special tokens): use "
+            f"--doc_stride {room // 2} for example, or raise --max_seq_length."
+        )
+    logger.warning("--doc_stride %d does not fit windows of %d tokens (context room %d): using --doc_stride %d.",
+                   doc_stride, max_seq_length, room, room // 2)  # fmt: skip
+    return room // 2
+
+
+def fit_max_qa_length(
+    max_qa_length: int, max_seq_length: int, tokenizer: PreTrainedTokenizerBase, given: set[str]
+) -> int:
+    """The RACE question+option budget to use: `max_qa_length` when it leaves room for the passage; a default
+    that does not is lowered to half of `max_seq_length` (with a warning), and one the user gave is refused."""
+    special = tokenizer.num_special_tokens_to_add(pair=True)
+    if max_qa_length + special < max_seq_length:
+        return max_qa_length
+    fitted = (max_seq_length - special) // 2
+    if "max_qa_length" in given or fitted < 1:
+        raise UserInputError(
+            f"--max_qa_length {max_qa_length} leaves no room for the passage in --max_seq_length {max_seq_length} "
+            f"({special} special tokens): use --max_qa_length {max(fitted, 1)} or less, or raise --max_seq_length."
+        )
+    logger.warning("--max_qa_length %d does not fit --max_seq_length %d: using --max_qa_length %d.",
+                   max_qa_length, max_seq_length, fitted)  # fmt: skip
+    return fitted
+
+
+def min_block_length_for_targets(mlm_probability: float, special_tokens: int = 2) -> int:
+    """The shortest block whose tokens give one masked target on average (the masking budget is
+    mlm_probability x the block's tokens, rounded at random), with `special_tokens` that are never masked."""
+    return math.ceil(1 / mlm_probability) + special_tokens
+
