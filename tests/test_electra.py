@@ -478,3 +478,21 @@ def test_the_discriminator_learns_to_detect_replaced_tokens_in_real_text(tmp_pat
     # 400 steps alike: what the marginal distribution tells is learnt by then)
     assert results["eval_discriminator_accuracy"] > original_share + 0.01
     assert results["eval_discriminator_precision"] > 0.6 and results["eval_discriminator_recall"] > 0.1
+
+
+def test_embedding_size_sets_the_shared_embeddings_and_albert_sharing_is_refused(tiny_tokenizer):
+    from spanroberta.errors import UserInputError
+    from spanroberta.training.electra import build_electra_config
+
+    (model_args, data_args, _), _ = parse_arguments(
+        ARGUMENT_TYPES, ["--output_dir", "x", "--recipe", "electra", "--model_size", "tiny", "--embedding_size", "48"]
+    )
+    assert resolve_objective(model_args, data_args).objective == "rtd"
+    config = build_electra_config(model_args, tiny_tokenizer)
+    assert (config.embedding_size, config.hidden_size, config.generator_size) == (48, 128, 0.25)
+
+    (model_args, data_args, _), _ = parse_arguments(
+        ARGUMENT_TYPES, ["--output_dir", "x", "--recipe", "electra", "--cross_layer_sharing", "all"]
+    )
+    with pytest.raises(UserInputError, match="cross_layer_sharing"):
+        resolve_objective(model_args, data_args)
