@@ -9,6 +9,8 @@ import run_pretraining
 from conftest import TINY_TEXT
 from transformers import PreTrainedTokenizerFast
 
+from spanroberta.training.recipes import RECIPES
+
 TINY_MODEL = ["--model_size", "tiny", "--config_overrides",
               "num_hidden_layers=1,hidden_size=32,num_attention_heads=2,intermediate_size=64"]
 
@@ -89,7 +91,7 @@ def test_max_seq_length_above_the_model_positions(run_args, tmp_path):
 
 @pytest.mark.parametrize(
     "key,value,valid",
-    [("recipe", "xlnet", "spanbert, roberta, bert, albert"), ("masking", "sentence", "span, word, token, ngram"),
+    [("recipe", "xlnet", ", ".join(RECIPES)), ("masking", "sentence", "span, word, token, ngram"),
      ("input_format", "docs", "full-sentences, doc-sentences, segment-pair, sentence-pair")],
 )
 def test_an_unknown_choice_in_a_config_file_lists_the_valid_ones(tmp_path, key, value, valid):

@@ -67,7 +67,8 @@ class PretrainingModelArguments:
         metadata={
             "help": "ALBERT encoder with factorised embeddings of this size (V x E, then E x H; ALBERT section 3.1). "
             "Giving it (or --cross_layer_sharing) builds an ALBERT encoder under any recipe. Default: 128 for an "
-            "ALBERT encoder (the albert recipe, or --cross_layer_sharing given)."
+            "ALBERT encoder (the albert recipe, or --cross_layer_sharing given). With --recipe electra: the embedding "
+            "size the discriminator and the generator share (default: ELECTRA Table 6)."
         },
     )
     cross_layer_sharing: str | None = field(
@@ -77,6 +78,24 @@ class PretrainingModelArguments:
             "only the feed-forward network, or none (ALBERT Table 4). Giving it (or --embedding_size) builds an "
             "ALBERT encoder under any recipe. Default: all for an ALBERT encoder.",
             "choices": list(CROSS_LAYER_SHARING),
+        },
+    )
+    generator_size: float | None = field(
+        default=None,
+        metadata={
+            "help": "--recipe electra: the generator's hidden size as a fraction of the discriminator's (heads and "
+            "FFN follow; same layers). Default: ELECTRA Table 6, 1/4 for small and large, 1/3 for base."
+        },
+    )
+    rtd_loss_weight: float = field(
+        default=50.0,
+        metadata={"help": "--recipe electra: loss = generator MLM + lambda * discriminator loss (ELECTRA: 50)."},
+    )
+    generator_name_or_path: str | None = field(
+        default=None,
+        metadata={
+            "help": "--recipe electra with --model_name_or_path (an ELECTRA discriminator): the generator to continue "
+            "from, e.g. google/electra-base-generator. Default: the generator/ folder of --model_name_or_path."
         },
     )
 
@@ -228,6 +247,14 @@ class PretrainingArguments(TrainingArguments):
             "help": "When the loss is NaN or infinite: stop with an error naming the step, or skip that step's "
             "update. Either way, weights holding NaN or inf are never saved.",
             "choices": list(NONFINITE_LOSS_POLICIES),
+        },
+    )
+
+    adam_bias_correction: bool | None = field(
+        default=None,
+        metadata={
+            "help": "Correct the bias of Adam's moment estimates. Default: off for --recipe electra (ELECTRA's and "
+            "BERT's Adam), on otherwise (the Trainer's AdamW)."
         },
     )
 

@@ -41,9 +41,12 @@ from ..data.masking_schedule import DynamicMaskingDataset, StaticMaskingDataset
 from ..data.streaming import StreamingBlocks
 from ..data.tokenizer import train_byte_level_bpe, train_sentencepiece_unigram
 from ..errors import UserInputError
+from ..modeling_electra_pretraining import GENERATOR_FOLDER
 from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from .checkpoints import resume_checkpoint
 from .cli import apply_defaults
+from .electra import apply_electra_defaults, build_electra_config, build_electra_model
+from .optimizers import trainer_optimizer
 from .recipes import get_model_size, get_recipe
 from .trainer import PretrainingTrainer
 
@@ -84,6 +87,10 @@ class ResolvedObjective:
     static_masking: bool
     encoder: str = "roberta"
     tokenizer: str = "byte-level-bpe"
+    # What the encoder learns from the masked input ("mlm", or "rtd": ELECTRA) and how masked tokens are replaced.
+    objective: str = "mlm"
+    mask_replace_prob: float = 0.8
+    random_replace_prob: float = 0.1
 
 
 def apply_demo_settings(
@@ -93,16 +100,20 @@ def apply_demo_settings(
     given: set[str],
 ) -> tuple[PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments]:
     """Fills in the recipe's flag defaults, and in demo mode DEMO_SETTINGS (which win over the recipe's), for
-    every setting the user did not give."""
+    every setting the user did not give. Then the ELECTRA recipe's defaults that depend on the model size
+    (learning rate, batch, mask rate; ELECTRA Table 6) fill in what neither the user nor the demo set."""
     recipe_defaults = dict(get_recipe(data_args.recipe).flag_defaults)
     model_args, data_args, training_args = apply_defaults((model_args, data_args, training_args), recipe_defaults, given)
     if not data_args.is_demo:
         # TrainingArguments turns a missing output_dir into "trainer_output": look at what the user gave.
         if "output_dir" not in given and not data_args.prepare_only:
             raise UserInputError("--output_dir is required when training on your own data.")
-        return model_args, data_args, training_args
-    demo = {**DEMO_SETTINGS, "train_file": str(demo_corpus_path())}
-    model_args, data_args, training_args = apply_defaults((model_args, data_args, training_args), demo, given)
+    else:
+        demo = {**DEMO_SETTINGS, "train_file": str(demo_corpus_path())}
+        model_args, data_args, training_args = apply_defaults((model_args, data_args, training_args), demo, given)
+        given = given | set(demo)
+    if get_recipe(data_args.recipe).objective == "rtd":
+        model_args, data_args, training_args = apply_electra_defaults((model_args, data_args, training_args), given)
     return model_args, data_args, training_args
 
 
@@ -121,7 +132,17 @@ def resolve_objective(model_args: PretrainingModelArguments, data_args: Pretrain
             else recipe.encoder
         ),
         tokenizer=recipe.tokenizer,
+        objective=recipe.objective,
+        mask_replace_prob=recipe.mask_replace_prob,
+        random_replace_prob=recipe.random_replace_prob,
     )
+    if objective.objective == "rtd" and (
+        objective.sbo or objective.sentence_objective != "none" or model_args.cross_layer_sharing is not None
+    ):
+        raise UserInputError(
+            "--recipe electra trains an ELECTRA generator and discriminator, without SBO, sentence-level heads or "
+            "ALBERT's cross-layer sharing; drop --sbo, --sentence_objective and --cross_layer_sharing."
+        )
     if objective.sentence_objective != "none" and objective.input_format not in PAIR_FORMATS:
         raise UserInputError(
             f"--sentence_objective {objective.sentence_objective} needs a pair input format "
@@ -178,6 +199,11 @@ def build_config(
 ) -> SpanRobertaConfig | SpanAlbertConfig:
     """The model's config (the encoder's: the checkpoint's, else the objective's); checks that blocks of
     `max_seq_length` tokens fit its position embeddings."""
+    if objective.objective == "rtd":
+        config = build_electra_config(model_args, tokenizer)
+        _override_config(config, model_args.config_overrides)
+        _check_positions(config, max_seq_length, model_args)
+        return config
     head_settings = {
         "use_sbo": objective.sbo,
         "sbo_loss_weight": model_args.sbo_loss_weight,
@@ -215,9 +241,18 @@ def build_config(
             **encoder_settings,  # given only for an ALBERT encoder (resolve_objective)
         )
     _override_config(config, model_args.config_overrides)
-    # RoBERTa's position ids start after the padding id (modeling_roberta's create_position_ids_from_input_ids),
-    # ALBERT's at 0.
-    offset = config.first_position_id
+    _check_positions(config, max_seq_length, model_args)
+    return config
+
+
+def first_position_id(config) -> int:
+    """Where position ids start: spanroberta's and SpanALBERT's configs name it (RoBERTa's after the padding id,
+    ALBERT's at 0); ELECTRA's (BERT's) start at 0."""
+    return getattr(config, "first_position_id", 0)
+
+
+def _check_positions(config, max_seq_length: int, model_args: PretrainingModelArguments) -> None:
+    offset = first_position_id(config)
     positions = config.max_position_embeddings - offset
     if max_seq_length > positions:
         raise UserInputError(
@@ -230,7 +265,6 @@ def build_config(
                 else "."
             )
         )
-    return config
 
 
 def _checkpoint_encoder(source: str, model_args: PretrainingModelArguments, encoder_settings: dict) -> str:
@@ -262,6 +296,8 @@ def build_model(
     model_args: PretrainingModelArguments, config: SpanRobertaConfig | SpanAlbertConfig, tokenizer: PreTrainedTokenizerBase
 ) -> PreTrainedModel:
     """The pretraining model of `config`'s encoder (SpanRobertaForPreTraining or SpanAlbertForPreTraining)."""
+    if config.model_type == "electra":
+        return build_electra_model(model_args, config)
     if model_args.model_name_or_path:
         model = AutoModelForPreTraining.from_pretrained(
             model_args.model_name_or_path, config=config, cache_dir=model_args.cache_dir,
@@ -320,12 +356,14 @@ def run_pretraining(
         masking=objective.masking,
         geometric_p=data_args.geometric_p,
         max_span_length=data_args.max_span_length,
-        max_span_targets=model.config.max_span_targets,
+        max_span_targets=getattr(model.config, "max_span_targets", 15),
+        mask_replace_prob=objective.mask_replace_prob,
+        random_replace_prob=objective.random_replace_prob,
         return_sbo_targets=objective.sbo,
         seed=training_args.seed,
         # Rows of fixed-length formats keep one shape from batch to batch, so a compiled step never recompiles.
         pad_to_multiple_of=data_args.max_seq_length if _fixed_length(objective, data_args) else None,
-        first_position_id=model.config.first_position_id,
+        first_position_id=first_position_id(model.config),
     )
     trainer = PretrainingTrainer(
         model=model,
@@ -334,10 +372,12 @@ def run_pretraining(
         eval_dataset=data.eval,
         data_collator=collator,
         processing_class=data.tokenizer,
+        optimizer_cls_and_kwargs=trainer_optimizer(training_args),
     )
     train_result = trainer.train(resume_from_checkpoint=resume_checkpoint(trainer))
     train_result.metrics.update(trainer.real_token_metrics(train_result.metrics["train_runtime"]))
     trainer.save_model()
+    _save_tokenizer_with_generator(trainer, data.tokenizer)
     trainer.log_metrics("train", train_result.metrics)
     trainer.save_metrics("train", train_result.metrics)
     trainer.save_state()
@@ -349,6 +389,13 @@ def run_pretraining(
     if training_args.push_to_hub:
         trainer.push_to_hub()
     return trainer
+
+
+def _save_tokenizer_with_generator(trainer: PretrainingTrainer, tokenizer: PreTrainedTokenizerBase) -> None:
+    """ELECTRA runs: the generator folder gets the tokenizer too, so that pipeline("fill-mask") loads it alone."""
+    generator_dir = Path(trainer.args.output_dir) / GENERATOR_FOLDER
+    if trainer.is_world_process_zero() and generator_dir.is_dir():
+        tokenizer.save_pretrained(generator_dir)
 
 
 def _fixed_length(objective: ResolvedObjective, data_args: PretrainingDataArguments) -> bool:
@@ -622,10 +669,21 @@ Pretrained with spanroberta (`run_pretraining.py`, recipe `{data_args.recipe}`).
 
 {"| metric | value |" + chr(10) + "|---|---|" + chr(10) + eval_lines if eval_lines else ""}
 
-{_ENCODER_NOTES[type(config).model_type]} With spanroberta installed, `import spanroberta` and use the Auto classes;
-without it, pass `trust_remote_code=True`.
+{_ELECTRA_USAGE if config.model_type == "electra" else _SPANROBERTA_USAGE.format(notes=_ENCODER_NOTES[type(config).model_type])}
 """
     Path(trainer.args.output_dir, "README.md").write_text(card, encoding="utf-8")
+
+
+_SPANROBERTA_USAGE = (
+    "{notes} With spanroberta installed, `import spanroberta` and use the Auto classes;\n"
+    "without it, pass `trust_remote_code=True`."
+)
+
+_ELECTRA_USAGE = (
+    "ELECTRA (replaced token detection): this folder is the discriminator (`ElectraForPreTraining`; fine-tune it\n"
+    "with `ElectraForSequenceClassification`, `ElectraForQuestionAnswering`, ...), `generator/` the generator\n"
+    "(`ElectraForMaskedLM`, for `pipeline(\"fill-mask\")`)."
+)
 
 
 def _setup_logging(training_args: PretrainingArguments) -> None:

@@ -25,6 +25,12 @@ class Recipe:
     tokenizer: str = "byte-level-bpe"
     # Other flags the recipe sets unless given, as (flag name, value) pairs.
     flag_defaults: tuple[tuple[str, object], ...] = ()
+    # "mlm": the encoder predicts the masked tokens (SpanRobertaForPreTraining); "rtd": ELECTRA's replaced token
+    # detection (a generator fills the masked slots, the discriminator finds them).
+    objective: str = "mlm"
+    # Of the masked tokens: the share replaced by the mask token, and by a random token (the rest stay unchanged).
+    mask_replace_prob: float = 0.8
+    random_replace_prob: float = 0.1
 
 
 RECIPES: dict[str, Recipe] = {
@@ -70,6 +76,29 @@ RECIPES: dict[str, Recipe] = {
         tokenizer="unigram",
         flag_defaults=(("tokenizer_vocab_size", 30000), ("max_seq_length", 512)),
     ),
+    # ELECTRA (Clark et al. 2020) sections 3.1-3.2 and appendix A: token masking at 15%, masked tokens 85% [MASK]
+    # and 15% unchanged (no random tokens: the generator provides them), no NSP.
+    "electra": Recipe(
+        masking="token",
+        sbo=False,
+        sentence_objective="none",
+        input_format="full-sentences",
+        static_masking=False,
+        description="replaced token detection: generator MLM + 50 x discriminator loss (ELECTRA)",
+        objective="rtd",
+        mask_replace_prob=0.85,
+        random_replace_prob=0.0,
+        # ELECTRA's optimiser (appendix Table 6): Adam without bias correction (BERT's and ELECTRA's
+        # AdamWeightDecayOptimizer), beta2 0.999, epsilon 1e-6, weight decay 0.01, 10,000 warm-up steps, linear
+        # decay, gradient clipping at 1 (the Trainer's default). The size-dependent settings: ELECTRA_SIZES.
+        flag_defaults=(
+            ("adam_bias_correction", False),
+            ("adam_beta2", 0.999),
+            ("adam_epsilon", 1e-6),
+            ("weight_decay", 0.01),
+            ("warmup_steps", 10_000),
+        ),
+    ),
 }
 
 ENCODERS = ("roberta", "albert")
@@ -83,6 +112,37 @@ MODEL_SIZES: dict[str, dict[str, int]] = {
     "small": {"num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024},
     "base": {"num_hidden_layers": 12, "hidden_size": 768, "num_attention_heads": 12, "intermediate_size": 3072},
     "large": {"num_hidden_layers": 24, "hidden_size": 1024, "num_attention_heads": 16, "intermediate_size": 4096},
+}
+
+
+@dataclass(frozen=True)
+class ElectraSize:
+    """An ELECTRA model size (ELECTRA appendix, Table 6): the discriminator's shape, the generator's size as a
+    fraction of its hidden size (heads and FFN follow), and the pretraining learning rate and batch size (None:
+    no paper value, the flags' defaults stay)."""
+
+    shape: dict[str, int]
+    generator_size: float
+    learning_rate: float | None = None
+    batch_size: int | None = None
+    mask_rate: float = 0.15
+
+
+# ELECTRA-Small is 12 layers of hidden 256 with embeddings of 128; base and large are BERT's with embeddings of the
+# hidden size. Generators: 1/4 of the discriminator's hidden size (small, large), 1/3 (base), as in Table 6 and
+# google-research/electra's configure_pretraining.py (whose released ELECTRA-Small used a full-size generator:
+# --generator_size 1.0). Large masks 25% of the tokens (Table 6).
+ELECTRA_SIZES: dict[str, ElectraSize] = {
+    "tiny": ElectraSize({**MODEL_SIZES["tiny"], "embedding_size": 128}, generator_size=1 / 4),
+    "small": ElectraSize(
+        {"num_hidden_layers": 12, "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024,
+         "embedding_size": 128},
+        generator_size=1 / 4, learning_rate=3e-4, batch_size=128,
+    ),
+    "base": ElectraSize({**MODEL_SIZES["base"], "embedding_size": 768}, generator_size=1 / 3,
+                        learning_rate=2e-4, batch_size=256),
+    "large": ElectraSize({**MODEL_SIZES["large"], "embedding_size": 1024}, generator_size=1 / 4,
+                         learning_rate=2e-4, batch_size=2048, mask_rate=0.25),
 }
 
 

@@ -20,7 +20,7 @@ logger = logging.getLogger(__name__)
 IGNORE_INDEX = -100
 NONFINITE_LOSS_POLICIES = ("stop", "skip")
 
-HEAD_LOSSES = ("mlm_loss", "sbo_loss", "nsp_loss", "sop_loss")
+HEAD_LOSSES = ("mlm_loss", "sbo_loss", "nsp_loss", "sop_loss", "generator_loss", "discriminator_loss")
 
 
 class _MaskingEpochCallback(TrainerCallback):
@@ -154,6 +154,20 @@ class PretrainingTrainer(Trainer):
             )
         super().save_model(output_dir, _internal_call)
 
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
+        # A model saved as several checkpoints (ELECTRA's discriminator and generator) loads itself.
+        load_saved = getattr(model or self.model, "load_saved", None)
+        if load_saved is None or self.is_fsdp_enabled or self.is_deepspeed_enabled:
+            return super()._load_from_checkpoint(resume_from_checkpoint, model)
+        load_saved(resume_from_checkpoint)
+
+    def _load_best_model(self) -> None:
+        load_saved = getattr(self.model, "load_saved", None)
+        if load_saved is None or self.is_fsdp_enabled or self.is_deepspeed_enabled:
+            return super()._load_best_model()
+        logger.info("Loading the best model from %s (%s).", self.state.best_model_checkpoint, self.state.best_metric)
+        load_saved(self.state.best_model_checkpoint)
+
     def get_batch_samples(self, epoch_iterator, num_batches: int, device: torch.device):
         if self._real_tokens_window_start is None:
             # The window of real tokens/s starts before the step's batches are loaded and collated.
@@ -240,7 +254,8 @@ class PretrainingTrainer(Trainer):
             for head in ("mlm", "sbo", "sentence")
             for key in (f"{head}_loss", f"{head}_correct", f"{head}_count")
         }
-        sentence_objective = self.model.config.sentence_objective
+        sums.update({key: torch.zeros_like(sums["mlm_loss"]) for key in DETECTION_SUMS})
+        sentence_objective = getattr(self.model.config, "sentence_objective", "none")
         sentence_label_name = {"nsp": "next_sentence_label", "sop": "sentence_order_label"}.get(sentence_objective)
         for inputs in dataloader:
             inputs = self._prepare_inputs(inputs)
@@ -249,13 +264,16 @@ class PretrainingTrainer(Trainer):
             labels = inputs["labels"]
             predicted = labels != IGNORE_INDEX
             self._accumulate(sums, "mlm", outputs.mlm_logits[predicted], labels[predicted])
-            if outputs.sbo_logits is not None:
+            if getattr(outputs, "sbo_logits", None) is not None:
                 is_target = inputs["sbo_relative_positions"] != IGNORE_INDEX
                 self._accumulate(sums, "sbo", outputs.sbo_logits[is_target], labels[is_target])
             if sentence_label_name in inputs:
                 sentence_labels = inputs[sentence_label_name].view(-1)
                 labelled = sentence_labels != IGNORE_INDEX
                 self._accumulate(sums, "sentence", outputs.sentence_logits[labelled], sentence_labels[labelled])
+            if getattr(outputs, "discriminator_logits", None) is not None:
+                mask = inputs.get("attention_mask")
+                _accumulate_detection(sums, outputs.discriminator_logits, outputs.replaced, mask)
         totals = {key: self.accelerator.reduce(value, reduction="sum").item() for key, value in sums.items()}
 
         metrics = {}
@@ -272,6 +290,9 @@ class PretrainingTrainer(Trainer):
             metrics[f"{sentence_objective}_loss"] = totals["sentence_loss"] / totals["sentence_count"]
             metrics[f"{sentence_objective}_accuracy"] = totals["sentence_correct"] / totals["sentence_count"]
             metrics["loss"] += metrics[f"{sentence_objective}_loss"]
+        if totals["rtd_count"]:
+            metrics.update(_detection_metrics(totals))
+            metrics["loss"] += getattr(self.model, "rtd_loss_weight", 1.0) * metrics["discriminator_loss"]
         metrics = {f"{metric_key_prefix}_{key}": value for key, value in metrics.items()}
         self.log(metrics)
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
@@ -283,3 +304,34 @@ class PretrainingTrainer(Trainer):
         sums[f"{head}_loss"] += torch.nn.functional.cross_entropy(logits, targets, reduction="sum").double()
         sums[f"{head}_correct"] += (logits.argmax(-1) == targets).sum()
         sums[f"{head}_count"] += targets.numel()
+
+
+# Replaced token detection (ELECTRA): sums over the real tokens of the evaluation set.
+DETECTION_SUMS = ("rtd_loss", "rtd_correct", "rtd_count", "rtd_true_positive", "rtd_predicted", "rtd_replaced")
+
+
+def _accumulate_detection(
+    sums: dict[str, torch.Tensor], logits: torch.Tensor, replaced: torch.Tensor, attention_mask: torch.Tensor | None
+) -> None:
+    real = torch.ones_like(replaced) if attention_mask is None else attention_mask.bool()
+    logits, replaced = logits.float()[real], replaced[real]
+    predicted = logits > 0
+    target = replaced.float()
+    sums["rtd_loss"] += torch.nn.functional.binary_cross_entropy_with_logits(logits, target, reduction="sum").double()
+    sums["rtd_correct"] += (predicted == replaced).sum()
+    sums["rtd_count"] += replaced.numel()
+    sums["rtd_true_positive"] += (predicted & replaced).sum()
+    sums["rtd_predicted"] += predicted.sum()
+    sums["rtd_replaced"] += replaced.sum()
+
+
+def _detection_metrics(totals: dict[str, float]) -> dict[str, float]:
+    """The discriminator's loss and accuracy over real tokens, its precision and recall on replaced tokens, and
+    the share of replaced tokens (1 minus it is the accuracy of always answering "original")."""
+    return {
+        "discriminator_loss": totals["rtd_loss"] / totals["rtd_count"],
+        "discriminator_accuracy": totals["rtd_correct"] / totals["rtd_count"],
+        "discriminator_precision": totals["rtd_true_positive"] / max(totals["rtd_predicted"], 1),
+        "discriminator_recall": totals["rtd_true_positive"] / max(totals["rtd_replaced"], 1),
+        "replaced_share": totals["rtd_replaced"] / totals["rtd_count"],
+    }
