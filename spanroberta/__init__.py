@@ -19,6 +19,7 @@ from transformers import (
 from .configuration_span_albert import SpanAlbertConfig
 from .configuration_spanroberta import SpanRobertaConfig
 from .data.collator import DataCollatorForSpanMasking
+from .modeling_electra_pretraining import ElectraForReplacedTokenDetection
 from .modeling_spanroberta import (
     SpanBoundaryHead,
     SpanRobertaForMaskedLM,
@@ -86,6 +87,7 @@ __all__ = [
     "SpanRobertaForMultipleChoice",
     "SpanRobertaForTokenClassification",
     "DataCollatorForSpanMasking",
+    "ElectraForReplacedTokenDetection",
     "SpanAlbertConfig",
     "SpanAlbertPreTrainedModel",
     "SpanAlbertModel",
