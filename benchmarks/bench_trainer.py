@@ -135,6 +135,7 @@ def train_baseline(size: str, length: int, batch: int, args, output_dir: str) ->
         disable_tqdm=True,
         dataloader_num_workers=args.workers,
         bf16=args.precision == "bf16",
+        use_cpu=not torch.cuda.is_available(),
         torch_compile=args.torch_compile,
     )
     meter = _TokensPerSecond(batch * length * training_args.world_size)
@@ -150,7 +151,10 @@ def train_baseline(size: str, length: int, batch: int, args, output_dir: str) ->
 
 
 def _precision_flags(args) -> list[str]:
-    return ["--bf16", "true"] if args.precision == "bf16" else []
+    if args.precision != "bf16":
+        return []
+    # transformers trains in bf16 on a CPU only when told to use it (`use_cpu`).
+    return ["--bf16", "true"] + ([] if torch.cuda.is_available() else ["--use_cpu", "true"])
 
 
 def steady(rates: list[float], skip: int) -> float:
