@@ -2,12 +2,12 @@
 spanroberta's pretraining heads.
 
 This file is copied next to every saved checkpoint (see `auto_map`); it imports only the configuration file it
-shares the sentence objectives with.
+shares the heads' checks with.
 """
 
 from transformers import AlbertConfig
 
-from .configuration_spanroberta import SENTENCE_OBJECTIVES
+from .configuration_spanroberta import check_head_settings
 
 # ALBERT section 3.1 and Table 4: share every layer's parameters, or only the feed-forward networks, or only the
 # attention, or nothing. "all" is ALBERT's own scheme.
@@ -66,12 +66,7 @@ class SpanAlbertConfig(AlbertConfig):
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
-        if self.sentence_objective not in SENTENCE_OBJECTIVES:
-            raise ValueError(
-                f"sentence_objective={self.sentence_objective!r} is not one of {', '.join(SENTENCE_OBJECTIVES)}."
-            )
-        if self.max_span_targets < 1:
-            raise ValueError(f"max_span_targets must be at least 1, got {self.max_span_targets}.")
+        check_head_settings(self)
         if self.cross_layer_sharing is None:
             self.cross_layer_sharing = self._sharing_of_groups()
         self.resolve_layer_groups()

@@ -21,6 +21,16 @@ AUTO_MAP = {
 }
 
 
+def check_head_settings(config) -> None:
+    """Checks the pretraining heads' settings, which every encoder's config carries (RoBERTa's and ALBERT's)."""
+    if config.sentence_objective not in SENTENCE_OBJECTIVES:
+        raise ValueError(
+            f"sentence_objective={config.sentence_objective!r} is not one of {', '.join(SENTENCE_OBJECTIVES)}."
+        )
+    if config.max_span_targets < 1:
+        raise ValueError(f"max_span_targets must be at least 1, got {config.max_span_targets}.")
+
+
 class SpanRobertaConfig(RobertaConfig):
     r"""
     Configuration of a SpanRoBERTa model: a RoBERTa encoder (every encoder setting is RoBERTa's) plus the
@@ -67,12 +77,7 @@ class SpanRobertaConfig(RobertaConfig):
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
-        if self.sentence_objective not in SENTENCE_OBJECTIVES:
-            raise ValueError(
-                f"sentence_objective={self.sentence_objective!r} is not one of {', '.join(SENTENCE_OBJECTIVES)}."
-            )
-        if self.max_span_targets < 1:
-            raise ValueError(f"max_span_targets must be at least 1, got {self.max_span_targets}.")
+        check_head_settings(self)
         # Saved with every checkpoint so that any Auto class finds its head with trust_remote_code=True.
         self.auto_map = {**AUTO_MAP, **(getattr(self, "auto_map", None) or {})}
 
@@ -83,4 +88,4 @@ class SpanRobertaConfig(RobertaConfig):
         return (self.pad_token_id or 0) + 1
 
 
-__all__ = ["SpanRobertaConfig", "SENTENCE_OBJECTIVES"]
+__all__ = ["SpanRobertaConfig", "SENTENCE_OBJECTIVES", "check_head_settings"]

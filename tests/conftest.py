@@ -48,6 +48,32 @@ def tiny_span_config(**overrides):
     return SpanRobertaConfig(**{**settings, **overrides})
 
 
+def run_without_spanroberta(code: str, cwd: Path) -> list[str]:
+    """Runs `code` in a Python process where spanroberta cannot be imported (a Hub user's, loading a checkpoint
+    with trust_remote_code=True); returns its output lines. The test fails with the process's error if it fails."""
+    import subprocess
+    import textwrap
+
+    guard = textwrap.dedent(
+        """
+        import sys
+        sys.modules["spanroberta"] = None  # as if spanroberta were not installed
+        try:
+            import spanroberta
+        except ImportError:
+            pass
+        else:
+            raise SystemExit("spanroberta is importable")
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", guard + textwrap.dedent(code)], cwd=cwd, capture_output=True, text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.splitlines()
+
+
 def shared_data(*parts: str) -> Path:
     """A path under ../shared/data; the calling test is skipped when it is absent (users do not have it)."""
     path = SHARED_DATA.joinpath(*parts)

@@ -3,12 +3,10 @@ heads. Parameter counts against ALBERT's Table 4, sharing across save and load, 
 spanroberta's all-shared checkpoints, remote code, packed rows and the objectives' losses."""
 
 import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
+from conftest import run_without_spanroberta
 from safetensors import safe_open
 from transformers import (
     AlbertConfig,
@@ -221,16 +219,8 @@ def test_packed_rows_are_computed_as_alone():
 def test_remote_code_loads_every_head_without_spanroberta(tmp_path):
     saved = SpanAlbertForPreTraining(tiny_config(cross_layer_sharing="attention", sentence_objective="sop"))
     saved.save_pretrained(tmp_path / "ckpt")
-    script = textwrap.dedent(
+    lines = run_without_spanroberta(
         f"""
-        import sys
-        sys.modules["spanroberta"] = None  # as if spanroberta were not installed
-        try:
-            import spanroberta
-        except ImportError:
-            pass
-        else:
-            raise SystemExit("spanroberta is importable")
         import transformers
         path = {str(tmp_path / "ckpt")!r}
         print(type(transformers.AutoConfig.from_pretrained(path, trust_remote_code=True)).__name__)
@@ -243,14 +233,9 @@ def test_remote_code_loads_every_head_without_spanroberta(tmp_path):
         groups = model.albert.encoder.albert_layer_groups
         shared = all(g.albert_layers[0].attention.query is groups[0].albert_layers[0].attention.query for g in groups)
         print("shared", shared, model.num_parameters(), float(model.albert.embeddings.word_embeddings.weight.sum()))
-        """
+        """,
+        tmp_path,
     )
-    result = subprocess.run(
-        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    lines = result.stdout.splitlines()
     assert lines[0] == "SpanAlbertConfig"
     heads = dict(line.split() for line in lines[1:-1])
     assert heads == {name: path.split(".")[-1] for name, path in SpanAlbertConfig().auto_map.items() if name != "AutoConfig"}

@@ -1,13 +1,10 @@
 """The models: sparse heads, the SBO as the paper defines it, loading paths and exact gradient accumulation."""
 
 import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
-from conftest import dense, tiny_span_config, to_slots
+from conftest import dense, run_without_spanroberta, tiny_span_config, to_slots
 import torch.nn.functional as F
 from torch import nn
 from transformers import (
@@ -246,16 +243,8 @@ def test_auto_classes_after_import(tmp_path):
 
 def test_remote_code_loads_every_head_without_spanroberta(tmp_path):
     saved = save_pretraining_checkpoint(tmp_path / "ckpt")
-    script = textwrap.dedent(
+    lines = run_without_spanroberta(
         f"""
-        import sys
-        sys.modules["spanroberta"] = None  # as if spanroberta were not installed
-        try:
-            import spanroberta
-        except ImportError:
-            pass
-        else:
-            raise SystemExit("spanroberta is importable")
         import torch, transformers
         path = {str(tmp_path / "ckpt")!r}
         print(type(transformers.AutoConfig.from_pretrained(path, trust_remote_code=True)).__name__)
@@ -266,14 +255,9 @@ def test_remote_code_loads_every_head_without_spanroberta(tmp_path):
             print(name, type(model).__name__)
         model = transformers.AutoModelForPreTraining.from_pretrained(path, trust_remote_code=True)
         print("checksum", float(model.roberta.embeddings.word_embeddings.weight.sum()))
-        """
+        """,
+        tmp_path,
     )
-    result = subprocess.run(
-        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    lines = result.stdout.splitlines()
     assert lines[0] == "SpanRobertaConfig"
     heads = dict(line.split() for line in lines[1:-1])
     assert heads == {
