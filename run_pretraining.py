@@ -19,7 +19,7 @@ from pathlib import Path
 
 import datasets
 
-from spanroberta.modeling_electra_pretraining import GENERATOR_FOLDER
+from spanroberta.models.modeling_electra_pretraining import GENERATOR_FOLDER
 from spanroberta.training.arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from spanroberta.training.cli import parse_arguments
 from spanroberta.training.pretraining import apply_demo_settings, run_pretraining

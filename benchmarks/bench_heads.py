@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from common import VOCAB_SIZE, machine_summary
 
-from spanroberta.modeling_efficient import fused_decoder_cross_entropy
+from spanroberta.models.modeling_efficient import fused_decoder_cross_entropy
 
 SHAPES = {"small": (583, 256), "base": (307, 768)}
 

@@ -48,10 +48,10 @@ from transformers import (
     TrainingArguments,
 )
 
-from spanroberta import modeling_spanroberta
-from spanroberta.configuration_spanroberta import SpanRobertaConfig
+from spanroberta.models import pretraining_heads
+from spanroberta.models.configuration_spanroberta import SpanRobertaConfig
 from spanroberta.data.collator import DataCollatorForSpanMasking
-from spanroberta.modeling_spanroberta import SpanRobertaForPreTraining
+from spanroberta.models.modeling_spanroberta import SpanRobertaForPreTraining
 from spanroberta.training.arguments import PretrainingArguments
 
 # The issue's two configurations: (model size, sequence length, batch size).
@@ -72,7 +72,7 @@ ABLATIONS = {
     # The heads' decoders followed by a plain cross-entropy, instead of the fused one.
     "spanroberta-unfused-heads": (
         {},
-        lambda: mock.patch.object(modeling_spanroberta, "fuses_decoder_cross_entropy", lambda *args: False),
+        lambda: mock.patch.object(pretraining_heads, "fuses_decoder_cross_entropy", lambda *args: False),
     ),
 }
 

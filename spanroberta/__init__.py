@@ -16,23 +16,22 @@ from transformers import (
     AutoModelForTokenClassification,
 )
 
-from .configuration_span_albert import SpanAlbertConfig
-from .configuration_spanroberta import SpanRobertaConfig
+from .models.configuration_span_albert import SpanAlbertConfig
+from .models.configuration_spanroberta import SpanRobertaConfig
 from .data.collator import DataCollatorForSpanMasking
-from .modeling_electra_pretraining import ElectraForReplacedTokenDetection
-from .modeling_spanroberta import (
-    SpanBoundaryHead,
+from .models.modeling_electra_pretraining import ElectraForReplacedTokenDetection
+from .models.modeling_spanroberta import (
     SpanRobertaForMaskedLM,
     SpanRobertaForMultipleChoice,
     SpanRobertaForPreTraining,
-    SpanRobertaForPreTrainingOutput,
     SpanRobertaForQuestionAnswering,
     SpanRobertaForSequenceClassification,
     SpanRobertaForTokenClassification,
     SpanRobertaModel,
     SpanRobertaPreTrainedModel,
 )
-from .modeling_span_albert import (
+from .models.pretraining_heads import SpanBoundaryHead, SpanRobertaForPreTrainingOutput
+from .models.modeling_span_albert import (
     SpanAlbertForMaskedLM,
     SpanAlbertForMultipleChoice,
     SpanAlbertForPreTraining,

@@ -19,8 +19,8 @@ from transformers import (
 
 import spanroberta
 from spanroberta import SpanAlbertConfig, SpanAlbertForPreTraining, SpanAlbertModel
-from spanroberta.configuration_span_albert import CROSS_LAYER_SHARING
-from spanroberta.modeling_span_albert import SHARED_SUBMODULES
+from spanroberta.models.configuration_span_albert import CROSS_LAYER_SHARING
+from spanroberta.models.modeling_span_albert import SHARED_SUBMODULES
 
 # ALBERT (Lan et al. 2019), Table 4: ALBERT-base, E = 128, 30,000-id vocabulary; parameters in millions.
 ALBERT_TABLE_4 = {"none": 89, "attention": 64, "ffn": 38, "all": 12}

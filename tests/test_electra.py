@@ -21,10 +21,10 @@ from transformers import (
 )
 
 import spanroberta  # noqa: F401  (registers pipeline("question-answering"))
-from spanroberta import modeling_electra_pretraining
+from spanroberta.models import modeling_electra_pretraining
 from spanroberta.data.collator import DataCollatorForSpanMasking
 from spanroberta.data.masking import special_token_table, word_start_table, word_starts
-from spanroberta.modeling_electra_pretraining import (
+from spanroberta.models.modeling_electra_pretraining import (
     GENERATOR_FOLDER,
     ElectraForReplacedTokenDetection,
     generator_config,

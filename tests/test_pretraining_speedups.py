@@ -9,7 +9,7 @@ from conftest import packed_batch, tiny_span_config, to_slots
 from torch import nn
 
 from spanroberta import SpanRobertaForPreTraining
-from spanroberta import modeling_efficient, modeling_spanroberta
+from spanroberta.models import modeling_efficient, pretraining_heads
 
 VOCAB = 90
 
@@ -170,9 +170,9 @@ def test_model_under_bf16_autocast_gets_the_plain_heads_numbers(monkeypatch):
             module.p = 0.0
     batch = make_batch()
     fused_calls = []
-    fused_function = modeling_spanroberta.fused_decoder_cross_entropy
+    fused_function = pretraining_heads.fused_decoder_cross_entropy
     monkeypatch.setattr(
-        modeling_spanroberta,
+        pretraining_heads,
         "fused_decoder_cross_entropy",
         lambda *args: fused_calls.append(1) or fused_function(*args),
     )
@@ -180,7 +180,7 @@ def test_model_under_bf16_autocast_gets_the_plain_heads_numbers(monkeypatch):
         fused_output, fused_gradients = losses_and_gradients(model, batch)
     assert len(fused_calls) == 2  # the MLM and the SBO heads
 
-    monkeypatch.setattr(modeling_spanroberta, "fuses_decoder_cross_entropy", lambda *args: False)
+    monkeypatch.setattr(pretraining_heads, "fuses_decoder_cross_entropy", lambda *args: False)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         plain_output, plain_gradients = losses_and_gradients(model, batch)
     assert len(fused_calls) == 2

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 from transformers import TrainingArguments
 
-from ..configuration_span_albert import CROSS_LAYER_SHARING
-from ..configuration_spanroberta import SENTENCE_OBJECTIVES
+from ..models.configuration_span_albert import CROSS_LAYER_SHARING
+from ..models.configuration_spanroberta import SENTENCE_OBJECTIVES
 from ..data.collator import MASKING_SCHEMES
 from ..data.formats import INPUT_FORMATS
 from ..errors import UserInputError

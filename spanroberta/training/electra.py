@@ -1,5 +1,5 @@
 """What `--recipe electra` changes in a pretraining run: the model (an ELECTRA discriminator and generator, see
-`spanroberta.modeling_electra_pretraining`) and the paper's training defaults. The data, masking, trainer and
+`spanroberta.models.modeling_electra_pretraining`) and the paper's training defaults. The data, masking, trainer and
 checkpointing are the toolkit's own."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from transformers import ElectraConfig, PreTrainedTokenizerBase
 
-from ..modeling_electra_pretraining import GENERATOR_FOLDER, ElectraForReplacedTokenDetection, generator_config
+from ..models.modeling_electra_pretraining import GENERATOR_FOLDER, ElectraForReplacedTokenDetection, generator_config
 from .arguments import PretrainingArguments, PretrainingModelArguments
 from .cli import apply_defaults
 from .recipes import ELECTRA_SIZES

@@ -30,8 +30,8 @@ from transformers import (
     set_seed,
 )
 
-from ..configuration_span_albert import SpanAlbertConfig
-from ..configuration_spanroberta import SpanRobertaConfig
+from ..models.configuration_span_albert import SpanAlbertConfig
+from ..models.configuration_spanroberta import SpanRobertaConfig
 from ..data import prepared
 from ..data.collator import DataCollatorForSpanMasking
 from ..data.corpus import iter_documents, load_documents
@@ -41,7 +41,7 @@ from ..data.masking_schedule import DynamicMaskingDataset, StaticMaskingDataset
 from ..data.streaming import StreamingBlocks
 from ..data.tokenizer import train_byte_level_bpe, train_sentencepiece_unigram
 from ..errors import UserInputError
-from ..modeling_electra_pretraining import GENERATOR_FOLDER
+from ..models.modeling_electra_pretraining import GENERATOR_FOLDER
 from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from .checkpoints import resume_checkpoint
 from .cli import apply_defaults

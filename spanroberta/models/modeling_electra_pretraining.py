@@ -8,7 +8,7 @@ kept) holding a smaller `ElectraForMaskedLM` (the generator) as `self.generator`
   LayerNorm: one module object, so one set of tensors); it is smaller in hidden size, heads and FFN, not in layers,
   and its `embeddings_project` maps the shared embedding size to its hidden size (ELECTRA section 3.2);
 - the generator predicts the masked tokens at the collator's prediction slots only (`mlm_positions`/`labels`, as
-  `SpanRobertaForPreTraining` does, with the same `_gather` and `_decoder_cross_entropy`);
+  `SpanRobertaForPreTraining` does, with the same `gather` and `decoder_cross_entropy`);
 - a replacement is sampled from the generator's softmax (Gumbel-max, temperature 1) without gradient, and written
   into the input at the slots; a sampled token equal to the original counts as original;
 - the discriminator classifies every real (non-padding) token as original or replaced, D(x, t) = sigmoid(w^T h_t):
@@ -36,15 +36,8 @@ from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTrainin
 from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_outputs import ModelOutput
 
-from .modeling_spanroberta import (
-    IGNORE_INDEX,
-    SpanPreTrainingMixin,
-    _decoder_cross_entropy,
-    _gather,
-    _normalised_loss,
-    packed_sequence_ids,
-    packed_sequence_mask_function,
-)
+from .modeling_spanroberta import packed_sequence_ids, packed_sequence_mask_function
+from .pretraining_heads import IGNORE_INDEX, SpanPreTrainingMixin, decoder_cross_entropy, gather, normalised_loss
 
 GENERATOR_FOLDER = "generator"
 GENERATOR_PREFIX = "generator."
@@ -167,11 +160,11 @@ class ElectraForReplacedTokenDetection(ElectraForPreTraining):
         generator = self.generator
         hidden = generator.electra(input_ids, **encoder_inputs, return_dict=True, **kwargs).last_hidden_state
         predicted = labels != IGNORE_INDEX
-        features = generator.generator_predictions(_gather(hidden, mlm_positions.clamp(min=0)))
-        result.mlm_logits, generator_total = _decoder_cross_entropy(
+        features = generator.generator_predictions(gather(hidden, mlm_positions.clamp(min=0)))
+        result.mlm_logits, generator_total = decoder_cross_entropy(
             generator.config, features, generator.generator_lm_head, labels
         )
-        result.generator_loss = _normalised_loss(generator_total, predicted.sum(), num_items_in_batch)
+        result.generator_loss = normalised_loss(generator_total, predicted.sum(), num_items_in_batch)
 
         # Sampled replacements, without gradient; a sample equal to the original counts as original.
         sampled = sample_replacements(result.mlm_logits.detach())
@@ -187,7 +180,7 @@ class ElectraForReplacedTokenDetection(ElectraForPreTraining):
         per_token = F.binary_cross_entropy_with_logits(
             result.discriminator_logits.float(), result.replaced.float(), reduction="none"
         )
-        result.discriminator_loss = _normalised_loss(
+        result.discriminator_loss = normalised_loss(
             per_token.masked_fill(~real, 0.0).sum(), real.sum(), num_rtd_items_in_batch
         )
         result.loss = result.generator_loss + self.rtd_loss_weight * result.discriminator_loss

@@ -34,7 +34,8 @@ from transformers.models.albert.modeling_albert import (
 )
 
 from .configuration_span_albert import SpanAlbertConfig
-from .modeling_spanroberta import SpanBoundaryHead, SpanPreTrainingMixin, SpanRobertaModel
+from .modeling_spanroberta import SpanRobertaModel
+from .pretraining_heads import SpanBoundaryHead, SpanPreTrainingMixin
 
 # The submodules of an AlbertLayer that each scheme shares across layers. The FFN's output layer norm goes with
 # the FFN, as the attention's goes with the attention. The attention's parameter-holding children are shared
