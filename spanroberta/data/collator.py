@@ -15,7 +15,6 @@ import torch.nn.functional as F
 from transformers import PreTrainedTokenizerBase
 
 from spanroberta.data.masking import (
-    IGNORE_INDEX,
     mix32,
     ngram_length_probabilities,
     random_token_ids,
@@ -29,11 +28,12 @@ from spanroberta.data.masking import (
     word_start_table,
     word_starts,
 )
+from spanroberta.models.configuration_spanroberta import SENTENCE_LABELS, SpanRobertaConfig, first_position_id
+from spanroberta.models.conventions import IGNORE_INDEX
 
 MASKING_SCHEMES = ("span", "word", "token", "ngram")
 # ALBERT section 4.1: n-grams of at most 3 words.
 MAX_NGRAM_LENGTH = 3
-_SEQUENCE_LABELS = ("next_sentence_label", "sentence_order_label")
 
 
 @dataclass
@@ -102,8 +102,8 @@ class DataCollatorForSpanMasking:
         if self.tokenizer.pad_token_id is None:
             raise ValueError(f"{name} has no pad token, which padding the batch needs.")
         if self.first_position_id is None:
-            # RoBERTa numbers positions from padding_idx + 1 (modeling_roberta's create_position_ids_from_input_ids).
-            self.first_position_id = self.tokenizer.pad_token_id + 1
+            # Without the model's config, positions are numbered as spanroberta's own model numbers them.
+            self.first_position_id = first_position_id(SpanRobertaConfig(pad_token_id=self.tokenizer.pad_token_id))
 
         self._special = special_token_table(self.tokenizer)
         self._replacement_ids = random_token_ids(self._special)
@@ -165,7 +165,7 @@ class DataCollatorForSpanMasking:
             batch.update({name: _in_slots(value, slots) for name, value in dense.items()})
         if "token_type_ids" in examples[0]:
             batch["token_type_ids"] = self._pad([e["token_type_ids"] for e in examples], 0)[0]
-        for name in _SEQUENCE_LABELS:
+        for name in SENTENCE_LABELS.values():
             if name in examples[0]:
                 batch[name] = torch.tensor([int(e[name]) for e in examples], dtype=torch.long)
         return batch

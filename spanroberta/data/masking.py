@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedTokenizerBase
 
-IGNORE_INDEX = -100
+from ..models.conventions import IGNORE_INDEX
 
 _MASK32 = 0xFFFFFFFF
 _GOLDEN = 0x9E3779B9  # 2**32 / golden ratio: consecutive positions land far apart before hashing

@@ -31,7 +31,7 @@ from transformers import (
 )
 
 from ..models.configuration_span_albert import SpanAlbertConfig
-from ..models.configuration_spanroberta import SpanRobertaConfig
+from ..models.configuration_spanroberta import SpanRobertaConfig, first_position_id
 from ..data import prepared
 from ..data.collator import DataCollatorForSpanMasking
 from ..data.corpus import iter_documents, load_documents
@@ -243,12 +243,6 @@ def build_config(
     _override_config(config, model_args.config_overrides)
     _check_positions(config, max_seq_length, model_args)
     return config
-
-
-def first_position_id(config) -> int:
-    """Where position ids start: spanroberta's and SpanALBERT's configs name it (RoBERTa's after the padding id,
-    ALBERT's at 0); ELECTRA's (BERT's) start at 0."""
-    return getattr(config, "first_position_id", 0)
 
 
 def _check_positions(config, max_seq_length: int, model_args: PretrainingModelArguments) -> None:

@@ -14,10 +14,11 @@ from torch.utils.data import DataLoader, Dataset
 from transformers import Trainer, TrainerCallback
 
 from ..data.streaming import StreamingBlocks
+from ..models.configuration_spanroberta import SENTENCE_LABELS
+from ..models.conventions import IGNORE_INDEX
 
 logger = logging.getLogger(__name__)
 
-IGNORE_INDEX = -100
 NONFINITE_LOSS_POLICIES = ("stop", "skip")
 
 HEAD_LOSSES = ("mlm_loss", "sbo_loss", "nsp_loss", "sop_loss", "generator_loss", "discriminator_loss")
@@ -256,7 +257,7 @@ class PretrainingTrainer(Trainer):
         }
         sums.update({key: torch.zeros_like(sums["mlm_loss"]) for key in DETECTION_SUMS})
         sentence_objective = getattr(self.model.config, "sentence_objective", "none")
-        sentence_label_name = {"nsp": "next_sentence_label", "sop": "sentence_order_label"}.get(sentence_objective)
+        sentence_label_name = SENTENCE_LABELS.get(sentence_objective)
         for inputs in dataloader:
             inputs = self._prepare_inputs(inputs)
             with torch.no_grad(), self.compute_loss_context_manager():
