@@ -20,7 +20,6 @@ from spanroberta.data.masking import (
     random_token_ids,
     replace_masked_tokens,
     row_keys,
-    sbo_targets,
     span_length_probabilities,
     span_mask,
     special_token_table,
@@ -29,7 +28,7 @@ from spanroberta.data.masking import (
     word_starts,
 )
 from spanroberta.models.configuration_spanroberta import SENTENCE_LABELS, SpanRobertaConfig, first_position_id
-from spanroberta.models.conventions import IGNORE_INDEX
+from spanroberta.models.spans import in_slots, prediction_slots, sbo_targets
 
 MASKING_SCHEMES = ("span", "word", "token", "ngram")
 # ALBERT section 4.1: n-grams of at most 3 words.
@@ -52,7 +51,7 @@ class DataCollatorForSpanMasking:
       `mlm_positions` (the positions predicted, in increasing order) and `labels` (their original ids), both
       -100 in unused slots. Fixed shapes let a compiled training step run without host synchronisation;
     - when `return_sbo_targets`, per slot, `sbo_left_positions`, `sbo_right_positions` and
-      `sbo_relative_positions` (see `masking.sbo_targets`), -100 in slots that are not SBO targets;
+      `sbo_relative_positions` (see `models/spans.py`'s `sbo_targets`), -100 in slots that are not SBO targets;
     - `token_type_ids` (padded with 0), `next_sentence_label` and `sentence_order_label` when the examples
       carry them.
 
@@ -158,11 +157,11 @@ class DataCollatorForSpanMasking:
         batch = {"input_ids": inputs, "attention_mask": attention_mask}
         if document_ids is not None:
             batch["position_ids"] = _restarting_positions(document_ids, self.first_position_id)
-        batch["mlm_positions"] = _in_slots(torch.arange(masked.shape[1]).expand_as(masked), slots)
-        batch["labels"] = _in_slots(labels, slots)
+        batch["mlm_positions"] = in_slots(torch.arange(masked.shape[1]).expand_as(masked), slots)
+        batch["labels"] = in_slots(labels, slots)
         if self.return_sbo_targets:
             dense = sbo_targets(masked, attention_mask, self.max_span_targets, document_ids)
-            batch.update({name: _in_slots(value, slots) for name, value in dense.items()})
+            batch.update({name: in_slots(value, slots) for name, value in dense.items()})
         if "token_type_ids" in examples[0]:
             batch["token_type_ids"] = self._pad([e["token_type_ids"] for e in examples], 0)[0]
         for name in SENTENCE_LABELS.values():
@@ -189,9 +188,7 @@ class DataCollatorForSpanMasking:
                 f"example {i} of the batch (example_index={examples[i].get('example_index')}) has {int(counts[i])} "
                 f"masked tokens, more than max_predictions_per_seq={num_slots}; raise it."
             )
-        order = torch.argsort((~masked).to(torch.uint8), dim=1, stable=True)[:, :num_slots]
-        order = F.pad(order, (0, num_slots - order.shape[1]), value=-1)
-        return order.masked_fill(torch.arange(num_slots) >= counts[:, None], -1)
+        return prediction_slots(masked, num_slots)
 
     def _document_ids(self, examples: list[Mapping[str, Any]], length: int) -> torch.Tensor | None:
         """Long [batch, length]: the packed sequence of each token (padding forms one more), or None when the
@@ -260,11 +257,6 @@ class DataCollatorForSpanMasking:
         worker = torch.utils.data.get_worker_info()
         # DataLoader workers each hold a copy of the generator in the same state: tell their draws apart.
         return keys if worker is None else mix32(keys ^ worker.id)
-
-
-def _in_slots(dense: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
-    """The values of `dense` [batch, length] at the prediction slots [batch, slots], -100 in unused slots."""
-    return dense.gather(1, slots.clamp(min=0)).masked_fill(slots < 0, IGNORE_INDEX)
 
 
 def _restarting_positions(document_ids: torch.Tensor, first_position_id: int) -> torch.Tensor:

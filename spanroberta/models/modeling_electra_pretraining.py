@@ -38,6 +38,7 @@ from transformers.modeling_outputs import ModelOutput
 from .conventions import IGNORE_INDEX, normalises_loss_by_item_counts
 from .packing import packed_attention_mask
 from .pretraining_heads import SpanPreTrainingMixin, decoder_cross_entropy, gather, normalised_loss
+from .spans import write_at_slots
 
 GENERATOR_FOLDER = "generator"
 GENERATOR_PREFIX = "generator."
@@ -86,15 +87,6 @@ def sample_replacements(logits: torch.Tensor, generator: torch.Generator | None 
     with torch.no_grad():
         uniform = torch.rand(logits.shape, device=logits.device, generator=generator).clamp_(1e-9, 1.0 - 1e-9)
         return (logits.float() - torch.log(-torch.log(uniform))).argmax(-1)
-
-
-def write_at_slots(input_ids: torch.Tensor, positions: torch.Tensor, values: torch.Tensor, valid: torch.Tensor):
-    """`input_ids` [batch, length] with `values` [batch, slots] written at `positions` where `valid`; unused slots
-    (-100) are written to a scratch column that is then dropped."""
-    length = input_ids.shape[1]
-    target = torch.where(valid, positions, length)
-    widened = F.pad(input_ids, (0, 1))
-    return widened.scatter(1, target, values.to(input_ids.dtype))[:, :length]
 
 
 @normalises_loss_by_item_counts  # by the counts of `loss_normalisers`, summed over the accumulated batch

@@ -36,7 +36,7 @@ from transformers.models.albert.modeling_albert import (
 from .configuration_span_albert import SpanAlbertConfig
 from .conventions import returns_mean_loss
 from .packing import packed_attention_mask
-from .pretraining_heads import SpanBoundaryHead, SpanPreTrainingMixin
+from .pretraining_heads import SlotLabelsForMaskedLM, SpanBoundaryHead, SpanPreTrainingMixin
 
 # The submodules of an AlbertLayer that each scheme shares across layers. The FFN's output layer norm goes with
 # the FFN, as the attention's goes with the attention. The attention's parameter-holding children are shared
@@ -152,8 +152,9 @@ class SpanAlbertForPreTraining(SpanPreTrainingMixin, SpanAlbertPreTrainedModel):
 
 
 @returns_mean_loss
-class SpanAlbertForMaskedLM(SpanAlbertPreTrainedModel, AlbertForMaskedLM):
-    """ALBERT's masked LM (dense logits, for the fill-mask pipeline)."""
+class SpanAlbertForMaskedLM(SlotLabelsForMaskedLM, SpanAlbertPreTrainedModel, AlbertForMaskedLM):
+    """ALBERT's masked LM (dense logits, for the fill-mask pipeline), taking labels in transformers' layout or in
+    prediction slots."""
 
 
 @returns_mean_loss

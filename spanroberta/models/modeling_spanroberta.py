@@ -50,7 +50,12 @@ from .configuration_spanroberta import SpanRobertaConfig
 from .conventions import returns_mean_loss
 from .modeling_efficient import encode_at_positions, reads_last_layer_at_positions
 from .packing import is_flash_attention, packed_attention_mask
-from .pretraining_heads import SpanBoundaryHead, SpanPreTrainingMixin, SpanRobertaForPreTrainingOutput
+from .pretraining_heads import (
+    SlotLabelsForMaskedLM,
+    SpanBoundaryHead,
+    SpanPreTrainingMixin,
+    SpanRobertaForPreTrainingOutput,
+)
 
 
 class SpanRobertaPreTrainedModel(RobertaPreTrainedModel):
@@ -172,9 +177,9 @@ class SpanRobertaForPreTraining(SpanPreTrainingMixin, SpanRobertaPreTrainedModel
 
 
 @returns_mean_loss
-class SpanRobertaForMaskedLM(SpanRobertaPreTrainedModel, RobertaForMaskedLM):
-    """RoBERTa's masked LM (dense logits, for the fill-mask pipeline); `SpanRobertaForPreTraining` is the
-    sparse one used for pretraining."""
+class SpanRobertaForMaskedLM(SlotLabelsForMaskedLM, SpanRobertaPreTrainedModel, RobertaForMaskedLM):
+    """RoBERTa's masked LM (dense logits, for the fill-mask pipeline), taking labels in transformers' layout or in
+    prediction slots; `SpanRobertaForPreTraining` is the sparse one used for pretraining."""
 
 
 @returns_mean_loss

@@ -8,6 +8,7 @@ This file ships with every checkpoint beside the model file that imports it (see
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -18,6 +19,8 @@ from transformers.modeling_outputs import ModelOutput
 from .configuration_spanroberta import SENTENCE_LABELS, SpanRobertaConfig
 from .conventions import IGNORE_INDEX, normalises_loss_by_item_counts
 from .modeling_efficient import fused_decoder_cross_entropy, fuses_decoder_cross_entropy
+from .packing import packed_sequence_ids
+from .spans import in_slots, prediction_slots, sbo_targets, write_at_slots
 
 
 class SpanBoundaryHead(nn.Module):
@@ -54,6 +57,15 @@ class SpanBoundaryHead(nn.Module):
         return self.layer_norm2(gelu(self.dense2(x)))
 
 
+class SboTargets(NamedTuple):
+    """The span boundary objective's fields of a batch, per prediction slot (`[batch, slots]`; -100 where a slot is
+    not an SBO target), or None: the positions just outside the slot's span and its 0-based offset in the span."""
+
+    left: torch.Tensor | None
+    right: torch.Tensor | None
+    relative: torch.Tensor | None
+
+
 @dataclass
 class SpanRobertaForPreTrainingOutput(ModelOutput):
     """
@@ -61,7 +73,8 @@ class SpanRobertaForPreTrainingOutput(ModelOutput):
     they are that micro-batch's share of the mean over the whole accumulated batch.
 
     mlm_logits / sbo_logits (`[batch, slots, vocab]`): one row per prediction slot, aligned with `labels`; slots
-    whose label (MLM) or `sbo_relative_positions` (SBO) is -100 hold no target.
+    whose label (MLM) or `sbo_relative_positions` (SBO) is -100 hold no target. With labels in transformers'
+    layout (`[batch, length]`), the slots are each row's labelled positions in increasing order.
     """
 
     loss: torch.Tensor | None = None
@@ -115,6 +128,7 @@ class SpanPreTrainingMixin:
         Predictions in slots, as `DataCollatorForSpanMasking` makes them (`[batch, slots]`, -100 in unused slots):
             `mlm_positions`, `labels`: the positions predicted, their original ids; `sbo_left_positions`,
             `sbo_right_positions`, `sbo_relative_positions`: an SBO target's span boundaries, its offset in it.
+            Or transformers' layout: `labels` `[batch, length]`, -100 where not predicted (see `_dense_to_slots`).
         position_ids (`[batch, length]`): for packed rows, positions that restart at each sequence (packing.py).
         next_sentence_label, sentence_order_label (`[batch]`): the sentence head's labels (`SENTENCE_LABELS`).
         num_items_in_batch, num_sbo_items_in_batch, num_sentence_items_in_batch: each head's targets in the
@@ -124,11 +138,11 @@ class SpanPreTrainingMixin:
                               position_ids=position_ids, inputs_embeds=inputs_embeds)  # fmt: skip
         if labels is None:
             return self._encoder_output(encoder_inputs, kwargs)
-        if mlm_positions is None:
-            raise ValueError("SpanRobertaForPreTraining takes its predictions in slots: labels and mlm_positions "
-                             "[batch, slots], as DataCollatorForSpanMasking makes them.")  # fmt: skip
-        with_sbo = self.sbo_head is not None and sbo_relative_positions is not None
-        reads = self._read_positions(mlm_positions, (sbo_left_positions, sbo_right_positions) if with_sbo else None)
+        sbo = SboTargets(sbo_left_positions, sbo_right_positions, sbo_relative_positions)
+        if mlm_positions is None:  # transformers' layout, [batch, length]: into slots
+            mlm_positions, labels, sbo = self._dense_to_slots(labels, sbo, attention_mask, position_ids)
+        with_sbo = self.sbo_head is not None and sbo.relative is not None
+        reads = self._read_positions(mlm_positions, sbo if with_sbo else None)
         states, result = self._states_at(encoder_inputs, reads, kwargs)  # {read: [batch, n, H]}
 
         # Without a global count of their own, the other heads' losses weigh in by this batch's share of MLM targets.
@@ -137,9 +151,8 @@ class SpanPreTrainingMixin:
         losses = [result.mlm_loss]
         if with_sbo:
             result.sbo_logits, result.sbo_loss = self._sbo_loss(  # [batch, slots, V]
-                states["sbo_left"], states["sbo_right"], sbo_relative_positions, labels,
-                num_sbo_items_in_batch, mlm_counts,
-            )  # fmt: skip
+                states["sbo_left"], states["sbo_right"], sbo.relative, labels, num_sbo_items_in_batch, mlm_counts
+            )
             losses.append(self.config.sbo_loss_weight * result.sbo_loss)
         if self._has_sentence_head():
             sentence_labels = next_sentence_label if self.config.sentence_objective == "nsp" else sentence_order_label
@@ -163,14 +176,37 @@ class SpanPreTrainingMixin:
             result.sentence_logits = self._sentence_logits(outputs.last_hidden_state[:, :1])
         return result
 
-    def _read_positions(
-        self, mlm_positions: torch.Tensor, sbo_boundaries: tuple[torch.Tensor, torch.Tensor] | None
-    ) -> dict[str, torch.Tensor]:
+    def _dense_to_slots(
+        self,
+        labels: torch.Tensor,
+        sbo: SboTargets,
+        attention_mask: torch.Tensor | None,
+        position_ids: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor, SboTargets]:
+        """transformers' layout in prediction slots: `labels` `[batch, length]` (-100 where not predicted), and the
+        SBO fields in the same layout if given, become (mlm_positions, labels, SBO fields) `[batch, slots]`, a row's
+        labelled positions in increasing order, as many slots as the row with the most. Without SBO fields, the SBO
+        targets follow from the runs of labelled tokens, as the collator derives them (`spans.sbo_targets`): a run
+        is a span, the tokens just outside it (in its row and packed sequence) its boundaries.
+
+        The number of slots is read on the host, so this path does not compile whole; the slot layout does.
+        """
+        masked = labels != IGNORE_INDEX
+        slots = prediction_slots(masked, max(int(masked.sum(1).max()), 1))
+        if self.sbo_head is not None and sbo.relative is None:
+            document_ids = None if position_ids is None else packed_sequence_ids(position_ids)
+            derived = sbo_targets(masked, attention_mask, self.config.max_span_targets, document_ids)
+            sbo = SboTargets(*(derived[f"sbo_{field}_positions"] for field in SboTargets._fields))
+        sbo = SboTargets(*(None if field is None else in_slots(field, slots) for field in sbo))
+        positions = torch.arange(labels.shape[1], device=labels.device).expand_as(labels)
+        return in_slots(positions, slots), in_slots(labels, slots), sbo
+
+    def _read_positions(self, mlm_positions: torch.Tensor, sbo: SboTargets | None) -> dict[str, torch.Tensor]:
         """Where the heads read the encoder, {read: positions [batch, n]}: the MLM slots, their spans' left and
         right boundaries (with SBO), and the first token, which the sentence head's pooler reads."""
         reads = {"mlm": mlm_positions}
-        if sbo_boundaries is not None:
-            reads["sbo_left"], reads["sbo_right"] = sbo_boundaries
+        if sbo is not None:
+            reads["sbo_left"], reads["sbo_right"] = sbo.left, sbo.right
         if self._has_sentence_head():
             reads["first"] = torch.zeros_like(mlm_positions[:, :1])
         return reads
@@ -251,6 +287,36 @@ class SpanPreTrainingMixin:
         if sentence_labels:
             counts["num_sentence_items_in_batch"] = sum(labels.ne(IGNORE_INDEX).sum() for labels in sentence_labels)
         return counts
+
+
+class SlotLabelsForMaskedLM:
+    """Lets a transformers masked LM (dense logits, `[batch, length, vocab]`) also take the prediction slots of
+    `DataCollatorForSpanMasking`: `labels` `[batch, slots]` with `mlm_positions` are laid out as transformers'
+    `[batch, length]` labels (-100 elsewhere), which gives the loss of the same mask in either layout. The SBO fields
+    a slot batch may carry are accepted and unused: a masked LM has no SBO head (`SpanRobertaForPreTraining` has)."""
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        mlm_positions: torch.LongTensor | None = None,
+        sbo_left_positions: torch.LongTensor | None = None,
+        sbo_right_positions: torch.LongTensor | None = None,
+        sbo_relative_positions: torch.LongTensor | None = None,
+        **kwargs,
+    ):
+        if labels is not None and mlm_positions is not None:
+            shape = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
+            unlabelled = torch.full(shape, IGNORE_INDEX, dtype=labels.dtype, device=labels.device)
+            labels = write_at_slots(unlabelled, mlm_positions.clamp(min=0), labels, labels != IGNORE_INDEX)
+        return super().forward(
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+            position_ids=position_ids, inputs_embeds=inputs_embeds, labels=labels, **kwargs,
+        )  # fmt: skip
 
 
 def gather(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
