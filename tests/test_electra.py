@@ -227,7 +227,7 @@ def test_recipe_resolves_to_token_masking_85_15_and_electra_defaults():
     )
     model_args, data_args, training_args = apply_demo_settings(model_args, data_args, training_args, given)
     objective = resolve_recipe(model_args, data_args)
-    assert (objective.objective, objective.masking, objective.sbo) == ("rtd", "token", False)
+    assert (objective.objective, objective.masking, objective.sbo) == ("replaced_token_detection", "token", False)
     assert (objective.mask_replace_prob, objective.random_replace_prob) == (0.85, 0.0)
     assert training_args.learning_rate == 2e-4 and training_args.adam_beta2 == 0.999
     assert training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps == 256
@@ -488,8 +488,8 @@ def test_embedding_size_sets_the_shared_embeddings_and_albert_sharing_is_refused
         ARGUMENT_TYPES, ["--output_dir", "x", "--recipe", "electra", "--model_size", "tiny", "--embedding_size", "48"]
     )
     recipe = resolve_recipe(model_args, data_args)
-    assert recipe.objective == "rtd"
-    config = get_objective("rtd").build_config(model_args, recipe, tiny_tokenizer)
+    assert recipe.objective == "replaced_token_detection"
+    config = get_objective("replaced_token_detection").build_config(model_args, recipe, tiny_tokenizer)
     assert (config.embedding_size, config.hidden_size, config.generator_size) == (48, 128, 0.25)
 
     (model_args, data_args, _), _ = parse_arguments(

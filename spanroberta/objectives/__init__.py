@@ -13,7 +13,11 @@ from .base import PretrainingObjective, ResolvedRecipe
 from .masked_lm import MaskedLanguageModeling
 from .replaced_token_detection import ReplacedTokenDetection
 
-OBJECTIVES: dict[str, PretrainingObjective] = {"mlm": MaskedLanguageModeling(), "rtd": ReplacedTokenDetection()}
+# By module name, as recipes name them (`Recipe.objective`).
+OBJECTIVES: dict[str, PretrainingObjective] = {
+    "masked_lm": MaskedLanguageModeling(),
+    "replaced_token_detection": ReplacedTokenDetection(),
+}
 
 
 def get_objective(name: str) -> PretrainingObjective:

@@ -22,7 +22,7 @@ class ResolvedRecipe:
     encoder: str = "roberta"
     tokenizer: str = "byte-level-bpe"
     # The name of the objective that trains the encoder (`objectives.OBJECTIVES`).
-    objective: str = "mlm"
+    objective: str = "masked_lm"
     mask_replace_prob: float = 0.8
     random_replace_prob: float = 0.1
 

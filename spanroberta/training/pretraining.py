@@ -17,7 +17,7 @@ from ..data.collator import DataCollatorForSpanMasking
 from ..data.demo_corpus import demo_corpus_path
 from ..data.sources import load_pretraining_data
 from ..errors import UserInputError
-from ..objectives import ResolvedRecipe, get_objective, resolve_recipe
+from ..objectives import PretrainingObjective, ResolvedRecipe, get_objective, resolve_recipe
 from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from .checkpoints import resume_checkpoint
 from .cli import apply_defaults
@@ -102,20 +102,7 @@ def run_pretraining(
     model = objective.build_model(model_args, data.config, data.tokenizer)
 
     # Masking, laid out in the objective's prediction slots.
-    collator = DataCollatorForSpanMasking(
-        data.tokenizer,
-        mlm_probability=data_args.mlm_probability,
-        masking=recipe.masking,
-        geometric_p=data_args.geometric_p,
-        max_span_length=data_args.max_span_length,
-        mask_replace_prob=recipe.mask_replace_prob,
-        random_replace_prob=recipe.random_replace_prob,
-        seed=training_args.seed,
-        # Rows of fixed-length formats keep one shape from batch to batch, so a compiled step never recompiles.
-        pad_to_multiple_of=data_args.max_seq_length if _fixed_length(recipe, data_args) else None,
-        first_position_id=first_position_id(model.config),
-        **objective.collator_settings(recipe, model.config),
-    )
+    collator = _span_masking_collator(data.tokenizer, model.config, recipe, objective, data_args, training_args)
 
     trainer = PretrainingTrainer(
         model=model,
@@ -130,21 +117,56 @@ def run_pretraining(
 
     # Train (resuming where a killed run stopped), save, evaluate, describe.
     train_result = trainer.train(resume_from_checkpoint=resume_checkpoint(trainer))
-    train_result.metrics.update(trainer.real_token_metrics(train_result.metrics["train_runtime"]))
-    trainer.save_model()
-    if trainer.is_world_process_zero():
-        objective.save_beside_model(trainer, data.tokenizer)
-    trainer.log_metrics("train", train_result.metrics)
-    trainer.save_metrics("train", train_result.metrics)
-    trainer.save_state()
-    if data.eval is not None:
-        metrics = trainer.evaluate()
-        trainer.log_metrics("eval", metrics)
-        trainer.save_metrics("eval", metrics)
+    _save_and_evaluate(trainer, train_result.metrics, objective, data.tokenizer)
     write_model_card(trainer, recipe, objective, data_args)
     if training_args.push_to_hub:
         trainer.push_to_hub()
     return trainer
+
+
+def _span_masking_collator(
+    tokenizer: PreTrainedTokenizerBase,
+    config: PretrainedConfig,
+    recipe: ResolvedRecipe,
+    objective: PretrainingObjective,
+    data_args: PretrainingDataArguments,
+    training_args: PretrainingArguments,
+) -> DataCollatorForSpanMasking:
+    return DataCollatorForSpanMasking(
+        tokenizer,
+        mlm_probability=data_args.mlm_probability,
+        masking=recipe.masking,
+        geometric_p=data_args.geometric_p,
+        max_span_length=data_args.max_span_length,
+        mask_replace_prob=recipe.mask_replace_prob,
+        random_replace_prob=recipe.random_replace_prob,
+        seed=training_args.seed,
+        # Rows of fixed-length formats keep one shape from batch to batch, so a compiled step never recompiles.
+        pad_to_multiple_of=data_args.max_seq_length if _fixed_length(recipe, data_args) else None,
+        first_position_id=first_position_id(config),
+        **objective.collator_settings(recipe, config),
+    )
+
+
+def _save_and_evaluate(
+    trainer: PretrainingTrainer,
+    train_metrics: dict[str, float],
+    objective: PretrainingObjective,
+    tokenizer: PreTrainedTokenizerBase,
+) -> None:
+    """Saves the model (and what the objective keeps beside it), the train metrics and the trainer state, then
+    evaluates when there is evaluation data."""
+    train_metrics.update(trainer.real_token_metrics(train_metrics["train_runtime"]))
+    trainer.save_model()
+    if trainer.is_world_process_zero():
+        objective.save_beside_model(trainer, tokenizer)
+    trainer.log_metrics("train", train_metrics)
+    trainer.save_metrics("train", train_metrics)
+    trainer.save_state()
+    if trainer.eval_dataset is not None:
+        metrics = trainer.evaluate()
+        trainer.log_metrics("eval", metrics)
+        trainer.save_metrics("eval", metrics)
 
 
 def first_position_id(config: PretrainedConfig) -> int:

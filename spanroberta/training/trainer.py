@@ -70,7 +70,7 @@ class PretrainingTrainer(Trainer):
     def __init__(self, *args: Any, objective: PretrainingObjective | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         # Masked LM (with whatever heads the model has) unless told otherwise.
-        self.objective = objective or get_objective("mlm")
+        self.objective = objective or get_objective("masked_lm")
         # PretrainingArguments' flag; plain TrainingArguments get the safe default.
         self.on_nonfinite_loss = getattr(self.args, "on_nonfinite_loss", "stop")
         if self.on_nonfinite_loss == "skip" and self.is_deepspeed_enabled:
