@@ -25,6 +25,7 @@ from .model_card import write_model_card
 from .optimizers import trainer_optimizer
 from .recipes import get_recipe
 from .trainer import PretrainingTrainer
+from .validation import require_output_dir
 
 logger = logging.getLogger(__name__)
 
@@ -56,9 +57,8 @@ def apply_demo_settings(
     recipe = get_recipe(data_args.recipe)
     arguments = apply_defaults((model_args, data_args, training_args), dict(recipe.flag_defaults), given)
     if not data_args.is_demo:
-        # TrainingArguments turns a missing output_dir into "trainer_output": look at what the user gave.
-        if "output_dir" not in given and not data_args.prepare_only:
-            raise UserInputError("--output_dir is required when training on your own data.")
+        if not data_args.prepare_only:
+            require_output_dir(given)
     else:
         demo = {**DEMO_SETTINGS, "train_file": str(demo_corpus_path())}
         arguments = apply_defaults(arguments, demo, given)
