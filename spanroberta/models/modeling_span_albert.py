@@ -69,7 +69,8 @@ class SpanAlbertPreTrainedModel(AlbertPreTrainedModel):
         encoder this model holds (its own, or the `AlbertModel` inside a task head)."""
         encoder = getattr(self.base_model, "encoder", None)
         shared = SHARED_SUBMODULES[self.config.cross_layer_sharing]
-        if encoder is None or not shared or (self.base_model is not self and isinstance(self.base_model, SpanAlbertPreTrainedModel)):
+        inner_shares_itself = self.base_model is not self and isinstance(self.base_model, SpanAlbertPreTrainedModel)
+        if encoder is None or not shared or inner_shares_itself:
             return  # nothing to share, or a SpanAlbertModel inside that shared its own layers
         prefix = "" if self.base_model is self else f"{self.base_model_prefix}."
         first = encoder.albert_layer_groups[0].albert_layers[0]
@@ -80,7 +81,8 @@ class SpanAlbertPreTrainedModel(AlbertPreTrainedModel):
                 setattr(group.albert_layers[0].get_submodule(parent), child, first.get_submodule(name))
                 for parameter_name, _ in first.get_submodule(name).named_parameters():
                     key = f"albert_layers.0.{name}.{parameter_name}"
-                    tied[f"{prefix}encoder.albert_layer_groups.{index}.{key}"] = f"{prefix}encoder.albert_layer_groups.0.{key}"
+                    groups = f"{prefix}encoder.albert_layer_groups"
+                    tied[f"{groups}.{index}.{key}"] = f"{groups}.0.{key}"
         self._tied_weights_keys = {**(self._tied_weights_keys or {}), **tied}
 
 
