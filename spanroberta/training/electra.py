@@ -11,6 +11,7 @@ from transformers import ElectraConfig, PreTrainedTokenizerBase
 
 from ..models.modeling_electra_pretraining import GENERATOR_FOLDER, ElectraForReplacedTokenDetection, generator_config
 from .arguments import PretrainingArguments, PretrainingModelArguments
+from .checkpoint_loading import check_loading_report
 from .cli import apply_defaults
 from .recipes import ELECTRA_SIZES
 
@@ -69,6 +70,8 @@ def build_electra_model(
         generator_path,
         rtd_loss_weight=model_args.rtd_loss_weight,
         config=config,
+        # Every weight of both parts must load: nothing is trained from silently random weights.
+        check_loading=lambda path, report: check_loading_report(path, "electra", report, fresh_heads=()),
         **_hub_kwargs(model_args),
     )
 

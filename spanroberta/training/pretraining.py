@@ -24,7 +24,6 @@ from torch.utils.data import Dataset
 from transformers import (
     AutoModelForPreTraining,
     AutoTokenizer,
-    PretrainedConfig,
     PreTrainedModel,
     PreTrainedTokenizerBase,
     set_seed,
@@ -41,8 +40,16 @@ from ..data.masking_schedule import DynamicMaskingDataset, StaticMaskingDataset
 from ..data.streaming import StreamingBlocks
 from ..data.tokenizer import train_byte_level_bpe, train_sentencepiece_unigram
 from ..errors import UserInputError
+from ..models.modeling_any_encoder import ENCODER_FAMILIES
 from ..models.modeling_electra_pretraining import GENERATOR_FOLDER
 from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
+from .checkpoint_loading import (
+    any_encoder_config,
+    checkpoint_encoder,
+    load_any_encoder,
+    load_checked,
+    without_packing_where_unsupported,
+)
 from .checkpoints import resume_checkpoint
 from .cli import apply_defaults
 from .electra import apply_electra_defaults, build_electra_config, build_electra_model
@@ -54,8 +61,6 @@ logger = logging.getLogger(__name__)
 
 # The config of each encoder (recipes.ENCODERS); AutoModelForPreTraining maps it to its pretraining model.
 ENCODER_CONFIGS = {"roberta": SpanRobertaConfig, "albert": SpanAlbertConfig}
-# The model types whose checkpoints continue pretraining on the ALBERT encoder; any other is read as RoBERTa's.
-ALBERT_MODEL_TYPES = ("albert", "spanalbert")
 # The tokenizer trained on the corpus when none is given (recipes.TOKENIZERS).
 TOKENIZER_TRAINERS = {"byte-level-bpe": train_byte_level_bpe, "unigram": train_sentencepiece_unigram}
 
@@ -216,10 +221,14 @@ def build_config(
         if getattr(model_args, name) is not None
     }
     source = model_args.config_name or model_args.model_name_or_path
-    if source:
+    encoder = checkpoint_encoder(source, model_args, encoder_settings) if source else None
+    if encoder == "any":
+        # BERT, ModernBERT, DeBERTa-v2/v3: the stock config, continued in the stock class (checkpoint_loading).
+        config = any_encoder_config(source, model_args, head_settings)
+    elif source:
         # A RoBERTa (ALBERT) checkpoint's config becomes a spanroberta (SpanALBERT) one; its encoder and MLM head
         # (ALBERT: and SOP head) load, the SBO head (and a sentence head it lacks) start fresh.
-        config_class = ENCODER_CONFIGS[_checkpoint_encoder(source, model_args, encoder_settings)]
+        config_class = ENCODER_CONFIGS[encoder]
         config = config_class.from_pretrained(
             source,
             cache_dir=model_args.cache_dir,
@@ -267,21 +276,6 @@ def _check_positions(config, max_seq_length: int, model_args: PretrainingModelAr
         )
 
 
-def _checkpoint_encoder(source: str, model_args: PretrainingModelArguments, encoder_settings: dict) -> str:
-    """The encoder of the config or checkpoint `source` ("roberta" or "albert"), read from its model type."""
-    config_dict, _ = PretrainedConfig.get_config_dict(
-        source, cache_dir=model_args.cache_dir, revision=model_args.model_revision, token=model_args.token
-    )
-    model_type = config_dict.get("model_type")
-    encoder = "albert" if model_type in ALBERT_MODEL_TYPES else "roberta"
-    if encoder_settings and encoder != "albert":
-        raise UserInputError(
-            f"--{' and --'.join(encoder_settings)} set an ALBERT encoder, but {source} is a {model_type} "
-            "checkpoint."
-        )
-    return encoder
-
-
 def _check_checkpoint_encoder_settings(config: SpanAlbertConfig | SpanRobertaConfig, encoder_settings: dict) -> None:
     """A checkpoint's encoder keeps its shape: --embedding_size and --cross_layer_sharing may only repeat it."""
     for name, value in encoder_settings.items():
@@ -295,14 +289,14 @@ def _check_checkpoint_encoder_settings(config: SpanAlbertConfig | SpanRobertaCon
 def build_model(
     model_args: PretrainingModelArguments, config: SpanRobertaConfig | SpanAlbertConfig, tokenizer: PreTrainedTokenizerBase
 ) -> PreTrainedModel:
-    """The pretraining model of `config`'s encoder (SpanRobertaForPreTraining or SpanAlbertForPreTraining)."""
+    """The pretraining model of `config`'s encoder (SpanRobertaForPreTraining, SpanAlbertForPreTraining, or a
+    stock BERT/ModernBERT/DeBERTa class with the SBO head); a checkpoint that does not fill it is refused."""
     if config.model_type == "electra":
         return build_electra_model(model_args, config)
-    if model_args.model_name_or_path:
-        model = AutoModelForPreTraining.from_pretrained(
-            model_args.model_name_or_path, config=config, cache_dir=model_args.cache_dir,
-            revision=model_args.model_revision, token=model_args.token,
-        )
+    if config.model_type in ENCODER_FAMILIES:
+        model = load_any_encoder(model_args, config)
+    elif model_args.model_name_or_path:
+        model = load_checked(AutoModelForPreTraining, model_args.model_name_or_path, config, model_args)
     else:
         model = AutoModelForPreTraining.from_config(config)
     if len(tokenizer) > model.config.vocab_size:
@@ -342,6 +336,7 @@ def run_pretraining(
     set_seed(training_args.seed)
     objective = resolve_objective(model_args, data_args)
     logger.info("Objective: %s", objective)
+    data_args = without_packing_where_unsupported(model_args, data_args, objective.input_format)
     # The main process reads (or prepares) the data first; the others then find it in the cache or on disk.
     with training_args.main_process_first(desc="reading and preparing the data"):
         data = load_pretraining_data(model_args, data_args, training_args, objective)
@@ -669,10 +664,23 @@ Pretrained with spanroberta (`run_pretraining.py`, recipe `{data_args.recipe}`).
 
 {"| metric | value |" + chr(10) + "|---|---|" + chr(10) + eval_lines if eval_lines else ""}
 
-{_ELECTRA_USAGE if config.model_type == "electra" else _SPANROBERTA_USAGE.format(notes=_ENCODER_NOTES[type(config).model_type])}
+{_usage(config)}
 """
     Path(trainer.args.output_dir, "README.md").write_text(card, encoding="utf-8")
 
+
+def _usage(config) -> str:
+    if config.model_type == "electra":
+        return _ELECTRA_USAGE
+    if config.model_type in ENCODER_FAMILIES:
+        return _STOCK_USAGE.format(architecture=(config.architectures or ["the stock class"])[0])
+    return _SPANROBERTA_USAGE.format(notes=_ENCODER_NOTES[config.model_type])
+
+
+_STOCK_USAGE = (
+    "The model is transformers' own `{architecture}` (no spanroberta needed to load it); the SBO head is in\n"
+    "`sbo_head.safetensors`, which a further `run_pretraining.py --model_name_or_path` continuation loads back."
+)
 
 _SPANROBERTA_USAGE = (
     "{notes} With spanroberta installed, `import spanroberta` and use the Auto classes;\n"
