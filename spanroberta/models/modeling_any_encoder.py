@@ -259,7 +259,7 @@ class EncoderSpanPreTrainingMixin(SpanPreTrainingMixin):
 
     def load_saved(self, folder: str) -> None:
         """Loads in place what `save_pretrained` wrote to `folder` (resuming a run from its checkpoint)."""
-        from transformers.modeling_utils import load_sharded_checkpoint
+        from transformers.trainer_utils import load_sharded_checkpoint
 
         single = Path(folder) / "model.safetensors"
         if single.is_file():

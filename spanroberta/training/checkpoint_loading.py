@@ -125,7 +125,7 @@ def any_encoder_class(config: PretrainedConfig) -> type[PreTrainedModel]:
     `AutoModelForPreTraining` class when the run trains its sentence head or the checkpoint is one (so that a
     BertForPreTraining keeps its NSP head), else its `AutoModelForMaskedLM` class."""
     family = ENCODER_FAMILIES[config.model_type]
-    pretraining = MODEL_FOR_PRETRAINING_MAPPING.get(type(config)) if family.sentence_objective else None
+    pretraining = MODEL_FOR_PRETRAINING_MAPPING.get(type(config), None) if family.sentence_objective else None
     keeps_sentence_head = pretraining is not None and (
         config.sentence_objective != "none" or pretraining.__name__ in (config.architectures or ())
     )
