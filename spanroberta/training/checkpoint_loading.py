@@ -135,9 +135,11 @@ def any_encoder_class(config: PretrainedConfig) -> type[PreTrainedModel]:
 def objective_heads(model: PreTrainedModel) -> tuple[str, ...]:
     """The parameter-name prefixes of the heads the objective adds to `model`, which a checkpoint may lack."""
     config = model.config
-    if config.model_type in OBJECTIVE_HEADS:
-        return OBJECTIVE_HEADS[config.model_type]
-    family = ENCODER_FAMILIES[config.model_type]
+    # The config class's type: a config read from another type's checkpoint keeps that type's name as an attribute.
+    model_type = type(config).model_type
+    if model_type in OBJECTIVE_HEADS:
+        return OBJECTIVE_HEADS[model_type]
+    family = ENCODER_FAMILIES[model_type]
     sentence_head = (f"{family.pooler}.", f"{family.sentence_classifier}.") if config.sentence_objective != "none" else ()
     return (SBO_PREFIX, *sentence_head)
 

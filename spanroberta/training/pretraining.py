@@ -293,7 +293,7 @@ def build_model(
     stock BERT/ModernBERT/DeBERTa class with the SBO head); a checkpoint that does not fill it is refused."""
     if config.model_type == "electra":
         return build_electra_model(model_args, config)
-    if config.model_type in ENCODER_FAMILIES:
+    if type(config).model_type in ENCODER_FAMILIES:
         model = load_any_encoder(model_args, config)
     elif model_args.model_name_or_path:
         model = load_checked(AutoModelForPreTraining, model_args.model_name_or_path, config, model_args)
@@ -670,11 +670,12 @@ Pretrained with spanroberta (`run_pretraining.py`, recipe `{data_args.recipe}`).
 
 
 def _usage(config) -> str:
-    if config.model_type == "electra":
+    model_type = type(config).model_type
+    if model_type == "electra":
         return _ELECTRA_USAGE
-    if config.model_type in ENCODER_FAMILIES:
+    if model_type in ENCODER_FAMILIES:
         return _STOCK_USAGE.format(architecture=(config.architectures or ["the stock class"])[0])
-    return _SPANROBERTA_USAGE.format(notes=_ENCODER_NOTES[config.model_type])
+    return _SPANROBERTA_USAGE.format(notes=_ENCODER_NOTES[model_type])
 
 
 _STOCK_USAGE = (
