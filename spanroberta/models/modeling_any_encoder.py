@@ -133,7 +133,10 @@ class EncoderSpanPreTrainingMixin(SpanPreTrainingMixin):
     is the stock one with the heads' settings (`add_span_head_settings`)."""
 
     def post_init(self) -> None:
-        # Runs at the end of the stock __init__, once every stock module exists.
+        # Runs at the end of the stock __init__, once every stock module exists. What the forward pass looks up is
+        # resolved here, once, rather than on every call (which would also cut a compiled graph).
+        self._mlm_layout = self._find_mlm_head()
+        self._encoder_arguments = frozenset(inspect.signature(self.base_model.forward).parameters)
         self.sbo_head = SpanBoundaryHead(self._sbo_head_shape()) if self.config.use_sbo else None
         if self.sbo_head is not None:
             embeddings = self.get_input_embeddings().weight
@@ -144,7 +147,7 @@ class EncoderSpanPreTrainingMixin(SpanPreTrainingMixin):
 
     @property
     def family(self) -> EncoderFamily:
-        return ENCODER_FAMILIES[self.config.model_type]
+        return ENCODER_FAMILIES[type(self.config).model_type]
 
     def _sbo_head_shape(self) -> SimpleNamespace:
         config = self.config
@@ -164,19 +167,19 @@ class EncoderSpanPreTrainingMixin(SpanPreTrainingMixin):
         if isinstance(module, SpanBoundaryHead):
             nn.init.zeros_(module.decoder.bias)
 
-    def _mlm_head(self) -> MlmHeadLayout:
+    def _find_mlm_head(self) -> MlmHeadLayout:
         for layout in self.family.mlm_heads:
             if all(_has_submodule(self, name) for name in layout.transform):
                 return layout
         raise ValueError(f"{type(self).__name__} has none of the MLM head layouts spanroberta knows for its family.")
 
     def _mlm_features(self, states: torch.Tensor) -> torch.Tensor:
-        for name in self._mlm_head().transform:
+        for name in self._mlm_layout.transform:
             states = self.get_submodule(name)(states)
         return states
 
     def _mlm_decoder(self) -> nn.Module:
-        layout = self._mlm_head()
+        layout = self._mlm_layout
         if layout.decoder is not None:
             return self.get_submodule(layout.decoder)
         bias = self.get_parameter(layout.decoder_bias)
@@ -190,8 +193,11 @@ class EncoderSpanPreTrainingMixin(SpanPreTrainingMixin):
     def _encode(self, encoder_inputs: dict, kwargs: dict) -> ModelOutput:
         """The stock encoder on the inputs it takes (ModernBERT has no token types); packed rows get a mask that
         keeps each sequence to itself (see `EncoderFamily.packing`)."""
-        accepted = inspect.signature(self.base_model.forward).parameters
-        inputs = {name: value for name, value in encoder_inputs.items() if value is not None and name in accepted}
+        inputs = {
+            name: value
+            for name, value in encoder_inputs.items()
+            if value is not None and name in self._encoder_arguments
+        }
         if inputs.get("position_ids") is not None:
             inputs["attention_mask"] = self._packed_attention_mask(inputs.get("attention_mask"), inputs["position_ids"])
         return self.base_model(**inputs, return_dict=True, **kwargs)
