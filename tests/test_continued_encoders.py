@@ -38,8 +38,7 @@ from spanroberta.models.modeling_any_encoder import SBO_HEAD_FILE
 from spanroberta.training.arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from spanroberta.training.checkpoint_loading import without_packing_where_unsupported
 from spanroberta.training.cli import parse_arguments
-from spanroberta.training.electra import build_electra_config, build_electra_model
-from spanroberta.training.pretraining import build_config, build_model, resolve_objective
+from spanroberta.objectives import get_objective, resolve_recipe
 
 FAST = ["--max_seq_length", "64", "--per_device_train_batch_size", "8", "--report_to", "none", "--disable_tqdm",
         "true", "--dataloader_pin_memory", "false", "--use_cpu", "true"]  # fmt: skip
@@ -134,12 +133,14 @@ def parse(*flags):
     return model_args, data_args, training_args
 
 
-def built_model(*flags, max_seq_length=64):
+def built_model(*flags):
     """The model run_pretraining.py builds for `flags`, with its tokenizer."""
     model_args, data_args, _ = parse(*flags)
     tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
-    config = build_config(model_args, resolve_objective(model_args, data_args), tokenizer, max_seq_length)
-    return build_model(model_args, config, tokenizer), tokenizer
+    recipe = resolve_recipe(model_args, data_args)
+    objective = get_objective(recipe.objective)
+    config = objective.build_config(model_args, recipe, tokenizer)
+    return objective.build_model(model_args, config, tokenizer), tokenizer
 
 
 def masked_batch(tokenizer, model, rows=6):
@@ -283,13 +284,15 @@ def test_an_electra_discriminator_missing_a_weight_is_refused(tmp_path):
     ElectraForPreTraining(config).save_pretrained(tmp_path)
     ElectraForMaskedLM(ElectraConfig(**{**config.to_dict(), "hidden_size": 16, "num_attention_heads": 1})) \
         .save_pretrained(tmp_path / "generator")  # fmt: skip
-    model_args, _, _ = parse("--model_name_or_path", str(tmp_path), "--recipe", "electra")
-    assert build_electra_model(model_args, build_electra_config(model_args, None)) is not None
+    model_args, data_args, _ = parse("--model_name_or_path", str(tmp_path), "--recipe", "electra")
+    recipe = resolve_recipe(model_args, data_args)
+    electra = get_objective(recipe.objective)
+    assert electra.build_model(model_args, electra.build_config(model_args, recipe, None), None) is not None
     weights = load_file(str(tmp_path / "model.safetensors"))
     del weights["discriminator_predictions.dense.weight"]
     save_file(weights, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
     with pytest.raises(UserInputError, match=r"\(electra\).*discriminator_predictions\.dense\.weight"):
-        build_electra_model(model_args, build_electra_config(model_args, None))
+        electra.build_model(model_args, electra.build_config(model_args, recipe, None), None)
 
 
 def test_the_sentence_objective_must_be_the_familys_own(checkpoints):

@@ -9,12 +9,16 @@
   sentence head the checkpoint lacks) are expected to start fresh and are logged.
 - `without_packing_where_unsupported`: families whose attention cannot keep a packed row's sequences apart train
   on one sequence per row.
+
+`objectives/masked_lm.py` builds its models through this module, which therefore imports nothing of the objectives
+or of `training.arguments` (whose trainer import reaches the objectives): the arguments are duck-typed.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+from typing import Any
 
 from transformers import (
     MODEL_FOR_MASKED_LM_MAPPING,
@@ -33,7 +37,6 @@ from ..models.modeling_any_encoder import (
     add_span_head_settings,
     span_pretraining_class,
 )
-from .arguments import PretrainingDataArguments, PretrainingModelArguments
 
 logger = logging.getLogger(__name__)
 
@@ -50,16 +53,16 @@ OBJECTIVE_HEADS = {
 MISSING_NAMES_SHOWN = 5
 
 
-def hub_kwargs(model_args: PretrainingModelArguments) -> dict:
+def hub_kwargs(model_args: Any) -> dict:
     return {"cache_dir": model_args.cache_dir, "revision": model_args.model_revision, "token": model_args.token}
 
 
-def checkpoint_model_type(source: str, model_args: PretrainingModelArguments) -> str | None:
+def checkpoint_model_type(source: str, model_args: Any) -> str | None:
     config_dict, _ = PretrainedConfig.get_config_dict(source, **hub_kwargs(model_args))
     return config_dict.get("model_type")
 
 
-def checkpoint_encoder(source: str, model_args: PretrainingModelArguments, encoder_settings: dict) -> str:
+def checkpoint_encoder(source: str, model_args: Any, encoder_settings: dict) -> str:
     """The encoder path of the config or checkpoint `source`: "roberta", "albert" or "any" (a family of
     ENCODER_FAMILIES, continued in its stock class). Any other model type is refused."""
     model_type = checkpoint_model_type(source, model_args)
@@ -104,7 +107,7 @@ def _config_class(model_type: str) -> type | None:
 
 
 def any_encoder_config(
-    source: str, model_args: PretrainingModelArguments, head_settings: dict
+    source: str, model_args: Any, head_settings: dict
 ) -> PretrainedConfig:
     """The stock config of `source` (a family of ENCODER_FAMILIES) with the pretraining heads' settings."""
     config = AutoConfig.from_pretrained(source, **hub_kwargs(model_args))
@@ -144,7 +147,7 @@ def objective_heads(model: PreTrainedModel) -> tuple[str, ...]:
     return (SBO_PREFIX, *sentence_head)
 
 
-def load_checked(model_class: type, source: str, config: PretrainedConfig, model_args: PretrainingModelArguments):
+def load_checked(model_class: type, source: str, config: PretrainedConfig, model_args: Any):
     """`model_class.from_pretrained(source, config=config)`, refused unless every weight but the objective's new
     heads loaded (`check_loading_report`)."""
     model, report = model_class.from_pretrained(source, config=config, output_loading_info=True, **hub_kwargs(model_args))
@@ -152,7 +155,7 @@ def load_checked(model_class: type, source: str, config: PretrainedConfig, model
     return model
 
 
-def load_any_encoder(model_args: PretrainingModelArguments, config: PretrainedConfig) -> PreTrainedModel:
+def load_any_encoder(model_args: Any, config: PretrainedConfig) -> PreTrainedModel:
     """A family of ENCODER_FAMILIES in its stock class with the SBO head: from --model_name_or_path (checked, and
     with the SBO head a previous continuation saved beside it), or fresh from --config_name."""
     model_class = any_encoder_class(config)
@@ -195,8 +198,8 @@ def check_loading_report(source: str, model_type: str | None, report: dict, fres
 
 
 def without_packing_where_unsupported(
-    model_args: PretrainingModelArguments, data_args: PretrainingDataArguments, input_format: str
-) -> PretrainingDataArguments:
+    model_args: Any, data_args: Any, input_format: str
+) -> Any:
     """`data_args` with packing turned off (and a warning) when the checkpoint's family cannot keep a packed row's
     sequences apart (EncoderFamily.packing is None: DeBERTa-v2), so that doc-sentences rows hold one sequence."""
     source = model_args.model_name_or_path or model_args.config_name
