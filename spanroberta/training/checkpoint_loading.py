@@ -87,7 +87,10 @@ def _unsupported_type_message(source: str, model_type: str | None) -> str:
     if model_type == "electra":
         reason = "ELECTRA checkpoints continue with --recipe electra (discriminator and generator together)."
     elif model_type is None or _config_class(model_type) not in MODEL_FOR_MASKED_LM_MAPPING:
-        reason = "It has no masked-LM class in transformers (a decoder-only or encoder-decoder model cannot learn span masking)."  # fmt: skip
+        reason = (
+            "It has no masked-LM class in transformers (a decoder-only or encoder-decoder model cannot learn span "
+            "masking)."
+        )
     else:
         reason = (
             "spanroberta does not know where its masked-LM head is (models/modeling_any_encoder.ENCODER_FAMILIES "
@@ -113,13 +116,13 @@ def any_encoder_config(
     config = AutoConfig.from_pretrained(source, **hub_kwargs(model_args))
     family = ENCODER_FAMILIES[config.model_type]
     objective = head_settings["sentence_objective"]
-    if objective != "none" and objective != family.sentence_objective:
+    own = family.sentence_objective
+    if objective != "none" and objective != own:
+        has = f"only {own} as its sentence head" if own else "no sentence head"
         raise UserInputError(
-            f"--sentence_objective {objective}: a {config.model_type} checkpoint has "
-            + (f"only {family.sentence_objective} as its sentence head" if family.sentence_objective else "no sentence head")
-            + " in transformers. Use --sentence_objective "
-            + (f"{family.sentence_objective} or none." if family.sentence_objective else "none.")
-        )  # fmt: skip
+            f"--sentence_objective {objective}: a {config.model_type} checkpoint has {has} in transformers. Use "
+            f"--sentence_objective {own + ' or none' if own else 'none'}."
+        )
     return add_span_head_settings(config, **head_settings)
 
 
@@ -143,14 +146,17 @@ def objective_heads(model: PreTrainedModel) -> tuple[str, ...]:
     if model_type in OBJECTIVE_HEADS:
         return OBJECTIVE_HEADS[model_type]
     family = ENCODER_FAMILIES[model_type]
-    sentence_head = (f"{family.pooler}.", f"{family.sentence_classifier}.") if config.sentence_objective != "none" else ()
-    return (SBO_PREFIX, *sentence_head)
+    if config.sentence_objective == "none":
+        return (SBO_PREFIX,)
+    return (SBO_PREFIX, f"{family.pooler}.", f"{family.sentence_classifier}.")
 
 
 def load_checked(model_class: type, source: str, config: PretrainedConfig, model_args: Any):
     """`model_class.from_pretrained(source, config=config)`, refused unless every weight but the objective's new
     heads loaded (`check_loading_report`)."""
-    model, report = model_class.from_pretrained(source, config=config, output_loading_info=True, **hub_kwargs(model_args))
+    model, report = model_class.from_pretrained(
+        source, config=config, output_loading_info=True, **hub_kwargs(model_args)
+    )
     check_loading_report(source, checkpoint_model_type(source, model_args), report, objective_heads(model))
     return model
 
@@ -163,10 +169,14 @@ def load_any_encoder(model_args: Any, config: PretrainedConfig) -> PreTrainedMod
     if not source:
         return model_class(config)
     model = load_checked(model_class, source, config, model_args)
+    # None when the checkpoint has no SBO head file (a stock checkpoint): the head then starts fresh.
     sbo_file = cached_file(
-        source, SBO_HEAD_FILE, _raise_exceptions_for_missing_entries=False, _raise_exceptions_for_connection_errors=False,
+        source,
+        SBO_HEAD_FILE,
+        _raise_exceptions_for_missing_entries=False,
+        _raise_exceptions_for_connection_errors=False,
         **hub_kwargs(model_args),
-    )  # fmt: skip
+    )
     if model.load_sbo_head(sbo_file):
         logger.info("The SBO head continues from %s.", sbo_file)
     return model
