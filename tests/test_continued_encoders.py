@@ -3,7 +3,9 @@ byte-level BPE, DeBERTa-v2 with a SentencePiece unigram vocabulary) through run_
 checks of every checkpoint path: tiny checkpoints built from configs, tokenizers trained here, offline."""
 
 import json
+import math
 import shutil
+from collections import Counter
 
 import pytest
 import run_pretraining
@@ -38,6 +40,7 @@ from spanroberta.models.modeling_any_encoder import SBO_HEAD_FILE
 from spanroberta.training.arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from spanroberta.training.checkpoint_loading import without_packing_where_unsupported
 from spanroberta.training.cli import parse_arguments
+from spanroberta.training.pretraining import apply_demo_settings, run_pretraining
 from spanroberta.objectives import get_objective, resolve_recipe
 
 FAST = ["--max_seq_length", "64", "--per_device_train_batch_size", "8", "--report_to", "none", "--disable_tqdm",
@@ -317,3 +320,45 @@ def test_a_continued_bert_run_resumes_from_its_checkpoint_with_its_sbo_head(chec
                          "--learning_rate", "1e-3")  # fmt: skip
     history = json.loads((output_dir / "trainer_state.json").read_text())["log_history"]
     assert [entry["step"] for entry in history if "mlm_loss" in entry] == [1, 2, 3]
+
+
+@pytest.fixture(scope="module")
+def unigram_bert(tmp_path_factory):
+    """A BERT that knows something: its MLM bias holds the corpus's log unigram frequencies, so its loss is well
+    below ln(vocabulary), what a re-initialised model scores. No dropout, so that training and evaluation agree."""
+    folder = tmp_path_factory.mktemp("unigram-bert")
+    tokenizer = cased_wordpiece_tokenizer()
+    counts = Counter(i for line in corpus_lines() for i in tokenizer(line, add_special_tokens=False)["input_ids"])
+    frequencies = torch.tensor([counts[i] + 1.0 for i in range(len(tokenizer))])
+    torch.manual_seed(0)
+    model = BertForPreTraining(BertConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+                                          hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **SHAPE))  # fmt: skip
+    with torch.no_grad():
+        model.cls.predictions.bias.copy_((frequencies / frequencies.sum()).log())
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_the_first_logged_mlm_loss_of_a_continued_bert_is_the_bert_models_own(unigram_bert, tmp_path):
+    """The issue's numbers: the run logged ln(vocabulary) (8.33) where the BERT itself scored 6.41 on the same
+    batch. Unpacked rows, so that the stock model (which cannot isolate packed sequences) sees the same input."""
+    flags = ["--model_name_or_path", str(unigram_bert), "--recipe", "spanbert", "--train_file",
+             str(demo_corpus_path()), "--output_dir", str(tmp_path), "--max_steps", "1", "--logging_steps", "1",
+             "--max_train_samples", "32", "--learning_rate", str(NEGLIGIBLE_LR), "--save_strategy", "no",
+             "--pack_documents", "false", *FAST]  # fmt: skip
+    (model_args, data_args, training_args), given = parse_arguments(
+        (PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments), flags
+    )
+    trainer = run_pretraining(*apply_demo_settings(model_args, data_args, training_args, given))
+    logged = next(entry["mlm_loss"] for entry in trainer.state.log_history if "mlm_loss" in entry)
+    first_batch = next(iter(trainer.get_train_dataloader()))  # the same seeded order and masks
+    dense_labels = torch.full_like(first_batch["input_ids"], -100)
+    predicted = first_batch["labels"] != -100
+    dense_labels.scatter_(1, first_batch["mlm_positions"].clamp(min=0), first_batch["labels"].where(predicted, -100))
+    bert = BertForMaskedLM.from_pretrained(unigram_bert).eval()
+    with torch.no_grad():
+        own = bert(input_ids=first_batch["input_ids"], attention_mask=first_batch["attention_mask"],
+                   token_type_ids=first_batch.get("token_type_ids"), labels=dense_labels).loss.item()  # fmt: skip
+    assert own < math.log(bert.config.vocab_size) - 0.5  # the checkpoint's knowledge shows in its loss
+    assert logged == pytest.approx(own, abs=1e-4)  # logged rounded to 4 decimals
