@@ -40,7 +40,7 @@ from spanroberta.models.modeling_any_encoder import SBO_HEAD_FILE
 from spanroberta.training.arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from spanroberta.training.checkpoint_loading import without_packing_where_unsupported
 from spanroberta.training.cli import parse_arguments
-from spanroberta.training.pretraining import apply_demo_settings, run_pretraining
+from spanroberta.training import pretraining
 from spanroberta.objectives import get_objective, resolve_recipe
 
 FAST = ["--max_seq_length", "64", "--per_device_train_batch_size", "8", "--report_to", "none", "--disable_tqdm",
@@ -350,7 +350,8 @@ def test_the_first_logged_mlm_loss_of_a_continued_bert_is_the_bert_models_own(un
     (model_args, data_args, training_args), given = parse_arguments(
         (PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments), flags
     )
-    trainer = run_pretraining(*apply_demo_settings(model_args, data_args, training_args, given))
+    arguments = pretraining.apply_demo_settings(model_args, data_args, training_args, given)
+    trainer = pretraining.run_pretraining(*arguments)
     logged = next(entry["mlm_loss"] for entry in trainer.state.log_history if "mlm_loss" in entry)
     first_batch = next(iter(trainer.get_train_dataloader()))  # the same seeded order and masks
     dense_labels = torch.full_like(first_batch["input_ids"], -100)
