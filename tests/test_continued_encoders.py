@@ -22,6 +22,8 @@ from transformers import (
     DebertaV2Config,
     DebertaV2ForMaskedLM,
     DebertaV2Tokenizer,
+    DistilBertConfig,
+    DistilBertForMaskedLM,
     ElectraConfig,
     ElectraForMaskedLM,
     ElectraForPreTraining,
@@ -76,6 +78,12 @@ def build_bert(tokenizer):
     return BertForPreTraining(BertConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, **SHAPE))
 
 
+def build_distilbert(tokenizer):
+    shape = {"dim": 32, "n_layers": 2, "n_heads": 2, "hidden_dim": 64, "max_position_embeddings": 128}
+    return DistilBertForMaskedLM(DistilBertConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+                                                  **shape))  # fmt: skip
+
+
 def build_modernbert(tokenizer):
     # A sliding window (local_attention) shorter than the 64-token blocks, and one global layer of two.
     ids = {f"{name}_token_id": getattr(tokenizer, f"{name}_token_id") for name in ("pad", "bos", "eos", "cls", "sep")}
@@ -94,6 +102,7 @@ def build_deberta(tokenizer):
 
 FAMILIES = {
     "bert": (cased_wordpiece_tokenizer, build_bert, BertForPreTraining),
+    "distilbert": (cased_wordpiece_tokenizer, build_distilbert, DistilBertForMaskedLM),
     "modernbert": (lambda: train_byte_level_bpe(corpus_lines(), vocab_size=1000, show_progress=False),
                    build_modernbert, ModernBertForMaskedLM),  # fmt: skip
     "deberta-v2": (deberta_tokenizer, build_deberta, DebertaV2ForMaskedLM),
@@ -205,7 +214,7 @@ def test_the_first_mlm_loss_is_the_stock_models_own_on_the_same_masked_batch(fam
     torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("family", ["bert", "modernbert"])
+@pytest.mark.parametrize("family", ["bert", "distilbert", "modernbert"])
 def test_packed_sequences_encode_as_they_do_alone(family, checkpoints):
     """Positions restart at 0 for each packed sequence (BERT's first position) and attention stays inside it."""
     model, tokenizer = built_model("--model_name_or_path", str(checkpoints[family]), "--recipe", "spanbert")
@@ -235,7 +244,8 @@ def test_word_starts_follow_each_tokenizers_convention(family, checkpoints):
     ids = tokenizer(" Researchers pretrain encoders", add_special_tokens=False)["input_ids"]
     tokens = tokenizer.convert_ids_to_tokens(ids)
     assert len(ids) > 3  # the rare words are split into pieces
-    continues = {"bert": lambda t: t.startswith("##"), "modernbert": lambda t: not t.startswith("Ġ"),
+    continues = {"bert": lambda t: t.startswith("##"), "distilbert": lambda t: t.startswith("##"),
+                 "modernbert": lambda t: not t.startswith("Ġ"),
                  "deberta-v2": lambda t: not t.startswith("▁")}[family]  # fmt: skip
     assert [bool(starts[i]) for i in ids] == [not continues(token) for token in tokens]
     assert sum(bool(starts[i]) for i in ids) == 3

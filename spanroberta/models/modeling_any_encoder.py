@@ -1,5 +1,5 @@
 """Continued pretraining of transformers' own masked-LM encoders (BERT, and so SpanBERT's released checkpoints;
-ModernBERT; DeBERTa-v2/v3) with SpanBERT's objectives, without changing their architecture.
+DistilBERT; ModernBERT; DeBERTa-v2/v3) with SpanBERT's objectives, without changing their architecture.
 
 One path serves every family: `span_pretraining_class(model_class)` takes the family's stock class, as
 `AutoModelForMaskedLM` (or `AutoModelForPreTraining`, for the family's sentence head: BERT's NSP) maps its config,
@@ -15,8 +15,8 @@ Saving writes the stock checkpoint (the stock class loads it with every encoder 
 spanroberta needed) and the SBO head beside it in `SBO_HEAD_FILE`, which stock loaders never read and the next
 continuation loads back (`load_sbo_head`). The SBO decoder is tied to the word embeddings and is not stored.
 
-Positions stay the family's own: BERT's and DeBERTa's absolute positions and ModernBERT's rotary ones start at 0,
-so the collator's `first_position_id` is 0 for them (their configs name none).
+Positions stay the family's own: BERT's, DistilBERT's and DeBERTa's absolute positions and ModernBERT's rotary ones
+start at 0, so the collator's `first_position_id` is 0 for them (their configs name none).
 """
 
 from __future__ import annotations
@@ -87,6 +87,9 @@ ENCODER_FAMILIES: dict[str, EncoderFamily] = {
         sentence_objective="nsp",
         pooler="bert.pooler",
         sentence_classifier="cls.seq_relationship",
+    ),
+    "distilbert": EncoderFamily(
+        mlm_heads=(MlmHeadLayout(("vocab_transform", "activation", "vocab_layer_norm"), "vocab_projector"),)
     ),
     "modernbert": EncoderFamily(
         mlm_heads=(MlmHeadLayout(("head",), "decoder"),), packing="mask_per_attention_type"
