@@ -1,6 +1,6 @@
 """Masked language modelling with SpanBERT's heads: MLM and the span boundary objective (SBO) at the prediction
 slots, and optionally BERT's NSP or ALBERT's SOP, on RoBERTa's encoder (`SpanRobertaForPreTraining`) or ALBERT's
-(`SpanAlbertForPreTraining`), or continuing a stock BERT, ModernBERT or DeBERTa-v2/v3 checkpoint in its own class
+(`SpanAlbertForPreTraining`), or continuing a stock BERT, DistilBERT, ModernBERT or DeBERTa-v2/v3 checkpoint in its class
 (`models.modeling_any_encoder`; which path a checkpoint takes, and the check that all its weights loaded, are
 `training.checkpoint_loading`'s). The spanbert, roberta, bert and albert recipes train this objective."""
 
@@ -54,7 +54,7 @@ class MaskedLanguageModeling(PretrainingObjective):
         source = model_args.config_name or model_args.model_name_or_path
         encoder = checkpoint_encoder(source, model_args, encoder_settings) if source else None
         if encoder == "any":
-            # BERT, ModernBERT, DeBERTa-v2/v3: the stock config, continued in the stock class.
+            # BERT, DistilBERT, ModernBERT, DeBERTa-v2/v3: the stock config, continued in the stock class.
             return any_encoder_config(source, model_args, head_settings)
         if source:
             config_class = ENCODER_CONFIGS[encoder]
