@@ -44,6 +44,7 @@ class Stream(IntEnum):
     RANDOM_TOKEN = 4
     BUDGET = 5
     TOKEN_SELECTION = 6
+    WORD_FILL = 7
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -234,6 +235,7 @@ def span_mask(
     max_span_length: int = 10,
     document_ids: torch.Tensor | None = None,
     length_probabilities: torch.Tensor | None = None,
+    budget: torch.Tensor | None = None,
 ) -> SpanMask:
     """SpanBERT's span masking (section 3.1), vectorised over the batch.
 
@@ -247,12 +249,15 @@ def span_mask(
     `document_ids` (long [B, L], non-decreasing along a row) marks the documents of packed rows: a span is cut
     at the end of the document it starts in, so it never crosses into the next one.
 
+    `budget` (long [B]) replaces `masking_budget`'s token count per row (`unit_mask` splits it in parts).
+
     Instead of a loop over spans, every word gets the index of the first candidate span covering it; taking
     the words in (that index, position) order and keeping them while their cumulative token count stays
     within the budget gives the same mask as the sequential procedure.
     """
     batch_size = maskable.shape[0]
-    budget = masking_budget(maskable, keys, mlm_probability)
+    if budget is None:
+        budget = masking_budget(maskable, keys, mlm_probability)
     num_words = word_start.sum(1)
     max_words = int(num_words.max()) if batch_size else 0
     # Word index of each token; tokens outside words go to an extra bin, `max_words`, dropped afterwards.
@@ -339,6 +344,53 @@ def _words_within_budget(
     all_covered = (first_cover < num_candidates).sum(1) == num_words
     settled = (cumulative[:, -1] >= budget) | all_covered
     return keep, last_used, settled
+
+
+# Marks of masking units, one per token (`masking_units` columns, see spanroberta.data.masking_units).
+OUTSIDE_UNIT, UNIT_START, INSIDE_UNIT = 0, 1, 2
+
+
+def unit_mask(
+    word_start: torch.Tensor,
+    maskable: torch.Tensor,
+    unit_marks: torch.Tensor,
+    keys: torch.Tensor,
+    mlm_probability: float = 0.15,
+    unit_share: float | None = 0.5,
+) -> torch.Tensor:
+    """Masking of linguistic units (named entities, noun phrases, PMI n-grams); returns bool [B, L].
+
+    `unit_marks` (long [B, L]) marks each token OUTSIDE_UNIT, UNIT_START or INSIDE_UNIT; units lie on word
+    boundaries. A unit is a UNIT_START token and the INSIDE_UNIT tokens after it; an INSIDE_UNIT token after a
+    token outside any unit (a unit cut by a block boundary or a special token) starts what is left of its unit.
+
+    unit_share=0.5, SpanBERT section 5.1 (Table 6, "Named Entities" and "Noun Phrases"): half of the masking
+        budget goes to whole units drawn uniformly at random, the other half to random whole words.
+    unit_share=None, PMI-Masking (Levine et al. 2021, section 3 and their masking procedure): the units and the
+        words outside units are all units, drawn uniformly at random until the budget is reached.
+    In both, a unit that would pass its part of the budget is not masked (units are never split), and the rest
+    of the 15% budget is filled with random whole words, so the rate stays that of the other schemes.
+    """
+    budget = masking_budget(maskable, keys, mlm_probability)
+    in_unit = maskable & (unit_marks != OUTSIDE_UNIT)
+    previous_in_unit = F.pad(in_unit[:, :-1], (1, 0), value=False)
+    starts_unit = in_unit & ((unit_marks == UNIT_START) | ~previous_in_unit)
+    # Each unit (or, for PMI, each word outside units) is one "word" of span_mask with spans of one word.
+    if unit_share is None:
+        unit_maskable, unit_starts, unit_budget = maskable, starts_unit | (word_start & ~in_unit), budget
+    else:
+        unit_maskable, unit_starts = in_unit, starts_unit
+        unit_budget = torch.floor(unit_share * budget.double() + 0.5).long()
+    one_word = torch.ones(1, dtype=torch.float64)
+    masked = span_mask(
+        unit_starts, unit_maskable, keys, length_probabilities=one_word, budget=unit_budget
+    ).masked
+    fill_keys = mix32(keys ^ _STREAM_SALTS[Stream.WORD_FILL])
+    remaining = maskable & ~masked
+    fill = span_mask(
+        word_start & remaining, remaining, fill_keys, length_probabilities=one_word, budget=budget - masked.sum(1)
+    ).masked
+    return masked | fill
 
 
 def token_mask(maskable: torch.Tensor, keys: torch.Tensor, mlm_probability: float = 0.15) -> torch.Tensor:
