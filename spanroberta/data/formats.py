@@ -182,7 +182,8 @@ class BlockBuilder:
     label_name: str | None
     seed: int
     pack_documents: bool = False
-    unit_stride: int | None = None
+    # The masking units the documents' ids were marked with (`tokenize_texts`), or None.
+    units: MaskingUnits | None = None
 
     @property
     def packs(self) -> bool:
@@ -198,18 +199,18 @@ class BlockBuilder:
             features[self.label_name] = datasets.Value("int64")
         if self.packs:
             features["sequence_lengths"] = datasets.List(datasets.Value("int32"))
-        if self.unit_stride is not None:
+        if self.units is not None:
             features[UNITS_COLUMN] = datasets.List(datasets.Value("int8"))
         return datasets.Features(features)
 
     def blocks(self, group: list[Document], group_index: int) -> list[dict[str, list[int] | int]]:
         """The blocks of one group; its random choices come from a generator seeded with (seed, group_index).
 
-        With `unit_stride`, the documents' ids carry unit marks, split off into a `masking_units` column."""
+        With `units`, the documents' ids carry unit marks, split off into a `masking_units` column."""
         blocks = self._blocks(group, group_index)
-        if self.unit_stride is None:
+        if self.units is None:
             return blocks
-        return [split_unit_marks(block, self.unit_stride) for block in blocks]
+        return [split_unit_marks(block, self.units.stride) for block in blocks]
 
     def _blocks(self, group: list[Document], group_index: int) -> list[dict[str, list[int] | int]]:
         documents = [document for document in group if document]
@@ -268,7 +269,7 @@ def block_builder(
         label_name=PAIR_OBJECTIVES[pair_objective] if is_pair else None,
         seed=seed,
         pack_documents=pack_documents,
-        unit_stride=units.stride if units is not None else None,
+        units=units,
     )
 
 

@@ -21,10 +21,13 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import os
 import random
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
+import datasets
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
@@ -63,6 +66,7 @@ class MaskingUnits:
     name: str
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase) -> None:
+        self.tokenizer = tokenizer
         self.stride = unit_stride(tokenizer)
         self.word_table = word_start_table(tokenizer).numpy()
 
@@ -106,8 +110,7 @@ class SpacyUnits(MaskingUnits):
     def __init__(self, tokenizer: PreTrainedTokenizerBase, scheme: str, spacy_model: str) -> None:
         super().__init__(tokenizer)
         self.scheme, self.spacy_model = scheme, spacy_model
-        self.name = f"{scheme}:{spacy_model}"
-        self.tokenizer = tokenizer
+        self.name = units_name(scheme, spacy_model)
         self._nlp = load_spacy_pipeline(spacy_model, scheme)
 
     def __getstate__(self) -> dict:
@@ -186,6 +189,13 @@ class PmiUnits(MaskingUnits):
         self.ngrams = ngrams
         self.name = name
 
+    def save(self, path: str | os.PathLike) -> None:
+        """Writes the vocabulary, best first, one n-gram a line: its PMI_n, a tab, its text (for the record)."""
+        decode = self.tokenizer.decode
+        lines = [f"{score:.4f}\t{decode([i for word in ngram for i in word]).strip()}"
+                 for ngram, score in sorted(self.ngrams.items(), key=lambda item: -item[1])]
+        Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
     @classmethod
     def from_corpus(
         cls,
@@ -202,7 +212,7 @@ class PmiUnits(MaskingUnits):
         candidates = sum(len(counts[n]) for n in PMI_NGRAM_LENGTHS)
         logger.info("PMI-Masking vocabulary: the best %d of %d n-grams seen %d+ times.", len(ngrams), candidates,
                     min_count)
-        return cls(tokenizer, ngrams, f"pmi:{vocabulary_size}:{min_count}")
+        return cls(tokenizer, ngrams, units_name("pmi", None, vocabulary_size, min_count))
 
     def unit_index(self, lines: list[str], sentences: list[list[int]]) -> Iterable[np.ndarray]:
         for ids in sentences:
@@ -292,3 +302,67 @@ def pmi_vocabulary(
         scored = sorted(((pmi_n(g, counts, positions), g) for g in counts[n]), key=lambda item: -item[0])
         vocabulary.update({ngram: score for score, ngram in scored[: int(PMI_LENGTH_SHARES[n] * vocabulary_size)]})
     return vocabulary
+
+
+PMI_VOCABULARY_FILE = "pmi_vocabulary.tsv"
+
+
+def save_units(units: MaskingUnits | None, folder: str | os.PathLike) -> None:
+    """Records what the units were found with in a prepared folder: PMI masking's vocabulary, best first."""
+    if isinstance(units, PmiUnits):
+        units.save(Path(folder, PMI_VOCABULARY_FILE))
+
+
+def units_name(
+    masking: str,
+    spacy_model: str | None,
+    pmi_vocabulary_size: int = PMI_VOCABULARY_SIZE,
+    pmi_min_count: int = PMI_MIN_COUNT,
+) -> str | None:
+    """What decides a masking scheme's units, as the prepared data's manifest records it; None for schemes
+    without units."""
+    if masking in SPACY_SCHEMES:
+        return f"{masking}:{spacy_model}"
+    if masking == "pmi":
+        return f"pmi:{pmi_vocabulary_size}:{pmi_min_count}"
+    return None
+
+
+def check_unit_settings(masking: str | None, spacy_model: str | None, streaming: bool) -> None:
+    """Raises a `UserInputError` when the units of `masking` cannot be found with these settings."""
+    if masking in SPACY_SCHEMES and not spacy_model:
+        raise UserInputError(
+            f"--masking {masking} needs --spacy_model: an installed spaCy pipeline (e.g. en_core_web_sm, from "
+            "`python -m spacy download en_core_web_sm`) or the folder of one."
+        )
+    if masking == "pmi" and streaming:
+        raise UserInputError(
+            "--masking pmi ranks the n-grams of the training corpus before making the blocks, which --streaming "
+            "cannot do: prepare the corpus once with --prepared_data_dir (or train in memory) instead."
+        )
+
+
+def build_masking_units(
+    masking: str,
+    tokenizer: PreTrainedTokenizerBase,
+    training_documents: datasets.Dataset | None,
+    spacy_model: str | None = None,
+    pmi_vocabulary_size: int = PMI_VOCABULARY_SIZE,
+    pmi_min_count: int = PMI_MIN_COUNT,
+    num_proc: int | None = None,
+) -> MaskingUnits | None:
+    """The units of `masking` (None for schemes without units): a spaCy pipeline's, or the PMI vocabulary of the
+    training documents (a `text` column; None when streaming), which it tokenizes (the `datasets` cache keeps
+    the result)."""
+    check_unit_settings(masking, spacy_model, streaming=training_documents is None)
+    if masking in SPACY_SCHEMES:
+        return SpacyUnits(tokenizer, masking, spacy_model)
+    if masking != "pmi":
+        return None
+    # Imported here: formats imports this module for the marks it carries.
+    from .formats import tokenize_documents
+
+    tokenized = tokenize_documents(training_documents, tokenizer, num_proc=num_proc)
+    documents = (document for batch in tokenized.iter(batch_size=1000) for document in batch["sentence_ids"])
+    sentences = (sentence for document in documents for sentence in document)
+    return PmiUnits.from_corpus(sentences, tokenizer, pmi_vocabulary_size, pmi_min_count)

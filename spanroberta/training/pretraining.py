@@ -37,6 +37,7 @@ from ..data.collator import DataCollatorForSpanMasking
 from ..data.corpus import iter_documents, load_documents
 from ..data.demo_corpus import demo_corpus_path
 from ..data.formats import PAIR_FORMATS, block_builder, prepare_blocks
+from ..data.masking_units import MaskingUnits, build_masking_units, save_units, units_name
 from ..data.masking_schedule import DynamicMaskingDataset, StaticMaskingDataset
 from ..data.streaming import StreamingBlocks
 from ..data.tokenizer import train_byte_level_bpe, train_sentencepiece_unigram
@@ -455,6 +456,7 @@ def _built_data(
         documents, eval_documents = _document_splits(data_args, training_args.seed, cache_dir)
         tokenizer = load_or_train_tokenizer(model_args, documents, objective.tokenizer)
         config = build_config(model_args, objective, tokenizer, data_args.max_seq_length)
+        units = _masking_units(objective, data_args, tokenizer, documents)
 
         def blocks_of(docs: datasets.Dataset) -> datasets.Dataset:
             return prepare_blocks(
@@ -467,6 +469,7 @@ def _built_data(
                 num_proc=data_args.preprocessing_num_workers,
                 documents_per_group=data_args.documents_per_group,
                 pack_documents=data_args.pack_documents,
+                units=units,
             )
 
         splits = {"train": blocks_of(documents)}
@@ -476,6 +479,7 @@ def _built_data(
             return tokenizer, config, splits["train"], splits.get("validation")
         settings = _prepared_settings(data_args, training_args, objective, tokenizer)
         prepared.save_prepared(staging, splits, tokenizer, settings)
+        save_units(units, staging)
     # Train from the memory-mapped shards, exactly as a later run reusing the folder will.
     blocks = datasets.load_from_disk(str(Path(prepared_dir) / "blocks"))
     return tokenizer, config, blocks["train"], blocks.get("validation")
@@ -491,6 +495,24 @@ def _reused_prepared_data(
     blocks, tokenizer = prepared.load_prepared(data_args.prepared_data_dir, requested)
     config = build_config(model_args, objective, tokenizer, data_args.max_seq_length)
     return tokenizer, config, blocks["train"], blocks.get("validation")
+
+
+def _masking_units(
+    objective: ResolvedObjective,
+    data_args: PretrainingDataArguments,
+    tokenizer: PreTrainedTokenizerBase,
+    training_documents: datasets.Dataset | None,
+) -> MaskingUnits | None:
+    """The units of named-entity, noun-phrase and PMI masking (None for other schemes); None documents: streaming."""
+    return build_masking_units(
+        objective.masking,
+        tokenizer,
+        training_documents,
+        data_args.spacy_model,
+        data_args.pmi_vocabulary_size,
+        data_args.pmi_min_count,
+        data_args.preprocessing_num_workers,
+    )
 
 
 def _pair_objective(objective: ResolvedObjective) -> str:
@@ -549,6 +571,9 @@ def _prepared_settings(
         documents_per_group=data_args.documents_per_group,
         pack_documents=data_args.pack_documents if objective.input_format == "doc-sentences" else None,
         seed=training_args.seed,
+        masking_units=units_name(
+            objective.masking, data_args.spacy_model, data_args.pmi_vocabulary_size, data_args.pmi_min_count
+        ),
     )
 
 
@@ -571,6 +596,7 @@ def _streaming_data(
         )
     config = build_config(model_args, objective, tokenizer, data_args.max_seq_length)
     pair_objective = _pair_objective(objective)
+    units = _masking_units(objective, data_args, tokenizer, None)
     read_documents = functools.partial(
         iter_documents,
         train_files=data_args.train_file.split(",") if data_args.train_file else None,
@@ -588,6 +614,7 @@ def _streaming_data(
             pair_objective,
             training_args.seed,
             data_args.pack_documents,
+            units,
         ),
         documents_per_group=data_args.documents_per_group,
         shuffle_buffer_size=data_args.shuffle_buffer_size,
@@ -613,6 +640,7 @@ def _streaming_data(
             data_args.preprocessing_num_workers,
             data_args.documents_per_group,
             data_args.pack_documents,
+            units,
         )
     else:
         logger.info("Streaming mode evaluates only on --validation_file; none was given.")
