@@ -150,7 +150,7 @@ class DataCollatorForSpanMasking:
                 keys,
                 self.mlm_probability,
                 unit_share=None if self.masking == "pmi" else SPANBERT_UNIT_SHARE,
-            )
+            ).masked
         else:
             masked = span_mask(
                 word_starts(input_ids, maskable, self._word_start),

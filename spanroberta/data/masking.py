@@ -44,7 +44,8 @@ class Stream(IntEnum):
     RANDOM_TOKEN = 4
     BUDGET = 5
     TOKEN_SELECTION = 6
-    WORD_FILL = 7
+    UNIT_ORDER = 7
+    WORD_FILL_ORDER = 8
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -235,7 +236,6 @@ def span_mask(
     max_span_length: int = 10,
     document_ids: torch.Tensor | None = None,
     length_probabilities: torch.Tensor | None = None,
-    budget: torch.Tensor | None = None,
 ) -> SpanMask:
     """SpanBERT's span masking (section 3.1), vectorised over the batch.
 
@@ -249,15 +249,12 @@ def span_mask(
     `document_ids` (long [B, L], non-decreasing along a row) marks the documents of packed rows: a span is cut
     at the end of the document it starts in, so it never crosses into the next one.
 
-    `budget` (long [B]) replaces `masking_budget`'s token count per row (`unit_mask` splits it in parts).
-
     Instead of a loop over spans, every word gets the index of the first candidate span covering it; taking
     the words in (that index, position) order and keeping them while their cumulative token count stays
     within the budget gives the same mask as the sequential procedure.
     """
     batch_size = maskable.shape[0]
-    if budget is None:
-        budget = masking_budget(maskable, keys, mlm_probability)
+    budget = masking_budget(maskable, keys, mlm_probability)
     num_words = word_start.sum(1)
     max_words = int(num_words.max()) if batch_size else 0
     # Word index of each token; tokens outside words go to an extra bin, `max_words`, dropped afterwards.
@@ -350,6 +347,21 @@ def _words_within_budget(
 OUTSIDE_UNIT, UNIT_START, INSIDE_UNIT = 0, 1, 2
 
 
+@dataclass
+class UnitMask:
+    """The result of `unit_mask`.
+
+    masked: bool [B, L], the tokens to predict.
+    by_units: bool [B, L], those chosen in the units' part of the budget (the rest are the whole words that fill
+        it up). For statistics and tests.
+    budget: long [B], the row's budget (`masking_budget`).
+    """
+
+    masked: torch.Tensor
+    by_units: torch.Tensor
+    budget: torch.Tensor
+
+
 def unit_mask(
     word_start: torch.Tensor,
     maskable: torch.Tensor,
@@ -357,40 +369,64 @@ def unit_mask(
     keys: torch.Tensor,
     mlm_probability: float = 0.15,
     unit_share: float | None = 0.5,
-) -> torch.Tensor:
-    """Masking of linguistic units (named entities, noun phrases, PMI n-grams); returns bool [B, L].
+) -> UnitMask:
+    """Masking of linguistic units (named entities, noun phrases, PMI n-grams), vectorised over the batch.
 
     `unit_marks` (long [B, L]) marks each token OUTSIDE_UNIT, UNIT_START or INSIDE_UNIT; units lie on word
     boundaries. A unit is a UNIT_START token and the INSIDE_UNIT tokens after it; an INSIDE_UNIT token after a
     token outside any unit (a unit cut by a block boundary or a special token) starts what is left of its unit.
 
     unit_share=0.5, SpanBERT section 5.1 (Table 6, "Named Entities" and "Noun Phrases"): half of the masking
-        budget goes to whole units drawn uniformly at random, the other half to random whole words.
+        budget (`masking_budget`) goes to whole units, the other half to random whole words.
     unit_share=None, PMI-Masking (Levine et al. 2021, section 3 and their masking procedure): the units and the
-        words outside units are all units, drawn uniformly at random until the budget is reached.
-    In both, a unit that would pass its part of the budget is not masked (units are never split), and the rest
-    of the 15% budget is filled with random whole words, so the rate stays that of the other schemes.
+        words outside units are all units, drawn uniformly at random for the whole budget.
+    Units are drawn in a random order without replacement, and one that does not fit in what is left of its part
+    of the budget is passed over (`_first_fit`): units are never split, and the next ones that fit are taken.
+    Whatever the units leave of the budget goes to random whole words, so the rate is that of the other schemes.
     """
     budget = masking_budget(maskable, keys, mlm_probability)
     in_unit = maskable & (unit_marks != OUTSIDE_UNIT)
     previous_in_unit = F.pad(in_unit[:, :-1], (1, 0), value=False)
     starts_unit = in_unit & ((unit_marks == UNIT_START) | ~previous_in_unit)
-    # Each unit (or, for PMI, each word outside units) is one "word" of span_mask with spans of one word.
     if unit_share is None:
-        unit_maskable, unit_starts, unit_budget = maskable, starts_unit | (word_start & ~in_unit), budget
+        masked = _first_fit(starts_unit | (word_start & ~in_unit), maskable, keys, Stream.UNIT_ORDER, budget)
     else:
-        unit_maskable, unit_starts = in_unit, starts_unit
         unit_budget = torch.floor(unit_share * budget.double() + 0.5).long()
-    one_word = torch.ones(1, dtype=torch.float64)
-    masked = span_mask(
-        unit_starts, unit_maskable, keys, length_probabilities=one_word, budget=unit_budget
-    ).masked
-    fill_keys = mix32(keys ^ _STREAM_SALTS[Stream.WORD_FILL])
+        masked = _first_fit(starts_unit, in_unit, keys, Stream.UNIT_ORDER, unit_budget)
     remaining = maskable & ~masked
-    fill = span_mask(
-        word_start & remaining, remaining, fill_keys, length_probabilities=one_word, budget=budget - masked.sum(1)
-    ).masked
-    return masked | fill
+    fill = _first_fit(word_start & remaining, remaining, keys, Stream.WORD_FILL_ORDER, budget - masked.sum(1))
+    return UnitMask(masked=masked | fill, by_units=masked, budget=budget)
+
+
+def _first_fit(
+    starts: torch.Tensor, members: torch.Tensor, keys: torch.Tensor, stream: Stream, budget: torch.Tensor
+) -> torch.Tensor:
+    """Bool [B, L]: whole pieces (a `starts` token and the `members` tokens after it, up to the next start) taken
+    in a random order, each when it fits in what is left of `budget` [B] and passed over otherwise.
+
+    Rounds reproduce the sequential procedure: each takes, in order, the pieces that fit while their running total
+    fits; the first piece that does not fit is then too big for every later round, which goes on after it.
+    """
+    batch_size, length = members.shape
+    piece = torch.where(members, starts.cumsum(1) - 1, length)  # tokens outside pieces go to bin `length`
+    sizes = torch.zeros(batch_size, length + 1, dtype=torch.long).scatter_add_(1, piece, members.long())[:, :length]
+    # Random order: sort by (random bits, piece index), so ties cannot happen; pieces that do not exist sort last.
+    indices = torch.arange(length)
+    sort_keys = random_bits(keys, stream, indices) * length + indices
+    order = sort_keys.masked_fill(sizes == 0, torch.iinfo(torch.long).max).argsort(1)
+    sorted_sizes = sizes.gather(1, order)
+    taken = torch.zeros_like(sorted_sizes, dtype=torch.bool)
+    remaining = budget.clone()
+    while True:
+        fits = ~taken & (sorted_sizes > 0) & (sorted_sizes <= remaining[:, None])
+        take = fits & ((sorted_sizes * fits).cumsum(1) <= remaining[:, None])
+        if not bool(take.any()):
+            break
+        taken |= take
+        remaining -= (sorted_sizes * take).sum(1)
+    taken_pieces = torch.zeros(batch_size, length + 1, dtype=torch.bool)
+    taken_pieces[:, :length] = torch.zeros_like(taken).scatter(1, order, taken)
+    return members & taken_pieces.gather(1, piece)
 
 
 def token_mask(maskable: torch.Tensor, keys: torch.Tensor, mlm_probability: float = 0.15) -> torch.Tensor:
