@@ -24,7 +24,7 @@ import math
 import os
 import random
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
 
 import datasets
@@ -207,8 +207,15 @@ class PmiUnits(MaskingUnits):
         """The `vocabulary_size` best n-grams of the tokenized `sentences` (token id lists, one per line) seen at
         least `min_count` times, ranked by PMI_n per length and mixed in PMI_LENGTH_SHARES (section 3)."""
         word_table = word_start_table(tokenizer).numpy()
-        counts, positions = ngram_counts((_words(ids, word_table) for ids in sentences), min_count)
-        ngrams = pmi_vocabulary(counts, positions, vocabulary_size)
+        # Words are counted by number (one per distinct word), so the corpus takes a pointer a word in memory.
+        numbers: dict[Word, int] = {}
+        lines = [[numbers.setdefault(word, len(numbers)) for word in _words(ids, word_table)] for ids in sentences]
+        counts, positions = ngram_counts(lines, min_count)
+        words = list(numbers)
+        ngrams = {
+            tuple(words[number] for number in ngram): score
+            for ngram, score in pmi_vocabulary(counts, positions, vocabulary_size).items()
+        }
         candidates = sum(len(counts[n]) for n in PMI_NGRAM_LENGTHS)
         logger.info("PMI-Masking vocabulary: the best %d of %d n-grams seen %d+ times.", len(ngrams), candidates,
                     min_count)
@@ -251,15 +258,13 @@ def _words(ids: Sequence[int], word_table: np.ndarray) -> list[Word]:
     return [tuple(word.tolist()) for word in np.split(ids, np.flatnonzero(starts)[1:])]
 
 
-def ngram_counts(lines: Iterable[list[Word]], min_count: int) -> tuple[dict[int, Counter], dict[int, int]]:
+def ngram_counts(lines: list[list[Hashable]], min_count: int) -> tuple[dict[int, Counter], dict[int, int]]:
     """Counts of the word n-grams (n = 1..5) within lines, keeping those seen at least `min_count` times, and the
     number of n-gram positions per length (what a probability p(s) = count(s) / positions divides by).
 
     An n-gram is counted only when its first and last n-1 words are frequent (a-priori pruning: an n-gram is never
-    more frequent than its parts), so memory grows with the frequent n-grams, not with all n-grams. The lines are
-    held in memory for the five passes.
+    more frequent than its parts), so memory grows with the frequent n-grams, not with all n-grams.
     """
-    lines = list(lines)
     counts: dict[int, Counter] = {}
     positions: dict[int, int] = {}
     for n in range(1, max(PMI_NGRAM_LENGTHS) + 1):
@@ -275,13 +280,13 @@ def ngram_counts(lines: Iterable[list[Word]], min_count: int) -> tuple[dict[int,
     return counts, positions
 
 
-def pmi_n(ngram: tuple[Word, ...], counts: dict[int, Counter], positions: dict[int, int]) -> float:
+def pmi_n(ngram: tuple[Hashable, ...], counts: dict[int, Counter], positions: dict[int, int]) -> float:
     """Levine et al.'s PMI_n (section 3, equation 3): log p(w1..wn) / prod p(s) for the segmentation s of the
     n-gram into two or more contiguous parts that makes it smallest, i.e. the part-wise product that best explains
     the n-gram. (The lists AI21 released multiply in p(w1..wn) once more; this is the paper's measure.)"""
     n = len(ngram)
 
-    def log_p(part: tuple[Word, ...]) -> float:
+    def log_p(part: tuple[Hashable, ...]) -> float:
         return math.log(counts[len(part)][part] / positions[len(part)])
 
     best_parts = max(
@@ -294,7 +299,7 @@ def pmi_n(ngram: tuple[Word, ...], counts: dict[int, Counter], positions: dict[i
 
 def pmi_vocabulary(
     counts: dict[int, Counter], positions: dict[int, int], vocabulary_size: int
-) -> dict[tuple[Word, ...], float]:
+) -> dict[tuple[Hashable, ...], float]:
     """The masking vocabulary: per length n, the top PMI_LENGTH_SHARES[n] x `vocabulary_size` n-grams by PMI_n
     (fewer when the corpus has fewer frequent n-grams of that length), with their scores."""
     vocabulary = {}
