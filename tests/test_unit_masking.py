@@ -5,7 +5,10 @@ blank English pipeline with an entity ruler, and one whose morphologizer and par
 sentences. Their spans are poor linguistics but real `doc.ents` and `doc.noun_chunks`, which is what is tested.
 """
 
+import functools
+import itertools
 import math
+import pickle
 import sys
 from collections import Counter
 
@@ -17,12 +20,12 @@ from conftest import shared_data
 
 import run_pretraining
 from spanroberta.data.collator import DataCollatorForSpanMasking
-from spanroberta.data.formats import prepare_blocks
+from spanroberta.data.corpus import iter_documents, load_documents
+from spanroberta.data.formats import block_builder, prepare_blocks
 from spanroberta.data.masking import (
     INSIDE_UNIT,
     OUTSIDE_UNIT,
     UNIT_START,
-    masking_budget,
     row_keys,
     special_token_table,
     unit_mask,
@@ -36,6 +39,7 @@ from spanroberta.data.masking_units import (
     ngram_counts,
     pmi_n,
 )
+from spanroberta.data.streaming import StreamingBlocks
 from spanroberta.data.tokenizer import train_byte_level_bpe
 from spanroberta.errors import UserInputError
 
@@ -286,6 +290,23 @@ def test_spacy_errors_say_what_to_install(wiki_tokenizer, monkeypatch, tmp_path)
         build_masking_units("named-entity", wiki_tokenizer, None, spacy_model="en_core_web_sm")
 
 
+def test_streaming_gives_the_blocks_and_units_of_prepare_blocks(wiki_file, wiki_tokenizer, entity_pipeline):
+    units = build_masking_units("named-entity", wiki_tokenizer, None, str(entity_pipeline))
+    units = pickle.loads(pickle.dumps(units))  # as DataLoader workers and datasets' processes receive them
+    builder = block_builder(wiki_tokenizer, "doc-sentences", 512, units=units)
+    read = functools.partial(iter_documents, train_files=[str(wiki_file)])
+    stream = StreamingBlocks(read, wiki_tokenizer, builder, documents_per_group=1000, shuffle_buffer_size=8)
+    documents = load_documents(train_files=[str(wiki_file)])
+    expected = prepare_blocks(documents, wiki_tokenizer, "doc-sentences", 512, units=units)
+
+    def contents(row):
+        return tuple(row["input_ids"]), tuple(row[UNITS_COLUMN])
+
+    streamed = [contents(row) for row in itertools.islice(stream, len(expected))]
+    assert sorted(streamed) == sorted(contents(row) for row in expected)
+    assert sum(UNIT_START in marks for _, marks in streamed) > len(expected) // 2
+
+
 @pytest.mark.parametrize("scheme", ["named-entity", "noun-phrase", "pmi"])
 def test_pretraining_runs_with_unit_masking(wiki_file, entity_pipeline, noun_phrase_pipeline, tmp_path, scheme):
     model = {"named-entity": entity_pipeline, "noun-phrase": noun_phrase_pipeline}.get(scheme)
@@ -315,6 +336,7 @@ def test_pretraining_runs_with_unit_masking(wiki_file, entity_pipeline, noun_phr
     assert (prepared / "pmi_vocabulary.tsv").is_file() == (scheme == "pmi")
     # The folder's units are those of its scheme: asking another of it says so instead of masking wrong units.
     other = "pmi" if scheme != "pmi" else "named-entity"
-    again = arguments + ["--output_dir", str(tmp_path / "again"), "--masking", other, "--spacy_model", str(entity_pipeline)]
+    again = [*arguments, "--output_dir", str(tmp_path / "again"), "--masking", other]
+    again += ["--spacy_model", str(entity_pipeline)]
     with pytest.raises(SystemExit, match="masking_units: prepared with"):
         run_pretraining.main(again)

@@ -103,8 +103,10 @@ class MaskingUnits:
 class SpacyUnits(MaskingUnits):
     """Named entities or noun phrases found by a spaCy pipeline (SpanBERT section 5.1 used spaCy too).
 
-    The pipeline is loaded on first use in each process; what is pickled (for `datasets`' workers and cache
-    fingerprints) is its name, not the pipeline.
+    What is pickled (for `datasets`' and DataLoader workers, and `datasets`' cache fingerprints) is the pipeline's
+    name and what identifies it (its meta's name and version, its components, the spaCy version), not the
+    pipeline, which each process loads on first use. A pipeline folder changed in place under the same name and
+    version needs --overwrite_cache.
     """
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase, scheme: str, spacy_model: str) -> None:
@@ -112,6 +114,8 @@ class SpacyUnits(MaskingUnits):
         self.scheme, self.spacy_model = scheme, spacy_model
         self.name = units_name(scheme, spacy_model)
         self._nlp = load_spacy_pipeline(spacy_model, scheme)
+        meta = self._nlp.meta
+        self.pipeline_identity = (meta.get("name"), meta.get("version"), list(self._nlp.pipe_names), spacy_version())
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_nlp": None}
@@ -128,6 +132,12 @@ class SpacyUnits(MaskingUnits):
             spans = doc.ents if self.scheme == "named-entity" else _noun_chunks(doc, self.spacy_model)
             bounds = np.array([(s.start_char, s.end_char) for s in spans if s.text.strip()], dtype=np.int64)
             yield _overlapping_span(np.asarray(offsets, dtype=np.int64).reshape(-1, 2), bounds.reshape(-1, 2))
+
+
+def spacy_version() -> str:
+    import spacy
+
+    return spacy.__version__
 
 
 def _noun_chunks(doc, spacy_model: str) -> list:
