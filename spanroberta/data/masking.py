@@ -1,4 +1,5 @@
-"""Span, whole-word and token masking as pure, vectorised torch functions.
+"""Span, whole-word, token and unit (named entity, noun phrase, PMI n-gram) masking as pure, vectorised torch
+functions.
 
 Everything here works on token ids and per-row integer keys; no tokenizer object is touched in the hot path
 (the tokenizer is read once, into the bool tables built by `word_start_table` and `special_token_table`).

@@ -115,7 +115,7 @@ class SpacyUnits(MaskingUnits):
         self.name = units_name(scheme, spacy_model)
         self._nlp = load_spacy_pipeline(spacy_model, scheme)
         meta = self._nlp.meta
-        self.pipeline_identity = (meta.get("name"), meta.get("version"), list(self._nlp.pipe_names), spacy_version())
+        self.pipeline_identity = (meta.get("name"), meta.get("version"), list(self._nlp.pipe_names), _spacy_version())
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_nlp": None}
@@ -134,7 +134,7 @@ class SpacyUnits(MaskingUnits):
             yield _overlapping_span(np.asarray(offsets, dtype=np.int64).reshape(-1, 2), bounds.reshape(-1, 2))
 
 
-def spacy_version() -> str:
+def _spacy_version() -> str:
     import spacy
 
     return spacy.__version__
