@@ -152,9 +152,11 @@ def _noun_chunks(doc, spacy_model: str) -> list:
 
 def _overlapping_span(offsets: np.ndarray, spans: np.ndarray) -> np.ndarray:
     """For each token's [start, end) characters, the index of the (sorted, disjoint) span it overlaps, or -1."""
+    if not len(spans):
+        return np.full(len(offsets), -1)
     first_ending_after = np.searchsorted(spans[:, 1], offsets[:, 0], side="right")
     candidate = np.minimum(first_ending_after, len(spans) - 1)
-    overlaps = (first_ending_after < len(spans)) & (spans[candidate, 0] < offsets[:, 1]) if len(spans) else False
+    overlaps = (first_ending_after < len(spans)) & (spans[candidate, 0] < offsets[:, 1])
     return np.where(overlaps, candidate, -1)
 
 
@@ -201,9 +203,8 @@ class PmiUnits(MaskingUnits):
 
     def save(self, path: str | os.PathLike) -> None:
         """Writes the vocabulary, best first, one n-gram a line: its PMI_n, a tab, its text (for the record)."""
-        decode = self.tokenizer.decode
-        lines = [f"{score:.4f}\t{decode([i for word in ngram for i in word]).strip()}"
-                 for ngram, score in sorted(self.ngrams.items(), key=lambda item: -item[1])]
+        best_first = sorted(self.ngrams.items(), key=lambda item: -item[1])
+        lines = [f"{score:.4f}\t{self.tokenizer.decode(sum(ngram, ())).strip()}" for ngram, score in best_first]
         Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
     @classmethod
@@ -227,18 +228,19 @@ class PmiUnits(MaskingUnits):
             for ngram, score in pmi_vocabulary(counts, positions, vocabulary_size).items()
         }
         candidates = sum(len(counts[n]) for n in PMI_NGRAM_LENGTHS)
-        logger.info("PMI-Masking vocabulary: the best %d of %d n-grams seen %d+ times.", len(ngrams), candidates,
-                    min_count)
+        logger.info(
+            "PMI-Masking vocabulary: the best %d of %d n-grams seen %d+ times.", len(ngrams), candidates, min_count
+        )
         return cls(tokenizer, ngrams, units_name("pmi", None, vocabulary_size, min_count))
 
     def unit_index(self, lines: list[str], sentences: list[list[int]]) -> Iterable[np.ndarray]:
         for ids in sentences:
             words = _words(ids, self.word_table)
-            unit_of_word = np.full(len(words) + 1, -1, dtype=np.int64)
+            unit_of_word = np.full(len(words), -1, dtype=np.int64)
+            # The hash of a tuple of ints is the same in every process and run (unlike a string's).
             for number, (start, end) in enumerate(self._units(words, random.Random(hash(tuple(ids))))):
                 unit_of_word[start:end] = number
-            lengths = [len(word) for word in words]
-            yield np.repeat(unit_of_word[:-1], lengths)
+            yield np.repeat(unit_of_word, [len(word) for word in words])
 
     def _units(self, words: list[Word], rng: random.Random) -> list[tuple[int, int]]:
         """The [start, end) word ranges of the units of a line, in order, not overlapping."""
