@@ -1,8 +1,8 @@
 """Masked language modelling with SpanBERT's heads: MLM and the span boundary objective (SBO) at the prediction
 slots, and optionally BERT's NSP or ALBERT's SOP, on RoBERTa's encoder (`SpanRobertaForPreTraining`) or ALBERT's
-(`SpanAlbertForPreTraining`), or continuing a stock BERT, DistilBERT, ModernBERT or DeBERTa-v2/v3 checkpoint in its class
-(`models.modeling_any_encoder`; which path a checkpoint takes, and the check that all its weights loaded, are
-`training.checkpoint_loading`'s). The spanbert, roberta, bert and albert recipes train this objective."""
+(`SpanAlbertForPreTraining`), or continuing a stock BERT, DistilBERT, ModernBERT or DeBERTa-v2/v3 checkpoint in
+its own class (`models.modeling_any_encoder`; which path a checkpoint takes, and the check that all its weights
+loaded, are `training.checkpoint_loading`'s). The spanbert, roberta, bert and albert recipes train this objective."""
 
 from __future__ import annotations
 
