@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 from transformers import PreTrainedModel
-from transformers.masking_utils import create_bidirectional_mask
+from transformers.masking_utils import create_bidirectional_mask, create_bidirectional_sliding_window_mask
 
 # Attention implementations whose functions take a dense [batch, 1, queries, keys] mask.
 _DENSE_MASK_ATTENTION = ("sdpa", "eager")
@@ -55,10 +55,13 @@ def packed_attention_mask(
     attention_mask: torch.Tensor | None,
     position_ids: torch.Tensor,
     inputs_embeds: torch.Tensor | None = None,
+    per_attention_type: bool = False,
 ):
-    """The mask of packed rows [batch, length] for `encoder` (RoBERTa's, ALBERT's or ELECTRA's), in its configured
-    attention implementation's own form (see `packed_sequence_mask_function`); `attention_mask` (2D, 1 for real
-    tokens) marks the padding. The mask takes the dtype of `inputs_embeds`, else of the word embeddings."""
+    """The mask of packed rows [batch, length] for `encoder` (RoBERTa's, ALBERT's, ELECTRA's, or a continued stock
+    encoder's), in its configured attention implementation's own form (see `packed_sequence_mask_function`);
+    `attention_mask` (2D, 1 for real tokens) marks the padding. The mask takes the dtype of `inputs_embeds`, else of
+    the word embeddings. `per_attention_type`: one mask per layer type, as encoders that alternate full and
+    sliding-window attention (ModernBERT) take them."""
     config = encoder.config
     if is_flash_attention(config):
         raise ValueError(
@@ -70,12 +73,18 @@ def packed_attention_mask(
         # create_bidirectional_mask reads only the shape, dtype and device of the embeddings.
         inputs_embeds = encoder.get_input_embeddings().weight.new_empty((*position_ids.shape, 0))
     real = torch.ones_like(position_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
-    return create_bidirectional_mask(
-        config=config,
-        inputs_embeds=inputs_embeds,
-        attention_mask=None,
-        and_mask_function=packed_sequence_mask_function(packed_sequence_ids(position_ids), real),
-    )
+    mask_inputs = {
+        "config": config,
+        "inputs_embeds": inputs_embeds,
+        "attention_mask": None,
+        "and_mask_function": packed_sequence_mask_function(packed_sequence_ids(position_ids), real),
+    }
+    if per_attention_type:
+        return {
+            "full_attention": create_bidirectional_mask(**mask_inputs),
+            "sliding_attention": create_bidirectional_sliding_window_mask(**mask_inputs),
+        }
+    return create_bidirectional_mask(**mask_inputs)
 
 
 __all__ = [

@@ -96,7 +96,8 @@ class SpanPreTrainingMixin:
     - the encoder as its `base_model`, the MLM decoder as its output embeddings and `self.sbo_head`;
     - `_mlm_features(states)`: its MLM head's transform before the decoder;
     - `_sentence_logits(first_token_states)`: [batch, 1, H] -> [batch, 2], through its pooler;
-    - optionally a faster `_encode_at` (the default runs the whole encoder and reads it at the positions).
+    - optionally a faster `_encode_at` (the default runs the whole encoder and reads it at the positions), its own
+      `_encode` (how the encoder is called) or `_mlm_decoder` (default: the output embeddings).
 
     Each loss is summed over its targets and divided by their count in the whole accumulated batch when the trainer
     gives it (`loss_normalisers`), which makes gradient accumulation exact (see `conventions`).
@@ -170,7 +171,7 @@ class SpanPreTrainingMixin:
 
     def _encoder_output(self, encoder_inputs: dict, kwargs: dict) -> SpanRobertaForPreTrainingOutput:
         """Without labels, no predictions: the encoder's outputs alone (and the sentence head's, if any)."""
-        outputs = self.base_model(**encoder_inputs, return_dict=True, **kwargs)
+        outputs = self._encode(encoder_inputs, kwargs)
         result = SpanRobertaForPreTrainingOutput(hidden_states=outputs.hidden_states, attentions=outputs.attentions)
         if self._has_sentence_head():
             result.sentence_logits = self._sentence_logits(outputs.last_hidden_state[:, :1])
@@ -229,8 +230,17 @@ class SpanPreTrainingMixin:
     ) -> tuple[torch.Tensor, ModelOutput | None]:
         """The encoder's last hidden state at `positions` [batch, n] -> [batch, n, H], and the encoder's outputs
         when it was run whole. This runs the whole encoder; a model may override it with a faster path."""
-        outputs = self.base_model(**encoder_inputs, return_dict=True, **kwargs)
+        outputs = self._encode(encoder_inputs, kwargs)
         return gather(outputs.last_hidden_state, positions), outputs
+
+    def _encode(self, encoder_inputs: dict, kwargs: dict) -> ModelOutput:
+        """The encoder run whole on `encoder_inputs` (input_ids, attention_mask, token_type_ids, position_ids,
+        inputs_embeds)."""
+        return self.base_model(**encoder_inputs, return_dict=True, **kwargs)
+
+    def _mlm_decoder(self) -> nn.Module:
+        """The MLM head's decoder, from `_mlm_features` to vocabulary logits: the output embeddings."""
+        return self.get_output_embeddings()
 
     def _mlm_loss(
         self, states: torch.Tensor, labels: torch.Tensor, counts: tuple[torch.Tensor, torch.Tensor | int | None]
@@ -238,7 +248,7 @@ class SpanPreTrainingMixin:
         """MLM: [batch, slots, H] at the predicted positions, their labels [batch, slots] -> logits [batch, slots,
         vocab] and the loss, normalised by `counts` (this batch's targets, the accumulated batch's)."""
         features = self._mlm_features(states)
-        logits, total = decoder_cross_entropy(self.config, features, self.get_output_embeddings(), labels)
+        logits, total = decoder_cross_entropy(self.config, features, self._mlm_decoder(), labels)
         return logits, normalised_loss(total, *counts)
 
     def _sbo_loss(

@@ -20,6 +20,7 @@ from ..errors import UserInputError
 from ..models.configuration_spanroberta import first_position_id
 from ..objectives import PretrainingObjective, ResolvedRecipe, get_objective, resolve_recipe
 from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
+from .checkpoint_loading import without_packing_where_unsupported
 from .checkpoints import resume_checkpoint
 from .cli import apply_defaults
 from .model_card import write_model_card
@@ -84,6 +85,8 @@ def run_pretraining(
     recipe = resolve_recipe(model_args, data_args)
     objective = get_objective(recipe.objective)
     logger.info("Recipe: %s", recipe)
+    # DeBERTa-v2 cannot keep a packed row's sequences apart: its doc-sentences rows hold one block each.
+    data_args = without_packing_where_unsupported(model_args, data_args, recipe.input_format)
 
     # Tokenizer, model config and blocks. The main process reads (or prepares) the data first; the others then
     # find it in the cache or on disk. The config is built, and checked, before any block is made.
