@@ -146,3 +146,13 @@ def finish_processes() -> None:
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()
+
+
+def drop_unused_weight_conversions(model: torch.nn.Module) -> None:
+    """Keeps, of the weight renamings transformers recorded while loading `model`, those that matched a weight.
+    Under DeepSpeed ZeRO-3, transformers 5.23's loader records all of them, legacy ones included, and the save
+    reverts them: LayerNorm.weight and .bias would be written as LayerNorm.gamma and .beta, a checkpoint that
+    transformers reloads but that no other reader of the model's weights names as the model does."""
+    conversions = getattr(model, "_weight_conversions", None)
+    if conversions:
+        model._weight_conversions = [conversion for conversion in conversions if conversion.was_used()]

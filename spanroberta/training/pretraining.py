@@ -45,6 +45,7 @@ from ..models.modeling_electra_pretraining import GENERATOR_FOLDER
 from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from .checkpoints import resume_checkpoint
 from .cli import apply_defaults
+from .distributed import drop_unused_weight_conversions
 from .electra import apply_electra_defaults, build_electra_config, build_electra_model
 from .optimizers import trainer_optimizer
 from .recipes import get_model_size, get_recipe
@@ -303,6 +304,7 @@ def build_model(
             model_args.model_name_or_path, config=config, cache_dir=model_args.cache_dir,
             revision=model_args.model_revision, token=model_args.token,
         )
+        drop_unused_weight_conversions(model)
     else:
         model = AutoModelForPreTraining.from_config(config)
     if len(tokenizer) > model.config.vocab_size:
