@@ -59,7 +59,8 @@ def check_process_world(args: TrainingArguments) -> None:
         f"{args.world_size}: no GPU is visible ({_device_note()}), so each process would train alone on all the data "
         "and write into the same --output_dir. To train on several CPU processes, launch with the CPU config and "
         "add --use_cpu true to the script's flags: `accelerate launch --config_file configs/accelerate/cpu.yaml "
-        f"--num_processes {launched} {script} --use_cpu true ...` (DeepSpeed configs: not --use_cpu, but DS_ACCELERATOR=cpu). "
+        f"--num_processes {launched} {script} --use_cpu true ...` (DeepSpeed configs: not --use_cpu, but "
+        "DS_ACCELERATOR=cpu). "
         "To train on GPUs, make them visible to every process (CUDA_VISIBLE_DEVICES, `nvidia-smi`)."
     )
 
@@ -119,7 +120,8 @@ def _adopt_deepspeed_cpu_group(args: TrainingArguments, launched: int) -> bool:
     config = args.hf_deepspeed_config.config if getattr(args, "hf_deepspeed_config", None) else {}
     if "train_batch_size" in config:
         # Filled in with a world of one when the arguments were parsed.
-        config["train_batch_size"] = args.world_size * args.per_device_train_batch_size * args.gradient_accumulation_steps
+        per_process = args.per_device_train_batch_size * args.gradient_accumulation_steps
+        config["train_batch_size"] = args.world_size * per_process
     logger.info("DeepSpeed on %d CPU processes (%s): the Trainer uses DeepSpeed's process group.", launched,
                 state.backend)  # fmt: skip
     return True
