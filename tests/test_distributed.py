@@ -211,8 +211,16 @@ def ddp_run(engine_args, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def zero2_run(engine_args, tmp_path_factory):
-    return engine_run("zero2", engine_args, tmp_path_factory)
+def zero_runs(engine_args, tmp_path_factory):
+    """ZeRO-2's and ZeRO-3's runs, each made once, when a test first asks for it."""
+    runs = {}
+
+    def run(stage):
+        if stage not in runs:
+            runs[stage] = engine_run(stage, engine_args, tmp_path_factory)
+        return runs[stage]
+
+    return run
 
 
 def losses(output_dir):
@@ -236,9 +244,8 @@ def loaded_weights(output_dir):
 
 @NEEDS_DEEPSPEED
 @pytest.mark.parametrize("stage", ["zero2", "zero3"])
-def test_deepspeed_trains_two_data_parallel_processes_like_ddp(stage, engine_args, ddp_run, zero2_run,
-                                                                tmp_path_factory):  # fmt: skip
-    output_dir, per_rank = zero2_run if stage == "zero2" else engine_run(stage, engine_args, tmp_path_factory)
+def test_deepspeed_trains_two_data_parallel_processes_like_ddp(stage, ddp_run, zero_runs):
+    output_dir, per_rank = zero_runs(stage)
     assert_like_ddp(output_dir, per_rank, ddp_run[0])
 
 
@@ -269,14 +276,17 @@ def assert_same_weights(resumed_dir, uninterrupted_dir):
 
 
 @NEEDS_DEEPSPEED
-def test_zero2_resumed_from_a_mid_run_checkpoint_ends_with_the_uninterrupted_weights(zero2_run, engine_args, tmp_path):
-    uninterrupted, _ = zero2_run
+@pytest.mark.parametrize("stage", ["zero2", "zero3"])
+def test_deepspeed_resumed_from_a_mid_run_checkpoint_ends_with_the_uninterrupted_weights(
+    stage, zero_runs, engine_args, tmp_path
+):
+    uninterrupted, _ = zero_runs(stage)
     # What a run killed between the saves of steps 1 and 2 leaves: checkpoint-1 (with DeepSpeed's global_step1/).
     killed = tmp_path / "out"
     killed.mkdir()
     shutil.copytree(uninterrupted / "checkpoint-1", killed / "checkpoint-1")
     assert any(path.name.startswith("global_step") for path in (killed / "checkpoint-1").iterdir())
-    launch("deepspeed_zero2.yaml", [*engine_args, "--output_dir", str(killed), "--resume_from_checkpoint", "true"],
+    launch(f"deepspeed_{stage}.yaml", [*engine_args, "--output_dir", str(killed), "--resume_from_checkpoint", "true"],
            tmp_path)  # fmt: skip
     assert_same_weights(killed, uninterrupted)
 

@@ -55,18 +55,17 @@ def check_process_world(args: TrainingArguments) -> None:
         return
     script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0].endswith(".py") else "run_pretraining.py"
     raise UserInputError(
-        f"The launcher started {launched} processes (WORLD_SIZE={launched}), but this one sees a world of "
-        f"{args.world_size}: no GPU is visible ({_device_note()}), so each process would train alone on all the data "
-        "and write into the same --output_dir. To train on several CPU processes, launch with the CPU config and "
-        "add --use_cpu true to the script's flags: `accelerate launch --config_file configs/accelerate/cpu.yaml "
-        f"--num_processes {launched} {script} --use_cpu true ...` (DeepSpeed configs: not --use_cpu, but "
-        "DS_ACCELERATOR=cpu). "
-        "To train on GPUs, make them visible to every process (CUDA_VISIBLE_DEVICES, `nvidia-smi`)."
+        f"The launcher started {launched} processes, but this one sees a world of {args.world_size} "
+        f"({_device_note()}), so each process would train alone on all the data and write into the same "
+        "--output_dir. To train on several CPU processes, launch with the CPU config and add --use_cpu true to the "
+        f"script's flags: `accelerate launch --config_file configs/accelerate/cpu.yaml --num_processes {launched} "
+        f"{script} --use_cpu true ...` (DeepSpeed configs: not --use_cpu, but DS_ACCELERATOR=cpu). To train on GPUs, "
+        "make them visible to every process (CUDA_VISIBLE_DEVICES, `nvidia-smi`)."
     )
 
 
 def _engine_requested(args: TrainingArguments) -> str | None:
-    """"DeepSpeed" or "FSDP" when the run asks for one (by flag, or by `accelerate launch` with such a config)."""
+    """The engine the run asks for, by flag or by `accelerate launch` with its config: DeepSpeed, FSDP or None."""
     if args.deepspeed or os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true":
         return "DeepSpeed"
     if args.fsdp or os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true":
@@ -94,8 +93,8 @@ def _check_engine_runs_on_cpu(args: TrainingArguments) -> None:
 
 def _device_note() -> str:
     if torch.cuda.is_available():
-        return f"torch sees {torch.cuda.device_count()} GPU(s), but the run was set to use none"
-    return f"torch.cuda.is_available() is False, CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}"
+        return f"torch sees {torch.cuda.device_count()} GPU(s), but no process group was set up"
+    return f"no GPU is visible: CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}"
 
 
 def _adopt_deepspeed_cpu_group(args: TrainingArguments, launched: int) -> bool:
