@@ -8,12 +8,12 @@ PY := $(VENV)/bin/python
 
 .PHONY: setup demo test clean
 
+# DeepSpeed's setup imports torch, so it is installed after torch, without build isolation; no ops are compiled
+# ahead (DS_BUILD_OPS=0), which is how it installs without CUDA (the tests run it on CPU processes).
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
-	# DeepSpeed's setup imports torch, so it comes after it, without build isolation; no ops are compiled ahead
-	# (DS_BUILD_OPS=0), which is how it installs without CUDA (the tests run it on CPU processes).
 	DS_BUILD_OPS=0 $(PY) -m pip install --quiet --no-build-isolation deepspeed==$(DEEPSPEED_VERSION)
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $@
