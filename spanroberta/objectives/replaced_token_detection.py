@@ -20,10 +20,10 @@ from ..models.modeling_electra_pretraining import (
     generator_config,
 )
 from ..models.conventions import IGNORE_INDEX
-from ..training.checkpoint_loading import check_loading_report
 from ..training.cli import apply_defaults
 from ..training.recipes import ELECTRA_SIZES
-from .base import PretrainingObjective, ResolvedRecipe, accumulate_classification, hub_kwargs, zero_sums
+from ..training.checkpoint_loading import check_loading_report, hub_kwargs
+from .base import PretrainingObjective, ResolvedRecipe, accumulate_classification, zero_sums
 
 # Sums over the real tokens of the evaluation set; the generator's MLM sums are the masked-LM objective's.
 DETECTION_SUMS = ("rtd_loss", "rtd_correct", "rtd_count", "rtd_true_positive", "rtd_predicted", "rtd_replaced")

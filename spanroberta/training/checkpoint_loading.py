@@ -53,7 +53,8 @@ OBJECTIVE_HEADS = {
 MISSING_NAMES_SHOWN = 5
 
 
-def hub_kwargs(model_args: Any) -> dict:
+def hub_kwargs(model_args: Any) -> dict[str, Any]:
+    """The Hub settings of a run's model arguments, for `from_pretrained`."""
     return {"cache_dir": model_args.cache_dir, "revision": model_args.model_revision, "token": model_args.token}
 
 

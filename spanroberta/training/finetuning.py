@@ -14,6 +14,7 @@ from transformers import AutoConfig, AutoTokenizer, PreTrainedModel, PreTrainedT
 from ..errors import UserInputError
 from ..models.conventions import returns_mean_loss
 from .checkpoints import resume_checkpoint
+from .distributed import drop_unused_weight_conversions
 from .validation import check_range, check_run, require_output_dir
 
 
@@ -102,6 +103,7 @@ def load_model(model_args: ModelArguments, auto_class: type, config: Any) -> Pre
         model_args.model_name_or_path, config=config, ignore_mismatched_sizes=model_args.ignore_mismatched_sizes,
         **_hub_kwargs(model_args),
     )
+    drop_unused_weight_conversions(model)
     # Any checkpoint's task head, stock transformers' too, returns a plain mean (models/conventions.py).
     return returns_mean_loss(model)
 

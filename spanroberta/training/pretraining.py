@@ -23,6 +23,7 @@ from .arguments import PretrainingArguments, PretrainingDataArguments, Pretraini
 from .checkpoint_loading import without_packing_where_unsupported
 from .checkpoints import resume_checkpoint
 from .cli import apply_defaults
+from .distributed import drop_unused_weight_conversions
 from .model_card import write_model_card
 from .optimizers import trainer_optimizer
 from .recipes import get_recipe
@@ -104,6 +105,7 @@ def run_pretraining(
 
     # The model: from the checkpoint, or freshly initialised.
     model = objective.build_model(model_args, data.config, data.tokenizer)
+    drop_unused_weight_conversions(model)
 
     # Masking, laid out in the objective's prediction slots.
     collator = _span_masking_collator(data.tokenizer, model.config, recipe, objective, data_args, training_args)
