@@ -20,6 +20,7 @@ from spanroberta.data import masking
 from spanroberta.data.collator import DataCollatorForSpanMasking
 from spanroberta.data.formats import block_builder, pack_sequences, tokenize_texts
 from spanroberta.data.tokenizer import train_byte_level_bpe
+from spanroberta.models import packing
 
 VOCAB = 90
 ROWS = [[7, 5, 9], [12, 8], [4, 6, 5, 4]]  # sequence lengths; rows of 24 tokens, two with trailing padding
@@ -135,6 +136,17 @@ def varlen_attention(module, query, key, value, attention_mask, position_ids=Non
     sequence = starts.cumsum(0)
     mask = (sequence[:, None] == sequence[None, :])[None, None]
     return sdpa_attention_forward(module, query, key, value, mask, **kwargs)
+
+
+@pytest.mark.parametrize("implementation", ["flash_attention_2", "flash_attention_3", "kernels-community/flash-attn"])
+def test_the_packed_mask_refuses_flash_attention_which_takes_no_mask(implementation):
+    """ALBERT's and ELECTRA's encoders isolate packed rows by a mask only; RoBERTa's flattens the batch instead."""
+    from types import SimpleNamespace
+
+    encoder = SimpleNamespace(config=SimpleNamespace(_attn_implementation=implementation))
+    assert packing.is_flash_attention(encoder.config) and not packing.takes_dense_mask(encoder.config)
+    with pytest.raises(ValueError, match="sdpa, eager or flex_attention"):
+        packing.packed_attention_mask(encoder, None, torch.arange(4)[None])
 
 
 @pytest.fixture

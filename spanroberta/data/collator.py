@@ -15,13 +15,11 @@ import torch.nn.functional as F
 from transformers import PreTrainedTokenizerBase
 
 from spanroberta.data.masking import (
-    IGNORE_INDEX,
     mix32,
     ngram_length_probabilities,
     random_token_ids,
     replace_masked_tokens,
     row_keys,
-    sbo_targets,
     span_length_probabilities,
     span_mask,
     special_token_table,
@@ -31,13 +29,14 @@ from spanroberta.data.masking import (
     word_starts,
 )
 from spanroberta.data.masking_units import UNIT_SCHEMES, UNITS_COLUMN
+from spanroberta.models.configuration_spanroberta import SENTENCE_LABELS, SpanRobertaConfig, first_position_id
+from spanroberta.models.spans import in_slots, prediction_slots, sbo_targets
 
 MASKING_SCHEMES = ("span", "word", "token", "ngram", *UNIT_SCHEMES)
 # ALBERT section 4.1: n-grams of at most 3 words.
 MAX_NGRAM_LENGTH = 3
 # SpanBERT section 5.1: "at 50% of the time" named entities (noun phrases), random whole words otherwise.
 SPANBERT_UNIT_SHARE = 0.5
-_SEQUENCE_LABELS = ("next_sentence_label", "sentence_order_label")
 
 
 @dataclass
@@ -56,7 +55,7 @@ class DataCollatorForSpanMasking:
       `mlm_positions` (the positions predicted, in increasing order) and `labels` (their original ids), both
       -100 in unused slots. Fixed shapes let a compiled training step run without host synchronisation;
     - when `return_sbo_targets`, per slot, `sbo_left_positions`, `sbo_right_positions` and
-      `sbo_relative_positions` (see `masking.sbo_targets`), -100 in slots that are not SBO targets;
+      `sbo_relative_positions` (see `models/spans.py`'s `sbo_targets`), -100 in slots that are not SBO targets;
     - `token_type_ids` (padded with 0), `next_sentence_label` and `sentence_order_label` when the examples
       carry them.
 
@@ -110,8 +109,8 @@ class DataCollatorForSpanMasking:
         if self.tokenizer.pad_token_id is None:
             raise ValueError(f"{name} has no pad token, which padding the batch needs.")
         if self.first_position_id is None:
-            # RoBERTa numbers positions from padding_idx + 1 (modeling_roberta's create_position_ids_from_input_ids).
-            self.first_position_id = self.tokenizer.pad_token_id + 1
+            # Without the model's config, positions are numbered as spanroberta's own model numbers them.
+            self.first_position_id = first_position_id(SpanRobertaConfig(pad_token_id=self.tokenizer.pad_token_id))
 
         self._special = special_token_table(self.tokenizer)
         self._replacement_ids = random_token_ids(self._special)
@@ -175,14 +174,14 @@ class DataCollatorForSpanMasking:
         batch = {"input_ids": inputs, "attention_mask": attention_mask}
         if document_ids is not None:
             batch["position_ids"] = _restarting_positions(document_ids, self.first_position_id)
-        batch["mlm_positions"] = _in_slots(torch.arange(masked.shape[1]).expand_as(masked), slots)
-        batch["labels"] = _in_slots(labels, slots)
+        batch["mlm_positions"] = in_slots(torch.arange(masked.shape[1]).expand_as(masked), slots)
+        batch["labels"] = in_slots(labels, slots)
         if self.return_sbo_targets:
             dense = sbo_targets(masked, attention_mask, self.max_span_targets, document_ids)
-            batch.update({name: _in_slots(value, slots) for name, value in dense.items()})
+            batch.update({name: in_slots(value, slots) for name, value in dense.items()})
         if "token_type_ids" in examples[0]:
             batch["token_type_ids"] = self._pad([e["token_type_ids"] for e in examples], 0)[0]
-        for name in _SEQUENCE_LABELS:
+        for name in SENTENCE_LABELS.values():
             if name in examples[0]:
                 batch[name] = torch.tensor([int(e[name]) for e in examples], dtype=torch.long)
         return batch
@@ -206,9 +205,7 @@ class DataCollatorForSpanMasking:
                 f"example {i} of the batch (example_index={examples[i].get('example_index')}) has {int(counts[i])} "
                 f"masked tokens, more than max_predictions_per_seq={num_slots}; raise it."
             )
-        order = torch.argsort((~masked).to(torch.uint8), dim=1, stable=True)[:, :num_slots]
-        order = F.pad(order, (0, num_slots - order.shape[1]), value=-1)
-        return order.masked_fill(torch.arange(num_slots) >= counts[:, None], -1)
+        return prediction_slots(masked, num_slots)
 
     def _unit_marks(self, examples: list[Mapping[str, Any]]) -> torch.Tensor:
         """Long [batch, length]: the unit marks of the examples' tokens (0, outside any unit, on padding)."""
@@ -287,11 +284,6 @@ class DataCollatorForSpanMasking:
         worker = torch.utils.data.get_worker_info()
         # DataLoader workers each hold a copy of the generator in the same state: tell their draws apart.
         return keys if worker is None else mix32(keys ^ worker.id)
-
-
-def _in_slots(dense: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
-    """The values of `dense` [batch, length] at the prediction slots [batch, slots], -100 in unused slots."""
-    return dense.gather(1, slots.clamp(min=0)).masked_fill(slots < 0, IGNORE_INDEX)
 
 
 def _restarting_positions(document_ids: torch.Tensor, first_position_id: int) -> torch.Tensor:

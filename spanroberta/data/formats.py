@@ -40,11 +40,11 @@ import datasets
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
+from ..models.configuration_spanroberta import SENTENCE_LABELS
 from .masking_units import UNITS_COLUMN, MaskingUnits, split_unit_marks
 
 INPUT_FORMATS: tuple[str, ...] = ("full-sentences", "doc-sentences", "segment-pair", "sentence-pair")
 PAIR_FORMATS: tuple[str, ...] = ("segment-pair", "sentence-pair")
-PAIR_OBJECTIVES: dict[str, str] = {"nsp": "next_sentence_label", "sop": "sentence_order_label"}
 
 # A document is a list of sentences, a sentence a list of token ids.
 Document = list[list[int]]
@@ -224,7 +224,7 @@ class BlockBuilder:
             rng,
             self.budget,
             one_sentence=self.input_format == "sentence-pair",
-            sentence_order=self.label_name == "sentence_order_label",
+            sentence_order=self.label_name == SENTENCE_LABELS["sop"],
         )
         return [{**self.layout.encode(a, b), self.label_name: label} for a, b, label in pairs]
 
@@ -245,9 +245,9 @@ def block_builder(
     """
     if input_format not in INPUT_FORMATS:
         raise ValueError(f"Unknown input_format {input_format!r}: expected one of {', '.join(INPUT_FORMATS)}.")
-    if pair_objective not in PAIR_OBJECTIVES:
+    if pair_objective not in SENTENCE_LABELS:
         raise ValueError(
-            f"Unknown pair_objective {pair_objective!r}: expected one of {', '.join(PAIR_OBJECTIVES)}."
+            f"Unknown pair_objective {pair_objective!r}: expected one of {', '.join(SENTENCE_LABELS)}."
         )
     is_pair = input_format in PAIR_FORMATS
     layout = SpecialTokenLayout.of(tokenizer, pair=is_pair)
@@ -266,7 +266,7 @@ def block_builder(
         layout=layout,
         budget=max_seq_length - layout.num_special_tokens,
         separator=tokenizer.sep_token_id,
-        label_name=PAIR_OBJECTIVES[pair_objective] if is_pair else None,
+        label_name=SENTENCE_LABELS[pair_objective] if is_pair else None,
         seed=seed,
         pack_documents=pack_documents,
         units=units,

@@ -27,7 +27,8 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedTokenizerBase
 
-IGNORE_INDEX = -100
+from ..models.conventions import IGNORE_INDEX
+from ..models.spans import run_starts, sbo_targets  # noqa: F401  (sbo_targets: part of masking's interface)
 
 _MASK32 = 0xFFFFFFFF
 _GOLDEN = 0x9E3779B9  # 2**32 / golden ratio: consecutive positions land far apart before hashing
@@ -443,15 +444,7 @@ def token_mask(maskable: torch.Tensor, keys: torch.Tensor, mlm_probability: floa
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Replacing the masked tokens, and the span boundary objective's targets
-
-
-def run_starts(masked: torch.Tensor) -> torch.Tensor:
-    """Long [B, L]: for each masked token, the position of the first token of its run (a maximal stretch of
-    masked tokens, i.e. a merged span); meaningless at unmasked positions."""
-    positions = torch.arange(masked.shape[1]).expand_as(masked)
-    is_start = masked & ~F.pad(masked[:, :-1], (1, 0), value=False)
-    return torch.where(is_start, positions, 0).cummax(1).values
+# Replacing the masked tokens (the span boundary objective's targets are models/spans.py's sbo_targets)
 
 
 def replace_masked_tokens(
@@ -482,39 +475,3 @@ def replace_masked_tokens(
     inputs = torch.where(to_random, random_ids, inputs)
     labels = input_ids.masked_fill(~masked, IGNORE_INDEX)
     return inputs, labels
-
-
-def sbo_targets(
-    masked: torch.Tensor,
-    attention_mask: torch.Tensor | None = None,
-    max_span_targets: int = 15,
-    document_ids: torch.Tensor | None = None,
-) -> dict[str, torch.Tensor]:
-    """The span boundary objective's targets (SpanBERT section 3.2), one run of masked tokens at a time.
-
-    For each token i of a run s..e: `sbo_left_positions` = s-1, `sbo_right_positions` = e+1 and
-    `sbo_relative_positions` = i-s (0-based; the paper's p_{i-s+1}). All three are -100 where a token is not
-    an SBO target: unmasked tokens, tokens with i-s >= max_span_targets (they stay MLM targets; SpanBERT's code
-    truncates pair targets the same way), and whole runs whose s-1 or e+1 is not a real token of the row
-    (before its start, past its end, or padding) or, in packed rows (`document_ids`, as for `span_mask`), not a
-    token of the run's own document.
-    """
-    batch_size, length = masked.shape
-    positions = torch.arange(length).expand_as(masked)
-    inside_row = torch.ones_like(masked) if attention_mask is None else attention_mask.bool()
-    start = run_starts(masked)
-    is_end = masked & ~F.pad(masked[:, 1:], (0, 1), value=False)
-    end = torch.where(is_end, positions, length).flip(1).cummin(1).values.flip(1)
-
-    left, right, relative = start - 1, end + 1, positions - start
-    left_ok = (left >= 0) & inside_row.gather(1, left.clamp(min=0))
-    right_ok = (right < length) & inside_row.gather(1, right.clamp(max=max(length - 1, 0)))
-    if document_ids is not None:
-        left_ok &= document_ids.gather(1, left.clamp(min=0)) == document_ids
-        right_ok &= document_ids.gather(1, right.clamp(max=max(length - 1, 0))) == document_ids
-    is_target = masked & left_ok & right_ok & (relative < max_span_targets)
-    return {
-        "sbo_left_positions": left.masked_fill(~is_target, IGNORE_INDEX),
-        "sbo_right_positions": right.masked_fill(~is_target, IGNORE_INDEX),
-        "sbo_relative_positions": relative.masked_fill(~is_target, IGNORE_INDEX),
-    }

@@ -16,7 +16,7 @@ spanroberta needed) and the SBO head beside it in `SBO_HEAD_FILE`, which stock l
 continuation loads back (`load_sbo_head`). The SBO decoder is tied to the word embeddings and is not stored.
 
 Positions stay the family's own: BERT's, DistilBERT's and DeBERTa's absolute positions and ModernBERT's rotary ones
-start at 0, so the collator's `first_position_id` is 0 for them (their configs name none).
+start at 0, so `first_position_id(config)`, and with it the collator, answers 0 for them.
 """
 
 from __future__ import annotations
@@ -31,11 +31,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import PretrainedConfig, PreTrainedModel
-from transformers.masking_utils import create_bidirectional_mask, create_bidirectional_sliding_window_mask
 from transformers.modeling_outputs import ModelOutput
 
-from .modeling_spanroberta import packed_sequence_ids, packed_sequence_mask_function
-from .pretraining_heads import SpanBoundaryHead, SpanPreTrainingMixin, gather
+from .packing import packed_attention_mask
+from .pretraining_heads import SpanBoundaryHead, SpanPreTrainingMixin
 
 SBO_HEAD_FILE = "sbo_head.safetensors"
 SBO_PREFIX = "sbo_head."
@@ -205,33 +204,15 @@ class EncoderSpanPreTrainingMixin(SpanPreTrainingMixin):
             inputs["attention_mask"] = self._packed_attention_mask(inputs.get("attention_mask"), inputs["position_ids"])
         return self.base_model(**inputs, return_dict=True, **kwargs)
 
-    def _states_at(
-        self, encoder_inputs: dict, positions: torch.Tensor, kwargs: dict
-    ) -> tuple[torch.Tensor, ModelOutput | None]:
-        outputs = self._encode(encoder_inputs, kwargs)
-        return gather(outputs.last_hidden_state, positions), outputs
-
     def _packed_attention_mask(self, attention_mask: torch.Tensor | None, position_ids: torch.Tensor):
         packing = self.family.packing
-        if packing is None or "flash" in (self.config._attn_implementation or ""):
+        if packing is None:
             raise ValueError(
-                f"Packed rows (position_ids) cannot be kept apart in {self.config.model_type} with "
-                f"{self.config._attn_implementation} attention; give one sequence per row."
+                f"Packed rows (position_ids) cannot be kept apart in {self.config.model_type}; give one sequence "
+                "per row."
             )
-        real = torch.ones_like(position_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
-        mask_inputs = {
-            "config": self.config,
-            # The mask functions read only the shape, dtype and device of the embeddings.
-            "inputs_embeds": self.get_input_embeddings().weight.new_empty((*position_ids.shape, 0)),
-            "attention_mask": None,
-            "and_mask_function": packed_sequence_mask_function(packed_sequence_ids(position_ids), real),
-        }
-        if packing == "mask_per_attention_type":
-            return {
-                "full_attention": create_bidirectional_mask(**mask_inputs),
-                "sliding_attention": create_bidirectional_sliding_window_mask(**mask_inputs),
-            }
-        return create_bidirectional_mask(**mask_inputs)
+        per_attention_type = packing == "mask_per_attention_type"
+        return packed_attention_mask(self, attention_mask, position_ids, per_attention_type=per_attention_type)
 
     # Saving and loading: the stock checkpoint, and the SBO head beside it.
 

@@ -19,9 +19,9 @@ from transformers import (
 
 from ..errors import UserInputError
 from ..models.configuration_span_albert import SpanAlbertConfig
-from ..models.configuration_spanroberta import SpanRobertaConfig
+from ..models.configuration_spanroberta import SENTENCE_LABELS, SpanRobertaConfig
+from ..models.conventions import IGNORE_INDEX
 from ..models.modeling_any_encoder import ENCODER_FAMILIES
-from ..models.pretraining_heads import IGNORE_INDEX
 from ..training.checkpoint_loading import (
     any_encoder_config,
     checkpoint_encoder,
@@ -109,7 +109,7 @@ class MaskedLanguageModeling(PretrainingObjective):
         if outputs.sbo_logits is not None:
             is_target = inputs["sbo_relative_positions"] != IGNORE_INDEX
             accumulate_classification(sums, "sbo", outputs.sbo_logits[is_target], labels[is_target])
-        sentence_label_name = _SENTENCE_LABELS.get(config.sentence_objective)
+        sentence_label_name = SENTENCE_LABELS.get(config.sentence_objective)
         if sentence_label_name in inputs:
             sentence_labels = inputs[sentence_label_name].view(-1)
             labelled = sentence_labels != IGNORE_INDEX
@@ -154,9 +154,6 @@ class MaskedLanguageModeling(PretrainingObjective):
             f"{_ENCODER_NOTES[type(config).model_type]} With spanroberta installed, `import spanroberta` and use the Auto "
             "classes;\nwithout it, pass `trust_remote_code=True`."
         )
-
-
-_SENTENCE_LABELS = {"nsp": "next_sentence_label", "sop": "sentence_order_label"}
 
 
 def _check_checkpoint_encoder_settings(config: PretrainedConfig, encoder_settings: dict) -> None:

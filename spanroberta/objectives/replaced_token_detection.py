@@ -19,7 +19,7 @@ from ..models.modeling_electra_pretraining import (
     ElectraForReplacedTokenDetection,
     generator_config,
 )
-from ..models.pretraining_heads import IGNORE_INDEX
+from ..models.conventions import IGNORE_INDEX
 from ..training.cli import apply_defaults
 from ..training.recipes import ELECTRA_SIZES
 from ..training.checkpoint_loading import check_loading_report, hub_kwargs

@@ -12,6 +12,7 @@ import datasets
 from transformers import AutoConfig, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainingArguments
 
 from ..errors import UserInputError
+from ..models.conventions import returns_mean_loss
 from .checkpoints import resume_checkpoint
 from .distributed import drop_unused_weight_conversions
 from .validation import check_range, check_run, require_output_dir
@@ -103,11 +104,8 @@ def load_model(model_args: ModelArguments, auto_class: type, config: Any) -> Pre
         **_hub_kwargs(model_args),
     )
     drop_unused_weight_conversions(model)
-    # The task heads take **kwargs, so transformers 5's Trainer believes they normalise their loss by
-    # `num_items_in_batch` and stops dividing by the gradient-accumulation steps; they return a plain mean,
-    # which would then be inflated by the accumulation factor. Declaring it keeps the Trainer's division.
-    model.accepts_loss_kwargs = False
-    return model
+    # Any checkpoint's task head, stock transformers' too, returns a plain mean (models/conventions.py).
+    return returns_mean_loss(model)
 
 
 def train_and_save(trainer: Trainer, save_model: Callable[[Trainer], None] | None = None) -> None:

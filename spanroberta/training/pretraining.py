@@ -17,6 +17,7 @@ from ..data.collator import DataCollatorForSpanMasking
 from ..data.demo_corpus import demo_corpus_path
 from ..data.sources import load_pretraining_data
 from ..errors import UserInputError
+from ..models.configuration_spanroberta import first_position_id
 from ..objectives import PretrainingObjective, ResolvedRecipe, get_objective, resolve_recipe
 from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from .checkpoint_loading import without_packing_where_unsupported
@@ -172,12 +173,6 @@ def _save_and_evaluate(
         metrics = trainer.evaluate()
         trainer.log_metrics("eval", metrics)
         trainer.save_metrics("eval", metrics)
-
-
-def first_position_id(config: PretrainedConfig) -> int:
-    """Where position ids start: spanroberta's and SpanALBERT's configs name it (RoBERTa's after the padding id,
-    ALBERT's at 0); ELECTRA's (BERT's) start at 0."""
-    return getattr(config, "first_position_id", 0)
 
 
 def _override_config(config: PretrainedConfig, overrides: str | None) -> None:

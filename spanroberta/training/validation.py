@@ -30,15 +30,12 @@ from huggingface_hub import try_to_load_from_cache
 from transformers import PretrainedConfig, PreTrainedTokenizerBase, TrainingArguments
 
 from ..errors import UserInputError
+from ..models.configuration_spanroberta import first_position_id
 from .checkpoints import INCOMPLETE_PREFIX, find_checkpoints, previous_run_files, resolve_resume_checkpoint
 from .distributed import check_process_world
 
 logger = logging.getLogger(__name__)
 
-# Model types whose position ids start after the padding id (modeling_roberta's
-# create_position_ids_from_input_ids), so that max_position_embeddings - pad_token_id - 1 positions are usable.
-_OFFSET_POSITIONS = {"roberta", "spanroberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "roberta-prelayernorm",
-                     "data2vec-text", "longformer"}  # fmt: skip
 # A Hub id is "name" or "owner/name" of letters, digits, '-', '_' and '.'; anything else can only be a path.
 _HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
 
@@ -205,8 +202,7 @@ def model_positions(config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase
     limits = []
     positions = getattr(config, "max_position_embeddings", None)
     if positions is not None:
-        offset = (config.pad_token_id or 0) + 1 if config.model_type in _OFFSET_POSITIONS else 0
-        limits.append(positions - offset)
+        limits.append(positions - first_position_id(config))
     # Tokenizers without a known limit report a huge placeholder (int(1e30)).
     if tokenizer is not None and tokenizer.model_max_length < 1_000_000:
         limits.append(tokenizer.model_max_length)
