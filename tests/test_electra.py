@@ -48,8 +48,8 @@ def tiny_model(vocab_size, pad_token_id=1, generator_size=0.5, dropout=0.0):
 
 def masked_batch(tokenizer, masking="token", rows=4, seed=0):
     collator = DataCollatorForSpanMasking(
-        tokenizer, masking=masking, mask_replace_prob=0.85, random_replace_prob=0.0, return_sbo_targets=False,
-        first_position_id=0, seed=seed,
+        tokenizer, label_layout="slots", masking=masking, mask_replace_prob=0.85, random_replace_prob=0.0,
+        return_sbo_targets=False, first_position_id=0, seed=seed,
     )
     texts = [" ".join(TINY_TEXT[i : i + 3]) for i in range(0, 3 * rows, 3)]
     # Rows of different lengths, so that the batch has padding.

@@ -364,6 +364,8 @@ def run_pretraining(
         # Rows of fixed-length formats keep one shape from batch to batch, so a compiled step never recompiles.
         pad_to_multiple_of=data_args.max_seq_length if _fixed_length(objective, data_args) else None,
         first_position_id=first_position_id(model.config),
+        # The pretraining models read their targets at fixed prediction slots, which compile without host syncs.
+        label_layout="slots",
     )
     trainer = PretrainingTrainer(
         model=model,
