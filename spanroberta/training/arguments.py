@@ -62,6 +62,11 @@ class PretrainingModelArguments:
     model_revision: str = field(default="main", metadata={"help": "Branch, tag or commit of the Hub model."})
     token: str | None = field(default=None, metadata={"help": "Hub token for private models."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow code shipped with a Hub checkpoint."})
+    attn_implementation: str | None = field(
+        default=None,
+        metadata={"help": "Attention kernel: sdpa, eager, flex_attention, flash_attention_2 or flash_attention_3 (these two "
+                  "need the flash-attn package and a GPU). Default: transformers' choice (sdpa where available)."},
+    )
     embedding_size: int | None = field(
         default=None,
         metadata={

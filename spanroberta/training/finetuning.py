@@ -31,6 +31,11 @@ class ModelArguments:
     trust_remote_code: bool = field(
         default=False, metadata={"help": "Allow code shipped with the checkpoint (needed without spanroberta installed)."}
     )
+    attn_implementation: str | None = field(
+        default=None,
+        metadata={"help": "Attention kernel: sdpa, eager, flex_attention, flash_attention_2 or flash_attention_3 (these two "
+                  "need the flash-attn package and a GPU). Default: transformers' choice (sdpa where available)."},
+    )
     ignore_mismatched_sizes: bool = field(
         default=False,
         metadata={"help": "Load a checkpoint whose task head has other shapes (e.g. another number of labels); "
@@ -100,6 +105,7 @@ def load_model(model_args: ModelArguments, auto_class: type, config: Any) -> Pre
     model = auto_class.from_pretrained(
         model_args.model_name_or_path, config=config, ignore_mismatched_sizes=model_args.ignore_mismatched_sizes,
         **_hub_kwargs(model_args),
+        **({"attn_implementation": model_args.attn_implementation} if model_args.attn_implementation else {}),
     )
     # The task heads take **kwargs, so transformers 5's Trainer believes they normalise their loss by
     # `num_items_in_batch` and stops dividing by the gradient-accumulation steps; they return a plain mean,

@@ -201,7 +201,7 @@ def build_config(
     `max_seq_length` tokens fit its position embeddings."""
     if objective.objective == "rtd":
         config = build_electra_config(model_args, tokenizer)
-        _override_config(config, model_args.config_overrides)
+        _override_config(config, model_args.config_overrides, model_args.attn_implementation)
         _check_positions(config, max_seq_length, model_args)
         return config
     head_settings = {
@@ -240,7 +240,7 @@ def build_config(
             **head_settings,
             **encoder_settings,  # given only for an ALBERT encoder (resolve_objective)
         )
-    _override_config(config, model_args.config_overrides)
+    _override_config(config, model_args.config_overrides, model_args.attn_implementation)
     _check_positions(config, max_seq_length, model_args)
     return config
 
@@ -310,7 +310,9 @@ def build_model(
     return model
 
 
-def _override_config(config: SpanRobertaConfig, overrides: str | None) -> None:
+def _override_config(config: SpanRobertaConfig, overrides: str | None, attn_implementation: str | None) -> None:
+    if attn_implementation:
+        config._attn_implementation = attn_implementation  # what from_pretrained and from_config read
     if overrides:
         try:
             config.update_from_string(overrides)
