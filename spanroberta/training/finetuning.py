@@ -4,7 +4,7 @@ folder or the Hub), trained (resuming if asked) and saved."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +13,7 @@ from transformers import AutoConfig, AutoTokenizer, PreTrainedModel, PreTrainedT
 
 from ..errors import UserInputError
 from .checkpoints import resume_checkpoint
+from .run_length import fit_to_run_length
 from .validation import check_range, check_run, require_output_dir
 
 
@@ -114,10 +115,14 @@ def load_model(model_args: ModelArguments, auto_class: type, config: Any) -> Pre
     return model
 
 
-def train_and_save(trainer: Trainer, save_model: Callable[[Trainer], None] | None = None) -> None:
+def train_and_save(
+    trainer: Trainer, given: Collection[str] | None, save_model: Callable[[Trainer], None] | None = None
+) -> None:
     """Trains (resuming under `--resume_from_checkpoint`, as run_pretraining.py does), saves the model (with
     `save_model` if given, else `trainer.save_model()`), then logs and saves the training metrics and the
-    trainer state, as transformers' example scripts do."""
+    trainer state, as transformers' example scripts do. `given` (the flags set) says which of the warm-up and
+    logging interval may be fitted to the run's length (`run_length.fit_to_run_length`)."""
+    fit_to_run_length(trainer, given)
     result = trainer.train(resume_from_checkpoint=resume_checkpoint(trainer))
     if save_model is None:
         trainer.save_model()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +48,7 @@ from .cli import apply_defaults
 from .electra import apply_electra_defaults, build_electra_config, build_electra_model
 from .optimizers import trainer_optimizer
 from .recipes import get_model_size, get_recipe
+from .run_length import fit_to_run_length
 from .trainer import PretrainingTrainer
 
 logger = logging.getLogger(__name__)
@@ -334,10 +335,12 @@ def run_pretraining(
     model_args: PretrainingModelArguments,
     data_args: PretrainingDataArguments,
     training_args: PretrainingArguments,
+    given: Collection[str] | None = None,
 ) -> PretrainingTrainer | None:
     """Pretrains and saves the model, tokenizer and model card to `training_args.output_dir`.
 
-    With --prepare_only, prepares --prepared_data_dir and returns None without training.
+    With --prepare_only, prepares --prepared_data_dir and returns None without training. `given`, the flags the
+    user set, says which of the warm-up and logging interval may be fitted to the run's length (None: none).
     """
     _setup_logging(training_args)
     # Seed before anything random is built: the Trainer seeds only once it is constructed, after the model.
@@ -378,6 +381,7 @@ def run_pretraining(
         processing_class=data.tokenizer,
         optimizer_cls_and_kwargs=trainer_optimizer(training_args),
     )
+    fit_to_run_length(trainer, given)
     train_result = trainer.train(resume_from_checkpoint=resume_checkpoint(trainer))
     train_result.metrics.update(trainer.real_token_metrics(train_result.metrics["train_runtime"]))
     trainer.save_model()
