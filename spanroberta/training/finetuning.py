@@ -121,8 +121,9 @@ def train_and_save(
     """Trains (resuming under `--resume_from_checkpoint`, as run_pretraining.py does), saves the model (with
     `save_model` if given, else `trainer.save_model()`), then logs and saves the training metrics and the
     trainer state, as transformers' example scripts do. `given` (the flags set) says which of the warm-up and
-    logging interval may be fitted to the run's length (`run_length.fit_to_run_length`)."""
-    fit_to_run_length(trainer, given)
+    logging interval may be fitted to the run's length (`run_length.fit_to_run_length`; the optimiser and
+    schedule are built in `train`, after it)."""
+    fit_to_run_length(trainer.args, given, trainer.train_dataset)
     result = trainer.train(resume_from_checkpoint=resume_checkpoint(trainer))
     if save_model is None:
         trainer.save_model()

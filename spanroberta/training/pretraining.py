@@ -340,7 +340,8 @@ def run_pretraining(
     """Pretrains and saves the model, tokenizer and model card to `training_args.output_dir`.
 
     With --prepare_only, prepares --prepared_data_dir and returns None without training. `given`, the flags the
-    user set, says which of the warm-up and logging interval may be fitted to the run's length (None: none).
+    user set, says which of the warm-up, Adam's bias correction and logging interval may be fitted to the run's
+    length (None: none).
     """
     _setup_logging(training_args)
     # Seed before anything random is built: the Trainer seeds only once it is constructed, after the model.
@@ -372,6 +373,8 @@ def run_pretraining(
         # The pretraining models read their targets at fixed prediction slots, which compile without host syncs.
         label_layout="slots",
     )
+    # Before the Trainer: its optimiser settings (Adam's bias correction) are read when it is built.
+    fit_to_run_length(training_args, given, data.train)
     trainer = PretrainingTrainer(
         model=model,
         args=training_args,
@@ -381,7 +384,6 @@ def run_pretraining(
         processing_class=data.tokenizer,
         optimizer_cls_and_kwargs=trainer_optimizer(training_args),
     )
-    fit_to_run_length(trainer, given)
     train_result = trainer.train(resume_from_checkpoint=resume_checkpoint(trainer))
     train_result.metrics.update(trainer.real_token_metrics(train_result.metrics["train_runtime"]))
     trainer.save_model()
