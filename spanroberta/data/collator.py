@@ -26,16 +26,20 @@ from spanroberta.data.masking import (
     span_mask,
     special_token_table,
     token_mask,
+    unit_mask,
     word_start_table,
     word_starts,
 )
+from spanroberta.data.masking_units import UNIT_SCHEMES, UNITS_COLUMN
 
-MASKING_SCHEMES = ("span", "word", "token", "ngram")
+MASKING_SCHEMES = ("span", "word", "token", "ngram", *UNIT_SCHEMES)
 # How the targets are laid out: "dense" is transformers' convention for masked LMs ([batch, length], -100 where a
 # token is not predicted); "slots" is Google BERT's max_predictions_per_seq layout ([batch, slots]).
 LABEL_LAYOUTS = ("dense", "slots")
 # ALBERT section 4.1: n-grams of at most 3 words.
 MAX_NGRAM_LENGTH = 3
+# SpanBERT section 5.1: "at 50% of the time" named entities (noun phrases), random whole words otherwise.
+SPANBERT_UNIT_SHARE = 0.5
 _SEQUENCE_LABELS = ("next_sentence_label", "sentence_order_label")
 
 
@@ -70,8 +74,12 @@ class DataCollatorForSpanMasking:
 
     masking: "span" (SpanBERT section 3.1: whole-word spans, lengths ~ Geo(geometric_p) truncated to
         [1, max_span_length]), "ngram" (ALBERT section 4.1: whole-word n-grams, p(n) = (1/n) / (1 + 1/2 + 1/3)
-        for n <= 3), "word" (whole words, SpanBERT section 5.1's baseline) or "token" (RoBERTa's). Span, n-gram
-        and word masking pick 80/10/10 once per run of masked tokens, token masking per token.
+        for n <= 3), "word" (whole words, SpanBERT section 5.1's baseline), "token" (RoBERTa's), or masking of
+        linguistic units, which the examples carry in a `masking_units` column (`masking_units.MaskingUnits`):
+        "named-entity" and "noun-phrase" (SpanBERT section 5.1: half the budget on whole units, half on random
+        whole words) or "pmi" (PMI-Masking, Levine et al. 2021: n-grams and lone words drawn alike; see
+        `masking.unit_mask`). All but token masking pick 80/10/10 once per run of masked tokens, token masking
+        per token.
 
     The mask does not depend on the layout: both give the same predicted positions for the same seed.
     Masks are a pure function of (seed, mask_epoch, example_index) when the examples carry those int fields,
@@ -158,6 +166,15 @@ class DataCollatorForSpanMasking:
         maskable = attention_mask.bool() & ~self._special[input_ids]
         if self.masking == "token":
             masked = token_mask(maskable, keys, self.mlm_probability)
+        elif self.masking in UNIT_SCHEMES:
+            masked = unit_mask(
+                word_starts(input_ids, maskable, self._word_start),
+                maskable,
+                self._unit_marks(examples),
+                keys,
+                self.mlm_probability,
+                unit_share=None if self.masking == "pmi" else SPANBERT_UNIT_SHARE,
+            ).masked
         else:
             masked = span_mask(
                 word_starts(input_ids, maskable, self._word_start),
@@ -218,6 +235,16 @@ class DataCollatorForSpanMasking:
         order = torch.argsort((~masked).to(torch.uint8), dim=1, stable=True)[:, :num_slots]
         order = F.pad(order, (0, num_slots - order.shape[1]), value=-1)
         return order.masked_fill(torch.arange(num_slots) >= counts[:, None], -1)
+
+    def _unit_marks(self, examples: list[Mapping[str, Any]]) -> torch.Tensor:
+        """Long [batch, length]: the unit marks of the examples' tokens (0, outside any unit, on padding)."""
+        if not all(UNITS_COLUMN in e for e in examples):
+            raise ValueError(
+                f"masking={self.masking!r} masks the units found when the blocks were made, and the examples carry "
+                f"no {UNITS_COLUMN!r}: make the blocks with prepare_blocks(..., units=...) "
+                "(spanroberta.data.masking_units)."
+            )
+        return self._pad([e[UNITS_COLUMN] for e in examples], 0)[0]
 
     def _document_ids(self, examples: list[Mapping[str, Any]], length: int) -> torch.Tensor | None:
         """Long [batch, length]: the packed sequence of each token (padding forms one more), or None when the
