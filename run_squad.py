@@ -33,6 +33,7 @@ from spanroberta.tasks.squad import (
     save_qa_checkpoint,
 )
 from spanroberta.training.cli import parse_arguments
+from spanroberta.training.distributed import finish_processes
 from spanroberta.errors import UserInputError
 from spanroberta.training.finetuning import (
     FinetuningArguments,
@@ -233,6 +234,7 @@ def main(args: list[str] | None = None) -> dict[str, float]:
     card = {"finetuned_from": model_args.model_name_or_path, "tasks": "question-answering", "language": "en",
             "dataset_tags": dataset, "dataset": dataset}  # fmt: skip
     publish(trainer, card)
+    finish_processes()
     return metrics
 
 

@@ -27,6 +27,7 @@ same shared embeddings. `from_pretrained_parts` joins two such checkpoints again
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -230,21 +231,26 @@ class ElectraForReplacedTokenDetection(ElectraForPreTraining):
         generator_path: str | None = None,
         rtd_loss_weight: float | None = None,
         config: ElectraConfig | None = None,
+        check_loading: Callable[[str, dict], None] | None = None,
         **kwargs,
     ) -> ElectraForReplacedTokenDetection:
         """Joins a discriminator checkpoint and a generator checkpoint (default: its `generator/` folder), e.g. a
         saved run or Google's `google/electra-base-discriminator` with `google/electra-base-generator`. The
         discriminator's embeddings are kept (the generator's copy of the shared ones is not read). `config`: the
-        discriminator's config to use instead of the checkpoint's."""
+        discriminator's config to use instead of the checkpoint's. `check_loading(path, loading_info)` is called
+        with each part's loading report (`output_loading_info`), to refuse weights that did not load."""
         config = config or ElectraConfig.from_pretrained(discriminator_path, **kwargs)
         if rtd_loss_weight is not None:
             config.rtd_loss_weight = rtd_loss_weight
         generator_path = generator_path or str(Path(discriminator_path) / GENERATOR_FOLDER)
         model = cls(config, ElectraConfig.from_pretrained(generator_path, **kwargs))
-        model.load_parts(
-            ElectraForPreTraining.from_pretrained(discriminator_path, **kwargs).state_dict(),
-            ElectraForMaskedLM.from_pretrained(generator_path, **kwargs).state_dict(),
-        )
+        parts = []
+        for part_class, path in ((ElectraForPreTraining, discriminator_path), (ElectraForMaskedLM, generator_path)):
+            part, loading_info = part_class.from_pretrained(path, output_loading_info=True, **kwargs)
+            if check_loading is not None:
+                check_loading(path, loading_info)
+            parts.append(part.state_dict())
+        model.load_parts(*parts)
         return model
 
     def load_saved(self, folder: str) -> None:

@@ -83,7 +83,8 @@ class SpanPreTrainingMixin:
     - the encoder as its `base_model`, the MLM decoder as its output embeddings and `self.sbo_head`;
     - `_mlm_features(states)`: its MLM head's transform before the decoder;
     - `_sentence_logits(first_token_states)`: [batch, 1, H] -> [batch, 2], through its pooler;
-    - optionally a faster `_states_at` (the default runs the whole encoder and reads it at the positions).
+    - optionally a faster `_states_at` (the default runs the whole encoder and reads it at the positions), its own
+      `_encode` (how the encoder is called) or `_mlm_decoder` (default: the output embeddings).
     """
 
     config: SpanRobertaConfig
@@ -142,7 +143,7 @@ class SpanPreTrainingMixin:
         result = SpanRobertaForPreTrainingOutput()
         if labels is None:
             # No predictions: the encoder's outputs alone (and the sentence head's, if any).
-            outputs = self.base_model(**encoder_inputs, return_dict=True, **kwargs)
+            outputs = self._encode(encoder_inputs, kwargs)
             result.hidden_states, result.attentions = outputs.hidden_states, outputs.attentions
             if self.config.sentence_objective != "none":
                 result.sentence_logits = self._sentence_logits(outputs.last_hidden_state[:, :1])
@@ -162,9 +163,7 @@ class SpanPreTrainingMixin:
         losses = []
         mlm_count = (labels != IGNORE_INDEX).sum()
         mlm_features = self._mlm_features(mlm_states)
-        result.mlm_logits, mlm_total = decoder_cross_entropy(
-            self.config, mlm_features, self.get_output_embeddings(), labels
-        )
+        result.mlm_logits, mlm_total = decoder_cross_entropy(self.config, mlm_features, self._mlm_decoder(), labels)
         result.mlm_loss = normalised_loss(mlm_total, mlm_count, num_items_in_batch)
         losses.append(result.mlm_loss)
 
@@ -209,8 +208,17 @@ class SpanPreTrainingMixin:
     ) -> tuple[torch.Tensor, ModelOutput | None]:
         """The encoder's last hidden state at `positions` [batch, n] -> [batch, n, H], and the encoder's outputs
         when it was run whole (for hidden states and attentions asked for)."""
-        outputs = self.base_model(**encoder_inputs, return_dict=True, **kwargs)
+        outputs = self._encode(encoder_inputs, kwargs)
         return gather(outputs.last_hidden_state, positions), outputs
+
+    def _encode(self, encoder_inputs: dict, kwargs: dict) -> ModelOutput:
+        """The encoder run whole on `encoder_inputs` (input_ids, attention_mask, token_type_ids, position_ids,
+        inputs_embeds)."""
+        return self.base_model(**encoder_inputs, return_dict=True, **kwargs)
+
+    def _mlm_decoder(self) -> nn.Module:
+        """The MLM head's decoder, from `_mlm_features` to vocabulary logits: the output embeddings."""
+        return self.get_output_embeddings()
 
     @staticmethod
     def loss_normalisers(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

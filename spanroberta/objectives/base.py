@@ -90,8 +90,3 @@ def accumulate_classification(
 
 def zero_sums(names: list[str], device: torch.device) -> dict[str, torch.Tensor]:
     return {name: torch.zeros((), dtype=torch.float64, device=device) for name in names}
-
-
-def hub_kwargs(model_args: Any) -> dict[str, Any]:
-    """The Hub settings of a model argument set, for `from_pretrained`."""
-    return {"cache_dir": model_args.cache_dir, "revision": model_args.model_revision, "token": model_args.token}

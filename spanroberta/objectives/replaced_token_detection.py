@@ -22,7 +22,8 @@ from ..models.modeling_electra_pretraining import (
 from ..models.pretraining_heads import IGNORE_INDEX
 from ..training.cli import apply_defaults
 from ..training.recipes import ELECTRA_SIZES
-from .base import PretrainingObjective, ResolvedRecipe, accumulate_classification, hub_kwargs, zero_sums
+from ..training.checkpoint_loading import check_loading_report, hub_kwargs
+from .base import PretrainingObjective, ResolvedRecipe, accumulate_classification, zero_sums
 
 # Sums over the real tokens of the evaluation set; the generator's MLM sums are the masked-LM objective's.
 DETECTION_SUMS = ("rtd_loss", "rtd_correct", "rtd_count", "rtd_true_positive", "rtd_predicted", "rtd_replaced")
@@ -80,6 +81,8 @@ class ReplacedTokenDetection(PretrainingObjective):
             model_args.generator_name_or_path or str(Path(model_args.model_name_or_path) / GENERATOR_FOLDER),
             rtd_loss_weight=model_args.rtd_loss_weight,
             config=config,
+            # Every weight of both parts must load: nothing trains from silently random weights.
+            check_loading=lambda path, report: check_loading_report(path, "electra", report, fresh_heads=()),
             **hub_kwargs(model_args),
         )
 

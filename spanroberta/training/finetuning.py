@@ -13,6 +13,7 @@ from transformers import AutoConfig, AutoTokenizer, PreTrainedModel, PreTrainedT
 
 from ..errors import UserInputError
 from .checkpoints import resume_checkpoint
+from .distributed import drop_unused_weight_conversions
 from .run_length import fit_to_run_length
 from .validation import check_range, check_run, require_output_dir
 
@@ -108,6 +109,7 @@ def load_model(model_args: ModelArguments, auto_class: type, config: Any) -> Pre
         **_hub_kwargs(model_args),
         **({"attn_implementation": model_args.attn_implementation} if model_args.attn_implementation else {}),
     )
+    drop_unused_weight_conversions(model)
     # The task heads take **kwargs, so transformers 5's Trainer believes they normalise their loss by
     # `num_items_in_batch` and stops dividing by the gradient-accumulation steps; they return a plain mean,
     # which would then be inflated by the accumulation factor. Declaring it keeps the Trainer's division.

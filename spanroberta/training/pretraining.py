@@ -20,8 +20,10 @@ from ..data.sources import load_pretraining_data
 from ..errors import UserInputError
 from ..objectives import PretrainingObjective, ResolvedRecipe, get_objective, resolve_recipe
 from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
+from .checkpoint_loading import without_packing_where_unsupported
 from .checkpoints import resume_checkpoint
 from .cli import apply_defaults
+from .distributed import drop_unused_weight_conversions
 from .model_card import write_model_card
 from .optimizers import trainer_optimizer
 from .recipes import get_recipe
@@ -88,6 +90,8 @@ def run_pretraining(
     recipe = resolve_recipe(model_args, data_args)
     objective = get_objective(recipe.objective)
     logger.info("Recipe: %s", recipe)
+    # DeBERTa-v2 cannot keep a packed row's sequences apart: its doc-sentences rows hold one block each.
+    data_args = without_packing_where_unsupported(model_args, data_args, recipe.input_format)
 
     # Tokenizer, model config and blocks. The main process reads (or prepares) the data first; the others then
     # find it in the cache or on disk. The config is built, and checked, before any block is made.
@@ -105,6 +109,7 @@ def run_pretraining(
 
     # The model: from the checkpoint, or freshly initialised.
     model = objective.build_model(model_args, data.config, data.tokenizer)
+    drop_unused_weight_conversions(model)
 
     # Masking, laid out in the objective's prediction slots.
     collator = _span_masking_collator(data.tokenizer, model.config, recipe, objective, data_args, training_args)
