@@ -122,7 +122,7 @@ def main(args: list[str] | None = None) -> None:
     )
 
     if training_args.do_train:
-        train_and_save(trainer)
+        train_and_save(trainer, given)
 
     if training_args.do_eval:
         metrics = {}

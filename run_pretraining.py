@@ -38,7 +38,7 @@ def main(args: list[str] | None = None) -> None:
         # Not reusing cache files is what makes `datasets` recompute the tokenizing and packing.
         datasets.disable_caching()
     with user_errors("run_pretraining.py", also=(TrainingDivergedError,)):
-        trainer = run_pretraining(model_args, data_args, training_args)
+        trainer = run_pretraining(model_args, data_args, training_args, given)
     finish_processes()
     if trainer is None:
         print(f"\nThe prepared data is in {data_args.prepared_data_dir}/. Train on it with the same command "

@@ -127,7 +127,7 @@ def main(args: list[str] | None = None) -> None:
     )
 
     if training_args.do_train:
-        train_and_save(trainer)
+        train_and_save(trainer, given)
 
     for phase, prefix in (("eval", "eval"), ("predict", "predict")):
         if phase not in encoded:

@@ -186,7 +186,7 @@ def main(args: list[str] | None = None) -> dict[str, float]:
     )
 
     if training_args.do_train:
-        train_and_save(trainer, lambda trainer: save_qa_checkpoint(trainer, training_args.output_dir))
+        train_and_save(trainer, given, lambda trainer: save_qa_checkpoint(trainer, training_args.output_dir))
 
     threshold = squad_args.null_score_diff_threshold
     if threshold is None and not training_args.do_train:

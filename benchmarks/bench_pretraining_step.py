@@ -95,7 +95,7 @@ def build_side(name: str, encoder: dict, tokenizer, rows: list, device: str, out
     torch.manual_seed(0)
     if name.startswith("spanroberta"):
         model = SpanRobertaForPreTraining(SpanRobertaConfig(**encoder))
-        collator = DataCollatorForSpanMasking(tokenizer)
+        collator = DataCollatorForSpanMasking(tokenizer, label_layout="slots")
         args = PretrainingArguments(output_dir=output_dir, report_to=[])
     else:
         model = RobertaForMaskedLM(RobertaConfig(**encoder))

@@ -246,7 +246,9 @@ def sequence_ids_of(rows, length):
 @pytest.mark.parametrize("masking", ["span", "word", "token"])
 def test_masks_on_packed_rows_stay_within_their_sequence(wiki_packed, masking):
     tokenizer, rows = wiki_packed
-    collator = DataCollatorForSpanMasking(tokenizer, masking=masking, seed=3, pad_to_multiple_of=128)
+    collator = DataCollatorForSpanMasking(
+        tokenizer, label_layout="slots", masking=masking, seed=3, pad_to_multiple_of=128
+    )
     examples = [{**row, "example_index": i, "mask_epoch": 0} for i, row in enumerate(rows)]
     batch = collator(examples)
     length = batch["input_ids"].shape[1]
@@ -344,7 +346,7 @@ def test_spans_are_cut_at_the_end_of_their_packed_sequence(tiny_tokenizer, words
     for index, (ids, document) in enumerate(zip(rows, documents)):
         lengths = torch.bincount(torch.tensor(document)).tolist()
         examples.append({"input_ids": ids, "sequence_lengths": lengths, "example_index": index})
-    batch = DataCollatorForSpanMasking(tiny_tokenizer, mlm_probability=0.3)(examples)
+    batch = DataCollatorForSpanMasking(tiny_tokenizer, label_layout="slots", mlm_probability=0.3)(examples)
     is_target = batch["sbo_relative_positions"] != -100
     # one-word sequences: every span is its whole sequence, so no SBO target has both boundaries in it
     assert bool(is_target.any()) == (words_per_sequence > 1)
@@ -357,7 +359,7 @@ def test_spans_are_cut_at_the_end_of_their_packed_sequence(tiny_tokenizer, words
 def test_a_packed_collated_batch_trains_as_its_sequences_unpacked(wiki_packed):
     tokenizer, rows = wiki_packed
     rows = rows[:4]
-    collator = DataCollatorForSpanMasking(tokenizer, seed=1, max_span_targets=3)
+    collator = DataCollatorForSpanMasking(tokenizer, label_layout="slots", seed=1, max_span_targets=3)
     batch = collator([{**row, "example_index": i} for i, row in enumerate(rows)])
     sequences = []
     for i, row in enumerate(rows):

@@ -229,7 +229,7 @@ def test_pmi_masks_ngrams_as_often_as_they_cover_the_text(unit_blocks, wiki_toke
 @pytest.mark.parametrize("scheme", ["named-entity", "noun-phrase", "pmi"])
 def test_collator_masks_are_a_function_of_seed_epoch_and_index(unit_blocks, wiki_tokenizer, scheme):
     blocks = unit_blocks[scheme]
-    collator = DataCollatorForSpanMasking(wiki_tokenizer, masking=scheme, seed=3)
+    collator = DataCollatorForSpanMasking(wiki_tokenizer, label_layout="slots", masking=scheme, seed=3)
     together = collator(batch_of(blocks, epoch=1, indices=[0, 1, 2, 3]))
     alone = collator(batch_of(blocks, epoch=1, indices=[2]))
     torch.testing.assert_close(together["labels"][2:3], alone["labels"])

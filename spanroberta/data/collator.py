@@ -1,5 +1,5 @@
 """The pretraining data collator: pads blocks of token ids, masks them, and lays out the predictions (MLM and SBO
-targets) in a fixed number of slots per row."""
+targets) as transformers' models take them ([batch, length], the default) or in a fixed number of slots per row."""
 
 from __future__ import annotations
 
@@ -33,6 +33,9 @@ from spanroberta.models.configuration_spanroberta import SENTENCE_LABELS, SpanRo
 from spanroberta.models.spans import in_slots, prediction_slots, sbo_targets
 
 MASKING_SCHEMES = ("span", "word", "token", "ngram", *UNIT_SCHEMES)
+# How the targets are laid out: "dense" is transformers' convention for masked LMs ([batch, length], -100 where a
+# token is not predicted); "slots" is Google BERT's max_predictions_per_seq layout ([batch, slots]).
+LABEL_LAYOUTS = ("dense", "slots")
 # ALBERT section 4.1: n-grams of at most 3 words.
 MAX_NGRAM_LENGTH = 3
 # SpanBERT section 5.1: "at 50% of the time" named entities (noun phrases), random whole words otherwise.
@@ -43,6 +46,10 @@ SPANBERT_UNIT_SHARE = 0.5
 class DataCollatorForSpanMasking:
     """Masks a batch for masked language modelling with SpanBERT's span masking and SBO targets.
 
+    A drop-in for transformers' `DataCollatorForLanguageModeling`: by default (`label_layout="dense"`) `labels` is
+    [batch, length], the original id where a token is predicted and -100 elsewhere, which every `*ForMaskedLM`
+    and the `Trainer` take unchanged.
+
     Call it on a list of examples, each a mapping with `input_ids` (a list or a tensor, of any length) or a bare
     sequence of ids. It returns:
     - `input_ids` (masked) and `attention_mask`, [batch, length];
@@ -50,12 +57,17 @@ class DataCollatorForSpanMasking:
       `formats.pack_sequences`): they restart at `first_position_id` at each packed sequence, the padding-free
       convention of transformers' `DataCollatorWithFlattening` with RoBERTa's first position; padding is a
       sequence of its own. Masking never crosses a packed sequence, nor do SBO boundaries;
-    - the predictions in a fixed number of slots per row, `max_predictions_per_seq` (default
+    - `labels`, in the layout `label_layout` names:
+      "dense": [batch, length], -100 where a token is not predicted (transformers' convention);
+      "slots": the predictions in a fixed number of slots per row, `max_predictions_per_seq` (default
       ceil(mlm_probability x length), which no row's budget exceeds), as Google BERT's `max_predictions_per_seq`:
       `mlm_positions` (the positions predicted, in increasing order) and `labels` (their original ids), both
-      -100 in unused slots. Fixed shapes let a compiled training step run without host synchronisation;
-    - when `return_sbo_targets`, per slot, `sbo_left_positions`, `sbo_right_positions` and
-      `sbo_relative_positions` (see `models/spans.py`'s `sbo_targets`), -100 in slots that are not SBO targets;
+      -100 in unused slots. Fixed shapes let a compiled training step run without host synchronisation, so
+      `run_pretraining.py` uses this layout;
+    - when `return_sbo_targets` (default: in the slot layout only, since stock masked LMs take no SBO inputs),
+      `sbo_left_positions`, `sbo_right_positions` and `sbo_relative_positions` (see `models/spans.py`'s `sbo_targets`), in
+      the same layout as `labels`: per token ([batch, length]) or per slot, -100 where a token or slot is not
+      an SBO target;
     - `token_type_ids` (padded with 0), `next_sentence_label` and `sentence_order_label` when the examples
       carry them.
 
@@ -68,6 +80,7 @@ class DataCollatorForSpanMasking:
         `masking.unit_mask`). All but token masking pick 80/10/10 once per run of masked tokens, token masking
         per token.
 
+    The mask does not depend on the layout: both give the same predicted positions for the same seed.
     Masks are a pure function of (seed, mask_epoch, example_index) when the examples carry those int fields,
     as `masking_schedule.DynamicMaskingDataset` and `StaticMaskingDataset` provide: reproducible, and identical
     after resuming from a checkpoint. With the Trainer, set `remove_unused_columns=False`, or it strips them.
@@ -82,15 +95,26 @@ class DataCollatorForSpanMasking:
     mask_replace_prob: float = 0.8
     random_replace_prob: float = 0.1
     max_span_targets: int = 15
-    return_sbo_targets: bool = True
+    return_sbo_targets: bool | None = None
     seed: int = 0
     pad_to_multiple_of: int | None = None
     max_predictions_per_seq: int | None = None
     first_position_id: int | None = None
+    label_layout: str = "dense"
 
     def __post_init__(self) -> None:
         if self.masking not in MASKING_SCHEMES:
             raise ValueError(f"masking={self.masking!r} is not one of {', '.join(map(repr, MASKING_SCHEMES))}.")
+        if self.label_layout not in LABEL_LAYOUTS:
+            raise ValueError(
+                f"label_layout={self.label_layout!r} is not one of {', '.join(map(repr, LABEL_LAYOUTS))}."
+            )
+        if self.max_predictions_per_seq is not None and self.label_layout != "slots":
+            raise ValueError(
+                "max_predictions_per_seq sets the number of prediction slots: it needs label_layout='slots'."
+            )
+        if self.return_sbo_targets is None:
+            self.return_sbo_targets = self.label_layout == "slots"
         if not 0.0 < self.mlm_probability <= 1.0:
             raise ValueError(f"mlm_probability={self.mlm_probability} must be in (0, 1].")
         if not 0.0 < self.geometric_p <= 1.0:
@@ -170,15 +194,17 @@ class DataCollatorForSpanMasking:
             per_run=self.masking != "token",
         )
 
-        slots = self._prediction_slots(masked, examples)
         batch = {"input_ids": inputs, "attention_mask": attention_mask}
         if document_ids is not None:
             batch["position_ids"] = _restarting_positions(document_ids, self.first_position_id)
-        batch["mlm_positions"] = in_slots(torch.arange(masked.shape[1]).expand_as(masked), slots)
-        batch["labels"] = in_slots(labels, slots)
+        targets = {"labels": labels}
         if self.return_sbo_targets:
-            dense = sbo_targets(masked, attention_mask, self.max_span_targets, document_ids)
-            batch.update({name: in_slots(value, slots) for name, value in dense.items()})
+            targets.update(sbo_targets(masked, attention_mask, self.max_span_targets, document_ids))
+        if self.label_layout == "slots":
+            slots = self._prediction_slots(masked, examples)
+            batch["mlm_positions"] = in_slots(torch.arange(masked.shape[1]).expand_as(masked), slots)
+            targets = {name: in_slots(value, slots) for name, value in targets.items()}
+        batch.update(targets)
         if "token_type_ids" in examples[0]:
             batch["token_type_ids"] = self._pad([e["token_type_ids"] for e in examples], 0)[0]
         for name in SENTENCE_LABELS.values():

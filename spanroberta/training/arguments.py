@@ -63,6 +63,11 @@ class PretrainingModelArguments:
     model_revision: str = field(default="main", metadata={"help": "Branch, tag or commit of the Hub model."})
     token: str | None = field(default=None, metadata={"help": "Hub token for private models."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow code shipped with a Hub checkpoint."})
+    attn_implementation: str | None = field(
+        default=None,
+        metadata={"help": "Attention kernel: sdpa, eager, flex_attention, flash_attention_2 or flash_attention_3 (these two "
+                  "need the flash-attn package and a GPU). Default: transformers' choice (sdpa where available)."},
+    )
     embedding_size: int | None = field(
         default=None,
         metadata={
@@ -249,7 +254,9 @@ class PretrainingArguments(TrainingArguments):
     adam_epsilon: float = field(default=1e-6, metadata={"help": "RoBERTa: 1e-6."})
     weight_decay: float = field(default=0.01, metadata={"help": "RoBERTa and SpanBERT: 0.01."})
     warmup_steps: float = field(
-        default=0.048, metadata={"help": "Warm-up steps, or a fraction of training below 1 (RoBERTa: 24K/500K)."}
+        default=0.048,
+        metadata={"help": "Warm-up steps, or a fraction of training below 1 (RoBERTa: 24K/500K). A default (the "
+                  "recipe's, e.g. ELECTRA's 10,000) takes at most a tenth of the run."},
     )
     # The datasets handed to the Trainer are spanroberta's own; their fields are what the collator needs.
     remove_unused_columns: bool = field(default=False, metadata={"help": "Keep every dataset column."})
