@@ -315,8 +315,8 @@ def _check_task_flags(where: str, task: TaskSpec) -> None:
 def _refuse(where: str, section: str, flags: dict, known: set[str], script: str, owned: tuple[str, ...]) -> None:
     unknown = sorted(set(flags) - known)
     if unknown:
-        hints = [f"--{name} (did you mean --{close[0]}?)" if (close := difflib.get_close_matches(name, known, 1))
-                 else f"--{name}" for name in unknown]  # fmt: skip
+        hints = [f"--{name}" + (f" (did you mean --{close[0]}?)" if (close := _close_to(name, known)) else "")
+                 for name in unknown]  # fmt: skip
         raise AblationConfigError(f"{where}: {section} sets {', '.join(hints)}, which {script} does not have "
                                   f"(`python {script} --help` lists its flags).")
     taken = sorted(set(flags) & set(owned))
@@ -326,3 +326,7 @@ def _refuse(where: str, section: str, flags: dict, known: set[str], script: str,
             "start and model come from --output_dir, and every arm shares the pretraining section's data and budget "
             "(same corpus, steps, batch, length, seed) so that the arms are comparable. Remove it from that section."
         )
+
+
+def _close_to(name: str, known: set[str]) -> list[str]:
+    return difflib.get_close_matches(name, known, 1, cutoff=0.75)

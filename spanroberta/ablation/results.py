@@ -8,6 +8,7 @@ five runs") and ELECTRA report medians over fine-tuning seeds, which is robust t
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from collections import defaultdict
@@ -205,6 +206,4 @@ def pretraining_figures(model_dir: Path, token_slots_per_step: int) -> dict[str,
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    import json
-
     return json.loads(path.read_text(encoding="utf-8"))

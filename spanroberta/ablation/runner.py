@@ -91,13 +91,19 @@ def _run_unit(config: AblationConfig, unit: Unit, root: Path, state: PartialStat
     state.wait_for_everyone()
     if state.is_main_process:
         result = {"arm": unit.arm, "pretraining_seed": unit.pretraining_seed, "task": unit.task, "seed": unit.seed,
-                  "identity": identity(config, unit), "unit_seconds": round(seconds, 1), "resumed": bool(start),
+                  "identity": identity(config, unit), "unit_seconds": round(seconds, 1), "start": _how_started(start),
                   **_outcome(config, unit, folder / MODEL_FOLDER, flags, state.num_processes)}  # fmt: skip
         write_json_atomically(folder / RESULT_FILE, result)
         if not unit.is_pretraining and not config.keep_finetuned_models:
             _delete_weights(folder / MODEL_FOLDER)
     state.wait_for_everyone()
     return seconds
+
+
+def _how_started(start: dict[str, str]) -> str:
+    if "resume_from_checkpoint" in start:
+        return "resumed from the last checkpoint of an interrupted attempt"
+    return "over the files of an interrupted attempt" if start else "afresh"
 
 
 def _call_script(script: str, flags_file: Path, start: dict[str, str], unit: Unit) -> None:

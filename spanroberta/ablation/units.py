@@ -60,7 +60,9 @@ class Unit:
 
     def describe(self) -> str:
         arm = self.arm if self.pretraining_seed is None else f"{self.arm} (pretraining seed {self.pretraining_seed})"
-        return f"pretraining arm {arm}" if self.is_pretraining else f"fine-tuning arm {arm} on {self.task}, seed {self.seed}"
+        if self.is_pretraining:
+            return f"pretraining arm {arm}"
+        return f"fine-tuning arm {arm} on {self.task}, seed {self.seed}"
 
 
 def plan(config: AblationConfig) -> list[Unit]:
