@@ -5,8 +5,11 @@ shipped configs checked against the scripts' argument parsers."""
 import contextlib
 import io
 import json
+import os
 import random
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,7 @@ import yaml
 
 import run_ablation
 from conftest import PROJECT_ROOT, TINY_TEXT
+from test_distributed import free_port
 from spanroberta.ablation.config import AblationConfigError, check_values, load_config
 from spanroberta.data.collator import MASKING_SCHEMES
 
@@ -222,3 +226,40 @@ def test_check_values_names_the_arm(tmp_path):
     path.write_text(json.dumps({**BASE, "arms": {"ok": {}, "bad": {"mlm_probability": 2.0}}}))
     with pytest.raises(AblationConfigError, match=re.escape("arm 'bad': --mlm_probability")):
         check_values(load_config(path))
+
+
+def test_under_accelerate_launch_every_process_trains_each_unit(tmp_path):
+    """2 CPU processes (gloo): each unit is trained by both (the pretraining's real tokens, summed over the
+    processes, fill the token slots of 2 x the per-device batch), and the runner's files are written once."""
+    config = {
+        "pretraining": {
+            "model_size": "tiny", "config_overrides": "num_hidden_layers=1,hidden_size=32,num_attention_heads=2,"
+            "intermediate_size=64", "tokenizer_vocab_size": 400, "max_seq_length": 32, "input_format": "full-sentences",
+            "per_device_train_batch_size": 4, "max_steps": 3, "logging_steps": 1, "save_strategy": "no",
+            "validation_split_percentage": 0, "max_train_samples": 64, "use_cpu": True, "disable_tqdm": True,
+        },
+        "arms": {"span": {"masking": "span"}},
+        "tasks": {"rte": {"script": "run_glue.py", "task_name": "rte", "data_dir": str(write_rte(tmp_path / "glue")),
+                          "max_seq_length": 32, "max_steps": 2, "per_device_train_batch_size": 4,
+                          "save_strategy": "no", "use_cpu": True, "disable_tqdm": True}},
+        "seeds": [1],
+    }  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    output_dir = tmp_path / "out"
+    command = [
+        sys.executable, "-m", "accelerate.commands.launch",
+        "--config_file", str(PROJECT_ROOT / "configs" / "accelerate" / "multi_gpu.yaml"),
+        "--num_processes", "2", "--main_process_port", str(free_port()),
+        str(PROJECT_ROOT / "run_ablation.py"), str(path), "--output_dir", str(output_dir),
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    result = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    progress = [line for line in result.stdout.splitlines() if line.startswith("[ablation] unit ")]
+    assert progress == ["[ablation] unit 1/2: pretraining arm span (1 left after it)",
+                        "[ablation] unit 2/2: fine-tuning arm span on rte, seed 1 (0 left after it)"]  # fmt: skip
+    figures = json.loads((output_dir / "results.json").read_text())["pretraining"]["span"]
+    assert figures["token_slots"] == 3 * 4 * 2 * 32
+    assert figures["real_tokens"] == figures["token_slots"]
+    assert len(json.loads((output_dir / "results.json").read_text())["finetuning"]) == 1
