@@ -17,10 +17,11 @@ from pathlib import Path
 
 from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer
 
-from spanroberta.metrics.glue import glue_compute_metrics, logits_to_predictions
+from spanroberta.metrics.glue import logits_to_predictions
 from spanroberta.tasks.glue import (
     TASK_PRESETS,
     get_glue_task,
+    glue_compute_metrics,
     glue_config_overrides,
     load_glue,
     requested_splits,

@@ -15,11 +15,8 @@ than the model's positions, ...) and a diverging loss end the run with a one-par
 any other error is a bug and keeps its traceback.
 """
 
-from pathlib import Path
-
 import datasets
 
-from spanroberta.models.modeling_electra_pretraining import GENERATOR_FOLDER
 from spanroberta.training.arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from spanroberta.training.cli import parse_arguments
 from spanroberta.training.pretraining import apply_demo_settings, run_pretraining
@@ -50,8 +47,7 @@ def main(args: list[str] | None = None) -> None:
     if trainer.is_world_process_zero():
         output_dir = training_args.output_dir
         # ELECTRA keeps the discriminator at the root and its generator, the masked LM, in a subfolder.
-        generator = Path(output_dir, GENERATOR_FOLDER)
-        masked_lm = str(generator) if generator.is_dir() else output_dir
+        masked_lm = trainer.objective.masked_lm_folder(output_dir)
         print(
             f"\nThe pretrained model, its tokenizer and a model card are in {output_dir}/. Use it with:\n"
             f"    import spanroberta\n"

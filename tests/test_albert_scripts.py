@@ -22,7 +22,7 @@ from spanroberta.training.arguments import (
     PretrainingModelArguments,
 )
 from spanroberta.training.cli import parse_arguments
-from spanroberta.training.pretraining import build_config, resolve_objective
+from spanroberta.objectives import get_objective, resolve_recipe
 
 FAST = ["--max_seq_length", "64", "--per_device_train_batch_size", "8", "--report_to", "none", "--disable_tqdm",
         "true", "--dataloader_pin_memory", "false"]  # fmt: skip
@@ -113,7 +113,8 @@ def test_encoder_flags_must_agree_with_the_checkpoint(transformers_albert, spanr
             (PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments), ["--output_dir", "x", *flags]
         )
         tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
-        return build_config(model_args, resolve_objective(model_args, data_args), tokenizer, 64)
+        recipe = resolve_recipe(model_args, data_args)
+        return get_objective(recipe.objective).build_config(model_args, recipe, tokenizer)
 
     assert config_for("--model_name_or_path", str(transformers_albert), "--cross_layer_sharing", "all")
     with pytest.raises(UserInputError, match="differs from the checkpoint"):

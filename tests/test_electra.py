@@ -31,7 +31,8 @@ from spanroberta.models.modeling_electra_pretraining import (
 )
 from spanroberta.training.arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from spanroberta.training.cli import parse_arguments
-from spanroberta.training.pretraining import apply_demo_settings, resolve_objective
+from spanroberta.objectives import get_objective, resolve_recipe
+from spanroberta.training.pretraining import apply_demo_settings
 
 ARGUMENT_TYPES = (PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments)
 TINY_SHAPE = "num_hidden_layers=1,hidden_size=32,num_attention_heads=2,intermediate_size=64,embedding_size=32"
@@ -225,8 +226,8 @@ def test_recipe_resolves_to_token_masking_85_15_and_electra_defaults():
         ARGUMENT_TYPES, ["--output_dir", "x", "--train_file", "c.txt", "--recipe", "electra", "--model_size", "base"]
     )
     model_args, data_args, training_args = apply_demo_settings(model_args, data_args, training_args, given)
-    objective = resolve_objective(model_args, data_args)
-    assert (objective.objective, objective.masking, objective.sbo) == ("rtd", "token", False)
+    objective = resolve_recipe(model_args, data_args)
+    assert (objective.objective, objective.masking, objective.sbo) == ("replaced_token_detection", "token", False)
     assert (objective.mask_replace_prob, objective.random_replace_prob) == (0.85, 0.0)
     assert training_args.learning_rate == 2e-4 and training_args.adam_beta2 == 0.999
     assert training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps == 256
@@ -237,7 +238,7 @@ def test_recipe_resolves_to_token_masking_85_15_and_electra_defaults():
                          "--learning_rate", "1e-4"]
     )
     model_args, data_args, training_args = apply_demo_settings(model_args, data_args, training_args, given)
-    assert resolve_objective(model_args, data_args).masking == "span" and training_args.learning_rate == 1e-4
+    assert resolve_recipe(model_args, data_args).masking == "span" and training_args.learning_rate == 1e-4
 
 
 # --- run_pretraining.py --recipe electra ------------------------------------------------------------------------
@@ -482,17 +483,17 @@ def test_the_discriminator_learns_to_detect_replaced_tokens_in_real_text(tmp_pat
 
 def test_embedding_size_sets_the_shared_embeddings_and_albert_sharing_is_refused(tiny_tokenizer):
     from spanroberta.errors import UserInputError
-    from spanroberta.training.electra import build_electra_config
 
     (model_args, data_args, _), _ = parse_arguments(
         ARGUMENT_TYPES, ["--output_dir", "x", "--recipe", "electra", "--model_size", "tiny", "--embedding_size", "48"]
     )
-    assert resolve_objective(model_args, data_args).objective == "rtd"
-    config = build_electra_config(model_args, tiny_tokenizer)
+    recipe = resolve_recipe(model_args, data_args)
+    assert recipe.objective == "replaced_token_detection"
+    config = get_objective("replaced_token_detection").build_config(model_args, recipe, tiny_tokenizer)
     assert (config.embedding_size, config.hidden_size, config.generator_size) == (48, 128, 0.25)
 
     (model_args, data_args, _), _ = parse_arguments(
         ARGUMENT_TYPES, ["--output_dir", "x", "--recipe", "electra", "--cross_layer_sharing", "all"]
     )
     with pytest.raises(UserInputError, match="cross_layer_sharing"):
-        resolve_objective(model_args, data_args)
+        resolve_recipe(model_args, data_args)

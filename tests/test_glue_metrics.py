@@ -9,13 +9,11 @@ from transformers import EvalPrediction
 from spanroberta.metrics.glue import (
     accuracy,
     f1,
-    glue_compute_metrics,
-    glue_metrics,
     matthews_correlation,
     pearson,
     spearmanr,
 )
-from spanroberta.tasks.glue import GLUE_TASKS
+from spanroberta.tasks.glue import GLUE_TASKS, glue_compute_metrics, glue_metrics
 
 # Confusion matrix of these: TP=2 (i 0, 4), FP=1 (i 1), FN=1 (i 5), TN=2 (i 2, 3).
 PREDICTIONS = [1, 1, 0, 0, 1, 0]

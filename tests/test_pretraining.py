@@ -18,7 +18,8 @@ from spanroberta.training.arguments import (
     PretrainingModelArguments,
 )
 from spanroberta.training.cli import parse_arguments
-from spanroberta.training.pretraining import apply_demo_settings, resolve_objective
+from spanroberta.objectives import get_objective, resolve_recipe
+from spanroberta.training.pretraining import apply_demo_settings
 
 ARGUMENT_TYPES = (PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments)
 
@@ -76,23 +77,23 @@ def test_thirty_steps_on_wikitext_lower_the_loss(tmp_path):
 
 def test_recipes_and_overrides():
     (model_args, data_args, _), _ = parse_arguments(ARGUMENT_TYPES, ["--output_dir", "x"])
-    objective = resolve_objective(model_args, data_args)
+    objective = resolve_recipe(model_args, data_args)
     assert (objective.masking, objective.sbo, objective.input_format) == ("span", True, "doc-sentences")
 
     (model_args, data_args, _), _ = parse_arguments(
         ARGUMENT_TYPES, ["--output_dir", "x", "--recipe", "spanbert", "--masking", "word", "--sbo", "false",
                          "--input_format", "full-sentences"]
     )
-    objective = resolve_objective(model_args, data_args)
+    objective = resolve_recipe(model_args, data_args)
     assert (objective.masking, objective.sbo, objective.input_format) == ("word", False, "full-sentences")
 
     (model_args, data_args, _), _ = parse_arguments(ARGUMENT_TYPES, ["--output_dir", "x", "--recipe", "bert"])
-    objective = resolve_objective(model_args, data_args)
+    objective = resolve_recipe(model_args, data_args)
     assert objective.static_masking and objective.sentence_objective == "nsp"
     assert objective.input_format == "segment-pair"
 
     (model_args, data_args, _), _ = parse_arguments(ARGUMENT_TYPES, ["--output_dir", "x", "--recipe", "roberta"])
-    objective = resolve_objective(model_args, data_args)
+    objective = resolve_recipe(model_args, data_args)
     assert (objective.masking, objective.sbo, objective.static_masking) == ("token", False, False)
 
 
@@ -139,7 +140,7 @@ def test_pair_formats_need_a_sentence_objective():
         ARGUMENT_TYPES, ["--output_dir", "x", "--recipe", "spanbert", "--input_format", "segment-pair"]
     )
     with pytest.raises(UserInputError, match="add --sentence_objective nsp or sop"):
-        resolve_objective(model_args, data_args)
+        resolve_recipe(model_args, data_args)
 
 
 def test_a_wordpiece_tokenizer_gets_two_token_types_and_pairs_train(tmp_path):
@@ -148,7 +149,6 @@ def test_a_wordpiece_tokenizer_gets_two_token_types_and_pairs_train(tmp_path):
 
     from spanroberta.data.collator import DataCollatorForSpanMasking
     from spanroberta.data.formats import prepare_blocks
-    from spanroberta.training.pretraining import build_config, build_model
 
     words = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "a", "span", "is", "masked", "."]
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words, "##s"]
@@ -156,8 +156,9 @@ def test_a_wordpiece_tokenizer_gets_two_token_types_and_pairs_train(tmp_path):
     (model_args, data_args, _), _ = parse_arguments(
         ARGUMENT_TYPES, ["--output_dir", "x", "--recipe", "bert", "--model_size", "tiny"]
     )
-    objective = resolve_objective(model_args, data_args)
-    config = build_config(model_args, objective, tokenizer, 32)
+    objective = resolve_recipe(model_args, data_args)
+    masked_lm = get_objective(objective.objective)
+    config = masked_lm.build_config(model_args, objective, tokenizer)
     assert config.type_vocab_size == 2
     documents = datasets.Dataset.from_dict(
         {"text": ["the quick brown fox jumps .\nover the lazy dog .", "a span is masked .\nthe dog jumps ."] * 4}
@@ -165,7 +166,7 @@ def test_a_wordpiece_tokenizer_gets_two_token_types_and_pairs_train(tmp_path):
     blocks = prepare_blocks(documents, tokenizer, "segment-pair", 32, pair_objective="nsp")
     assert 1 in blocks[0]["token_type_ids"]
     collator = DataCollatorForSpanMasking(tokenizer, masking="word", return_sbo_targets=False)
-    model = build_model(model_args, config, tokenizer)
+    model = masked_lm.build_model(model_args, config, tokenizer)
     output = model(**collator(list(blocks)))
     assert torch.isfinite(output.loss) and output.nsp_loss is not None
 

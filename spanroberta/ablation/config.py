@@ -131,14 +131,14 @@ def check_values(config: AblationConfig, extra: dict[str, Any] | None = None) ->
     """Parses every arm's and every task's flags as their script will (types, choices, ranges, and the
     objective an arm resolves to), so that a bad value fails before the first unit runs. `extra` flags are added
     to every unit (e.g. use_cpu, to check a GPU config on a CPU machine)."""
-    from ..training.pretraining import resolve_objective
+    from ..objectives import resolve_recipe
 
     extra = extra or {}
     placeholder = {"output_dir": str(Path(config.path).parent / "ablation-check")}
     for arm, flags in config.arms.items():
         with _blamed(config.path, f"arm {arm!r}"):
             model_args, data_args, _ = parse_pretraining({**config.pretraining, **flags, **placeholder, **extra})
-            resolve_objective(model_args, data_args)
+            resolve_recipe(model_args, data_args)
     for task in config.tasks.values():
         values = {**task.flags, **placeholder, "model_name_or_path": "arm", "do_train": True, "do_eval": True, **extra}
         with _blamed(config.path, f"task {task.name!r}"):

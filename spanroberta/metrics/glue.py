@@ -12,9 +12,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from scipy import stats
 from sklearn import metrics as sk_metrics
-from transformers import EvalPrediction
 
-from spanroberta.tasks.glue import get_glue_task
 
 ArrayLike = Sequence[float] | np.ndarray
 
@@ -60,25 +58,6 @@ METRICS: dict[str, Callable[[ArrayLike, ArrayLike], float]] = {
     "pearson": pearson,
     "spearmanr": spearmanr,
 }
-
-
-def glue_metrics(task_name: str, predictions: ArrayLike, references: ArrayLike) -> dict[str, float]:
-    """The task's official metrics, keyed by name: e.g. {"f1": ..., "accuracy": ...} for MRPC.
-
-    Predictions are class ids (or scores for STS-B), not logits.
-    """
-    return {name: METRICS[name](predictions, references) for name in get_glue_task(task_name).metrics}
-
-
-def glue_compute_metrics(task_name: str) -> Callable[[EvalPrediction], dict[str, float]]:
-    """A `compute_metrics` for the Trainer: turns the logits into class ids (or scores) and scores them."""
-    task = get_glue_task(task_name)
-
-    def compute_metrics(eval_prediction: EvalPrediction) -> dict[str, float]:
-        predictions = logits_to_predictions(eval_prediction.predictions, task.is_regression)
-        return glue_metrics(task.name, predictions, eval_prediction.label_ids)
-
-    return compute_metrics
 
 
 def logits_to_predictions(logits: np.ndarray, is_regression: bool) -> np.ndarray:

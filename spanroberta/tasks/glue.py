@@ -11,15 +11,16 @@ from __future__ import annotations
 import csv
 import logging
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Value, load_dataset
-from transformers import PreTrainedTokenizerBase
+from transformers import EvalPrediction, PreTrainedTokenizerBase
 
 from spanroberta.errors import utf8_errors
+from spanroberta.metrics.glue import METRICS, ArrayLike, logits_to_predictions
 from spanroberta.tasks.json_lines import read_json_lines
 
 logger = logging.getLogger(__name__)
@@ -449,3 +450,22 @@ def write_glue_submission(
         for index, prediction in zip(indices, predictions):
             value = f"{float(prediction):.3f}" if task.is_regression else task.labels[int(prediction)]
             file.write(f"{int(index)}\t{value}\n")
+
+
+def glue_metrics(task_name: str, predictions: ArrayLike, references: ArrayLike) -> dict[str, float]:
+    """The task's official metrics, keyed by name: e.g. {"f1": ..., "accuracy": ...} for MRPC.
+
+    Predictions are class ids (or scores for STS-B), not logits.
+    """
+    return {name: METRICS[name](predictions, references) for name in get_glue_task(task_name).metrics}
+
+
+def glue_compute_metrics(task_name: str) -> Callable[[EvalPrediction], dict[str, float]]:
+    """A `compute_metrics` for the Trainer: turns the logits into class ids (or scores) and scores them."""
+    task = get_glue_task(task_name)
+
+    def compute_metrics(eval_prediction: EvalPrediction) -> dict[str, float]:
+        predictions = logits_to_predictions(eval_prediction.predictions, task.is_regression)
+        return glue_metrics(task.name, predictions, eval_prediction.label_ids)
+
+    return compute_metrics

@@ -25,9 +25,10 @@ class Recipe:
     tokenizer: str = "byte-level-bpe"
     # Other flags the recipe sets unless given, as (flag name, value) pairs.
     flag_defaults: tuple[tuple[str, object], ...] = ()
-    # "mlm": the encoder predicts the masked tokens (SpanRobertaForPreTraining); "rtd": ELECTRA's replaced token
-    # detection (a generator fills the masked slots, the discriminator finds them).
-    objective: str = "mlm"
+    # The objective that trains the encoder, by its module in spanroberta/objectives/: "masked_lm" (the encoder
+    # predicts the masked tokens) or "replaced_token_detection" (ELECTRA: a generator fills the masked slots, the
+    # discriminator finds them).
+    objective: str = "masked_lm"
     # Of the masked tokens: the share replaced by the mask token, and by a random token (the rest stay unchanged).
     mask_replace_prob: float = 0.8
     random_replace_prob: float = 0.1
@@ -85,7 +86,7 @@ RECIPES: dict[str, Recipe] = {
         input_format="full-sentences",
         static_masking=False,
         description="replaced token detection: generator MLM + 50 x discriminator loss (ELECTRA)",
-        objective="rtd",
+        objective="replaced_token_detection",
         mask_replace_prob=0.85,
         random_replace_prob=0.0,
         # ELECTRA's optimiser (appendix Table 6): Adam without bias correction (BERT's and ELECTRA's

@@ -1,11 +1,10 @@
-"""A Trainer for pretraining: exact losses under gradient accumulation, each head's loss in the logs, an
-evaluation that reports MLM accuracy, perplexity and SBO accuracy, a guard against NaN/inf losses and weights,
-and the DataLoader of the streaming mode."""
+"""A Trainer for pretraining: exact losses under gradient accumulation, each head's loss in the logs, the
+evaluation its objective defines, a guard against NaN/inf losses and weights, and the DataLoader of the streaming
+mode. It knows no objective by name: what differs between them, it asks the objective (`spanroberta.objectives`)."""
 
 from __future__ import annotations
 
 import logging
-import math
 import time
 from typing import Any
 
@@ -14,13 +13,11 @@ from torch.utils.data import DataLoader, Dataset
 from transformers import Trainer, TrainerCallback
 
 from ..data.streaming import StreamingBlocks
+from ..objectives import PretrainingObjective, get_objective
 
 logger = logging.getLogger(__name__)
 
-IGNORE_INDEX = -100
 NONFINITE_LOSS_POLICIES = ("stop", "skip")
-
-HEAD_LOSSES = ("mlm_loss", "sbo_loss", "nsp_loss", "sop_loss", "generator_loss", "discriminator_loss")
 
 
 class _MaskingEpochCallback(TrainerCallback):
@@ -57,11 +54,12 @@ class PretrainingTrainer(Trainer):
     - The stock Trainer counts only `labels` (the MLM targets) across the accumulated batch; this one also sums
       the counts the model's `loss_normalisers` gives for its other heads (SBO, sentence) and hands them to the
       model, so batch 8 x accumulation 1 and batch 4 x accumulation 2 give the same loss and gradients.
-    - `mlm_loss`, `sbo_loss` (and `nsp_loss`/`sop_loss`) are logged next to `loss`, with `real_tokens_per_second`,
-      the non-padding tokens trained on per second since the last log (all processes together).
-    - `evaluate()` reports loss, mlm_loss, mlm_accuracy, perplexity (exp of the MLM loss), sbo_loss and
-      sbo_accuracy, counted over every predicted token of the evaluation set, and nsp_ or sop_loss and _accuracy
-      over its labelled pairs; `loss` sums them as training does.
+    - Every head's loss the model outputs (`mlm_loss`, `sbo_loss`, `nsp_loss`, `discriminator_loss`, ...: each
+      `*_loss` field) is logged next to `loss`, with `real_tokens_per_second`, the non-padding tokens trained on
+      per second since the last log (all processes together).
+    - `evaluate()` reports what the objective sums over the whole evaluation set (masked LM: loss, mlm_loss,
+      mlm_accuracy, perplexity, sbo_ and nsp_/sop_ loss and accuracy; ELECTRA: the discriminator's loss,
+      accuracy, precision and recall).
     - A NaN or infinite loss in any process is caught once per optimizer step, before the update. With
       `args.on_nonfinite_loss="stop"` (the default) training stops with a `TrainingDivergedError` naming the
       step; with "skip" the update is skipped (the learning-rate schedule still advances, as for an fp16
@@ -69,8 +67,10 @@ class PretrainingTrainer(Trainer):
     - A `StreamingBlocks` training set splits itself between processes; its DataLoader is not sharded again.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any):
+    def __init__(self, *args: Any, objective: PretrainingObjective | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
+        # Masked LM (with whatever heads the model has) unless told otherwise.
+        self.objective = objective or get_objective("masked_lm")
         # PretrainingArguments' flag; plain TrainingArguments get the safe default.
         self.on_nonfinite_loss = getattr(self.args, "on_nonfinite_loss", "stop")
         if self.on_nonfinite_loss == "skip" and self.is_deepspeed_enabled:
@@ -155,18 +155,19 @@ class PretrainingTrainer(Trainer):
         super().save_model(output_dir, _internal_call)
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
-        # A model saved as several checkpoints (ELECTRA's discriminator and generator) loads itself.
-        load_saved = getattr(model or self.model, "load_saved", None)
-        if load_saved is None or self.is_fsdp_enabled or self.is_deepspeed_enabled:
-            return super()._load_from_checkpoint(resume_from_checkpoint, model)
-        load_saved(resume_from_checkpoint)
+        # A model saved in a layout of its objective's (ELECTRA's two checkpoints) is loaded by the objective.
+        if self._engine_loads_checkpoints() or not self.objective.load_checkpoint(model or self.model, resume_from_checkpoint):
+            super()._load_from_checkpoint(resume_from_checkpoint, model)
 
     def _load_best_model(self) -> None:
-        load_saved = getattr(self.model, "load_saved", None)
-        if load_saved is None or self.is_fsdp_enabled or self.is_deepspeed_enabled:
+        folder = self.state.best_model_checkpoint
+        if self._engine_loads_checkpoints() or not self.objective.load_checkpoint(self.model, folder):
             return super()._load_best_model()
-        logger.info("Loading the best model from %s (%s).", self.state.best_model_checkpoint, self.state.best_metric)
-        load_saved(self.state.best_model_checkpoint)
+        logger.info("Loaded the best model from %s (%s).", folder, self.state.best_metric)
+
+    def _engine_loads_checkpoints(self) -> bool:
+        """DeepSpeed and FSDP load their own (sharded) checkpoints."""
+        return self.is_fsdp_enabled or self.is_deepspeed_enabled
 
     def get_batch_samples(self, epoch_iterator, num_batches: int, device: torch.device):
         if self._real_tokens_window_start is None:
@@ -205,9 +206,8 @@ class PretrainingTrainer(Trainer):
             if not self._head_loss_sums:
                 # First micro-batch since the last log (or since a resume): remember where this window starts.
                 self._head_losses_logged_at_step = self.state.global_step
-            for name in HEAD_LOSSES:
-                value = getattr(outputs, name, None)
-                if value is not None:
+            for name, value in outputs.items():
+                if name.endswith("_loss") and value is not None:
                     self._head_loss_sums[name] = self._head_loss_sums.get(name, 0.0) + value.detach()
         return (loss, outputs) if return_outputs else loss
 
@@ -246,92 +246,20 @@ class PretrainingTrainer(Trainer):
     def evaluate(
         self, eval_dataset: Dataset | None = None, ignore_keys=None, metric_key_prefix: str = "eval"
     ) -> dict[str, float]:
+        """The objective's metrics over the whole evaluation set: sums on the device, reduced over the processes,
+        read once at the end."""
         dataloader: DataLoader = self.get_eval_dataloader(eval_dataset)
         model = self._wrap_model(self.model, training=False, dataloader=dataloader)
         model.eval()
-        sums = {
-            key: torch.zeros((), dtype=torch.float64, device=self.args.device)
-            for head in ("mlm", "sbo", "sentence")
-            for key in (f"{head}_loss", f"{head}_correct", f"{head}_count")
-        }
-        sums.update({key: torch.zeros_like(sums["mlm_loss"]) for key in DETECTION_SUMS})
-        sentence_objective = getattr(self.model.config, "sentence_objective", "none")
-        sentence_label_name = {"nsp": "next_sentence_label", "sop": "sentence_order_label"}.get(sentence_objective)
+        sums = self.objective.evaluation_sums(self.model.config, self.args.device)
         for inputs in dataloader:
             inputs = self._prepare_inputs(inputs)
             with torch.no_grad(), self.compute_loss_context_manager():
                 outputs = model(**inputs)
-            labels = inputs["labels"]
-            predicted = labels != IGNORE_INDEX
-            self._accumulate(sums, "mlm", outputs.mlm_logits[predicted], labels[predicted])
-            if getattr(outputs, "sbo_logits", None) is not None:
-                is_target = inputs["sbo_relative_positions"] != IGNORE_INDEX
-                self._accumulate(sums, "sbo", outputs.sbo_logits[is_target], labels[is_target])
-            if sentence_label_name in inputs:
-                sentence_labels = inputs[sentence_label_name].view(-1)
-                labelled = sentence_labels != IGNORE_INDEX
-                self._accumulate(sums, "sentence", outputs.sentence_logits[labelled], sentence_labels[labelled])
-            if getattr(outputs, "discriminator_logits", None) is not None:
-                mask = inputs.get("attention_mask")
-                _accumulate_detection(sums, outputs.discriminator_logits, outputs.replaced, mask)
+            self.objective.accumulate(sums, inputs, outputs, self.model.config)
         totals = {key: self.accelerator.reduce(value, reduction="sum").item() for key, value in sums.items()}
-
-        metrics = {}
-        if totals["mlm_count"]:
-            metrics["mlm_loss"] = totals["mlm_loss"] / totals["mlm_count"]
-            metrics["mlm_accuracy"] = totals["mlm_correct"] / totals["mlm_count"]
-            metrics["perplexity"] = math.exp(min(metrics["mlm_loss"], 50.0))
-            metrics["loss"] = metrics["mlm_loss"]
-        if totals["sbo_count"]:
-            metrics["sbo_loss"] = totals["sbo_loss"] / totals["sbo_count"]
-            metrics["sbo_accuracy"] = totals["sbo_correct"] / totals["sbo_count"]
-            metrics["loss"] += self.model.config.sbo_loss_weight * metrics["sbo_loss"]
-        if totals["sentence_count"]:
-            metrics[f"{sentence_objective}_loss"] = totals["sentence_loss"] / totals["sentence_count"]
-            metrics[f"{sentence_objective}_accuracy"] = totals["sentence_correct"] / totals["sentence_count"]
-            metrics["loss"] += metrics[f"{sentence_objective}_loss"]
-        if totals["rtd_count"]:
-            metrics.update(_detection_metrics(totals))
-            metrics["loss"] += getattr(self.model, "rtd_loss_weight", 1.0) * metrics["discriminator_loss"]
+        metrics = self.objective.evaluation_metrics(totals, self.model)
         metrics = {f"{metric_key_prefix}_{key}": value for key, value in metrics.items()}
         self.log(metrics)
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
         return metrics
-
-    @staticmethod
-    def _accumulate(sums: dict[str, torch.Tensor], head: str, logits: torch.Tensor, targets: torch.Tensor) -> None:
-        logits = logits.float()
-        sums[f"{head}_loss"] += torch.nn.functional.cross_entropy(logits, targets, reduction="sum").double()
-        sums[f"{head}_correct"] += (logits.argmax(-1) == targets).sum()
-        sums[f"{head}_count"] += targets.numel()
-
-
-# Replaced token detection (ELECTRA): sums over the real tokens of the evaluation set.
-DETECTION_SUMS = ("rtd_loss", "rtd_correct", "rtd_count", "rtd_true_positive", "rtd_predicted", "rtd_replaced")
-
-
-def _accumulate_detection(
-    sums: dict[str, torch.Tensor], logits: torch.Tensor, replaced: torch.Tensor, attention_mask: torch.Tensor | None
-) -> None:
-    real = torch.ones_like(replaced) if attention_mask is None else attention_mask.bool()
-    logits, replaced = logits.float()[real], replaced[real]
-    predicted = logits > 0
-    target = replaced.float()
-    sums["rtd_loss"] += torch.nn.functional.binary_cross_entropy_with_logits(logits, target, reduction="sum").double()
-    sums["rtd_correct"] += (predicted == replaced).sum()
-    sums["rtd_count"] += replaced.numel()
-    sums["rtd_true_positive"] += (predicted & replaced).sum()
-    sums["rtd_predicted"] += predicted.sum()
-    sums["rtd_replaced"] += replaced.sum()
-
-
-def _detection_metrics(totals: dict[str, float]) -> dict[str, float]:
-    """The discriminator's loss and accuracy over real tokens, its precision and recall on replaced tokens, and
-    the share of replaced tokens (1 minus it is the accuracy of always answering "original")."""
-    return {
-        "discriminator_loss": totals["rtd_loss"] / totals["rtd_count"],
-        "discriminator_accuracy": totals["rtd_correct"] / totals["rtd_count"],
-        "discriminator_precision": totals["rtd_true_positive"] / max(totals["rtd_predicted"], 1),
-        "discriminator_recall": totals["rtd_true_positive"] / max(totals["rtd_replaced"], 1),
-        "replaced_share": totals["rtd_replaced"] / totals["rtd_count"],
-    }

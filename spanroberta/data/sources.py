@@ -1,0 +1,282 @@
+"""Where pretraining text comes from, and the tokenizer it is read with. Three modes:
+- in memory (default): documents and blocks are `datasets` datasets, cached by fingerprint;
+- prepared (`--prepared_data_dir`): blocks made once into sharded Arrow files, memory-mapped, reused later
+  (`data.prepared`);
+- streaming (`--streaming`): blocks made on the fly, split between processes and workers (`data.streaming`).
+
+`load_pretraining_data` returns the tokenizer, the model config (built by the caller's `build_config` as soon as
+the tokenizer exists, so that a bad setting stops the run before any block is made) and the masking datasets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import datasets
+from torch.utils.data import Dataset
+from transformers import AutoTokenizer, PretrainedConfig, PreTrainedTokenizerBase
+
+from ..errors import UserInputError
+from . import prepared
+from .corpus import iter_documents, load_documents
+from .formats import PAIR_FORMATS, block_builder, prepare_blocks
+from .masking_schedule import DynamicMaskingDataset, StaticMaskingDataset
+from .streaming import StreamingBlocks
+from .tokenizer import train_byte_level_bpe, train_sentencepiece_unigram
+
+if TYPE_CHECKING:
+    from ..objectives import ResolvedRecipe
+    from ..training.arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
+
+logger = logging.getLogger(__name__)
+
+# The tokenizer trained on the corpus when none is given (recipes.TOKENIZERS).
+TOKENIZER_TRAINERS = {"byte-level-bpe": train_byte_level_bpe, "unigram": train_sentencepiece_unigram}
+
+BuildConfig = Callable[[PreTrainedTokenizerBase], PretrainedConfig]
+
+
+@dataclass
+class PretrainingData:
+    """What the data stage hands to training."""
+
+    tokenizer: PreTrainedTokenizerBase
+    config: PretrainedConfig
+    train: Dataset | StreamingBlocks
+    eval: Dataset | None
+
+
+@dataclass
+class _Run:
+    """The arguments every mode reads."""
+
+    model_args: PretrainingModelArguments
+    data_args: PretrainingDataArguments
+    training_args: PretrainingArguments
+    recipe: ResolvedRecipe
+    build_config: BuildConfig
+
+    @property
+    def pair_objective(self) -> str:
+        """The pair label of pair formats (resolve_recipe makes sure they have a sentence objective)."""
+        return self.recipe.sentence_objective if self.recipe.sentence_objective != "none" else "nsp"
+
+    def blocks_of(self, documents: datasets.Dataset, tokenizer: PreTrainedTokenizerBase) -> datasets.Dataset:
+        return prepare_blocks(
+            documents,
+            tokenizer,
+            input_format=self.recipe.input_format,
+            max_seq_length=self.data_args.max_seq_length,
+            pair_objective=self.pair_objective,
+            seed=self.training_args.seed,
+            num_proc=self.data_args.preprocessing_num_workers,
+            documents_per_group=self.data_args.documents_per_group,
+            pack_documents=self.data_args.pack_documents,
+        )
+
+
+def load_pretraining_data(
+    model_args: PretrainingModelArguments,
+    data_args: PretrainingDataArguments,
+    training_args: PretrainingArguments,
+    recipe: ResolvedRecipe,
+    build_config: BuildConfig,
+) -> PretrainingData:
+    """Tokenizer, model config and masking datasets, in the mode the arguments ask for."""
+    run = _Run(model_args, data_args, training_args, recipe, build_config)
+    if data_args.streaming:
+        tokenizer, config, train, eval_blocks = _streaming_data(run)
+    elif data_args.prepared_data_dir and prepared.is_prepared(data_args.prepared_data_dir):
+        tokenizer, config, train, eval_blocks = _reused_prepared_data(run)
+    else:
+        tokenizer, config, train, eval_blocks = _built_data(run)
+
+    if not isinstance(train, StreamingBlocks):
+        if data_args.max_train_samples is not None:
+            train = train.select(range(min(data_args.max_train_samples, len(train))))
+        logger.info("%d training blocks of up to %d tokens", len(train), data_args.max_seq_length)
+        train = (
+            StaticMaskingDataset(train, dupe_factor=data_args.dupe_factor)
+            if recipe.static_masking
+            else DynamicMaskingDataset(train)
+        )
+    if eval_blocks is not None and data_args.max_eval_samples is not None:
+        eval_blocks = eval_blocks.select(range(min(data_args.max_eval_samples, len(eval_blocks))))
+    # Evaluation masks are fixed (epoch 0), so that evaluations along a run are comparable.
+    eval_dataset = DynamicMaskingDataset(eval_blocks) if eval_blocks is not None else None
+    return PretrainingData(tokenizer=tokenizer, config=config, train=train, eval=eval_dataset)
+
+
+def load_tokenizer(model_args: PretrainingModelArguments) -> PreTrainedTokenizerBase | None:
+    """The tokenizer named by --tokenizer_name or --model_name_or_path, or None when neither is given."""
+    name = model_args.tokenizer_name or model_args.model_name_or_path
+    if not name:
+        return None
+    tokenizer = AutoTokenizer.from_pretrained(
+        name, cache_dir=model_args.cache_dir, trust_remote_code=model_args.trust_remote_code,
+        revision=model_args.model_revision, token=model_args.token,
+    )  # fmt: skip
+    if tokenizer.mask_token is None:
+        raise UserInputError(
+            f"The tokenizer {name} has no mask token, so it cannot be used for masked-LM pretraining. Give a "
+            "tokenizer with one (RoBERTa's is <mask>), or none to train a byte-level BPE on the corpus."
+        )
+    return tokenizer
+
+
+def load_or_train_tokenizer(
+    model_args: PretrainingModelArguments, documents: datasets.Dataset, kind: str = "byte-level-bpe"
+) -> PreTrainedTokenizerBase:
+    """The given tokenizer, or one of `kind` (recipes.TOKENIZERS) trained on `documents`."""
+    tokenizer = load_tokenizer(model_args)
+    if tokenizer is None:
+        logger.info("Training a %s tokenizer of %d ids on the training text.", kind, model_args.tokenizer_vocab_size)
+        tokenizer = TOKENIZER_TRAINERS[kind](_texts(documents), vocab_size=model_args.tokenizer_vocab_size)
+    return tokenizer
+
+
+def _texts(documents: datasets.Dataset) -> Iterator[str]:
+    # Batch by batch from the memory-mapped table, so that the whole corpus is never held as Python strings.
+    for batch in documents.iter(batch_size=1000):
+        yield from batch["text"]
+
+
+def _built_data(run: _Run) -> tuple:
+    """In-memory mode (blocks cached by `datasets`), or the first run of the prepared mode (blocks saved)."""
+    data_args = run.data_args
+    prepared_dir = data_args.prepared_data_dir
+    if prepared_dir and not (data_args.train_file or data_args.dataset_name):
+        raise UserInputError(
+            f"--prepared_data_dir {prepared_dir} holds no prepared data yet: give --train_file or --dataset_name "
+            "to prepare it from."
+        )
+    with prepared.preparing(prepared_dir) if prepared_dir else contextlib.nullcontext() as staging:
+        cache_dir = str(staging / prepared.INTERMEDIATE_CACHE) if staging else run.model_args.cache_dir
+        documents, eval_documents = _document_splits(data_args, run.training_args.seed, cache_dir)
+        tokenizer = load_or_train_tokenizer(run.model_args, documents, run.recipe.tokenizer)
+        config = run.build_config(tokenizer)
+        splits = {"train": run.blocks_of(documents, tokenizer)}
+        if eval_documents is not None:
+            splits["validation"] = run.blocks_of(eval_documents, tokenizer)
+        if not staging:
+            return tokenizer, config, splits["train"], splits.get("validation")
+        prepared.save_prepared(staging, splits, tokenizer, _prepared_settings(run, tokenizer))
+    # Train from the memory-mapped shards, exactly as a later run reusing the folder will.
+    blocks = datasets.load_from_disk(str(Path(prepared_dir) / "blocks"))
+    return tokenizer, config, blocks["train"], blocks.get("validation")
+
+
+def _reused_prepared_data(run: _Run) -> tuple:
+    requested = _prepared_settings(run, load_tokenizer(run.model_args))
+    blocks, tokenizer = prepared.load_prepared(run.data_args.prepared_data_dir, requested)
+    return tokenizer, run.build_config(tokenizer), blocks["train"], blocks.get("validation")
+
+
+def _document_splits(
+    data_args: PretrainingDataArguments, seed: int, cache_dir: str | None
+) -> tuple[datasets.Dataset, datasets.Dataset | None]:
+    """Training documents and evaluation documents (--validation_file, or a held-out share, or none)."""
+    documents = load_documents(
+        train_files=data_args.train_file.split(",") if data_args.train_file else None,
+        dataset_name=data_args.dataset_name,
+        dataset_config_name=data_args.dataset_config_name,
+        text_column_name=data_args.text_column_name,
+        cache_dir=cache_dir,
+    )
+    if data_args.validation_file:
+        return documents, _validation_documents(data_args, cache_dir)
+    if data_args.validation_split_percentage > 0 and len(documents) > 1:
+        split = documents.train_test_split(
+            test_size=data_args.validation_split_percentage / 100, seed=seed, shuffle=True
+        )
+        return split["train"], split["test"]
+    return documents, None
+
+
+def _validation_documents(data_args: PretrainingDataArguments, cache_dir: str | None) -> datasets.Dataset:
+    return load_documents(
+        train_files=data_args.validation_file.split(","),
+        text_column_name=data_args.text_column_name,
+        cache_dir=cache_dir,
+    )
+
+
+def _prepared_settings(run: _Run, tokenizer: PreTrainedTokenizerBase | None) -> dict:
+    """What the prepared blocks depend on, recorded in the folder's manifest and compared on reuse."""
+    data_args, recipe = run.data_args, run.recipe
+    return prepared.prepared_settings(
+        train_files=data_args.train_file.split(",") if data_args.train_file else None,
+        dataset=(
+            f"{data_args.dataset_name}/{data_args.dataset_config_name}:{data_args.text_column_name}"
+            if data_args.dataset_name
+            else None
+        ),
+        validation=(
+            data_args.validation_file.split(",") if data_args.validation_file else data_args.validation_split_percentage
+        ),
+        tokenizer=tokenizer,
+        input_format=recipe.input_format,
+        max_seq_length=data_args.max_seq_length,
+        pair_objective=run.pair_objective if recipe.input_format in PAIR_FORMATS else None,
+        documents_per_group=data_args.documents_per_group,
+        pack_documents=data_args.pack_documents if recipe.input_format == "doc-sentences" else None,
+        seed=run.training_args.seed,
+    )
+
+
+def _streaming_data(run: _Run) -> tuple:
+    data_args, training_args = run.data_args, run.training_args
+    if training_args.max_steps <= 0:
+        raise UserInputError("--streaming needs --max_steps: a stream has no length to count epochs in.")
+    if data_args.max_train_samples is not None:
+        raise UserInputError("--max_train_samples does not apply to --streaming; use --max_steps.")
+    tokenizer = load_tokenizer(run.model_args)
+    if tokenizer is None:
+        raise UserInputError(
+            "--streaming needs --tokenizer_name (or --model_name_or_path): training a tokenizer takes a pass over "
+            "the corpus. Train one on a sample (spanroberta.data.tokenizer.train_byte_level_bpe) or use "
+            "--prepared_data_dir, which trains one."
+        )
+    config = run.build_config(tokenizer)
+    eval_blocks = None
+    if data_args.validation_file:
+        eval_blocks = run.blocks_of(_validation_documents(data_args, run.model_args.cache_dir), tokenizer)
+    else:
+        logger.info("Streaming mode evaluates only on --validation_file; none was given.")
+    return tokenizer, config, _streaming_blocks(run, tokenizer), eval_blocks
+
+
+def _streaming_blocks(run: _Run, tokenizer: PreTrainedTokenizerBase) -> StreamingBlocks:
+    data_args, training_args = run.data_args, run.training_args
+    read_documents = functools.partial(
+        iter_documents,
+        train_files=data_args.train_file.split(",") if data_args.train_file else None,
+        dataset_name=data_args.dataset_name,
+        dataset_config_name=data_args.dataset_config_name,
+        text_column_name=data_args.text_column_name,
+    )
+    builder = block_builder(
+        tokenizer,
+        run.recipe.input_format,
+        data_args.max_seq_length,
+        run.pair_objective,
+        training_args.seed,
+        data_args.pack_documents,
+    )
+    return StreamingBlocks(
+        read_documents,
+        tokenizer,
+        builder,
+        documents_per_group=data_args.documents_per_group,
+        shuffle_buffer_size=data_args.shuffle_buffer_size,
+        seed=training_args.seed,
+        static_masking_copies=data_args.dupe_factor if run.recipe.static_masking else None,
+        process_index=training_args.process_index,
+        num_processes=training_args.world_size,
+    )

@@ -1,0 +1,97 @@
+"""What a pretraining objective answers for the run and the trainer. Each objective is one module of this package;
+`training/pretraining.py` and `training/trainer.py` ask it, and never which objective it is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase, Trainer
+
+
+@dataclass(frozen=True)
+class ResolvedRecipe:
+    """A recipe (`training.recipes.RECIPES`) with the user's overrides applied."""
+
+    masking: str
+    sbo: bool
+    sentence_objective: str
+    input_format: str
+    static_masking: bool
+    encoder: str = "roberta"
+    tokenizer: str = "byte-level-bpe"
+    # The name of the objective that trains the encoder (`objectives.OBJECTIVES`).
+    objective: str = "masked_lm"
+    mask_replace_prob: float = 0.8
+    random_replace_prob: float = 0.1
+
+
+class PretrainingObjective:
+    """The questions the pretraining run and `PretrainingTrainer` ask an objective. The defaults are the plain ones;
+    an objective overrides what it does differently."""
+
+    def apply_defaults(self, arguments: tuple, given: set[str]) -> tuple:
+        """(model, data, training) arguments with the objective's defaults for the flags not in `given`."""
+        return arguments
+
+    def check(self, recipe: ResolvedRecipe, model_args: Any) -> None:
+        """Raises UserInputError for settings the objective cannot train."""
+
+    def build_config(self, model_args: Any, recipe: ResolvedRecipe, tokenizer: PreTrainedTokenizerBase) -> PretrainedConfig:
+        raise NotImplementedError
+
+    def build_model(self, model_args: Any, config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel:
+        raise NotImplementedError
+
+    def collator_settings(self, recipe: ResolvedRecipe, config: PretrainedConfig) -> dict[str, Any]:
+        """The `DataCollatorForSpanMasking` arguments the objective decides."""
+        return {}
+
+    # Evaluation: sums over the evaluation set, reduced over processes, then turned into metrics.
+
+    def evaluation_sums(self, config: PretrainedConfig, device: torch.device) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def accumulate(
+        self, sums: dict[str, torch.Tensor], inputs: dict[str, torch.Tensor], outputs: Any, config: PretrainedConfig
+    ) -> None:
+        raise NotImplementedError
+
+    def evaluation_metrics(self, totals: dict[str, float], model: PreTrainedModel) -> dict[str, float]:
+        raise NotImplementedError
+
+    # Saving and loading beyond transformers' single checkpoint.
+
+    def load_checkpoint(self, model: PreTrainedModel, folder: str) -> bool:
+        """Loads a checkpoint the objective saved in its own layout into `model`; False: the Trainer's way."""
+        return False
+
+    def save_beside_model(self, trainer: Trainer, tokenizer: PreTrainedTokenizerBase) -> None:
+        """Writes what the objective keeps beside the saved model (main process only)."""
+
+    def masked_lm_folder(self, output_dir: str) -> str:
+        """The folder `pipeline("fill-mask")` loads."""
+        return output_dir
+
+    def model_card_usage(self, config: PretrainedConfig) -> str:
+        raise NotImplementedError
+
+
+def accumulate_classification(
+    sums: dict[str, torch.Tensor], head: str, logits: torch.Tensor, targets: torch.Tensor
+) -> None:
+    """Adds a head's summed cross-entropy, correct predictions and count over `targets` to `sums`."""
+    logits = logits.float()
+    sums[f"{head}_loss"] += torch.nn.functional.cross_entropy(logits, targets, reduction="sum").double()
+    sums[f"{head}_correct"] += (logits.argmax(-1) == targets).sum()
+    sums[f"{head}_count"] += targets.numel()
+
+
+def zero_sums(names: list[str], device: torch.device) -> dict[str, torch.Tensor]:
+    return {name: torch.zeros((), dtype=torch.float64, device=device) for name in names}
+
+
+def hub_kwargs(model_args: Any) -> dict[str, Any]:
+    """The Hub settings of a model argument set, for `from_pretrained`."""
+    return {"cache_dir": model_args.cache_dir, "revision": model_args.model_revision, "token": model_args.token}

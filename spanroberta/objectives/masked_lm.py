@@ -1,0 +1,155 @@
+"""Masked language modelling with SpanBERT's heads: MLM and the span boundary objective (SBO) at the prediction
+slots, and optionally BERT's NSP or ALBERT's SOP, on RoBERTa's encoder (`SpanRobertaForPreTraining`) or ALBERT's
+(`SpanAlbertForPreTraining`). The spanbert, roberta, bert and albert recipes train this objective."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from transformers import (
+    AutoModelForPreTraining,
+    PretrainedConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+
+from ..errors import UserInputError
+from ..models.configuration_span_albert import SpanAlbertConfig
+from ..models.configuration_spanroberta import SpanRobertaConfig
+from ..models.pretraining_heads import IGNORE_INDEX
+from ..training.recipes import get_model_size
+from .base import PretrainingObjective, ResolvedRecipe, accumulate_classification, hub_kwargs, zero_sums
+
+# The config of each encoder (recipes.ENCODERS); AutoModelForPreTraining maps it to its pretraining model.
+ENCODER_CONFIGS = {"roberta": SpanRobertaConfig, "albert": SpanAlbertConfig}
+# The model types whose checkpoints continue pretraining on the ALBERT encoder; any other is read as RoBERTa's.
+ALBERT_MODEL_TYPES = ("albert", "spanalbert")
+# ALBERT's encoder settings (SpanAlbertConfig's defaults are ALBERT-base's: E = 128, all layers shared).
+ALBERT_ENCODER_SETTINGS = ("embedding_size", "cross_layer_sharing")
+
+_ENCODER_NOTES = {
+    "spanroberta": "The encoder is RoBERTa's: `RobertaModel.from_pretrained` loads it.",
+    "spanalbert": "The encoder is ALBERT's: with every layer shared (ALBERT's scheme) `AlbertModel.from_pretrained` "
+    "loads it.",
+}
+
+
+class MaskedLanguageModeling(PretrainingObjective):
+    def build_config(self, model_args: Any, recipe: ResolvedRecipe, tokenizer: PreTrainedTokenizerBase) -> PretrainedConfig:
+        """The encoder's config: the checkpoint's (a RoBERTa or ALBERT checkpoint's becomes a spanroberta or
+        SpanALBERT one: its encoder and MLM head load, the SBO head and a sentence head it lacks start fresh),
+        else the recipe's encoder at --model_size."""
+        head_settings = {
+            "use_sbo": recipe.sbo,
+            "sbo_loss_weight": model_args.sbo_loss_weight,
+            "sentence_objective": recipe.sentence_objective,
+        }
+        encoder_settings = {
+            name: getattr(model_args, name) for name in ALBERT_ENCODER_SETTINGS if getattr(model_args, name) is not None
+        }
+        source = model_args.config_name or model_args.model_name_or_path
+        if source:
+            config_class = ENCODER_CONFIGS[_checkpoint_encoder(source, model_args, encoder_settings)]
+            config = config_class.from_pretrained(source, **hub_kwargs(model_args), **head_settings)
+            _check_checkpoint_encoder_settings(config, encoder_settings)
+            return config
+        return ENCODER_CONFIGS[recipe.encoder](
+            **get_model_size(model_args.model_size),
+            vocab_size=len(tokenizer),
+            pad_token_id=tokenizer.pad_token_id,
+            bos_token_id=tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.cls_token_id,
+            eos_token_id=tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.sep_token_id,
+            # BERT-style tokenizers mark a pair's second segment with token type 1; RoBERTa's have one type.
+            type_vocab_size=2 if "token_type_ids" in tokenizer.model_input_names else 1,
+            **head_settings,
+            **encoder_settings,  # given only for an ALBERT encoder (resolve_recipe)
+        )
+
+    def build_model(self, model_args: Any, config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel:
+        """SpanRobertaForPreTraining or SpanAlbertForPreTraining: from the checkpoint, else freshly initialised."""
+        if model_args.model_name_or_path:
+            model = AutoModelForPreTraining.from_pretrained(
+                model_args.model_name_or_path, config=config, **hub_kwargs(model_args)
+            )
+        else:
+            model = AutoModelForPreTraining.from_config(config)
+        if len(tokenizer) > model.config.vocab_size:
+            model.resize_token_embeddings(len(tokenizer))
+        return model
+
+    def collator_settings(self, recipe: ResolvedRecipe, config: PretrainedConfig) -> dict[str, Any]:
+        return {"return_sbo_targets": recipe.sbo, "max_span_targets": config.max_span_targets}
+
+    def evaluation_sums(self, config: PretrainedConfig, device: torch.device) -> dict[str, torch.Tensor]:
+        names = [f"{head}_{sum_}" for head in ("mlm", "sbo", "sentence") for sum_ in ("loss", "correct", "count")]
+        return zero_sums(names, device)
+
+    def accumulate(
+        self, sums: dict[str, torch.Tensor], inputs: dict[str, torch.Tensor], outputs: Any, config: PretrainedConfig
+    ) -> None:
+        """MLM and SBO over every predicted token, the sentence head over every labelled pair."""
+        labels = inputs["labels"]
+        predicted = labels != IGNORE_INDEX
+        accumulate_classification(sums, "mlm", outputs.mlm_logits[predicted], labels[predicted])
+        if outputs.sbo_logits is not None:
+            is_target = inputs["sbo_relative_positions"] != IGNORE_INDEX
+            accumulate_classification(sums, "sbo", outputs.sbo_logits[is_target], labels[is_target])
+        sentence_label_name = _SENTENCE_LABELS.get(config.sentence_objective)
+        if sentence_label_name in inputs:
+            sentence_labels = inputs[sentence_label_name].view(-1)
+            labelled = sentence_labels != IGNORE_INDEX
+            accumulate_classification(sums, "sentence", outputs.sentence_logits[labelled], sentence_labels[labelled])
+
+    def evaluation_metrics(self, totals: dict[str, float], model: PreTrainedModel) -> dict[str, float]:
+        """loss, mlm_loss, mlm_accuracy, perplexity (exp of the MLM loss), sbo_ and nsp_/sop_ loss and accuracy;
+        `loss` sums the heads as training does."""
+        metrics = {}
+        if totals["mlm_count"]:
+            metrics["mlm_loss"] = totals["mlm_loss"] / totals["mlm_count"]
+            metrics["mlm_accuracy"] = totals["mlm_correct"] / totals["mlm_count"]
+            metrics["perplexity"] = math.exp(min(metrics["mlm_loss"], 50.0))
+            metrics["loss"] = metrics["mlm_loss"]
+        if totals["sbo_count"]:
+            metrics["sbo_loss"] = totals["sbo_loss"] / totals["sbo_count"]
+            metrics["sbo_accuracy"] = totals["sbo_correct"] / totals["sbo_count"]
+            metrics["loss"] += model.config.sbo_loss_weight * metrics["sbo_loss"]
+        if totals["sentence_count"]:
+            head = model.config.sentence_objective
+            metrics[f"{head}_loss"] = totals["sentence_loss"] / totals["sentence_count"]
+            metrics[f"{head}_accuracy"] = totals["sentence_correct"] / totals["sentence_count"]
+            metrics["loss"] += metrics[f"{head}_loss"]
+        return metrics
+
+    def model_card_usage(self, config: PretrainedConfig) -> str:
+        return (
+            f"{_ENCODER_NOTES[type(config).model_type]} With spanroberta installed, `import spanroberta` and use the Auto "
+            "classes;\nwithout it, pass `trust_remote_code=True`."
+        )
+
+
+_SENTENCE_LABELS = {"nsp": "next_sentence_label", "sop": "sentence_order_label"}
+
+
+def _checkpoint_encoder(source: str, model_args: Any, encoder_settings: dict) -> str:
+    """The encoder of the config or checkpoint `source` ("roberta" or "albert"), read from its model type."""
+    config_dict, _ = PretrainedConfig.get_config_dict(source, **hub_kwargs(model_args))
+    model_type = config_dict.get("model_type")
+    encoder = "albert" if model_type in ALBERT_MODEL_TYPES else "roberta"
+    if encoder_settings and encoder != "albert":
+        raise UserInputError(
+            f"--{' and --'.join(encoder_settings)} set an ALBERT encoder, but {source} is a {model_type} "
+            "checkpoint."
+        )
+    return encoder
+
+
+def _check_checkpoint_encoder_settings(config: PretrainedConfig, encoder_settings: dict) -> None:
+    """A checkpoint's encoder keeps its shape: --embedding_size and --cross_layer_sharing may only repeat it."""
+    for name, value in encoder_settings.items():
+        if getattr(config, name) != value:
+            raise UserInputError(
+                f"--{name} {value} differs from the checkpoint's ({getattr(config, name)}): continued pretraining "
+                "keeps the checkpoint's encoder. Leave the flag out."
+            )

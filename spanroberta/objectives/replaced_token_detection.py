@@ -1,0 +1,149 @@
+"""ELECTRA's replaced token detection (Clark et al. 2020): a generator fills the masked slots, the discriminator
+finds the replaced tokens (`ElectraForReplacedTokenDetection`). This module is everything `--recipe electra`
+changes in a pretraining run: the paper's size-dependent defaults, the model, the evaluation (the discriminator's
+loss, accuracy, precision and recall), the generator folder saved beside the discriminator, the model card. The
+data, masking, trainer and checkpointing are the toolkit's own."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import ElectraConfig, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase, Trainer
+
+from ..errors import UserInputError
+from ..models.modeling_electra_pretraining import (
+    GENERATOR_FOLDER,
+    ElectraForReplacedTokenDetection,
+    generator_config,
+)
+from ..models.pretraining_heads import IGNORE_INDEX
+from ..training.cli import apply_defaults
+from ..training.recipes import ELECTRA_SIZES
+from .base import PretrainingObjective, ResolvedRecipe, accumulate_classification, hub_kwargs, zero_sums
+
+# Sums over the real tokens of the evaluation set; the generator's MLM sums are the masked-LM objective's.
+DETECTION_SUMS = ("rtd_loss", "rtd_correct", "rtd_count", "rtd_true_positive", "rtd_predicted", "rtd_replaced")
+
+
+class ReplacedTokenDetection(PretrainingObjective):
+    def apply_defaults(self, arguments: tuple, given: set[str]) -> tuple:
+        """ELECTRA's Table 6 for the model size: mask rate, learning rate, and the batch size reached through
+        gradient accumulation over the processes and `--per_device_train_batch_size` (the other optimiser settings
+        are the recipe's `flag_defaults`)."""
+        model_args, _, training_args = arguments
+        size = ELECTRA_SIZES[model_args.model_size]
+        defaults = {"mlm_probability": size.mask_rate}
+        if size.learning_rate is not None:
+            defaults["learning_rate"] = size.learning_rate
+        if size.batch_size is not None:
+            per_step = training_args.per_device_train_batch_size * max(training_args.world_size, 1)
+            defaults["gradient_accumulation_steps"] = max(1, math.ceil(size.batch_size / per_step))
+        return apply_defaults(arguments, defaults, given)
+
+    def check(self, recipe: ResolvedRecipe, model_args: Any) -> None:
+        if recipe.sbo or recipe.sentence_objective != "none" or model_args.cross_layer_sharing is not None:
+            raise UserInputError(
+                "--recipe electra trains an ELECTRA generator and discriminator, without SBO, sentence-level heads "
+                "or ALBERT's cross-layer sharing; drop --sbo, --sentence_objective and --cross_layer_sharing."
+            )
+
+    def build_config(self, model_args: Any, recipe: ResolvedRecipe, tokenizer: PreTrainedTokenizerBase) -> ElectraConfig:
+        """The discriminator's config (with `rtd_loss_weight` and `generator_size`): Google's from
+        --model_name_or_path, else ELECTRA's shape for --model_size."""
+        if model_args.model_name_or_path:
+            config = ElectraConfig.from_pretrained(model_args.model_name_or_path, **hub_kwargs(model_args))
+        else:
+            config = ElectraConfig(
+                **ELECTRA_SIZES[model_args.model_size].shape,
+                vocab_size=len(tokenizer),
+                pad_token_id=tokenizer.pad_token_id,
+                type_vocab_size=2 if "token_type_ids" in tokenizer.model_input_names else 1,
+            )
+            if model_args.embedding_size is not None:
+                config.embedding_size = model_args.embedding_size
+            config.generator_size = model_args.generator_size or ELECTRA_SIZES[model_args.model_size].generator_size
+        config.rtd_loss_weight = model_args.rtd_loss_weight
+        return config
+
+    def build_model(
+        self, model_args: Any, config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase
+    ) -> ElectraForReplacedTokenDetection:
+        """From scratch, or continuing from an ELECTRA discriminator and its generator (--generator_name_or_path,
+        else the discriminator's generator/ folder)."""
+        if not model_args.model_name_or_path:
+            return ElectraForReplacedTokenDetection(config, generator_config(config, config.generator_size))
+        return ElectraForReplacedTokenDetection.from_pretrained_parts(
+            model_args.model_name_or_path,
+            model_args.generator_name_or_path or str(Path(model_args.model_name_or_path) / GENERATOR_FOLDER),
+            rtd_loss_weight=model_args.rtd_loss_weight,
+            config=config,
+            **hub_kwargs(model_args),
+        )
+
+    def collator_settings(self, recipe: ResolvedRecipe, config: PretrainedConfig) -> dict[str, Any]:
+        # The generator predicts the masked tokens; there is no SBO head.
+        return {"return_sbo_targets": False}
+
+    def evaluation_sums(self, config: PretrainedConfig, device: torch.device) -> dict[str, torch.Tensor]:
+        return zero_sums(["mlm_loss", "mlm_correct", "mlm_count", *DETECTION_SUMS], device)
+
+    def accumulate(
+        self, sums: dict[str, torch.Tensor], inputs: dict[str, torch.Tensor], outputs: Any, config: PretrainedConfig
+    ) -> None:
+        """The generator's MLM over the predicted tokens, the discriminator over every real token."""
+        labels = inputs["labels"]
+        predicted = labels != IGNORE_INDEX
+        accumulate_classification(sums, "mlm", outputs.mlm_logits[predicted], labels[predicted])
+        mask = inputs.get("attention_mask")
+        real = torch.ones_like(outputs.replaced) if mask is None else mask.bool()
+        logits, replaced = outputs.discriminator_logits.float()[real], outputs.replaced[real]
+        predicted_replaced = logits > 0
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, replaced.float(), reduction="sum")
+        sums["rtd_loss"] += loss.double()
+        sums["rtd_correct"] += (predicted_replaced == replaced).sum()
+        sums["rtd_count"] += replaced.numel()
+        sums["rtd_true_positive"] += (predicted_replaced & replaced).sum()
+        sums["rtd_predicted"] += predicted_replaced.sum()
+        sums["rtd_replaced"] += replaced.sum()
+
+    def evaluation_metrics(self, totals: dict[str, float], model: PreTrainedModel) -> dict[str, float]:
+        """The generator's MLM loss, accuracy and perplexity; the discriminator's loss and accuracy over real
+        tokens, its precision and recall on replaced tokens, and the share of replaced tokens (1 minus it is the
+        accuracy of always answering "original"); `loss` = MLM + lambda x discriminator loss, as in training."""
+        metrics = {}
+        if totals["mlm_count"]:
+            metrics["mlm_loss"] = totals["mlm_loss"] / totals["mlm_count"]
+            metrics["mlm_accuracy"] = totals["mlm_correct"] / totals["mlm_count"]
+            metrics["perplexity"] = math.exp(min(metrics["mlm_loss"], 50.0))
+        if totals["rtd_count"]:
+            metrics.update({
+                "discriminator_loss": totals["rtd_loss"] / totals["rtd_count"],
+                "discriminator_accuracy": totals["rtd_correct"] / totals["rtd_count"],
+                "discriminator_precision": totals["rtd_true_positive"] / max(totals["rtd_predicted"], 1),
+                "discriminator_recall": totals["rtd_true_positive"] / max(totals["rtd_replaced"], 1),
+                "replaced_share": totals["rtd_replaced"] / totals["rtd_count"],
+            })  # fmt: skip
+            metrics["loss"] = metrics.get("mlm_loss", 0.0) + model.rtd_loss_weight * metrics["discriminator_loss"]
+        return metrics
+
+    def load_checkpoint(self, model: PreTrainedModel, folder: str) -> bool:
+        # Saved as two checkpoints, the discriminator's and the generator's (ElectraForReplacedTokenDetection).
+        model.load_saved(folder)
+        return True
+
+    def save_beside_model(self, trainer: Trainer, tokenizer: PreTrainedTokenizerBase) -> None:
+        """The generator folder gets the tokenizer too, so that pipeline("fill-mask") loads it alone."""
+        tokenizer.save_pretrained(Path(trainer.args.output_dir) / GENERATOR_FOLDER)
+
+    def masked_lm_folder(self, output_dir: str) -> str:
+        return str(Path(output_dir) / GENERATOR_FOLDER)
+
+    def model_card_usage(self, config: PretrainedConfig) -> str:
+        return (
+            "ELECTRA (replaced token detection): this folder is the discriminator (`ElectraForPreTraining`; fine-tune "
+            "it\nwith `ElectraForSequenceClassification`, `ElectraForQuestionAnswering`, ...), `generator/` the "
+            "generator\n(`ElectraForMaskedLM`, for `pipeline(\"fill-mask\")`)."
+        )
