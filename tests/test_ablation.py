@@ -190,6 +190,12 @@ def refused(tmp_path, config, suffix=".json") -> str:
          "task 'rte' has metric 'f1'; run_glue.py reports accuracy"),
         ({"token_budget": 1000}, "`token_budget` sets the pretraining steps"),
         ({"arms": {"bad name": {}}}, "arm name 'bad name' is not a usable folder name"),
+        ({"tasks": {"squad": {"script": "run_squad.py", "split_by_article": {"file": "nowhere.json",
+                                                                           "train_articles": 3}}}},
+         "task 'squad': split_by_article's file nowhere.json does not exist"),
+        ({"tasks": {"rte": {"script": "run_glue.py", "task_name": "rte", "split_by_article": {"file": "x.json",
+                                                                                           "train_articles": 3}}}},
+         "task 'rte': `split_by_article` is for run_squad.py tasks"),
     ],
 )
 def test_bad_configs_are_refused_in_one_paragraph(tmp_path, change, message):

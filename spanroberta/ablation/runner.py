@@ -49,8 +49,7 @@ def run_ablation(config: AblationConfig, output_dir: str | Path, log: Callable[[
     pretrainings = sum(unit.is_pretraining for unit in units)
     say(f"[ablation] {len(units)} units ({pretrainings} pretraining, {len(units) - pretrainings} fine-tuning): "
         f"{sum(done)} already done in {root}, {len(units) - sum(done)} to run.")
-    if state.is_main_process:
-        _prepare_task_data(config, root)
+    _prepare_task_data(config, root, write=state.is_main_process)
     state.wait_for_everyone()
     to_run = [unit for unit, finished in zip(units, done) if not finished]
     for position, unit in enumerate(to_run, start=1):
@@ -140,9 +139,10 @@ def _delete_weights(model_dir: Path) -> None:
         shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
-def _prepare_task_data(config: AblationConfig, root: Path) -> None:
+def _prepare_task_data(config: AblationConfig, root: Path, write: bool) -> None:
     """The train and evaluation files of `split_by_article` tasks: the first N articles of a SQuAD file train, the
-    rest evaluate (../shared/data has SQuAD's dev set only). Written once; later runs reuse them."""
+    rest evaluate (../shared/data has SQuAD's dev set only). Written once (by the process that `write`s); later
+    runs reuse them. Every process checks the source, so that a bad one stops them all."""
     for task in config.tasks.values():
         if task.split_by_article is None:
             continue
@@ -154,9 +154,15 @@ def _prepare_task_data(config: AblationConfig, root: Path) -> None:
             raise UserInputError(f"{config.path}: task {task.name!r}: split_by_article's file {source} does not exist.")
         squad = json.loads(source.read_text(encoding="utf-8"))
         first = task.split_by_article["train_articles"]
-        if not 0 < first < len(squad["data"]):
-            raise UserInputError(f"{config.path}: task {task.name!r}: {source} has {len(squad['data'])} articles; "
-                                 "train_articles must leave at least one to evaluate.")
+        articles = squad.get("data") if isinstance(squad, dict) else None
+        if not isinstance(articles, list) or not 0 < first < len(articles):
+            raise UserInputError(
+                f"{config.path}: task {task.name!r}: split_by_article needs an official SQuAD file (a `data` list of "
+                f"articles) with more than train_articles ({first}) articles, so that some are left to evaluate; "
+                f"{source} is not one."
+            )
+        if not write:
+            continue
         for split, articles in (("train_file", squad["data"][:first]), ("validation_file", squad["data"][first:])):
             write_json_atomically(Path(files[split]), {"version": squad.get("version", "1.1"), "data": articles})
 
