@@ -10,7 +10,10 @@ and the seeds. YAML or JSON:
       rte: {script: run_glue.py, task_name: rte, data_dir: glue_data}
     seeds: [1, 2, 3]                  # fine-tuning seeds; or {finetuning: [1, 2, 3], pretraining: [42, 43]}
     token_budget: 100_000_000         # optional, instead of max_steps: tokens (blocks x length) each arm sees
+    keep_finetuned_models: false      # optional: a scored fine-tuning's weights are deleted unless true
 
+Besides its script's flags, a task may give `metric` (the score its column shows) and, for run_squad.py,
+`split_by_article: {file: SQUAD_JSON, train_articles: N}` (train on the first N articles, evaluate on the rest).
 Every flag is checked against the argument classes of the script that reads it (`ARGUMENT_CLASSES` in
 run_pretraining.py, run_squad.py, run_glue.py, run_race.py), so a config cannot set a flag that no script has.
 Each problem is one paragraph (`AblationConfigError`, a UserInputError).
@@ -37,8 +40,6 @@ from ..errors import UserInputError
 PRETRAINING_SCRIPT = "run_pretraining.py"
 FINETUNING_SCRIPTS = ("run_squad.py", "run_glue.py", "run_race.py")
 TOP_LEVEL_KEYS = ("pretraining", "arms", "tasks", "seeds", "token_budget", "keep_finetuned_models")
-# A task's keys that are the runner's, not its script's flags.
-TASK_KEYS = ("script", "metric", "split_by_article")
 # Each unit's folder and how it starts (afresh, resumed, overwritten) come from the runner.
 RUNNER_FLAGS = ("output_dir", "overwrite_output_dir", "resume_from_checkpoint")
 # Each fine-tuning starts from its arm's model with one of the `seeds`, and trains and evaluates.
@@ -103,8 +104,10 @@ def load_config(path: str | Path) -> AblationConfig:
         seeds=seeds,
         pretraining_seeds=pretraining_seeds,
         token_budget=_positive_int(where, "token_budget", raw.get("token_budget")),
-        keep_finetuned_models=bool(raw.get("keep_finetuned_models", False)),
+        keep_finetuned_models=raw.get("keep_finetuned_models", False),
     )
+    if not isinstance(config.keep_finetuned_models, bool):
+        raise AblationConfigError(f"{where}: `keep_finetuned_models` must be true or false.")
     _check_pretraining_flags(config)
     for task in config.tasks.values():
         _check_task_flags(where, task)
