@@ -157,7 +157,7 @@ def built_model(*flags):
 
 def masked_batch(tokenizer, model, rows=6):
     collator = DataCollatorForSpanMasking(
-        tokenizer, first_position_id=0, max_span_targets=model.config.max_span_targets
+        tokenizer, label_layout="slots", first_position_id=0, max_span_targets=model.config.max_span_targets
     )
     return collator([tokenizer(line, truncation=True, max_length=64)["input_ids"] for line in corpus_lines()[:rows]])
 
