@@ -30,6 +30,7 @@ from spanroberta.tasks.glue import (
     write_glue_submission,
 )
 from spanroberta.training.cli import apply_defaults, parse_arguments
+from spanroberta.training.distributed import finish_processes
 from spanroberta.training.finetuning import (
     FinetuningArguments,
     ModelArguments,
@@ -125,7 +126,7 @@ def main(args: list[str] | None = None) -> None:
     )
 
     if training_args.do_train:
-        train_and_save(trainer)
+        train_and_save(trainer, given)
 
     if training_args.do_eval:
         metrics = {}
@@ -148,6 +149,7 @@ def main(args: list[str] | None = None) -> None:
     card = {"finetuned_from": model_args.model_name_or_path, "tasks": "text-classification", "language": "en",
             "dataset_tags": "glue", "dataset_args": task.name, "dataset": f"GLUE {task.folder}"}
     publish(trainer, card)
+    finish_processes()
 
 
 if __name__ == "__main__":

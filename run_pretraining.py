@@ -19,6 +19,7 @@ import datasets
 
 from spanroberta.training.arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from spanroberta.training.cli import parse_arguments
+from spanroberta.training.distributed import finish_processes
 from spanroberta.training.pretraining import apply_demo_settings, run_pretraining
 from spanroberta.training.trainer import TrainingDivergedError
 from spanroberta.training.validation import check_run, user_errors
@@ -39,7 +40,8 @@ def main(args: list[str] | None = None) -> None:
         # Not reusing cache files is what makes `datasets` recompute the tokenizing and packing.
         datasets.disable_caching()
     with user_errors("run_pretraining.py", also=(TrainingDivergedError,)):
-        trainer = run_pretraining(model_args, data_args, training_args)
+        trainer = run_pretraining(model_args, data_args, training_args, given)
+    finish_processes()
     if trainer is None:
         print(f"\nThe prepared data is in {data_args.prepared_data_dir}/. Train on it with the same command "
               "without --prepare_only.")

@@ -30,6 +30,7 @@ from spanroberta.tasks.race import (
     write_race_predictions,
 )
 from spanroberta.training.cli import parse_arguments, with_defaults
+from spanroberta.training.distributed import finish_processes
 from spanroberta.training.finetuning import (
     FinetuningArguments,
     ModelArguments,
@@ -129,7 +130,7 @@ def main(args: list[str] | None = None) -> None:
     )
 
     if training_args.do_train:
-        train_and_save(trainer)
+        train_and_save(trainer, given)
 
     for phase, prefix in (("eval", "eval"), ("predict", "predict")):
         if phase not in encoded:
@@ -152,6 +153,7 @@ def main(args: list[str] | None = None) -> None:
     if data_args.data_dir is None and not any(getattr(data_args, flag) for _, flag, _ in PHASES.values()):
         card.update(dataset_tags="ehovy/race", dataset_args=data_args.dataset_config_name)
     publish(trainer, card)
+    finish_processes()
 
 
 if __name__ == "__main__":

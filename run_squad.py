@@ -33,6 +33,7 @@ from spanroberta.tasks.squad import (
     save_qa_checkpoint,
 )
 from spanroberta.training.cli import parse_arguments
+from spanroberta.training.distributed import finish_processes
 from spanroberta.errors import UserInputError
 from spanroberta.training.finetuning import (
     FinetuningArguments,
@@ -187,7 +188,7 @@ def main(args: list[str] | None = None) -> dict[str, float]:
     )
 
     if training_args.do_train:
-        train_and_save(trainer, lambda trainer: save_qa_checkpoint(trainer, training_args.output_dir))
+        train_and_save(trainer, given, lambda trainer: save_qa_checkpoint(trainer, training_args.output_dir))
 
     threshold = squad_args.null_score_diff_threshold
     if threshold is None and not training_args.do_train:
@@ -235,6 +236,7 @@ def main(args: list[str] | None = None) -> dict[str, float]:
     card = {"finetuned_from": model_args.model_name_or_path, "tasks": "question-answering", "language": "en",
             "dataset_tags": dataset, "dataset": dataset}  # fmt: skip
     publish(trainer, card)
+    finish_processes()
     return metrics
 
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env python
 """Benchmark 2: collator throughput on batches of 128 x 512-token blocks of real text, in sequences/s.
 
-spanroberta's `DataCollatorForSpanMasking` (span masking + SBO targets, the default) against transformers'
-`DataCollatorForLanguageModeling`, with token masking and with `whole_word_mask=True`. spanroberta's own word
-and token masking are timed too, for reference. Collators are timed alternately in one process.
+spanroberta's `DataCollatorForSpanMasking` (span masking + SBO targets in prediction slots, as run_pretraining.py
+uses it) against transformers' `DataCollatorForLanguageModeling`, with token masking and with
+`whole_word_mask=True`. spanroberta's own word and token masking (dense labels, the default) are timed too, for
+reference. Collators are timed alternately in one process.
 
 The blocks are the Reuters bodies tokenized as one stream and cut into 512-token windows with the fast
 tokenizer's offsets and special-token masks, which is what transformers' collators read (whole-word masking
@@ -75,7 +76,7 @@ def main() -> None:
         warnings.simplefilter("ignore")  # whole-word masking announces that it sets mask_replace_prob to 1
         whole_word = DataCollatorForLanguageModeling(tokenizer, whole_word_mask=True)
     collators = {
-        "spanroberta span+SBO": (DataCollatorForSpanMasking(tokenizer), ids_only),
+        "spanroberta span+SBO": (DataCollatorForSpanMasking(tokenizer, label_layout="slots"), ids_only),
         "transformers token": (DataCollatorForLanguageModeling(tokenizer), with_special),
         "transformers whole-word": (whole_word, batches),
         "spanroberta word": (DataCollatorForSpanMasking(tokenizer, masking="word", return_sbo_targets=False), ids_only),

@@ -50,6 +50,7 @@ from transformers import (
 
 from spanroberta.models import pretraining_heads
 from spanroberta.models.configuration_spanroberta import SpanRobertaConfig
+from spanroberta.models.conventions import IGNORE_INDEX
 from spanroberta.data.collator import DataCollatorForSpanMasking
 from spanroberta.models.modeling_spanroberta import SpanRobertaForPreTraining
 from spanroberta.training.arguments import PretrainingArguments
@@ -94,7 +95,7 @@ def build_side(name: str, encoder: dict, tokenizer, rows: list, device: str, out
     torch.manual_seed(0)
     if name.startswith("spanroberta"):
         model = SpanRobertaForPreTraining(SpanRobertaConfig(**encoder))
-        collator = DataCollatorForSpanMasking(tokenizer)
+        collator = DataCollatorForSpanMasking(tokenizer, label_layout="slots")
         args = PretrainingArguments(output_dir=output_dir, report_to=[])
     else:
         model = RobertaForMaskedLM(RobertaConfig(**encoder))
@@ -135,11 +136,11 @@ def model_flops_per_step(config: RobertaConfig, batch: dict[str, torch.Tensor], 
     hidden, vocab, layers = config.hidden_size, config.vocab_size, config.num_hidden_layers
     per_layer = 4 * hidden * hidden + 2 * hidden * config.intermediate_size
     encoder = 6 * layers * per_layer * tokens + 3 * layers * 4 * length * hidden * tokens
-    mlm_rows = tokens if dense_head else int((batch["labels"] != -100).sum())
+    mlm_rows = tokens if dense_head else int((batch["labels"] != IGNORE_INDEX).sum())
     mlm_head = 6 * (hidden * hidden + hidden * vocab) * mlm_rows
     sbo_head = 0
     if "sbo_relative_positions" in batch:
-        sbo_rows = int((batch["sbo_relative_positions"] != -100).sum())
+        sbo_rows = int((batch["sbo_relative_positions"] != IGNORE_INDEX).sum())
         sbo_input = 2 * hidden + config.sbo_position_embedding_size
         sbo_head = 6 * (sbo_input * hidden + hidden * hidden + hidden * vocab) * sbo_rows
     return float(encoder + mlm_head + sbo_head)

@@ -1,15 +1,18 @@
 """Errors caused by what the user gave (files, flags, tokenizers), as opposed to bugs.
 
 The four scripts print a `UserInputError`'s message as one paragraph and exit with status 1, without a
-traceback (`spanroberta.training.validation.user_errors`); any other exception is a bug and keeps its traceback. Both classes subclass the builtin error that
-code outside spanroberta would expect (`ValueError`, `FileNotFoundError`), so catching those still works.
+traceback (`spanroberta.training.validation.user_errors`); any other exception is a bug and keeps its traceback.
+Each class also subclasses the builtin error that code outside spanroberta would expect (`ValueError`,
+`FileNotFoundError`, `ImportError`), so catching those still works.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gzip
+import importlib.util
 import os
+import sys
 from collections.abc import Iterator
 
 
@@ -19,6 +22,30 @@ class UserInputError(ValueError):
 
 class InputFileNotFoundError(UserInputError, FileNotFoundError):
     """A file the user named does not exist."""
+
+
+class MissingPackageError(UserInputError, ImportError):
+    """An optional package that a setting the user chose needs is not installed."""
+
+
+def require_package(module: str, purpose: str, *, install: str | None = None, otherwise: str = "") -> None:
+    """Raises a `MissingPackageError` unless `module` can be imported, saying what needs it and how to install it.
+
+    Called where a setting asks for an optional package (DeepSpeed, spaCy, flash-attn, ...) before any work
+    starts, so that a missing one costs seconds rather than a traceback deep in a run. `purpose` names what
+    needs it ("--deepspeed", "masking by spaCy words"); `install` says how to install it (default:
+    `pip install <module>`); `otherwise` says how to do without it.
+    """
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package missing, or a module set to None in sys.modules
+        found = False
+    if found:
+        return
+    raise MissingPackageError(
+        f"{purpose} needs the {module} package, which is not installed in this Python ({sys.executable}). Install "
+        f"it with {install or f'`pip install {module}`'}{f', or {otherwise}' if otherwise else ''}."
+    )
 
 
 @contextlib.contextmanager

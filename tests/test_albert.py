@@ -20,6 +20,7 @@ from transformers import (
 import spanroberta
 from spanroberta import SpanAlbertConfig, SpanAlbertForPreTraining, SpanAlbertModel
 from spanroberta.models.configuration_span_albert import CROSS_LAYER_SHARING
+from spanroberta.models.configuration_spanroberta import first_position_id
 from spanroberta.models.modeling_span_albert import SHARED_SUBMODULES
 
 # ALBERT (Lan et al. 2019), Table 4: ALBERT-base, E = 128, 30,000-id vocabulary; parameters in millions.
@@ -92,7 +93,7 @@ def test_config_sets_the_layer_groups_and_reads_stock_ones():
         tiny_config(num_hidden_groups=2, num_hidden_layers=4)
     with pytest.raises(ValueError, match="tie_word_embeddings"):
         tiny_config(cross_layer_sharing="attention", tie_word_embeddings=False)
-    assert tiny_config().first_position_id == 0
+    assert first_position_id(tiny_config()) == 0
 
 
 @pytest.mark.parametrize("scheme", CROSS_LAYER_SHARING)

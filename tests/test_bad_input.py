@@ -91,7 +91,7 @@ def test_max_seq_length_above_the_model_positions(run_args, tmp_path):
 
 @pytest.mark.parametrize(
     "key,value,valid",
-    [("recipe", "xlnet", ", ".join(RECIPES)), ("masking", "sentence", "span, word, token, ngram"),
+    [("recipe", "xlnet", ", ".join(RECIPES)), ("masking", "sentence", "span, word, token, ngram, named-entity, noun-phrase, pmi"),
      ("input_format", "docs", "full-sentences, doc-sentences, segment-pair, sentence-pair")],
 )
 def test_an_unknown_choice_in_a_config_file_lists_the_valid_ones(tmp_path, key, value, valid):

@@ -38,7 +38,7 @@ SLOT_NAMES = ("mlm_positions", "labels", "sbo_left_positions", "sbo_right_positi
 
 
 def test_pads_mixed_lengths_and_passes_fields_through(tiny_tokenizer, blocks):
-    collator = DataCollatorForSpanMasking(tiny_tokenizer, pad_to_multiple_of=8)
+    collator = DataCollatorForSpanMasking(tiny_tokenizer, label_layout="slots", pad_to_multiple_of=8)
     lengths = [64, 30, 17]
     examples = [
         {
@@ -87,7 +87,7 @@ def test_pads_mixed_lengths_and_passes_fields_through(tiny_tokenizer, blocks):
 
 
 def test_mask_depends_only_on_seed_epoch_and_index(tiny_tokenizer, blocks):
-    collator = DataCollatorForSpanMasking(tiny_tokenizer, seed=3)
+    collator = DataCollatorForSpanMasking(tiny_tokenizer, label_layout="slots", seed=3)
     row = blocks[0][:40] + [tiny_tokenizer.sep_token_id]
     alone = collator([{"input_ids": row, "example_index": 7, "mask_epoch": 2}])
     # In another batch, in second place, padded to 64, and beside other examples: the same mask.
@@ -112,7 +112,7 @@ def test_mask_depends_only_on_seed_epoch_and_index(tiny_tokenizer, blocks):
 
     next_epoch = collator([{"input_ids": row, "example_index": 7, "mask_epoch": 3}])
     assert not torch.equal(masked_positions(next_epoch), masked_positions(alone))
-    other_seed = DataCollatorForSpanMasking(tiny_tokenizer, seed=4)(
+    other_seed = DataCollatorForSpanMasking(tiny_tokenizer, label_layout="slots", seed=4)(
         [{"input_ids": row, "example_index": 7, "mask_epoch": 2}]
     )
     assert not torch.equal(masked_positions(other_seed), masked_positions(alone))
@@ -120,10 +120,10 @@ def test_mask_depends_only_on_seed_epoch_and_index(tiny_tokenizer, blocks):
 
 def test_plain_calls_draw_fresh_masks_reproducibly(tiny_tokenizer, blocks):
     examples = [{"input_ids": b} for b in blocks[:4]]
-    collator = DataCollatorForSpanMasking(tiny_tokenizer, masking="word", seed=5)
+    collator = DataCollatorForSpanMasking(tiny_tokenizer, label_layout="slots", masking="word", seed=5)
     first, second = collator(examples), collator(examples)
     assert not torch.equal(first["input_ids"], second["input_ids"])
-    replay = DataCollatorForSpanMasking(tiny_tokenizer, masking="word", seed=5)
+    replay = DataCollatorForSpanMasking(tiny_tokenizer, label_layout="slots", masking="word", seed=5)
     assert torch.equal(replay(examples)["input_ids"], first["input_ids"])
     assert torch.equal(replay(blocks[:4])["input_ids"], second["input_ids"])  # bare id lists work too
 
@@ -131,7 +131,9 @@ def test_plain_calls_draw_fresh_masks_reproducibly(tiny_tokenizer, blocks):
 @pytest.mark.parametrize("masking", ["span", "word", "token"])
 def test_each_scheme_masks_within_the_budget(tiny_tokenizer, blocks, masking):
     # The rates themselves are checked on real text in test_masking.py; here, the collator's wiring.
-    collator = DataCollatorForSpanMasking(tiny_tokenizer, masking=masking, seed=1, return_sbo_targets=masking == "span")
+    collator = DataCollatorForSpanMasking(
+        tiny_tokenizer, label_layout="slots", masking=masking, seed=1, return_sbo_targets=masking == "span"
+    )
     batch = collator([{"input_ids": b, "example_index": i, "mask_epoch": 0} for i, b in enumerate(blocks)])
     ids = torch.tensor(blocks)
     maskable = ~torch.isin(ids, torch.tensor(tiny_tokenizer.all_special_ids))
@@ -167,7 +169,7 @@ def test_a_tiny_roberta_trains_on_the_batch(tiny_tokenizer, blocks):
         attention_probs_dropout_prob=0.0,
     )
     model = SpanRobertaForPreTraining(config)
-    collator = DataCollatorForSpanMasking(tiny_tokenizer, return_sbo_targets=False)
+    collator = DataCollatorForSpanMasking(tiny_tokenizer, label_layout="slots", return_sbo_targets=False)
     batch = collator([{"input_ids": b[: 20 + 10 * i]} for i, b in enumerate(blocks[:4])])
     loss = model(**batch).loss
     assert torch.isfinite(loss)
@@ -184,14 +186,14 @@ def test_a_tiny_roberta_trains_on_the_batch(tiny_tokenizer, blocks):
 
 def test_bad_settings_and_inputs_raise_clear_errors(tiny_tokenizer, blocks):
     with pytest.raises(ValueError, match="'span', 'word', 'token'"):
-        DataCollatorForSpanMasking(tiny_tokenizer, masking="spans")
+        DataCollatorForSpanMasking(tiny_tokenizer, label_layout="slots", masking="spans")
     backend = Tokenizer(models.WordLevel({"<pad>": 0, "<unk>": 1, "Ġthe": 2}, unk_token="<unk>"))
     backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     no_mask = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", unk_token="<unk>")
     with pytest.raises(ValueError, match="no mask token"):
-        DataCollatorForSpanMasking(no_mask)
+        DataCollatorForSpanMasking(no_mask, label_layout="slots")
 
-    collator = DataCollatorForSpanMasking(tiny_tokenizer)
+    collator = DataCollatorForSpanMasking(tiny_tokenizer, label_layout="slots")
     with pytest.raises(ValueError, match=r"example 1 of the batch \(example_index=11\)"):
         collator(
             [
@@ -213,7 +215,7 @@ def block_dataset(blocks):
 
 
 def test_dynamic_masking_changes_with_the_epoch(tiny_tokenizer, block_dataset):
-    collator = DataCollatorForSpanMasking(tiny_tokenizer)
+    collator = DataCollatorForSpanMasking(tiny_tokenizer, label_layout="slots")
     dataset = DynamicMaskingDataset(block_dataset)
     assert len(dataset) == 6
     item = dataset[4]
@@ -229,7 +231,7 @@ def test_dynamic_masking_changes_with_the_epoch(tiny_tokenizer, block_dataset):
 
 
 def test_static_masking_keeps_one_mask_per_copy(tiny_tokenizer, block_dataset):
-    collator = DataCollatorForSpanMasking(tiny_tokenizer)
+    collator = DataCollatorForSpanMasking(tiny_tokenizer, label_layout="slots")
     dataset = StaticMaskingDataset(block_dataset, dupe_factor=3)
     assert len(dataset) == 18 and not hasattr(dataset, "set_epoch")
     assert dataset[13]["example_index"] == 1 and dataset[13]["mask_epoch"] == 2
@@ -245,7 +247,7 @@ def test_static_masking_keeps_one_mask_per_copy(tiny_tokenizer, block_dataset):
 
 
 def test_persistent_dataloader_workers_see_set_epoch(tiny_tokenizer, block_dataset):
-    collator = DataCollatorForSpanMasking(tiny_tokenizer)
+    collator = DataCollatorForSpanMasking(tiny_tokenizer, label_layout="slots")
     dataset = DynamicMaskingDataset(block_dataset)
     loader = torch.utils.data.DataLoader(
         dataset, batch_size=3, num_workers=2, persistent_workers=True, collate_fn=collator
@@ -271,7 +273,7 @@ def test_the_trainer_sets_the_epoch_and_keeps_the_keys(tiny_tokenizer, block_dat
         pad_token_id=tiny_tokenizer.pad_token_id,
         use_sbo=False,
     )
-    collator = DataCollatorForSpanMasking(tiny_tokenizer, return_sbo_targets=False)
+    collator = DataCollatorForSpanMasking(tiny_tokenizer, label_layout="slots", return_sbo_targets=False)
     seen = []
 
     def recording_collator(examples):
@@ -303,8 +305,92 @@ def test_the_trainer_sets_the_epoch_and_keeps_the_keys(tiny_tokenizer, block_dat
 def test_too_few_prediction_slots_fail_on_the_first_batch(tiny_tokenizer):
     """max_predictions_per_seq below what a row can mask is refused on every batch, not only on the unlucky one
     that masks more than it holds."""
-    collator = DataCollatorForSpanMasking(tiny_tokenizer, masking="token", max_predictions_per_seq=9)
+    settings = {"label_layout": "slots", "masking": "token"}
+    collator = DataCollatorForSpanMasking(tiny_tokenizer, **settings, max_predictions_per_seq=9)
     rows = [{"input_ids": [0] + [5 + i % 50 for i in range(62)] + [2], "example_index": i} for i in range(2)]
     with pytest.raises(ValueError, match=r"max_predictions_per_seq=9 is below .* \(10\)"):
         collator(rows)
-    assert collator.__class__(tiny_tokenizer, masking="token", max_predictions_per_seq=10)(rows)["labels"].shape[1] == 10
+    enough = DataCollatorForSpanMasking(tiny_tokenizer, **settings, max_predictions_per_seq=10)
+    assert enough(rows)["labels"].shape[1] == 10
+
+
+# --------------------------------------------------------------------------------------------------------
+# The default layout: a drop-in for transformers' DataCollatorForLanguageModeling
+
+
+def wordpiece_tokenizer():
+    """A cased WordPiece tokenizer with BERT's special tokens, trained on the shared tiny sentences."""
+    from tokenizers import decoders, processors, trainers
+
+    backend = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    backend.train_from_iterator(TINY_TEXT, trainers.WordPieceTrainer(vocab_size=300, special_tokens=special))
+    backend.post_processor = processors.BertProcessing(
+        ("[SEP]", backend.token_to_id("[SEP]")), ("[CLS]", backend.token_to_id("[CLS]"))
+    )
+    backend.decoder = decoders.WordPiece()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]",
+        mask_token="[MASK]",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("masking", ["span", "token"])
+def test_dense_labels_predict_the_positions_the_slots_would(tiny_tokenizer, blocks, masking):
+    rows = [{"input_ids": b[: 30 + 5 * i], "example_index": i, "mask_epoch": 1} for i, b in enumerate(blocks[:4])]
+    settings = {"masking": masking, "seed": 7, "return_sbo_targets": True}
+    slots = DataCollatorForSpanMasking(tiny_tokenizer, label_layout="slots", **settings)(rows)
+    plain = DataCollatorForSpanMasking(tiny_tokenizer, **settings)(rows)
+    assert "mlm_positions" not in plain
+    torch.testing.assert_close(plain["input_ids"], slots["input_ids"])
+    # transformers' convention: [batch, length], the original id where predicted, -100 elsewhere
+    assert plain["labels"].shape == plain["input_ids"].shape
+    for name in ("labels", "sbo_left_positions", "sbo_right_positions", "sbo_relative_positions"):
+        torch.testing.assert_close(plain[name], dense(slots, name))
+    original = torch.full_like(plain["input_ids"], tiny_tokenizer.pad_token_id)
+    for i, row in enumerate(rows):
+        original[i, : len(row["input_ids"])] = torch.tensor(row["input_ids"])
+    predicted = plain["labels"] != -100
+    assert bool(predicted.any())
+    torch.testing.assert_close(plain["labels"][predicted], original[predicted])
+    special = torch.isin(original, torch.tensor(tiny_tokenizer.all_special_ids))
+    assert not bool((predicted & (special | ~plain["attention_mask"].bool())).any())
+
+
+def test_unkeyed_rows_get_the_same_mask_in_both_layouts(tiny_tokenizer, blocks):
+    slots = DataCollatorForSpanMasking(tiny_tokenizer, seed=3, label_layout="slots")(blocks[:3])
+    plain = DataCollatorForSpanMasking(tiny_tokenizer, seed=3)(blocks[:3])
+    torch.testing.assert_close(plain["labels"], dense(slots))
+    # Stock masked LMs take no SBO inputs: the dense layout leaves them out unless asked.
+    assert set(plain) == {"input_ids", "attention_mask", "labels"}
+
+
+def test_layout_settings_are_checked(tiny_tokenizer):
+    with pytest.raises(ValueError, match="label_layout='sparse' is not one of 'dense', 'slots'"):
+        DataCollatorForSpanMasking(tiny_tokenizer, label_layout="sparse")
+    with pytest.raises(ValueError, match="max_predictions_per_seq .* needs label_layout='slots'"):
+        DataCollatorForSpanMasking(tiny_tokenizer, max_predictions_per_seq=20)
+
+
+@pytest.mark.parametrize("family", ["roberta", "bert"])
+def test_the_default_collator_trains_stock_masked_lms_in_a_plain_trainer(family, tiny_tokenizer, tmp_path):
+    from transformers import BertConfig, BertForMaskedLM, Trainer, TrainingArguments
+
+    tokenizer = tiny_tokenizer if family == "roberta" else wordpiece_tokenizer()
+    shape = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64,
+             "max_position_embeddings": 70, "vocab_size": len(tokenizer), "pad_token_id": tokenizer.pad_token_id}
+    model = RobertaForMaskedLM(RobertaConfig(**shape)) if family == "roberta" else BertForMaskedLM(BertConfig(**shape))
+    texts = datasets.Dataset.from_dict({"text": TINY_TEXT[:32]})
+    train = texts.map(lambda rows: tokenizer(rows["text"], truncation=True, max_length=48), batched=True)
+    args = TrainingArguments(
+        output_dir=str(tmp_path), max_steps=3, per_device_train_batch_size=8, learning_rate=1e-3, logging_steps=1,
+        report_to="none", use_cpu=True, disable_tqdm=True, save_strategy="no",
+    )  # fmt: skip
+    # The Trainer's default remove_unused_columns drops the text, as it would for DataCollatorForLanguageModeling.
+    collator = DataCollatorForSpanMasking(tokenizer, seed=0)
+    trainer = Trainer(model=model, args=args, train_dataset=train, data_collator=collator)
+    trainer.train()
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert trainer.state.global_step == 3 and len(losses) == 3
+    assert all(loss == loss and 0 < loss < float("inf") for loss in losses)

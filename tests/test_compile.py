@@ -25,7 +25,9 @@ def batches(tiny_tokenizer):
     ids = tiny_tokenizer(TINY_TEXT[:16], add_special_tokens=False)["input_ids"]
     sequences = [[tiny_tokenizer.cls_token_id] + s[: 20 + 3 * (i % 5)] + [tiny_tokenizer.sep_token_id]
                  for i, s in enumerate(ids)]
-    collator = DataCollatorForSpanMasking(tiny_tokenizer, pad_to_multiple_of=LENGTH, max_span_targets=4)
+    collator = DataCollatorForSpanMasking(
+        tiny_tokenizer, label_layout="slots", pad_to_multiple_of=LENGTH, max_span_targets=4
+    )
     stream = [token for s in ids for token in s]
     unpacked = [
         [tiny_tokenizer.cls_token_id] + stream[i * 40 : i * 40 + 40 + 20 * (i % 2)] + [tiny_tokenizer.sep_token_id]

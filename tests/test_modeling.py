@@ -27,6 +27,8 @@ from spanroberta import (
     SpanRobertaForPreTraining,
     SpanRobertaForQuestionAnswering,
 )
+from spanroberta import DataCollatorForSpanMasking
+from spanroberta.models.configuration_spanroberta import first_position_id
 from spanroberta.training.trainer import PretrainingTrainer
 
 VOCAB = 120
@@ -118,13 +120,9 @@ def test_losses_match_a_dense_computation_and_logits_are_sparse(efficient):
     torch.testing.assert_close(output.loss, output.mlm_loss + output.sbo_loss)
 
 
-def test_labels_need_slots_and_a_batch_without_targets_has_zero_loss():
+def test_a_batch_without_targets_has_zero_loss():
     model = SpanRobertaForPreTraining(tiny_config(sentence_objective="sop"))
     batch = make_batch()
-    dense_labels = {"input_ids": batch["input_ids"], "labels": dense(batch)}
-    with pytest.raises(ValueError, match="mlm_positions"):
-        model(**dense_labels)
-
     empty = {**batch, "sentence_order_label": torch.full((4,), -100)}
     for name in ("mlm_positions", "labels", "sbo_left_positions", "sbo_right_positions", "sbo_relative_positions"):
         empty[name] = torch.full_like(batch[name], -100)
@@ -181,6 +179,44 @@ def test_sentence_heads(objective, label_name):
 def test_config_rejects_unknown_sentence_objective():
     with pytest.raises(ValueError, match="none, nsp, sop"):
         SpanRobertaConfig(sentence_objective="next")
+
+
+@pytest.mark.parametrize(
+    "config,expected",
+    [
+        (RobertaConfig(pad_token_id=1), 2),
+        (SpanRobertaConfig(pad_token_id=3), 4),
+        (AutoConfig.for_model("xlm-roberta", pad_token_id=1), 2),
+        (AutoConfig.for_model("bert", pad_token_id=0), 0),
+        (AutoConfig.for_model("electra", pad_token_id=0), 0),
+        (spanroberta.SpanAlbertConfig(pad_token_id=0), 0),
+    ],
+    ids=lambda value: value.model_type if hasattr(value, "model_type") else str(value),
+)
+def test_first_position_id_answers_for_any_config(config, expected):
+    """RoBERTa-style encoders number positions from the padding id + 1; BERT, ALBERT and ELECTRA from 0. The
+    collator's default is spanroberta's own numbering."""
+    assert first_position_id(config) == expected
+    from transformers import RobertaTokenizerFast
+    tokenizer = RobertaTokenizerFast(vocab={"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": 4}, merges=[])
+    assert DataCollatorForSpanMasking(tokenizer, masking="token").first_position_id == 2
+
+
+def test_the_loss_kwargs_policy():
+    """Pretraining models normalise their losses by the Trainer's counts; every task head returns a plain mean,
+    which the Trainer divides by the accumulation steps (models/conventions.py)."""
+    for model_class in (SpanRobertaForPreTraining, spanroberta.SpanAlbertForPreTraining,
+                        spanroberta.ElectraForReplacedTokenDetection):
+        assert model_class.accepts_loss_kwargs is True, model_class.__name__
+    heads = [
+        getattr(spanroberta, class_path.split(".")[-1])
+        for config in (SpanRobertaConfig(), spanroberta.SpanAlbertConfig())
+        for auto_class, class_path in config.auto_map.items()
+        if auto_class not in ("AutoConfig", "AutoModel", "AutoModelForPreTraining")
+    ]
+    assert len(heads) == 10
+    for model_class in heads:
+        assert model_class.accepts_loss_kwargs is False, model_class.__name__
 
 
 def test_answerability_head_adds_its_loss():

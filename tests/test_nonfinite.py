@@ -33,7 +33,7 @@ def make_trainer(tokenizer, output_dir, policy):
         model=SpanRobertaForPreTraining(config),
         args=args,
         train_dataset=DynamicMaskingDataset(blocks),
-        data_collator=DataCollatorForSpanMasking(tokenizer, max_span_targets=4),
+        data_collator=DataCollatorForSpanMasking(tokenizer, label_layout="slots", max_span_targets=4),
     )
 
     def poison(module, inputs, output):

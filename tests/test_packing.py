@@ -20,6 +20,7 @@ from spanroberta.data import masking
 from spanroberta.data.collator import DataCollatorForSpanMasking
 from spanroberta.data.formats import block_builder, pack_sequences, tokenize_texts
 from spanroberta.data.tokenizer import train_byte_level_bpe
+from spanroberta.models import packing
 
 VOCAB = 90
 ROWS = [[7, 5, 9], [12, 8], [4, 6, 5, 4]]  # sequence lengths; rows of 24 tokens, two with trailing padding
@@ -137,6 +138,17 @@ def varlen_attention(module, query, key, value, attention_mask, position_ids=Non
     return sdpa_attention_forward(module, query, key, value, mask, **kwargs)
 
 
+@pytest.mark.parametrize("implementation", ["flash_attention_2", "flash_attention_3", "kernels-community/flash-attn"])
+def test_the_packed_mask_refuses_flash_attention_which_takes_no_mask(implementation):
+    """ALBERT's and ELECTRA's encoders isolate packed rows by a mask only; RoBERTa's flattens the batch instead."""
+    from types import SimpleNamespace
+
+    encoder = SimpleNamespace(config=SimpleNamespace(_attn_implementation=implementation))
+    assert packing.is_flash_attention(encoder.config) and not packing.takes_dense_mask(encoder.config)
+    with pytest.raises(ValueError, match="sdpa, eager or flex_attention"):
+        packing.packed_attention_mask(encoder, None, torch.arange(4)[None])
+
+
 @pytest.fixture
 def flattening(monkeypatch):
     """SpanRobertaModel under sdpa taking flash attention's path: flattened rows, varlen attention."""
@@ -234,7 +246,9 @@ def sequence_ids_of(rows, length):
 @pytest.mark.parametrize("masking", ["span", "word", "token"])
 def test_masks_on_packed_rows_stay_within_their_sequence(wiki_packed, masking):
     tokenizer, rows = wiki_packed
-    collator = DataCollatorForSpanMasking(tokenizer, masking=masking, seed=3, pad_to_multiple_of=128)
+    collator = DataCollatorForSpanMasking(
+        tokenizer, label_layout="slots", masking=masking, seed=3, pad_to_multiple_of=128
+    )
     examples = [{**row, "example_index": i, "mask_epoch": 0} for i, row in enumerate(rows)]
     batch = collator(examples)
     length = batch["input_ids"].shape[1]
@@ -332,7 +346,7 @@ def test_spans_are_cut_at_the_end_of_their_packed_sequence(tiny_tokenizer, words
     for index, (ids, document) in enumerate(zip(rows, documents)):
         lengths = torch.bincount(torch.tensor(document)).tolist()
         examples.append({"input_ids": ids, "sequence_lengths": lengths, "example_index": index})
-    batch = DataCollatorForSpanMasking(tiny_tokenizer, mlm_probability=0.3)(examples)
+    batch = DataCollatorForSpanMasking(tiny_tokenizer, label_layout="slots", mlm_probability=0.3)(examples)
     is_target = batch["sbo_relative_positions"] != -100
     # one-word sequences: every span is its whole sequence, so no SBO target has both boundaries in it
     assert bool(is_target.any()) == (words_per_sequence > 1)
@@ -345,7 +359,7 @@ def test_spans_are_cut_at_the_end_of_their_packed_sequence(tiny_tokenizer, words
 def test_a_packed_collated_batch_trains_as_its_sequences_unpacked(wiki_packed):
     tokenizer, rows = wiki_packed
     rows = rows[:4]
-    collator = DataCollatorForSpanMasking(tokenizer, seed=1, max_span_targets=3)
+    collator = DataCollatorForSpanMasking(tokenizer, label_layout="slots", seed=1, max_span_targets=3)
     batch = collator([{**row, "example_index": i} for i, row in enumerate(rows)])
     sequences = []
     for i, row in enumerate(rows):

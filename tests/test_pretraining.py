@@ -165,7 +165,7 @@ def test_a_wordpiece_tokenizer_gets_two_token_types_and_pairs_train(tmp_path):
     )
     blocks = prepare_blocks(documents, tokenizer, "segment-pair", 32, pair_objective="nsp")
     assert 1 in blocks[0]["token_type_ids"]
-    collator = DataCollatorForSpanMasking(tokenizer, masking="word", return_sbo_targets=False)
+    collator = DataCollatorForSpanMasking(tokenizer, label_layout="slots", masking="word", return_sbo_targets=False)
     model = masked_lm.build_model(model_args, config, tokenizer)
     output = model(**collator(list(blocks)))
     assert torch.isfinite(output.loss) and output.nsp_loss is not None

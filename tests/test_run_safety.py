@@ -323,3 +323,82 @@ def test_the_flags_of_transformers_example_scripts(tmp_path):
          "--max_eval_samples", "5", "--overwrite_cache", "--overwrite_output_dir"])  # fmt: skip
     assert (model_args.config_name, model_args.model_revision, model_args.token) == ("c", "v1", "t")
     assert data_args.max_eval_samples == 5 and data_args.overwrite_cache and training_args.overwrite_output_dir
+
+
+# --- optional packages and the Hub -----------------------------------------------------------------------------
+
+
+def hide_package(monkeypatch, package: str) -> None:
+    """Makes `package` look uninstalled to importlib (as on a machine without it), whatever this one has."""
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+
+    def without(name, *args, **kwargs):
+        return None if name.split(".")[0] == package else find_spec(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", without)
+
+
+@pytest.fixture
+def base_args(tmp_path, pretraining_args, glue_args, spanroberta_checkpoint):
+    """The smallest valid command line of each script, with an output folder."""
+    finetuning = ["--model_name_or_path", str(spanroberta_checkpoint), "--do_train"]
+    return {name: [*args, "--output_dir", str(tmp_path / "out")] for name, args in {
+        "run_pretraining.py": pretraining_args, "run_glue.py": glue_args, "run_squad.py": finetuning,
+        "run_race.py": finetuning}.items()}  # fmt: skip
+
+
+@pytest.mark.parametrize("flags,package,expected", [
+    (["--deepspeed", "configs/deepspeed/zero2.json"], "deepspeed", "leave out --deepspeed"),
+    (["--attn_implementation", "flash_attention_2"], "flash_attn", "pip install flash-attn"),
+    (["--attn_implementation", "flash_attention_3"], "flash_attn_interface", "hopper/ folder"),
+])  # fmt: skip
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_missing_optional_package_is_one_paragraph(script, flags, package, expected, base_args, monkeypatch):
+    hide_package(monkeypatch, package)
+    message = error_of(script, [*base_args[script], *flags])
+    assert f"{flags[0]}" in message and f"needs the {package} package, which is not installed" in message
+    assert expected in message
+
+
+def test_a_missing_package_in_a_config_file_is_one_paragraph(tmp_path, monkeypatch):
+    hide_package(monkeypatch, "deepspeed")
+    config = tmp_path / "run.yaml"
+    config.write_text(f"output_dir: {tmp_path / 'out'}\ndeepspeed: configs/deepspeed/zero2.json\n")
+    assert "--deepspeed needs the deepspeed package" in error_of("run_pretraining.py", [str(config)])
+
+
+def test_require_package_names_the_purpose_and_how_to_install():
+    from spanroberta.errors import MissingPackageError, require_package
+
+    require_package("json", "reading JSON")  # installed: nothing happens
+    with pytest.raises(MissingPackageError, match=r"^masking by spaCy words needs the no_such_package_x package, "
+                       r"which is not installed in this Python \(.*\)\. Install it with `pip install "
+                       r"no_such_package_x`, or use --masking span\.$"):  # fmt: skip
+        require_package("no_such_package_x", "masking by spaCy words", otherwise="use --masking span")
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_push_to_hub_offline_is_refused_before_training(script, base_args, tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    message = error_of(script, [*base_args[script], "--push_to_hub", "true"])
+    assert "--push_to_hub uploads the model" in message and "HF_HUB_OFFLINE=1" in message
+    assert not (tmp_path / "out").exists()
+
+
+def test_push_to_hub_with_an_unreachable_hub_is_refused_before_training(base_args, tmp_path, monkeypatch):
+    import socket
+
+    from huggingface_hub import constants
+
+    with socket.socket() as closed:  # a port nothing listens on: the connection is refused at once
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{port}")
+    message = error_of("run_glue.py", [*base_args["run_glue.py"], "--push_to_hub", "true"])
+    assert f"http://127.0.0.1:{port} cannot be reached" in message and "hf upload" in message
+    assert not (tmp_path / "out").exists()

@@ -1,5 +1,5 @@
 """The pretraining data collator: pads blocks of token ids, masks them, and lays out the predictions (MLM and SBO
-targets) in a fixed number of slots per row."""
+targets) as transformers' models take them ([batch, length], the default) or in a fixed number of slots per row."""
 
 from __future__ import annotations
 
@@ -15,30 +15,40 @@ import torch.nn.functional as F
 from transformers import PreTrainedTokenizerBase
 
 from spanroberta.data.masking import (
-    IGNORE_INDEX,
     mix32,
     ngram_length_probabilities,
     random_token_ids,
     replace_masked_tokens,
     row_keys,
-    sbo_targets,
     span_length_probabilities,
     span_mask,
     special_token_table,
     token_mask,
+    unit_mask,
     word_start_table,
     word_starts,
 )
+from spanroberta.data.masking_units import UNIT_SCHEMES, UNITS_COLUMN
+from spanroberta.models.configuration_spanroberta import SENTENCE_LABELS, SpanRobertaConfig, first_position_id
+from spanroberta.models.spans import in_slots, prediction_slots, sbo_targets
 
-MASKING_SCHEMES = ("span", "word", "token", "ngram")
+MASKING_SCHEMES = ("span", "word", "token", "ngram", *UNIT_SCHEMES)
+# How the targets are laid out: "dense" is transformers' convention for masked LMs ([batch, length], -100 where a
+# token is not predicted); "slots" is Google BERT's max_predictions_per_seq layout ([batch, slots]).
+LABEL_LAYOUTS = ("dense", "slots")
 # ALBERT section 4.1: n-grams of at most 3 words.
 MAX_NGRAM_LENGTH = 3
-_SEQUENCE_LABELS = ("next_sentence_label", "sentence_order_label")
+# SpanBERT section 5.1: "at 50% of the time" named entities (noun phrases), random whole words otherwise.
+SPANBERT_UNIT_SHARE = 0.5
 
 
 @dataclass
 class DataCollatorForSpanMasking:
     """Masks a batch for masked language modelling with SpanBERT's span masking and SBO targets.
+
+    A drop-in for transformers' `DataCollatorForLanguageModeling`: by default (`label_layout="dense"`) `labels` is
+    [batch, length], the original id where a token is predicted and -100 elsewhere, which every `*ForMaskedLM`
+    and the `Trainer` take unchanged.
 
     Call it on a list of examples, each a mapping with `input_ids` (a list or a tensor, of any length) or a bare
     sequence of ids. It returns:
@@ -47,20 +57,30 @@ class DataCollatorForSpanMasking:
       `formats.pack_sequences`): they restart at `first_position_id` at each packed sequence, the padding-free
       convention of transformers' `DataCollatorWithFlattening` with RoBERTa's first position; padding is a
       sequence of its own. Masking never crosses a packed sequence, nor do SBO boundaries;
-    - the predictions in a fixed number of slots per row, `max_predictions_per_seq` (default
+    - `labels`, in the layout `label_layout` names:
+      "dense": [batch, length], -100 where a token is not predicted (transformers' convention);
+      "slots": the predictions in a fixed number of slots per row, `max_predictions_per_seq` (default
       ceil(mlm_probability x length), which no row's budget exceeds), as Google BERT's `max_predictions_per_seq`:
       `mlm_positions` (the positions predicted, in increasing order) and `labels` (their original ids), both
-      -100 in unused slots. Fixed shapes let a compiled training step run without host synchronisation;
-    - when `return_sbo_targets`, per slot, `sbo_left_positions`, `sbo_right_positions` and
-      `sbo_relative_positions` (see `masking.sbo_targets`), -100 in slots that are not SBO targets;
+      -100 in unused slots. Fixed shapes let a compiled training step run without host synchronisation, so
+      `run_pretraining.py` uses this layout;
+    - when `return_sbo_targets` (default: in the slot layout only, since stock masked LMs take no SBO inputs),
+      `sbo_left_positions`, `sbo_right_positions` and `sbo_relative_positions` (see `models/spans.py`'s `sbo_targets`), in
+      the same layout as `labels`: per token ([batch, length]) or per slot, -100 where a token or slot is not
+      an SBO target;
     - `token_type_ids` (padded with 0), `next_sentence_label` and `sentence_order_label` when the examples
       carry them.
 
     masking: "span" (SpanBERT section 3.1: whole-word spans, lengths ~ Geo(geometric_p) truncated to
         [1, max_span_length]), "ngram" (ALBERT section 4.1: whole-word n-grams, p(n) = (1/n) / (1 + 1/2 + 1/3)
-        for n <= 3), "word" (whole words, SpanBERT section 5.1's baseline) or "token" (RoBERTa's). Span, n-gram
-        and word masking pick 80/10/10 once per run of masked tokens, token masking per token.
+        for n <= 3), "word" (whole words, SpanBERT section 5.1's baseline), "token" (RoBERTa's), or masking of
+        linguistic units, which the examples carry in a `masking_units` column (`masking_units.MaskingUnits`):
+        "named-entity" and "noun-phrase" (SpanBERT section 5.1: half the budget on whole units, half on random
+        whole words) or "pmi" (PMI-Masking, Levine et al. 2021: n-grams and lone words drawn alike; see
+        `masking.unit_mask`). All but token masking pick 80/10/10 once per run of masked tokens, token masking
+        per token.
 
+    The mask does not depend on the layout: both give the same predicted positions for the same seed.
     Masks are a pure function of (seed, mask_epoch, example_index) when the examples carry those int fields,
     as `masking_schedule.DynamicMaskingDataset` and `StaticMaskingDataset` provide: reproducible, and identical
     after resuming from a checkpoint. With the Trainer, set `remove_unused_columns=False`, or it strips them.
@@ -75,15 +95,26 @@ class DataCollatorForSpanMasking:
     mask_replace_prob: float = 0.8
     random_replace_prob: float = 0.1
     max_span_targets: int = 15
-    return_sbo_targets: bool = True
+    return_sbo_targets: bool | None = None
     seed: int = 0
     pad_to_multiple_of: int | None = None
     max_predictions_per_seq: int | None = None
     first_position_id: int | None = None
+    label_layout: str = "dense"
 
     def __post_init__(self) -> None:
         if self.masking not in MASKING_SCHEMES:
             raise ValueError(f"masking={self.masking!r} is not one of {', '.join(map(repr, MASKING_SCHEMES))}.")
+        if self.label_layout not in LABEL_LAYOUTS:
+            raise ValueError(
+                f"label_layout={self.label_layout!r} is not one of {', '.join(map(repr, LABEL_LAYOUTS))}."
+            )
+        if self.max_predictions_per_seq is not None and self.label_layout != "slots":
+            raise ValueError(
+                "max_predictions_per_seq sets the number of prediction slots: it needs label_layout='slots'."
+            )
+        if self.return_sbo_targets is None:
+            self.return_sbo_targets = self.label_layout == "slots"
         if not 0.0 < self.mlm_probability <= 1.0:
             raise ValueError(f"mlm_probability={self.mlm_probability} must be in (0, 1].")
         if not 0.0 < self.geometric_p <= 1.0:
@@ -102,8 +133,8 @@ class DataCollatorForSpanMasking:
         if self.tokenizer.pad_token_id is None:
             raise ValueError(f"{name} has no pad token, which padding the batch needs.")
         if self.first_position_id is None:
-            # RoBERTa numbers positions from padding_idx + 1 (modeling_roberta's create_position_ids_from_input_ids).
-            self.first_position_id = self.tokenizer.pad_token_id + 1
+            # Without the model's config, positions are numbered as spanroberta's own model numbers them.
+            self.first_position_id = first_position_id(SpanRobertaConfig(pad_token_id=self.tokenizer.pad_token_id))
 
         self._special = special_token_table(self.tokenizer)
         self._replacement_ids = random_token_ids(self._special)
@@ -134,6 +165,15 @@ class DataCollatorForSpanMasking:
         maskable = attention_mask.bool() & ~self._special[input_ids]
         if self.masking == "token":
             masked = token_mask(maskable, keys, self.mlm_probability)
+        elif self.masking in UNIT_SCHEMES:
+            masked = unit_mask(
+                word_starts(input_ids, maskable, self._word_start),
+                maskable,
+                self._unit_marks(examples),
+                keys,
+                self.mlm_probability,
+                unit_share=None if self.masking == "pmi" else SPANBERT_UNIT_SHARE,
+            ).masked
         else:
             masked = span_mask(
                 word_starts(input_ids, maskable, self._word_start),
@@ -154,18 +194,20 @@ class DataCollatorForSpanMasking:
             per_run=self.masking != "token",
         )
 
-        slots = self._prediction_slots(masked, examples)
         batch = {"input_ids": inputs, "attention_mask": attention_mask}
         if document_ids is not None:
             batch["position_ids"] = _restarting_positions(document_ids, self.first_position_id)
-        batch["mlm_positions"] = _in_slots(torch.arange(masked.shape[1]).expand_as(masked), slots)
-        batch["labels"] = _in_slots(labels, slots)
+        targets = {"labels": labels}
         if self.return_sbo_targets:
-            dense = sbo_targets(masked, attention_mask, self.max_span_targets, document_ids)
-            batch.update({name: _in_slots(value, slots) for name, value in dense.items()})
+            targets.update(sbo_targets(masked, attention_mask, self.max_span_targets, document_ids))
+        if self.label_layout == "slots":
+            slots = self._prediction_slots(masked, examples)
+            batch["mlm_positions"] = in_slots(torch.arange(masked.shape[1]).expand_as(masked), slots)
+            targets = {name: in_slots(value, slots) for name, value in targets.items()}
+        batch.update(targets)
         if "token_type_ids" in examples[0]:
             batch["token_type_ids"] = self._pad([e["token_type_ids"] for e in examples], 0)[0]
-        for name in _SEQUENCE_LABELS:
+        for name in SENTENCE_LABELS.values():
             if name in examples[0]:
                 batch[name] = torch.tensor([int(e[name]) for e in examples], dtype=torch.long)
         return batch
@@ -189,9 +231,17 @@ class DataCollatorForSpanMasking:
                 f"example {i} of the batch (example_index={examples[i].get('example_index')}) has {int(counts[i])} "
                 f"masked tokens, more than max_predictions_per_seq={num_slots}; raise it."
             )
-        order = torch.argsort((~masked).to(torch.uint8), dim=1, stable=True)[:, :num_slots]
-        order = F.pad(order, (0, num_slots - order.shape[1]), value=-1)
-        return order.masked_fill(torch.arange(num_slots) >= counts[:, None], -1)
+        return prediction_slots(masked, num_slots)
+
+    def _unit_marks(self, examples: list[Mapping[str, Any]]) -> torch.Tensor:
+        """Long [batch, length]: the unit marks of the examples' tokens (0, outside any unit, on padding)."""
+        if not all(UNITS_COLUMN in e for e in examples):
+            raise ValueError(
+                f"masking={self.masking!r} masks the units found when the blocks were made, and the examples carry "
+                f"no {UNITS_COLUMN!r}: make the blocks with prepare_blocks(..., units=...) "
+                "(spanroberta.data.masking_units)."
+            )
+        return self._pad([e[UNITS_COLUMN] for e in examples], 0)[0]
 
     def _document_ids(self, examples: list[Mapping[str, Any]], length: int) -> torch.Tensor | None:
         """Long [batch, length]: the packed sequence of each token (padding forms one more), or None when the
@@ -260,11 +310,6 @@ class DataCollatorForSpanMasking:
         worker = torch.utils.data.get_worker_info()
         # DataLoader workers each hold a copy of the generator in the same state: tell their draws apart.
         return keys if worker is None else mix32(keys ^ worker.id)
-
-
-def _in_slots(dense: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
-    """The values of `dense` [batch, length] at the prediction slots [batch, slots], -100 in unused slots."""
-    return dense.gather(1, slots.clamp(min=0)).masked_fill(slots < 0, IGNORE_INDEX)
 
 
 def _restarting_positions(document_ids: torch.Tensor, first_position_id: int) -> torch.Tensor:

@@ -40,18 +40,25 @@ import datasets
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
+from ..models.configuration_spanroberta import SENTENCE_LABELS
+from .masking_units import UNITS_COLUMN, MaskingUnits, split_unit_marks
+
 INPUT_FORMATS: tuple[str, ...] = ("full-sentences", "doc-sentences", "segment-pair", "sentence-pair")
 PAIR_FORMATS: tuple[str, ...] = ("segment-pair", "sentence-pair")
-PAIR_OBJECTIVES: dict[str, str] = {"nsp": "next_sentence_label", "sop": "sentence_order_label"}
 
 # A document is a list of sentences, a sentence a list of token ids.
 Document = list[list[int]]
 
 
 def tokenize_documents(
-    documents: datasets.Dataset, tokenizer: PreTrainedTokenizerBase, num_proc: int | None = None
+    documents: datasets.Dataset,
+    tokenizer: PreTrainedTokenizerBase,
+    num_proc: int | None = None,
+    units: MaskingUnits | None = None,
 ) -> datasets.Dataset:
-    """Tokenizes each document's lines (no special tokens) into a `sentence_ids` column, one row per document."""
+    """Tokenizes each document's lines (no special tokens) into a `sentence_ids` column, one row per document.
+
+    With `units` (named-entity, noun-phrase or PMI masking), each id carries its unit mark (`masking_units`)."""
     if "text" not in documents.column_names:
         raise ValueError(f"The documents have no 'text' column (their columns: {documents.column_names}).")
     return documents.map(
@@ -60,25 +67,31 @@ def tokenize_documents(
         num_proc=num_proc,
         input_columns=["text"],
         remove_columns=documents.column_names,
-        fn_kwargs={"tokenizer": tokenizer},
+        fn_kwargs={"tokenizer": tokenizer, "units": units},
         # int32 halves the cache of the whole tokenized corpus (and the blocks' and a prepared folder's).
         features=datasets.Features({"sentence_ids": datasets.List(datasets.List(datasets.Value("int32")))}),
         desc="Tokenizing documents",
     )
 
 
-def _tokenize_batch(texts: list[str], tokenizer: PreTrainedTokenizerBase) -> dict[str, list[Document]]:
-    return {"sentence_ids": tokenize_texts(texts, tokenizer)}
+def _tokenize_batch(
+    texts: list[str], tokenizer: PreTrainedTokenizerBase, units: MaskingUnits | None
+) -> dict[str, list[Document]]:
+    return {"sentence_ids": tokenize_texts(texts, tokenizer, units)}
 
 
-def tokenize_texts(texts: list[str], tokenizer: PreTrainedTokenizerBase) -> list[Document]:
-    """Each text's non-blank lines, tokenized without special tokens (empty results dropped)."""
+def tokenize_texts(
+    texts: list[str], tokenizer: PreTrainedTokenizerBase, units: MaskingUnits | None = None
+) -> list[Document]:
+    """Each text's non-blank lines, tokenized without special tokens (empty results dropped); with `units`, the
+    ids carry their unit marks (`MaskingUnits.mark`)."""
     lines_per_document = [[line for line in text.split("\n") if line.strip()] for text in texts]
     # Each line is tokenized as running text would have it, after a space: byte-level BPE then marks its first
     # word as a word start ("Ġ"), so whole-word and span masking never join a sentence's first word to the last
     # word of the sentence before. WordPiece and SentencePiece tokenizers ignore the space.
     lines = [" " + line.lstrip() for line in itertools.chain.from_iterable(lines_per_document)]
-    sentences = iter(_encode_lines(lines, tokenizer) if lines else [])  # tokenizers fail on an empty batch
+    encoded = _encode_lines(lines, tokenizer) if lines else []  # tokenizers fail on an empty batch
+    sentences = iter(units.mark(lines, encoded) if units is not None and lines else encoded)
     return [
         [sentence for sentence in itertools.islice(sentences, len(document_lines)) if sentence]
         for document_lines in lines_per_document
@@ -169,6 +182,8 @@ class BlockBuilder:
     label_name: str | None
     seed: int
     pack_documents: bool = False
+    # The masking units the documents' ids were marked with (`tokenize_texts`), or None.
+    units: MaskingUnits | None = None
 
     @property
     def packs(self) -> bool:
@@ -184,10 +199,20 @@ class BlockBuilder:
             features[self.label_name] = datasets.Value("int64")
         if self.packs:
             features["sequence_lengths"] = datasets.List(datasets.Value("int32"))
+        if self.units is not None:
+            features[UNITS_COLUMN] = datasets.List(datasets.Value("int8"))
         return datasets.Features(features)
 
     def blocks(self, group: list[Document], group_index: int) -> list[dict[str, list[int] | int]]:
-        """The blocks of one group; its random choices come from a generator seeded with (seed, group_index)."""
+        """The blocks of one group; its random choices come from a generator seeded with (seed, group_index).
+
+        With `units`, the documents' ids carry unit marks, split off into a `masking_units` column."""
+        blocks = self._blocks(group, group_index)
+        if self.units is None:
+            return blocks
+        return [split_unit_marks(block, self.units.stride) for block in blocks]
+
+    def _blocks(self, group: list[Document], group_index: int) -> list[dict[str, list[int] | int]]:
         documents = [document for document in group if document]
         if self.label_name is None:
             separator = self.separator if self.input_format == "full-sentences" else None
@@ -199,7 +224,7 @@ class BlockBuilder:
             rng,
             self.budget,
             one_sentence=self.input_format == "sentence-pair",
-            sentence_order=self.label_name == "sentence_order_label",
+            sentence_order=self.label_name == SENTENCE_LABELS["sop"],
         )
         return [{**self.layout.encode(a, b), self.label_name: label} for a, b, label in pairs]
 
@@ -211,16 +236,18 @@ def block_builder(
     pair_objective: str = "nsp",
     seed: int = 0,
     pack_documents: bool = True,
+    units: MaskingUnits | None = None,
 ) -> BlockBuilder:
     """Checks the settings of `build_blocks` against the tokenizer and returns the builder of a group's blocks.
 
     `pack_documents` packs doc-sentences blocks several to a row (see `pack_sequences`); other formats ignore it.
+    `units`: the documents were tokenized with these masking units (`tokenize_documents`).
     """
     if input_format not in INPUT_FORMATS:
         raise ValueError(f"Unknown input_format {input_format!r}: expected one of {', '.join(INPUT_FORMATS)}.")
-    if pair_objective not in PAIR_OBJECTIVES:
+    if pair_objective not in SENTENCE_LABELS:
         raise ValueError(
-            f"Unknown pair_objective {pair_objective!r}: expected one of {', '.join(PAIR_OBJECTIVES)}."
+            f"Unknown pair_objective {pair_objective!r}: expected one of {', '.join(SENTENCE_LABELS)}."
         )
     is_pair = input_format in PAIR_FORMATS
     layout = SpecialTokenLayout.of(tokenizer, pair=is_pair)
@@ -239,9 +266,10 @@ def block_builder(
         layout=layout,
         budget=max_seq_length - layout.num_special_tokens,
         separator=tokenizer.sep_token_id,
-        label_name=PAIR_OBJECTIVES[pair_objective] if is_pair else None,
+        label_name=SENTENCE_LABELS[pair_objective] if is_pair else None,
         seed=seed,
         pack_documents=pack_documents,
+        units=units,
     )
 
 
@@ -255,6 +283,7 @@ def build_blocks(
     num_proc: int | None = None,
     documents_per_group: int = 1000,
     pack_documents: bool = True,
+    units: MaskingUnits | None = None,
 ) -> datasets.Dataset:
     """Packs or pairs the `sentence_ids` of `tokenized` (from `tokenize_documents`) into pretraining blocks.
 
@@ -262,9 +291,10 @@ def build_blocks(
     long (`full-sentences` blocks are exactly that long, but for the last block of each group of
     `documents_per_group` documents); `token_type_ids` when the tokenizer produces them; and for pair
     formats the label of `pair_objective` ("nsp": `next_sentence_label`, "sop": `sentence_order_label`).
-    Packed doc-sentences rows (`pack_documents`) hold several blocks and their `sequence_lengths`.
+    Packed doc-sentences rows (`pack_documents`) hold several blocks and their `sequence_lengths`. With `units`
+    (the ones `tokenize_documents` marked the ids with), rows carry their tokens' unit marks in `masking_units`.
     """
-    builder = block_builder(tokenizer, input_format, max_seq_length, pair_objective, seed, pack_documents)
+    builder = block_builder(tokenizer, input_format, max_seq_length, pair_objective, seed, pack_documents, units)
     if "sentence_ids" not in tokenized.column_names:
         raise ValueError(
             f"The dataset has no 'sentence_ids' column (its columns: {tokenized.column_names}); "
@@ -296,9 +326,11 @@ def prepare_blocks(
     num_proc: int | None = None,
     documents_per_group: int = 1000,
     pack_documents: bool = True,
+    units: MaskingUnits | None = None,
 ) -> datasets.Dataset:
-    """`tokenize_documents` then `build_blocks`: documents (a `text` column) to pretraining blocks."""
-    tokenized = tokenize_documents(documents, tokenizer, num_proc=num_proc)
+    """`tokenize_documents` then `build_blocks`: documents (a `text` column) to pretraining blocks, with the
+    `masking_units` column of `units` (named-entity, noun-phrase or PMI masking) when given."""
+    tokenized = tokenize_documents(documents, tokenizer, num_proc=num_proc, units=units)
     return build_blocks(
         tokenized,
         tokenizer,
@@ -309,6 +341,7 @@ def prepare_blocks(
         num_proc,
         documents_per_group,
         pack_documents,
+        units,
     )
 
 

@@ -1,4 +1,5 @@
-"""Span, whole-word and token masking as pure, vectorised torch functions.
+"""Span, whole-word, token and unit (named entity, noun phrase, PMI n-gram) masking as pure, vectorised torch
+functions.
 
 Everything here works on token ids and per-row integer keys; no tokenizer object is touched in the hot path
 (the tokenizer is read once, into the bool tables built by `word_start_table` and `special_token_table`).
@@ -26,7 +27,8 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedTokenizerBase
 
-IGNORE_INDEX = -100
+from ..models.conventions import IGNORE_INDEX
+from ..models.spans import run_starts, sbo_targets  # noqa: F401  (sbo_targets: part of masking's interface)
 
 _MASK32 = 0xFFFFFFFF
 _GOLDEN = 0x9E3779B9  # 2**32 / golden ratio: consecutive positions land far apart before hashing
@@ -44,6 +46,8 @@ class Stream(IntEnum):
     RANDOM_TOKEN = 4
     BUDGET = 5
     TOKEN_SELECTION = 6
+    UNIT_ORDER = 7
+    WORD_FILL_ORDER = 8
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -341,6 +345,92 @@ def _words_within_budget(
     return keep, last_used, settled
 
 
+# Marks of masking units, one per token (`masking_units` columns, see spanroberta.data.masking_units).
+OUTSIDE_UNIT, UNIT_START, INSIDE_UNIT = 0, 1, 2
+
+
+@dataclass
+class UnitMask:
+    """The result of `unit_mask`.
+
+    masked: bool [B, L], the tokens to predict.
+    by_units: bool [B, L], those chosen in the units' part of the budget (the rest are the whole words that fill
+        it up). For statistics and tests.
+    budget: long [B], the row's budget (`masking_budget`).
+    """
+
+    masked: torch.Tensor
+    by_units: torch.Tensor
+    budget: torch.Tensor
+
+
+def unit_mask(
+    word_start: torch.Tensor,
+    maskable: torch.Tensor,
+    unit_marks: torch.Tensor,
+    keys: torch.Tensor,
+    mlm_probability: float = 0.15,
+    unit_share: float | None = 0.5,
+) -> UnitMask:
+    """Masking of linguistic units (named entities, noun phrases, PMI n-grams), vectorised over the batch.
+
+    `unit_marks` (long [B, L]) marks each token OUTSIDE_UNIT, UNIT_START or INSIDE_UNIT; units lie on word
+    boundaries. A unit is a UNIT_START token and the INSIDE_UNIT tokens after it; an INSIDE_UNIT token after a
+    token outside any unit (a unit cut by a block boundary or a special token) starts what is left of its unit.
+
+    unit_share=0.5, SpanBERT section 5.1 (Table 6, "Named Entities" and "Noun Phrases"): half of the masking
+        budget (`masking_budget`) goes to whole units, the other half to random whole words.
+    unit_share=None, PMI-Masking (Levine et al. 2021, section 3 and their masking procedure): the units and the
+        words outside units are all units, drawn uniformly at random for the whole budget.
+    Units are drawn in a random order without replacement, and one that does not fit in what is left of its part
+    of the budget is passed over (`_first_fit`): units are never split, and the next ones that fit are taken.
+    Whatever the units leave of the budget goes to random whole words, so the rate is that of the other schemes.
+    """
+    budget = masking_budget(maskable, keys, mlm_probability)
+    in_unit = maskable & (unit_marks != OUTSIDE_UNIT)
+    previous_in_unit = F.pad(in_unit[:, :-1], (1, 0), value=False)
+    starts_unit = in_unit & ((unit_marks == UNIT_START) | ~previous_in_unit)
+    if unit_share is None:
+        masked = _first_fit(starts_unit | (word_start & ~in_unit), maskable, keys, Stream.UNIT_ORDER, budget)
+    else:
+        unit_budget = torch.floor(unit_share * budget.double() + 0.5).long()
+        masked = _first_fit(starts_unit, in_unit, keys, Stream.UNIT_ORDER, unit_budget)
+    remaining = maskable & ~masked
+    fill = _first_fit(word_start & remaining, remaining, keys, Stream.WORD_FILL_ORDER, budget - masked.sum(1))
+    return UnitMask(masked=masked | fill, by_units=masked, budget=budget)
+
+
+def _first_fit(
+    starts: torch.Tensor, members: torch.Tensor, keys: torch.Tensor, stream: Stream, budget: torch.Tensor
+) -> torch.Tensor:
+    """Bool [B, L]: whole pieces (a `starts` token and the `members` tokens after it, up to the next start) taken
+    in a random order, each when it fits in what is left of `budget` [B] and passed over otherwise.
+
+    Rounds reproduce the sequential procedure: each takes, in order, the pieces that fit while their running total
+    fits; the first piece that does not fit is then too big for every later round, which goes on after it.
+    """
+    batch_size, length = members.shape
+    piece = torch.where(members, starts.cumsum(1) - 1, length)  # tokens outside pieces go to bin `length`
+    sizes = torch.zeros(batch_size, length + 1, dtype=torch.long).scatter_add_(1, piece, members.long())[:, :length]
+    # Random order: sort by (random bits, piece index), so ties cannot happen; pieces that do not exist sort last.
+    indices = torch.arange(length)
+    sort_keys = random_bits(keys, stream, indices) * length + indices
+    order = sort_keys.masked_fill(sizes == 0, torch.iinfo(torch.long).max).argsort(1)
+    sorted_sizes = sizes.gather(1, order)
+    taken = torch.zeros_like(sorted_sizes, dtype=torch.bool)
+    remaining = budget.clone()
+    while True:
+        fits = ~taken & (sorted_sizes > 0) & (sorted_sizes <= remaining[:, None])
+        take = fits & ((sorted_sizes * fits).cumsum(1) <= remaining[:, None])
+        if not bool(take.any()):
+            break
+        taken |= take
+        remaining -= (sorted_sizes * take).sum(1)
+    taken_pieces = torch.zeros(batch_size, length + 1, dtype=torch.bool)
+    taken_pieces[:, :length] = torch.zeros_like(taken).scatter(1, order, taken)
+    return members & taken_pieces.gather(1, piece)
+
+
 def token_mask(maskable: torch.Tensor, keys: torch.Tensor, mlm_probability: float = 0.15) -> torch.Tensor:
     """RoBERTa/BERT token-level masking: exactly the budgeted number of maskable tokens, chosen uniformly."""
     length = maskable.shape[1]
@@ -354,15 +444,7 @@ def token_mask(maskable: torch.Tensor, keys: torch.Tensor, mlm_probability: floa
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Replacing the masked tokens, and the span boundary objective's targets
-
-
-def run_starts(masked: torch.Tensor) -> torch.Tensor:
-    """Long [B, L]: for each masked token, the position of the first token of its run (a maximal stretch of
-    masked tokens, i.e. a merged span); meaningless at unmasked positions."""
-    positions = torch.arange(masked.shape[1]).expand_as(masked)
-    is_start = masked & ~F.pad(masked[:, :-1], (1, 0), value=False)
-    return torch.where(is_start, positions, 0).cummax(1).values
+# Replacing the masked tokens (the span boundary objective's targets are models/spans.py's sbo_targets)
 
 
 def replace_masked_tokens(
@@ -393,39 +475,3 @@ def replace_masked_tokens(
     inputs = torch.where(to_random, random_ids, inputs)
     labels = input_ids.masked_fill(~masked, IGNORE_INDEX)
     return inputs, labels
-
-
-def sbo_targets(
-    masked: torch.Tensor,
-    attention_mask: torch.Tensor | None = None,
-    max_span_targets: int = 15,
-    document_ids: torch.Tensor | None = None,
-) -> dict[str, torch.Tensor]:
-    """The span boundary objective's targets (SpanBERT section 3.2), one run of masked tokens at a time.
-
-    For each token i of a run s..e: `sbo_left_positions` = s-1, `sbo_right_positions` = e+1 and
-    `sbo_relative_positions` = i-s (0-based; the paper's p_{i-s+1}). All three are -100 where a token is not
-    an SBO target: unmasked tokens, tokens with i-s >= max_span_targets (they stay MLM targets; SpanBERT's code
-    truncates pair targets the same way), and whole runs whose s-1 or e+1 is not a real token of the row
-    (before its start, past its end, or padding) or, in packed rows (`document_ids`, as for `span_mask`), not a
-    token of the run's own document.
-    """
-    batch_size, length = masked.shape
-    positions = torch.arange(length).expand_as(masked)
-    inside_row = torch.ones_like(masked) if attention_mask is None else attention_mask.bool()
-    start = run_starts(masked)
-    is_end = masked & ~F.pad(masked[:, 1:], (0, 1), value=False)
-    end = torch.where(is_end, positions, length).flip(1).cummin(1).values.flip(1)
-
-    left, right, relative = start - 1, end + 1, positions - start
-    left_ok = (left >= 0) & inside_row.gather(1, left.clamp(min=0))
-    right_ok = (right < length) & inside_row.gather(1, right.clamp(max=max(length - 1, 0)))
-    if document_ids is not None:
-        left_ok &= document_ids.gather(1, left.clamp(min=0)) == document_ids
-        right_ok &= document_ids.gather(1, right.clamp(max=max(length - 1, 0))) == document_ids
-    is_target = masked & left_ok & right_ok & (relative < max_span_targets)
-    return {
-        "sbo_left_positions": left.masked_fill(~is_target, IGNORE_INDEX),
-        "sbo_right_positions": right.masked_fill(~is_target, IGNORE_INDEX),
-        "sbo_relative_positions": relative.masked_fill(~is_target, IGNORE_INDEX),
-    }

@@ -5,6 +5,7 @@ A prepared folder holds:
 
     blocks/                   a `datasets.DatasetDict` (train, and validation when held out), `save_to_disk` shards
     tokenizer/                the tokenizer that made the blocks
+    pmi_vocabulary.tsv        --masking pmi: the n-gram vocabulary the blocks' units come from (for the record)
     spanroberta_prepared.json the settings that decide the blocks (see `prepared_settings`), written last
 
 It is written under a temporary name next to its final path and renamed when complete, so a run killed during
@@ -37,7 +38,7 @@ INTERMEDIATE_CACHE = "cache"
 FORMAT_VERSION = 1
 # Settings a later run must agree with; the others in the manifest are there for the record.
 CHECKED_SETTINGS = ("train_files", "dataset", "validation", "tokenizer", "input_format", "max_seq_length",
-                    "pair_objective", "documents_per_group", "pack_documents")
+                    "pair_objective", "documents_per_group", "pack_documents", "masking_units")
 
 
 def prepared_settings(
@@ -51,12 +52,14 @@ def prepared_settings(
     documents_per_group: int,
     seed: int,
     pack_documents: bool | None = None,
+    masking_units: str | None = None,
 ) -> dict[str, Any]:
     """The settings that decide the prepared blocks, as recorded in (and checked against) the manifest.
 
     Files are recorded by name and size, so a corpus copied elsewhere still matches; `validation` is a list of
     files or the held-out percentage; a tokenizer by a hash of its vocabulary, merges and special tokens;
-    `pack_documents` only for doc-sentences, the one format it changes. None
+    `pack_documents` only for doc-sentences, the one format it changes; `masking_units` what decides the units
+    of named-entity, noun-phrase and PMI masking stored with the blocks (`masking_units.units_name`). None
     means "not given by this run" and is not checked (a run may name only the prepared folder).
     """
     return {
@@ -70,6 +73,7 @@ def prepared_settings(
         "pair_objective": pair_objective,
         "documents_per_group": documents_per_group,
         "pack_documents": pack_documents,
+        "masking_units": masking_units,
         "seed": seed,
     }
 

@@ -27,6 +27,7 @@ from . import prepared
 from .corpus import iter_documents, load_documents
 from .formats import PAIR_FORMATS, block_builder, prepare_blocks
 from .masking_schedule import DynamicMaskingDataset, StaticMaskingDataset
+from .masking_units import MaskingUnits, build_masking_units, save_units, units_name
 from .streaming import StreamingBlocks
 from .tokenizer import train_byte_level_bpe, train_sentencepiece_unigram
 
@@ -67,7 +68,25 @@ class _Run:
         """The pair label of pair formats (resolve_recipe makes sure they have a sentence objective)."""
         return self.recipe.sentence_objective if self.recipe.sentence_objective != "none" else "nsp"
 
-    def blocks_of(self, documents: datasets.Dataset, tokenizer: PreTrainedTokenizerBase) -> datasets.Dataset:
+    def masking_units(
+        self, tokenizer: PreTrainedTokenizerBase, training_documents: datasets.Dataset | None
+    ) -> MaskingUnits | None:
+        """The units of named-entity, noun-phrase and PMI masking (None for other schemes), found once for the
+        training and evaluation blocks; PMI ranks the n-grams of `training_documents` (None when streaming)."""
+        data_args = self.data_args
+        return build_masking_units(
+            self.recipe.masking,
+            tokenizer,
+            training_documents,
+            data_args.spacy_model,
+            data_args.pmi_vocabulary_size,
+            data_args.pmi_min_count,
+            data_args.preprocessing_num_workers,
+        )
+
+    def blocks_of(
+        self, documents: datasets.Dataset, tokenizer: PreTrainedTokenizerBase, units: MaskingUnits | None
+    ) -> datasets.Dataset:
         return prepare_blocks(
             documents,
             tokenizer,
@@ -78,6 +97,7 @@ class _Run:
             num_proc=self.data_args.preprocessing_num_workers,
             documents_per_group=self.data_args.documents_per_group,
             pack_documents=self.data_args.pack_documents,
+            units=units,
         )
 
 
@@ -161,12 +181,14 @@ def _built_data(run: _Run) -> tuple:
         documents, eval_documents = _document_splits(data_args, run.training_args.seed, cache_dir)
         tokenizer = load_or_train_tokenizer(run.model_args, documents, run.recipe.tokenizer)
         config = run.build_config(tokenizer)
-        splits = {"train": run.blocks_of(documents, tokenizer)}
+        units = run.masking_units(tokenizer, documents)
+        splits = {"train": run.blocks_of(documents, tokenizer, units)}
         if eval_documents is not None:
-            splits["validation"] = run.blocks_of(eval_documents, tokenizer)
+            splits["validation"] = run.blocks_of(eval_documents, tokenizer, units)
         if not staging:
             return tokenizer, config, splits["train"], splits.get("validation")
         prepared.save_prepared(staging, splits, tokenizer, _prepared_settings(run, tokenizer))
+        save_units(units, staging)
     # Train from the memory-mapped shards, exactly as a later run reusing the folder will.
     blocks = datasets.load_from_disk(str(Path(prepared_dir) / "blocks"))
     return tokenizer, config, blocks["train"], blocks.get("validation")
@@ -227,6 +249,9 @@ def _prepared_settings(run: _Run, tokenizer: PreTrainedTokenizerBase | None) -> 
         documents_per_group=data_args.documents_per_group,
         pack_documents=data_args.pack_documents if recipe.input_format == "doc-sentences" else None,
         seed=run.training_args.seed,
+        masking_units=units_name(
+            recipe.masking, data_args.spacy_model, data_args.pmi_vocabulary_size, data_args.pmi_min_count
+        ),
     )
 
 
@@ -244,15 +269,16 @@ def _streaming_data(run: _Run) -> tuple:
             "--prepared_data_dir, which trains one."
         )
     config = run.build_config(tokenizer)
+    units = run.masking_units(tokenizer, None)
     eval_blocks = None
     if data_args.validation_file:
-        eval_blocks = run.blocks_of(_validation_documents(data_args, run.model_args.cache_dir), tokenizer)
+        eval_blocks = run.blocks_of(_validation_documents(data_args, run.model_args.cache_dir), tokenizer, units)
     else:
         logger.info("Streaming mode evaluates only on --validation_file; none was given.")
-    return tokenizer, config, _streaming_blocks(run, tokenizer), eval_blocks
+    return tokenizer, config, _streaming_blocks(run, tokenizer, units), eval_blocks
 
 
-def _streaming_blocks(run: _Run, tokenizer: PreTrainedTokenizerBase) -> StreamingBlocks:
+def _streaming_blocks(run: _Run, tokenizer: PreTrainedTokenizerBase, units: MaskingUnits | None) -> StreamingBlocks:
     data_args, training_args = run.data_args, run.training_args
     read_documents = functools.partial(
         iter_documents,
@@ -268,6 +294,7 @@ def _streaming_blocks(run: _Run, tokenizer: PreTrainedTokenizerBase) -> Streamin
         run.pair_objective,
         training_args.seed,
         data_args.pack_documents,
+        units,
     )
     return StreamingBlocks(
         read_documents,

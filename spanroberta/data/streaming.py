@@ -116,7 +116,7 @@ class StreamingBlocks(IterableDataset):
             if group_index % readers != reader:
                 continue
             replaced += sum("\ufffd" in text for text in texts)
-            documents = tokenize_texts(texts, self.tokenizer)
+            documents = tokenize_texts(texts, self.tokenizer, self.builder.units)
             for position, block in enumerate(self.builder.blocks(documents, group_index)):
                 row: dict[str, Any] = {
                     name: np.asarray(value, dtype=np.int32) if isinstance(value, list) else value

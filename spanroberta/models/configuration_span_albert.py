@@ -43,7 +43,7 @@ class SpanAlbertConfig(AlbertConfig):
             As in `SpanRobertaConfig`. The SBO head's decoder is tied to the E-dimensional word embeddings, as the
             MLM head's is.
 
-    Positions start at 0 (`first_position_id`), as in BERT, not after the padding id as in RoBERTa.
+    Positions start at 0, as in BERT, not after the padding id as in RoBERTa (`first_position_id`).
     """
 
     model_type = "spanalbert"
@@ -100,11 +100,6 @@ class SpanAlbertConfig(AlbertConfig):
             f"{self.num_hidden_layers} layers is not one of spanroberta's sharing schemes "
             f"({', '.join(CROSS_LAYER_SHARING)}): use transformers' AlbertModel for it."
         )
-
-    @property
-    def first_position_id(self) -> int:
-        """The position id of a sequence's first token (ALBERT's position ids start at 0)."""
-        return 0
 
 
 __all__ = ["SpanAlbertConfig", "CROSS_LAYER_SHARING"]

@@ -3,9 +3,17 @@
 This file is copied next to every saved checkpoint (see `auto_map`), so it imports nothing from spanroberta.
 """
 
-from transformers import RobertaConfig
+from transformers import PretrainedConfig, RobertaConfig
 
-SENTENCE_OBJECTIVES = ("none", "nsp", "sop")
+# The sentence-level objectives and the name of each one's label in a batch (and of the forward argument that takes
+# it): BERT's next sentence prediction (0 when the second segment follows the first, 1 when it is random) and
+# ALBERT's sentence order prediction (0 for the original order, 1 when swapped).
+SENTENCE_LABELS = {"nsp": "next_sentence_label", "sop": "sentence_order_label"}
+SENTENCE_OBJECTIVES = ("none", *SENTENCE_LABELS)
+
+# Model types whose position ids start after the padding id (modeling_roberta's create_position_ids_from_input_ids).
+_POSITIONS_AFTER_PADDING = {"roberta", "spanroberta", "xlm-roberta", "xlm-roberta-xl", "camembert",
+                            "roberta-prelayernorm", "data2vec-text", "longformer"}  # fmt: skip
 
 # Every head that a spanroberta checkpoint can be loaded into with `trust_remote_code=True` where
 # spanroberta is not installed (how Hub users load it).
@@ -29,6 +37,15 @@ def check_head_settings(config) -> None:
         )
     if config.max_span_targets < 1:
         raise ValueError(f"max_span_targets must be at least 1, got {config.max_span_targets}.")
+
+
+def first_position_id(config: PretrainedConfig) -> int:
+    """The position id of a sequence's first token, for any transformers config: RoBERTa-style encoders number
+    positions from the padding id + 1 (so max_position_embeddings - padding id - 1 positions are usable), BERT,
+    ALBERT, ELECTRA and the others from 0. Packed rows restart their positions here at each sequence."""
+    if config.model_type in _POSITIONS_AFTER_PADDING or isinstance(config, RobertaConfig):
+        return (config.pad_token_id or 0) + 1
+    return 0
 
 
 class SpanRobertaConfig(RobertaConfig):
@@ -81,11 +98,5 @@ class SpanRobertaConfig(RobertaConfig):
         # Saved with every checkpoint so that any Auto class finds its head with trust_remote_code=True.
         self.auto_map = {**AUTO_MAP, **(getattr(self, "auto_map", None) or {})}
 
-    @property
-    def first_position_id(self) -> int:
-        """The position id of a sequence's first token: RoBERTa's positions start after the padding id
-        (modeling_roberta's create_position_ids_from_input_ids)."""
-        return (self.pad_token_id or 0) + 1
 
-
-__all__ = ["SpanRobertaConfig", "SENTENCE_OBJECTIVES", "check_head_settings"]
+__all__ = ["SpanRobertaConfig", "SENTENCE_LABELS", "SENTENCE_OBJECTIVES", "check_head_settings", "first_position_id"]

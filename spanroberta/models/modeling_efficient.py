@@ -12,8 +12,7 @@ all off.
 - `fused_decoder_cross_entropy`: each head's decoder and cross-entropy in one pass, on CPU under autocast, where
   it was measured to pay (benchmarks/RESULTS.md).
 
-This file ships with every checkpoint, next to the model file that imports it; it imports nothing from
-spanroberta.
+This file ships with every checkpoint, next to the model file that imports it; it imports only its sibling files.
 """
 
 from __future__ import annotations
@@ -24,20 +23,18 @@ from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.roberta.modeling_roberta import RobertaLayer, RobertaModel, eager_attention_forward
 
-IGNORE_INDEX = -100
-
-# Attention implementations whose functions take a dense [batch, 1, queries, keys] mask, which the sparse last
-# layer builds itself.
-_DENSE_MASK_ATTENTION = ("sdpa", "eager")
+from .conventions import IGNORE_INDEX
+from .packing import packed_attention_mask, packed_sequence_ids, takes_dense_mask
 
 
 def reads_last_layer_at_positions(encoder: RobertaModel, kwargs: dict) -> bool:
-    """Whether `encode_at_positions` applies: turned on, a dense-mask attention, and nothing but the heads reads
-    the encoder's output (no hidden states or attentions asked for, no extra encoder arguments)."""
+    """Whether `encode_at_positions` applies: turned on, a dense-mask attention (the sparse last layer builds its
+    mask itself), and nothing but the heads reads the encoder's output (no hidden states or attentions asked for,
+    no extra encoder arguments)."""
     config = encoder.config
     return (
         getattr(config, "efficient_pretraining", True)
-        and config._attn_implementation in _DENSE_MASK_ATTENTION
+        and takes_dense_mask(config)
         and not kwargs
         and not (config.output_hidden_states or config.output_attentions or config.is_decoder)
     )
@@ -59,11 +56,11 @@ def encode_at_positions(encoder: RobertaModel, inputs: dict, positions: torch.Te
     if position_ids is None:
         mask = create_bidirectional_mask(config=encoder.config, inputs_embeds=hidden, attention_mask=attention_mask)
     else:
-        mask = encoder.packed_attention_mask(attention_mask, position_ids, hidden)
+        mask = packed_attention_mask(encoder, attention_mask, position_ids, hidden)
     *layers, last_layer = encoder.encoder.layer
     for layer in layers:
         hidden = layer(hidden, mask)
-    sequence_ids = None if position_ids is None else encoder.sequence_ids(position_ids)
+    sequence_ids = None if position_ids is None else packed_sequence_ids(position_ids)
     return _layer_at_positions(last_layer, hidden, _query_mask(attention_mask, sequence_ids, positions), positions)
 
 
@@ -71,7 +68,7 @@ def _query_mask(
     attention_mask: torch.Tensor | None, sequence_ids: torch.Tensor | None, positions: torch.Tensor
 ) -> torch.Tensor | None:
     """Bool [batch, 1, n, length]: which keys each query at `positions` attends to (the reference's mask, read at
-    those rows; see modeling_spanroberta's packed_sequence_mask_function), or None when every query attends to
+    those rows; see packing.packed_sequence_mask_function), or None when every query attends to
     every key."""
     mask = None
     if attention_mask is not None:

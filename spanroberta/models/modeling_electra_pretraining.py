@@ -27,17 +27,19 @@ same shared embeddings. `from_pretrained_parts` joins two such checkpoints again
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
-from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_outputs import ModelOutput
 
-from .modeling_spanroberta import packed_sequence_ids, packed_sequence_mask_function
-from .pretraining_heads import IGNORE_INDEX, SpanPreTrainingMixin, decoder_cross_entropy, gather, normalised_loss
+from .conventions import IGNORE_INDEX, normalises_loss_by_item_counts
+from .packing import packed_attention_mask
+from .pretraining_heads import SpanPreTrainingMixin, decoder_cross_entropy, gather, normalised_loss
+from .spans import write_at_slots
 
 GENERATOR_FOLDER = "generator"
 GENERATOR_PREFIX = "generator."
@@ -88,21 +90,10 @@ def sample_replacements(logits: torch.Tensor, generator: torch.Generator | None 
         return (logits.float() - torch.log(-torch.log(uniform))).argmax(-1)
 
 
-def write_at_slots(input_ids: torch.Tensor, positions: torch.Tensor, values: torch.Tensor, valid: torch.Tensor):
-    """`input_ids` [batch, length] with `values` [batch, slots] written at `positions` where `valid`; unused slots
-    (-100) are written to a scratch column that is then dropped."""
-    length = input_ids.shape[1]
-    target = torch.where(valid, positions, length)
-    widened = F.pad(input_ids, (0, 1))
-    return widened.scatter(1, target, values.to(input_ids.dtype))[:, :length]
-
-
+@normalises_loss_by_item_counts  # by the counts of `loss_normalisers`, summed over the accumulated batch
 class ElectraForReplacedTokenDetection(ElectraForPreTraining):
     """ElectraForPreTraining (the discriminator) + `self.generator`, an ElectraForMaskedLM sharing its embeddings;
     see the module's docstring. `config` is the discriminator's, with `rtd_loss_weight`."""
-
-    # Losses are normalised by the counts of `loss_normalisers` summed by the trainer over the accumulated batch.
-    accepts_loss_kwargs = True
 
     def __init__(self, config: ElectraConfig, generator_config: ElectraConfig):
         super().__init__(config)
@@ -150,54 +141,56 @@ class ElectraForReplacedTokenDetection(ElectraForPreTraining):
             )
         kwargs = {name: value for name, value in kwargs.items() if name not in ("return_dict", "return_loss")}
         real = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
-        encoder_mask = attention_mask if position_ids is None else self._packed_mask(real, position_ids)
-        encoder_inputs = {
-            "attention_mask": encoder_mask, "token_type_ids": token_type_ids, "position_ids": position_ids
-        }
+        if position_ids is not None:  # packed rows; both encoders share the discriminator's attention settings
+            attention_mask = packed_attention_mask(self.electra, attention_mask, position_ids)
+        encoder_inputs = dict(attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=position_ids)
         result = ElectraForReplacedTokenDetectionOutput()
-
-        # Generator: MLM at the prediction slots only.
-        generator = self.generator
-        hidden = generator.electra(input_ids, **encoder_inputs, return_dict=True, **kwargs).last_hidden_state
-        predicted = labels != IGNORE_INDEX
-        features = generator.generator_predictions(gather(hidden, mlm_positions.clamp(min=0)))
-        result.mlm_logits, generator_total = decoder_cross_entropy(
-            generator.config, features, generator.generator_lm_head, labels
+        result.mlm_logits, result.generator_loss = self._generator_loss(  # [batch, slots, V]
+            input_ids, encoder_inputs, mlm_positions, labels, num_items_in_batch, kwargs
         )
-        result.generator_loss = normalised_loss(generator_total, predicted.sum(), num_items_in_batch)
-
         # Sampled replacements, without gradient; a sample equal to the original counts as original.
         sampled = sample_replacements(result.mlm_logits.detach())
-        positions = mlm_positions.clamp(min=0)
+        positions, predicted = mlm_positions.clamp(min=0), labels != IGNORE_INDEX
         original_ids = write_at_slots(input_ids, positions, labels.clamp(min=0), predicted)
-        result.generated_input_ids = write_at_slots(input_ids, positions, sampled, predicted)
+        result.generated_input_ids = write_at_slots(input_ids, positions, sampled, predicted)  # [batch, length]
         result.replaced = (result.generated_input_ids != original_ids) & real
-
-        # Discriminator: every real token, original or replaced.
-        outputs = self.electra(result.generated_input_ids, **encoder_inputs, return_dict=True, **kwargs)
-        hidden = outputs.last_hidden_state
-        result.discriminator_logits = self.discriminator_predictions(hidden)
-        per_token = F.binary_cross_entropy_with_logits(
-            result.discriminator_logits.float(), result.replaced.float(), reduction="none"
-        )
-        result.discriminator_loss = normalised_loss(
-            per_token.masked_fill(~real, 0.0).sum(), real.sum(), num_rtd_items_in_batch
+        result.discriminator_logits, result.discriminator_loss = self._discriminator_loss(  # [batch, length]
+            result.generated_input_ids, encoder_inputs, result.replaced, real, num_rtd_items_in_batch, kwargs
         )
         result.loss = result.generator_loss + self.rtd_loss_weight * result.discriminator_loss
         return result
 
-    def _packed_mask(self, real: torch.Tensor, position_ids: torch.Tensor):
-        """The attention mask of packed rows (each sequence attends to itself), in the configured implementation's
-        form; both encoders share the discriminator's implementation. Flash attention is not supported here."""
-        if "flash" in (self.config._attn_implementation or ""):
-            raise ValueError("Packed rows (position_ids) with ELECTRA need sdpa, eager or flex attention.")
-        weight = self.electra.embeddings.word_embeddings.weight
-        return create_bidirectional_mask(
-            config=self.config,
-            inputs_embeds=weight.new_empty((*position_ids.shape, 0)),
-            attention_mask=None,
-            and_mask_function=packed_sequence_mask_function(packed_sequence_ids(position_ids), real),
-        )
+    def _generator_loss(
+        self,
+        input_ids: torch.Tensor,
+        encoder_inputs: dict,
+        mlm_positions: torch.Tensor,
+        labels: torch.Tensor,
+        global_count: torch.Tensor | int | None,
+        kwargs: dict,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The generator's MLM at the prediction slots only: logits [batch, slots, vocab] and the loss."""
+        generator = self.generator
+        hidden = generator.electra(input_ids, **encoder_inputs, return_dict=True, **kwargs).last_hidden_state
+        features = generator.generator_predictions(gather(hidden, mlm_positions.clamp(min=0)))
+        logits, total = decoder_cross_entropy(generator.config, features, generator.generator_lm_head, labels)
+        return logits, normalised_loss(total, (labels != IGNORE_INDEX).sum(), global_count)
+
+    def _discriminator_loss(
+        self,
+        generated_input_ids: torch.Tensor,
+        encoder_inputs: dict,
+        replaced: torch.Tensor,
+        real: torch.Tensor,
+        global_count: torch.Tensor | int | None,
+        kwargs: dict,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Replaced token detection over every real token, original or replaced: logits [batch, length] and the
+        binary cross-entropy."""
+        hidden = self.electra(generated_input_ids, **encoder_inputs, return_dict=True, **kwargs).last_hidden_state
+        logits = self.discriminator_predictions(hidden)
+        per_token = F.binary_cross_entropy_with_logits(logits.float(), replaced.float(), reduction="none")
+        return logits, normalised_loss(per_token.masked_fill(~real, 0.0).sum(), real.sum(), global_count)
 
     @staticmethod
     def loss_normalisers(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -230,21 +223,26 @@ class ElectraForReplacedTokenDetection(ElectraForPreTraining):
         generator_path: str | None = None,
         rtd_loss_weight: float | None = None,
         config: ElectraConfig | None = None,
+        check_loading: Callable[[str, dict], None] | None = None,
         **kwargs,
     ) -> ElectraForReplacedTokenDetection:
         """Joins a discriminator checkpoint and a generator checkpoint (default: its `generator/` folder), e.g. a
         saved run or Google's `google/electra-base-discriminator` with `google/electra-base-generator`. The
         discriminator's embeddings are kept (the generator's copy of the shared ones is not read). `config`: the
-        discriminator's config to use instead of the checkpoint's."""
+        discriminator's config to use instead of the checkpoint's. `check_loading(path, loading_info)` is called
+        with each part's loading report (`output_loading_info`), to refuse weights that did not load."""
         config = config or ElectraConfig.from_pretrained(discriminator_path, **kwargs)
         if rtd_loss_weight is not None:
             config.rtd_loss_weight = rtd_loss_weight
         generator_path = generator_path or str(Path(discriminator_path) / GENERATOR_FOLDER)
         model = cls(config, ElectraConfig.from_pretrained(generator_path, **kwargs))
-        model.load_parts(
-            ElectraForPreTraining.from_pretrained(discriminator_path, **kwargs).state_dict(),
-            ElectraForMaskedLM.from_pretrained(generator_path, **kwargs).state_dict(),
-        )
+        parts = []
+        for part_class, path in ((ElectraForPreTraining, discriminator_path), (ElectraForMaskedLM, generator_path)):
+            part, loading_info = part_class.from_pretrained(path, output_loading_info=True, **kwargs)
+            if check_loading is not None:
+                check_loading(path, loading_info)
+            parts.append(part.state_dict())
+        model.load_parts(*parts)
         return model
 
     def load_saved(self, folder: str) -> None:

@@ -11,7 +11,7 @@ The pretraining objectives (MLM and SBO at the prediction slots, NSP/SOP, losses
 `SpanPreTrainingMixin`'s, the same code as for RoBERTa's encoder; this file provides ALBERT's MLM head
 (`predictions`, E wide), its pooler and SOP head (`sop_classifier`), so that transformers' `AlbertForPreTraining`
 checkpoints load with their MLM and SOP heads (a fresh SBO head). Packed rows (restarting `position_ids`) attend
-within their own sequence, as in `SpanRobertaModel`.
+within their own sequence, through the mask of `packing.py`, as in `SpanRobertaModel`.
 
 This file is copied next to every saved checkpoint (see `auto_map`), with the files it imports relatively.
 """
@@ -34,8 +34,9 @@ from transformers.models.albert.modeling_albert import (
 )
 
 from .configuration_span_albert import SpanAlbertConfig
-from .modeling_spanroberta import SpanRobertaModel
-from .pretraining_heads import SpanBoundaryHead, SpanPreTrainingMixin
+from .conventions import returns_mean_loss
+from .packing import packed_attention_mask
+from .pretraining_heads import SlotLabelsForMaskedLM, SpanBoundaryHead, SpanPreTrainingMixin
 
 # The submodules of an AlbertLayer that each scheme shares across layers. The FFN's output layer norm goes with
 # the FFN, as the attention's goes with the attention. The attention's parameter-holding children are shared
@@ -68,7 +69,8 @@ class SpanAlbertPreTrainedModel(AlbertPreTrainedModel):
         encoder this model holds (its own, or the `AlbertModel` inside a task head)."""
         encoder = getattr(self.base_model, "encoder", None)
         shared = SHARED_SUBMODULES[self.config.cross_layer_sharing]
-        if encoder is None or not shared or (self.base_model is not self and isinstance(self.base_model, SpanAlbertPreTrainedModel)):
+        inner_shares_itself = self.base_model is not self and isinstance(self.base_model, SpanAlbertPreTrainedModel)
+        if encoder is None or not shared or inner_shares_itself:
             return  # nothing to share, or a SpanAlbertModel inside that shared its own layers
         prefix = "" if self.base_model is self else f"{self.base_model_prefix}."
         first = encoder.albert_layer_groups[0].albert_layers[0]
@@ -79,7 +81,8 @@ class SpanAlbertPreTrainedModel(AlbertPreTrainedModel):
                 setattr(group.albert_layers[0].get_submodule(parent), child, first.get_submodule(name))
                 for parameter_name, _ in first.get_submodule(name).named_parameters():
                     key = f"albert_layers.0.{name}.{parameter_name}"
-                    tied[f"{prefix}encoder.albert_layer_groups.{index}.{key}"] = f"{prefix}encoder.albert_layer_groups.0.{key}"
+                    groups = f"{prefix}encoder.albert_layer_groups"
+                    tied[f"{groups}.{index}.{key}"] = f"{groups}.0.{key}"
         self._tied_weights_keys = {**(self._tied_weights_keys or {}), **tied}
 
 
@@ -88,9 +91,6 @@ class SpanAlbertModel(SpanAlbertPreTrainedModel, AlbertModel):
     rows. With `position_ids`, each run of consecutive positions is one sequence and attends only to itself (a
     block-diagonal mask for sdpa and eager, a block mask for flex_attention; flash attention is not supported for
     packed ALBERT rows). Without `position_ids` it is exactly AlbertModel."""
-
-    # The packed-row mask of SpanRobertaModel: it reads only the config and the word embeddings' dtype and device.
-    packed_attention_mask = SpanRobertaModel.packed_attention_mask
 
     def forward(
         self,
@@ -102,12 +102,7 @@ class SpanAlbertModel(SpanAlbertPreTrainedModel, AlbertModel):
         **kwargs,
     ) -> BaseModelOutputWithPooling:
         if position_ids is not None:
-            if "flash" in (self.config._attn_implementation or ""):
-                raise ValueError(
-                    "Packed rows (position_ids) on an ALBERT encoder need sdpa, eager or flex_attention, not "
-                    f"{self.config._attn_implementation}; use --pack_documents false or a pair input format."
-                )
-            attention_mask = self.packed_attention_mask(attention_mask, position_ids, inputs_embeds)
+            attention_mask = packed_attention_mask(self, attention_mask, position_ids, inputs_embeds)
         return super().forward(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -158,19 +153,19 @@ class SpanAlbertForPreTraining(SpanPreTrainingMixin, SpanAlbertPreTrainedModel):
         return self.sop_classifier(pooled)
 
 
-class SpanAlbertForMaskedLM(SpanAlbertPreTrainedModel, AlbertForMaskedLM):
-    """ALBERT's masked LM (dense logits, for the fill-mask pipeline)."""
+@returns_mean_loss
+class SpanAlbertForMaskedLM(SlotLabelsForMaskedLM, SpanAlbertPreTrainedModel, AlbertForMaskedLM):
+    """ALBERT's masked LM (dense logits, for the fill-mask pipeline), taking labels in transformers' layout or in
+    prediction slots."""
 
-    accepts_loss_kwargs = False
 
-
+@returns_mean_loss
 class SpanAlbertForSequenceClassification(SpanAlbertPreTrainedModel, AlbertForSequenceClassification):
-    accepts_loss_kwargs = False
+    pass
 
 
+@returns_mean_loss
 class SpanAlbertForQuestionAnswering(SpanAlbertPreTrainedModel, AlbertForQuestionAnswering):
-    accepts_loss_kwargs = False
-
     def __init__(self, config: SpanAlbertConfig):
         if config.answerability_head:
             raise ValueError(
@@ -180,12 +175,14 @@ class SpanAlbertForQuestionAnswering(SpanAlbertPreTrainedModel, AlbertForQuestio
         super().__init__(config)
 
 
+@returns_mean_loss
 class SpanAlbertForMultipleChoice(SpanAlbertPreTrainedModel, AlbertForMultipleChoice):
-    accepts_loss_kwargs = False
+    pass
 
 
+@returns_mean_loss
 class SpanAlbertForTokenClassification(SpanAlbertPreTrainedModel, AlbertForTokenClassification):
-    accepts_loss_kwargs = False
+    pass
 
 
 # As modeling_spanroberta: registering marks the classes as custom code, so save_pretrained copies this file and

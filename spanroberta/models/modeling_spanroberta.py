@@ -16,7 +16,8 @@ Predictions come in a fixed number of slots per row (`DataCollatorForSpanMasking
 at those positions only, never over [batch, length, vocab], and nothing in the forward pass depends on how many
 tokens a batch masks, so a compiled training step runs whole with no host synchronisation.
 
-The model owns its loss: which targets each head has (`loss_normalisers`) and how each loss is normalised.
+The heads, their losses and how each is normalised are `pretraining_heads.py`'s, shared with ALBERT's encoder;
+the packed-row mask is `packing.py`'s.
 
 This file is copied next to every saved checkpoint (see `auto_map`), with the files it imports relatively.
 """
@@ -29,7 +30,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers.activations import gelu
-from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_outputs import (
     BaseModelOutputWithPoolingAndCrossAttentions,
     ModelOutput,
@@ -47,8 +47,16 @@ from transformers.models.roberta.modeling_roberta import (
 )
 
 from .configuration_spanroberta import SpanRobertaConfig
+from .conventions import returns_mean_loss
 from .modeling_efficient import encode_at_positions, reads_last_layer_at_positions
-from .pretraining_heads import SpanBoundaryHead, SpanPreTrainingMixin, SpanRobertaForPreTrainingOutput
+from .packing import is_flash_attention, packed_attention_mask
+from .pretraining_heads import (
+    SlotLabelsForMaskedLM,
+    SpanBoundaryHead,
+    SpanPreTrainingMixin,
+    SpanRobertaForPreTrainingOutput,
+)
+
 
 class SpanRobertaPreTrainedModel(RobertaPreTrainedModel):
     config_class = SpanRobertaConfig
@@ -61,30 +69,10 @@ class SpanRobertaPreTrainedModel(RobertaPreTrainedModel):
             nn.init.zeros_(module.decoder.bias)
 
 
-def packed_sequence_ids(position_ids: torch.Tensor) -> torch.Tensor:
-    """Long [batch, length]: which sequence of its row each token belongs to. A sequence starts wherever the
-    position does not follow the one before (transformers' `find_packed_sequence_indices`, without its check for
-    unpacked rows, which would read the values on the host)."""
-    first = position_ids[:, :1] - 1
-    return (torch.diff(position_ids, prepend=first, dim=-1) != 1).cumsum(-1)
-
-
-def packed_sequence_mask_function(sequence_ids: torch.Tensor, real: torch.Tensor):
-    """transformers' mask function for packed rows: a query attends to the keys of its own sequence, and a real
-    (unpadded) query to real keys only. A padding query attends to its sequence's keys, padding included, so that
-    no query row is empty (an empty row gives NaN in SDPA)."""
-
-    def inner_mask(batch_idx: int, head_idx: int, q_idx: int, kv_idx: int) -> bool:
-        same_sequence = sequence_ids[batch_idx, q_idx] == sequence_ids[batch_idx, kv_idx]
-        return same_sequence & (real[batch_idx, kv_idx] | ~real[batch_idx, q_idx])
-
-    return inner_mask
-
-
 class SpanRobertaModel(SpanRobertaPreTrainedModel, RobertaModel):
     """RoBERTa's encoder, under spanroberta's config, that also takes packed rows.
 
-    With `position_ids`, each run of consecutive positions is one sequence (see `packed_sequence_ids`) and attends
+    With `position_ids`, each run of consecutive positions is one sequence (see `packing.py`) and attends
     only to itself: through a block-diagonal mask for sdpa and eager, a block mask for flex_attention, and for
     flash attention by flattening the batch into one row whose restarting positions transformers' kernels turn
     into `cu_seqlens`. Without `position_ids`, or as a decoder (`config.is_decoder`, which packing does not
@@ -105,38 +93,13 @@ class SpanRobertaModel(SpanRobertaPreTrainedModel, RobertaModel):
             return super().forward(attention_mask=attention_mask, position_ids=position_ids, **inputs, **kwargs)
         if self.flattens_packed_rows():
             return self._flattened_forward(attention_mask, position_ids, inputs, kwargs)
-        mask = self.packed_attention_mask(attention_mask, position_ids, inputs_embeds)
+        mask = packed_attention_mask(self, attention_mask, position_ids, inputs_embeds)
         return super().forward(attention_mask=mask, position_ids=position_ids, **inputs, **kwargs)
-
-    @staticmethod
-    def sequence_ids(position_ids: torch.Tensor) -> torch.Tensor:
-        """Which packed sequence of its row each token belongs to (see `packed_sequence_ids`)."""
-        return packed_sequence_ids(position_ids)
 
     def flattens_packed_rows(self) -> bool:
         """Whether packed rows are isolated by flattening the batch (flash attention reads `cu_seqlens` from the
         positions of a single row) rather than by a mask."""
-        return "flash" in (self.config._attn_implementation or "")
-
-    def packed_attention_mask(
-        self,
-        attention_mask: torch.Tensor | None,
-        position_ids: torch.Tensor,
-        inputs_embeds: torch.Tensor | None = None,
-    ):
-        """The mask of packed rows in the configured attention implementation's own form (see
-        `packed_sequence_mask_function`); `attention_mask` (2D, 1 for real tokens) marks the padding."""
-        real = torch.ones_like(position_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
-        if inputs_embeds is None:
-            # create_bidirectional_mask reads only the shape, dtype and device of the embeddings.
-            weight = self.embeddings.word_embeddings.weight
-            inputs_embeds = weight.new_empty((*position_ids.shape, 0))
-        return create_bidirectional_mask(
-            config=self.config,
-            inputs_embeds=inputs_embeds,
-            attention_mask=None,
-            and_mask_function=packed_sequence_mask_function(packed_sequence_ids(position_ids), real),
-        )
+        return is_flash_attention(self.config)
 
     def _flattened_forward(
         self, attention_mask: torch.Tensor | None, position_ids: torch.Tensor, inputs: dict, kwargs: dict
@@ -205,31 +168,33 @@ class SpanRobertaForPreTraining(SpanPreTrainingMixin, SpanRobertaPreTrainedModel
     def _sentence_logits(self, first_token_states: torch.Tensor) -> torch.Tensor:
         return self.sentence_head(self.roberta.pooler(first_token_states))
 
-    def _states_at(
+    def _encode_at(
         self, encoder_inputs: dict, positions: torch.Tensor, kwargs: dict
     ) -> tuple[torch.Tensor, ModelOutput | None]:
         if reads_last_layer_at_positions(self.roberta, kwargs):
             return encode_at_positions(self.roberta, encoder_inputs, positions), None
-        return super()._states_at(encoder_inputs, positions, kwargs)
+        return super()._encode_at(encoder_inputs, positions, kwargs)
 
 
-class SpanRobertaForMaskedLM(SpanRobertaPreTrainedModel, RobertaForMaskedLM):
-    """RoBERTa's masked LM (dense logits, for the fill-mask pipeline); `SpanRobertaForPreTraining` is the
-    sparse one used for pretraining."""
+@returns_mean_loss
+class SpanRobertaForMaskedLM(SlotLabelsForMaskedLM, SpanRobertaPreTrainedModel, RobertaForMaskedLM):
+    """RoBERTa's masked LM (dense logits, for the fill-mask pipeline), taking labels in transformers' layout or in
+    prediction slots; `SpanRobertaForPreTraining` is the sparse one used for pretraining."""
 
-    accepts_loss_kwargs = False
 
-
+@returns_mean_loss
 class SpanRobertaForSequenceClassification(SpanRobertaPreTrainedModel, RobertaForSequenceClassification):
-    accepts_loss_kwargs = False
+    pass
 
 
+@returns_mean_loss
 class SpanRobertaForMultipleChoice(SpanRobertaPreTrainedModel, RobertaForMultipleChoice):
-    accepts_loss_kwargs = False
+    pass
 
 
+@returns_mean_loss
 class SpanRobertaForTokenClassification(SpanRobertaPreTrainedModel, RobertaForTokenClassification):
-    accepts_loss_kwargs = False
+    pass
 
 
 @dataclass
@@ -240,12 +205,11 @@ class SpanRobertaQuestionAnsweringOutput(QuestionAnsweringModelOutput):
     answerability_logits: torch.Tensor | None = None
 
 
+@returns_mean_loss
 class SpanRobertaForQuestionAnswering(SpanRobertaPreTrainedModel, RobertaForQuestionAnswering):
     """RoBERTa's extractive QA head; with `config.answerability_head`, also RoBERTa's SQuAD v2.0 binary
     classifier (RoBERTa section 5.2: "we additionally classify whether a given question is answerable; we
     train this classifier jointly with the span predictor by summing the classification and span loss terms")."""
-
-    accepts_loss_kwargs = False
 
     def __init__(self, config: SpanRobertaConfig):
         super().__init__(config)

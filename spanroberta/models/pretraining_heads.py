@@ -8,6 +8,7 @@ This file ships with every checkpoint beside the model file that imports it (see
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -15,10 +16,11 @@ from torch import nn
 from transformers.activations import gelu
 from transformers.modeling_outputs import ModelOutput
 
-from .configuration_spanroberta import SpanRobertaConfig
+from .configuration_spanroberta import SENTENCE_LABELS, SpanRobertaConfig
+from .conventions import IGNORE_INDEX, normalises_loss_by_item_counts
 from .modeling_efficient import fused_decoder_cross_entropy, fuses_decoder_cross_entropy
-
-IGNORE_INDEX = -100
+from .packing import packed_sequence_ids
+from .spans import in_slots, prediction_slots, sbo_targets, write_at_slots
 
 
 class SpanBoundaryHead(nn.Module):
@@ -55,6 +57,15 @@ class SpanBoundaryHead(nn.Module):
         return self.layer_norm2(gelu(self.dense2(x)))
 
 
+class SboTargets(NamedTuple):
+    """The span boundary objective's fields of a batch, per prediction slot (`[batch, slots]`; -100 where a slot is
+    not an SBO target), or None: the positions just outside the slot's span and its 0-based offset in the span."""
+
+    left: torch.Tensor | None
+    right: torch.Tensor | None
+    relative: torch.Tensor | None
+
+
 @dataclass
 class SpanRobertaForPreTrainingOutput(ModelOutput):
     """
@@ -62,7 +73,8 @@ class SpanRobertaForPreTrainingOutput(ModelOutput):
     they are that micro-batch's share of the mean over the whole accumulated batch.
 
     mlm_logits / sbo_logits (`[batch, slots, vocab]`): one row per prediction slot, aligned with `labels`; slots
-    whose label (MLM) or `sbo_relative_positions` (SBO) is -100 hold no target.
+    whose label (MLM) or `sbo_relative_positions` (SBO) is -100 hold no target. With labels in transformers'
+    layout (`[batch, length]`), the slots are each row's labelled positions in increasing order.
     """
 
     loss: torch.Tensor | None = None
@@ -77,20 +89,22 @@ class SpanRobertaForPreTrainingOutput(ModelOutput):
     attentions: tuple[torch.Tensor, ...] | None = None
 
 
+@normalises_loss_by_item_counts
 class SpanPreTrainingMixin:
     """The pretraining objectives over an encoder: MLM and SBO at the prediction slots, an optional NSP/SOP head,
     and their losses, written once for every encoder. A model class mixes it in and provides:
     - the encoder as its `base_model`, the MLM decoder as its output embeddings and `self.sbo_head`;
     - `_mlm_features(states)`: its MLM head's transform before the decoder;
     - `_sentence_logits(first_token_states)`: [batch, 1, H] -> [batch, 2], through its pooler;
-    - optionally a faster `_states_at` (the default runs the whole encoder and reads it at the positions).
+    - optionally a faster `_encode_at` (the default runs the whole encoder and reads it at the positions), its own
+      `_encode` (how the encoder is called) or `_mlm_decoder` (default: the output embeddings).
+
+    Each loss is summed over its targets and divided by their count in the whole accumulated batch when the trainer
+    gives it (`loss_normalisers`), which makes gradient accumulation exact (see `conventions`).
     """
 
     config: SpanRobertaConfig
     sbo_head: SpanBoundaryHead | None
-    # The losses are normalised by the Trainer's `num_items_in_batch` (and the counts of `loss_normalisers`), so
-    # the Trainer must not divide them again by the gradient-accumulation steps.
-    accepts_loss_kwargs = True
 
     def forward(
         self,
@@ -112,105 +126,163 @@ class SpanPreTrainingMixin:
         **kwargs,
     ) -> SpanRobertaForPreTrainingOutput:
         r"""
-        position_ids (`[batch, length]`): for packed rows, positions that restart at each sequence (see
-            `SpanRobertaModel`); `DataCollatorForSpanMasking` gives them for packed doc-sentences.
-        mlm_positions, labels (`[batch, slots]`): the positions predicted and their original token ids, -100 in
-            unused slots.
-        sbo_left_positions, sbo_right_positions, sbo_relative_positions (`[batch, slots]`): for the slots whose
-            token is an SBO target, the positions of the tokens just outside its span and its 0-based offset in
-            the span; -100 in the other slots. `DataCollatorForSpanMasking` produces all five.
-        next_sentence_label (`[batch]`): 0 if the second segment follows the first, 1 if it is random (BERT).
-        sentence_order_label (`[batch]`): 0 if the segments are in order, 1 if swapped (ALBERT).
-        num_items_in_batch, num_sbo_items_in_batch, num_sentence_items_in_batch: the number of MLM targets,
-            SBO targets and labelled sequences in the whole accumulated (and, across processes, global) batch
-            (`loss_normalisers` counts them in a batch). transformers' Trainer passes the first; spanroberta's
-            `PretrainingTrainer` passes all three, which makes gradient accumulation exact. Without them each
-            loss is this batch's own mean.
+        Predictions in slots, as `DataCollatorForSpanMasking` makes them (`[batch, slots]`, -100 in unused slots):
+            `mlm_positions`, `labels`: the positions predicted, their original ids; `sbo_left_positions`,
+            `sbo_right_positions`, `sbo_relative_positions`: an SBO target's span boundaries, its offset in it.
+            Or transformers' layout: `labels` `[batch, length]`, -100 where not predicted (see `_dense_to_slots`).
+        position_ids (`[batch, length]`): for packed rows, positions that restart at each sequence (packing.py).
+        next_sentence_label, sentence_order_label (`[batch]`): the sentence head's labels (`SENTENCE_LABELS`).
+        num_items_in_batch, num_sbo_items_in_batch, num_sentence_items_in_batch: each head's targets in the
+            whole accumulated (and global) batch (`loss_normalisers`); without them a loss is this batch's mean.
         """
-        if labels is not None and mlm_positions is None:
-            raise ValueError(
-                "SpanRobertaForPreTraining takes its predictions in slots: labels and mlm_positions of shape "
-                "[batch, slots], as DataCollatorForSpanMasking makes them."
-            )
-        encoder_inputs = {
-            "input_ids": input_ids,
-            "attention_mask": attention_mask,
-            "token_type_ids": token_type_ids,
-            "position_ids": position_ids,
-            "inputs_embeds": inputs_embeds,
-        }
-        result = SpanRobertaForPreTrainingOutput()
+        encoder_inputs = dict(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                              position_ids=position_ids, inputs_embeds=inputs_embeds)  # fmt: skip
         if labels is None:
-            # No predictions: the encoder's outputs alone (and the sentence head's, if any).
-            outputs = self.base_model(**encoder_inputs, return_dict=True, **kwargs)
-            result.hidden_states, result.attentions = outputs.hidden_states, outputs.attentions
-            if self.config.sentence_objective != "none":
-                result.sentence_logits = self._sentence_logits(outputs.last_hidden_state[:, :1])
-            return result
+            return self._encoder_output(encoder_inputs, kwargs)
+        sbo = SboTargets(sbo_left_positions, sbo_right_positions, sbo_relative_positions)
+        if mlm_positions is None:  # transformers' layout, [batch, length]: into slots
+            mlm_positions, labels, sbo = self._dense_to_slots(labels, sbo, attention_mask, position_ids)
+        with_sbo = self.sbo_head is not None and sbo.relative is not None
+        reads = self._read_positions(mlm_positions, sbo if with_sbo else None)
+        states, result = self._states_at(encoder_inputs, reads, kwargs)  # {read: [batch, n, H]}
 
-        with_sbo = self.sbo_head is not None and sbo_relative_positions is not None
-        read = [mlm_positions] + ([sbo_left_positions, sbo_right_positions] if with_sbo else [])
-        with_sentence_head = self.config.sentence_objective != "none"
-        if with_sentence_head:
-            read.append(torch.zeros_like(mlm_positions[:, :1]))  # the first token, for the pooler
-        states, outputs = self._states_at(encoder_inputs, torch.cat(read, dim=1).clamp(min=0), kwargs)
-        if outputs is not None:
-            result.hidden_states, result.attentions = outputs.hidden_states, outputs.attentions
-        num_slots = mlm_positions.shape[1]
-        mlm_states, states = states[:, :num_slots], states[:, num_slots:]
-
-        losses = []
-        mlm_count = (labels != IGNORE_INDEX).sum()
-        mlm_features = self._mlm_features(mlm_states)
-        result.mlm_logits, mlm_total = decoder_cross_entropy(
-            self.config, mlm_features, self.get_output_embeddings(), labels
-        )
-        result.mlm_loss = normalised_loss(mlm_total, mlm_count, num_items_in_batch)
-        losses.append(result.mlm_loss)
-
+        # Without a global count of their own, the other heads' losses weigh in by this batch's share of MLM targets.
+        mlm_counts = ((labels != IGNORE_INDEX).sum(), num_items_in_batch)
+        result.mlm_logits, result.mlm_loss = self._mlm_loss(states["mlm"], labels, mlm_counts)  # [batch, slots, V]
+        losses = [result.mlm_loss]
         if with_sbo:
-            left, right = states[:, :num_slots], states[:, num_slots : 2 * num_slots]
-            states = states[:, 2 * num_slots :]
-            is_target = sbo_relative_positions != IGNORE_INDEX
-            sbo_features = self.sbo_head.transform(left, right, sbo_relative_positions.clamp(min=0))
-            sbo_targets = labels.masked_fill(~is_target, IGNORE_INDEX)
-            result.sbo_logits, sbo_total = decoder_cross_entropy(
-                self.config, sbo_features, self.sbo_head.decoder, sbo_targets
-            )
-            # Without their own global count, SBO targets are weighted by this batch's share of the MLM targets.
-            result.sbo_loss = normalised_loss(
-                sbo_total, is_target.sum(), num_sbo_items_in_batch, reference=(mlm_count, num_items_in_batch)
+            result.sbo_logits, result.sbo_loss = self._sbo_loss(  # [batch, slots, V]
+                states["sbo_left"], states["sbo_right"], sbo.relative, labels, num_sbo_items_in_batch, mlm_counts
             )
             losses.append(self.config.sbo_loss_weight * result.sbo_loss)
-
-        if with_sentence_head:
-            result.sentence_logits = self._sentence_logits(states)
-            nsp = self.config.sentence_objective == "nsp"
-            sentence_labels = next_sentence_label if nsp else sentence_order_label
-            if sentence_labels is not None:
-                sentence_labels = sentence_labels.view(-1)
-                sentence_total = F.cross_entropy(
-                    result.sentence_logits.float(), sentence_labels, ignore_index=IGNORE_INDEX, reduction="sum"
-                )
-                sentence_loss = normalised_loss(
-                    sentence_total,
-                    (sentence_labels != IGNORE_INDEX).sum(),
-                    num_sentence_items_in_batch,
-                    reference=(mlm_count, num_items_in_batch),
-                )
+        if self._has_sentence_head():
+            sentence_labels = next_sentence_label if self.config.sentence_objective == "nsp" else sentence_order_label
+            result.sentence_logits, sentence_loss = self._sentence_loss(  # [batch, 2]
+                states["first"], sentence_labels, num_sentence_items_in_batch, mlm_counts
+            )
+            if sentence_loss is not None:
                 setattr(result, f"{self.config.sentence_objective}_loss", sentence_loss)
                 losses.append(sentence_loss)
-
         result.loss = torch.stack(losses).sum()
         return result
 
+    def _has_sentence_head(self) -> bool:
+        return self.config.sentence_objective != "none"
+
+    def _encoder_output(self, encoder_inputs: dict, kwargs: dict) -> SpanRobertaForPreTrainingOutput:
+        """Without labels, no predictions: the encoder's outputs alone (and the sentence head's, if any)."""
+        outputs = self._encode(encoder_inputs, kwargs)
+        result = SpanRobertaForPreTrainingOutput(hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+        if self._has_sentence_head():
+            result.sentence_logits = self._sentence_logits(outputs.last_hidden_state[:, :1])
+        return result
+
+    def _dense_to_slots(
+        self,
+        labels: torch.Tensor,
+        sbo: SboTargets,
+        attention_mask: torch.Tensor | None,
+        position_ids: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor, SboTargets]:
+        """transformers' layout in prediction slots: `labels` `[batch, length]` (-100 where not predicted), and the
+        SBO fields in the same layout if given, become (mlm_positions, labels, SBO fields) `[batch, slots]`, a row's
+        labelled positions in increasing order, as many slots as the row with the most. Without SBO fields, the SBO
+        targets follow from the runs of labelled tokens, as the collator derives them (`spans.sbo_targets`): a run
+        is a span, the tokens just outside it (in its row and packed sequence) its boundaries.
+
+        The number of slots is read on the host, so this path does not compile whole; the slot layout does.
+        """
+        masked = labels != IGNORE_INDEX
+        slots = prediction_slots(masked, max(int(masked.sum(1).max()), 1))
+        if self.sbo_head is not None and sbo.relative is None:
+            document_ids = None if position_ids is None else packed_sequence_ids(position_ids)
+            derived = sbo_targets(masked, attention_mask, self.config.max_span_targets, document_ids)
+            sbo = SboTargets(*(derived[f"sbo_{field}_positions"] for field in SboTargets._fields))
+        sbo = SboTargets(*(None if field is None else in_slots(field, slots) for field in sbo))
+        positions = torch.arange(labels.shape[1], device=labels.device).expand_as(labels)
+        return in_slots(positions, slots), in_slots(labels, slots), sbo
+
+    def _read_positions(self, mlm_positions: torch.Tensor, sbo: SboTargets | None) -> dict[str, torch.Tensor]:
+        """Where the heads read the encoder, {read: positions [batch, n]}: the MLM slots, their spans' left and
+        right boundaries (with SBO), and the first token, which the sentence head's pooler reads."""
+        reads = {"mlm": mlm_positions}
+        if sbo is not None:
+            reads["sbo_left"], reads["sbo_right"] = sbo.left, sbo.right
+        if self._has_sentence_head():
+            reads["first"] = torch.zeros_like(mlm_positions[:, :1])
+        return reads
+
     def _states_at(
+        self, encoder_inputs: dict, reads: dict[str, torch.Tensor], kwargs: dict
+    ) -> tuple[dict[str, torch.Tensor], SpanRobertaForPreTrainingOutput]:
+        """The encoder's last hidden state where each head reads it: {name: positions [batch, n]} -> {name:
+        [batch, n, H]} (-100 positions read position 0), and the output to fill, holding the encoder's hidden
+        states and attentions when it was run whole and they were asked for."""
+        positions = torch.cat(list(reads.values()), dim=1).clamp(min=0)
+        states, outputs = self._encode_at(encoder_inputs, positions, kwargs)
+        result = SpanRobertaForPreTrainingOutput()
+        if outputs is not None:
+            result.hidden_states, result.attentions = outputs.hidden_states, outputs.attentions
+        return dict(zip(reads, states.split([read.shape[1] for read in reads.values()], dim=1))), result
+
+    def _encode_at(
         self, encoder_inputs: dict, positions: torch.Tensor, kwargs: dict
     ) -> tuple[torch.Tensor, ModelOutput | None]:
         """The encoder's last hidden state at `positions` [batch, n] -> [batch, n, H], and the encoder's outputs
-        when it was run whole (for hidden states and attentions asked for)."""
-        outputs = self.base_model(**encoder_inputs, return_dict=True, **kwargs)
+        when it was run whole. This runs the whole encoder; a model may override it with a faster path."""
+        outputs = self._encode(encoder_inputs, kwargs)
         return gather(outputs.last_hidden_state, positions), outputs
+
+    def _encode(self, encoder_inputs: dict, kwargs: dict) -> ModelOutput:
+        """The encoder run whole on `encoder_inputs` (input_ids, attention_mask, token_type_ids, position_ids,
+        inputs_embeds)."""
+        return self.base_model(**encoder_inputs, return_dict=True, **kwargs)
+
+    def _mlm_decoder(self) -> nn.Module:
+        """The MLM head's decoder, from `_mlm_features` to vocabulary logits: the output embeddings."""
+        return self.get_output_embeddings()
+
+    def _mlm_loss(
+        self, states: torch.Tensor, labels: torch.Tensor, counts: tuple[torch.Tensor, torch.Tensor | int | None]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """MLM: [batch, slots, H] at the predicted positions, their labels [batch, slots] -> logits [batch, slots,
+        vocab] and the loss, normalised by `counts` (this batch's targets, the accumulated batch's)."""
+        features = self._mlm_features(states)
+        logits, total = decoder_cross_entropy(self.config, features, self._mlm_decoder(), labels)
+        return logits, normalised_loss(total, *counts)
+
+    def _sbo_loss(
+        self,
+        left: torch.Tensor,
+        right: torch.Tensor,
+        relative_positions: torch.Tensor,
+        labels: torch.Tensor,
+        global_count: torch.Tensor | int | None,
+        mlm_counts: tuple[torch.Tensor, torch.Tensor | int | None],
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """SBO (SpanBERT section 3.2): each slot's token from its span's boundaries [batch, slots, H] and its
+        offset in the span [batch, slots] (-100: not an SBO target) -> logits [batch, slots, vocab] and the loss."""
+        is_target = relative_positions != IGNORE_INDEX
+        features = self.sbo_head.transform(left, right, relative_positions.clamp(min=0))
+        targets = labels.masked_fill(~is_target, IGNORE_INDEX)
+        logits, total = decoder_cross_entropy(self.config, features, self.sbo_head.decoder, targets)
+        return logits, normalised_loss(total, is_target.sum(), global_count, reference=mlm_counts)
+
+    def _sentence_loss(
+        self,
+        first_token_states: torch.Tensor,
+        labels: torch.Tensor | None,
+        global_count: torch.Tensor | int | None,
+        mlm_counts: tuple[torch.Tensor, torch.Tensor | int | None],
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """NSP or SOP: [batch, 1, H] at the first token, labels [batch] (-100: unlabelled) -> logits [batch, 2] and
+        the loss (None without labels)."""
+        logits = self._sentence_logits(first_token_states)
+        if labels is None:
+            return logits, None
+        labels = labels.view(-1)
+        total = F.cross_entropy(logits.float(), labels, ignore_index=IGNORE_INDEX, reduction="sum")
+        return logits, normalised_loss(total, (labels != IGNORE_INDEX).sum(), global_count, reference=mlm_counts)
 
     @staticmethod
     def loss_normalisers(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -221,10 +293,40 @@ class SpanPreTrainingMixin:
             counts["num_items_in_batch"] = batch["labels"].ne(IGNORE_INDEX).sum()
         if "sbo_relative_positions" in batch:
             counts["num_sbo_items_in_batch"] = batch["sbo_relative_positions"].ne(IGNORE_INDEX).sum()
-        sentence_labels = [batch[name] for name in ("next_sentence_label", "sentence_order_label") if name in batch]
+        sentence_labels = [batch[name] for name in SENTENCE_LABELS.values() if name in batch]
         if sentence_labels:
             counts["num_sentence_items_in_batch"] = sum(labels.ne(IGNORE_INDEX).sum() for labels in sentence_labels)
         return counts
+
+
+class SlotLabelsForMaskedLM:
+    """Lets a transformers masked LM (dense logits, `[batch, length, vocab]`) also take the prediction slots of
+    `DataCollatorForSpanMasking`: `labels` `[batch, slots]` with `mlm_positions` are laid out as transformers'
+    `[batch, length]` labels (-100 elsewhere), which gives the loss of the same mask in either layout. The SBO fields
+    a slot batch may carry are accepted and unused: a masked LM has no SBO head (`SpanRobertaForPreTraining` has)."""
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        mlm_positions: torch.LongTensor | None = None,
+        sbo_left_positions: torch.LongTensor | None = None,
+        sbo_right_positions: torch.LongTensor | None = None,
+        sbo_relative_positions: torch.LongTensor | None = None,
+        **kwargs,
+    ):
+        if labels is not None and mlm_positions is not None:
+            shape = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
+            unlabelled = torch.full(shape, IGNORE_INDEX, dtype=labels.dtype, device=labels.device)
+            labels = write_at_slots(unlabelled, mlm_positions.clamp(min=0), labels, labels != IGNORE_INDEX)
+        return super().forward(
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+            position_ids=position_ids, inputs_embeds=inputs_embeds, labels=labels, **kwargs,
+        )  # fmt: skip
 
 
 def gather(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:

@@ -9,6 +9,8 @@ from typing import Any
 import torch
 from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase, Trainer
 
+from ..models.conventions import IGNORE_INDEX
+
 
 @dataclass(frozen=True)
 class ResolvedRecipe:
@@ -88,10 +90,11 @@ def accumulate_classification(
     sums[f"{head}_count"] += targets.numel()
 
 
+def accumulate_masked_lm(sums: dict[str, torch.Tensor], labels: torch.Tensor, mlm_logits: torch.Tensor) -> None:
+    """Adds the masked LM's sums over every predicted token (`labels` not -100) to `sums`."""
+    predicted = labels != IGNORE_INDEX
+    accumulate_classification(sums, "mlm", mlm_logits[predicted], labels[predicted])
+
+
 def zero_sums(names: list[str], device: torch.device) -> dict[str, torch.Tensor]:
     return {name: torch.zeros((), dtype=torch.float64, device=device) for name in names}
-
-
-def hub_kwargs(model_args: Any) -> dict[str, Any]:
-    """The Hub settings of a model argument set, for `from_pretrained`."""
-    return {"cache_dir": model_args.cache_dir, "revision": model_args.model_revision, "token": model_args.token}

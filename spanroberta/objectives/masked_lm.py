@@ -1,6 +1,8 @@
 """Masked language modelling with SpanBERT's heads: MLM and the span boundary objective (SBO) at the prediction
 slots, and optionally BERT's NSP or ALBERT's SOP, on RoBERTa's encoder (`SpanRobertaForPreTraining`) or ALBERT's
-(`SpanAlbertForPreTraining`). The spanbert, roberta, bert and albert recipes train this objective."""
+(`SpanAlbertForPreTraining`), or continuing a stock BERT, DistilBERT, ModernBERT or DeBERTa-v2/v3 checkpoint in
+its own class (`models.modeling_any_encoder`; which path a checkpoint takes, and the check that all its weights
+loaded, are `training.checkpoint_loading`'s). The spanbert, roberta, bert and albert recipes train this objective."""
 
 from __future__ import annotations
 
@@ -17,15 +19,21 @@ from transformers import (
 
 from ..errors import UserInputError
 from ..models.configuration_span_albert import SpanAlbertConfig
-from ..models.configuration_spanroberta import SpanRobertaConfig
-from ..models.pretraining_heads import IGNORE_INDEX
+from ..models.configuration_spanroberta import SENTENCE_LABELS, SpanRobertaConfig
+from ..models.conventions import IGNORE_INDEX
+from ..models.modeling_any_encoder import ENCODER_FAMILIES
+from ..training.checkpoint_loading import (
+    any_encoder_config,
+    checkpoint_encoder,
+    hub_kwargs,
+    load_any_encoder,
+    load_checked,
+)
 from ..training.recipes import get_model_size
-from .base import PretrainingObjective, ResolvedRecipe, accumulate_classification, hub_kwargs, zero_sums
+from .base import PretrainingObjective, ResolvedRecipe, accumulate_classification, accumulate_masked_lm, zero_sums
 
 # The config of each encoder (recipes.ENCODERS); AutoModelForPreTraining maps it to its pretraining model.
 ENCODER_CONFIGS = {"roberta": SpanRobertaConfig, "albert": SpanAlbertConfig}
-# The model types whose checkpoints continue pretraining on the ALBERT encoder; any other is read as RoBERTa's.
-ALBERT_MODEL_TYPES = ("albert", "spanalbert")
 # ALBERT's encoder settings (SpanAlbertConfig's defaults are ALBERT-base's: E = 128, all layers shared).
 ALBERT_ENCODER_SETTINGS = ("embedding_size", "cross_layer_sharing")
 
@@ -50,8 +58,12 @@ class MaskedLanguageModeling(PretrainingObjective):
             name: getattr(model_args, name) for name in ALBERT_ENCODER_SETTINGS if getattr(model_args, name) is not None
         }
         source = model_args.config_name or model_args.model_name_or_path
+        encoder = checkpoint_encoder(source, model_args, encoder_settings) if source else None
+        if encoder == "any":
+            # BERT, DistilBERT, ModernBERT, DeBERTa-v2/v3: the stock config, continued in the stock class.
+            return any_encoder_config(source, model_args, head_settings)
         if source:
-            config_class = ENCODER_CONFIGS[_checkpoint_encoder(source, model_args, encoder_settings)]
+            config_class = ENCODER_CONFIGS[encoder]
             config = config_class.from_pretrained(source, **hub_kwargs(model_args), **head_settings)
             _check_checkpoint_encoder_settings(config, encoder_settings)
             return config
@@ -68,11 +80,12 @@ class MaskedLanguageModeling(PretrainingObjective):
         )
 
     def build_model(self, model_args: Any, config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel:
-        """SpanRobertaForPreTraining or SpanAlbertForPreTraining: from the checkpoint, else freshly initialised."""
-        if model_args.model_name_or_path:
-            model = AutoModelForPreTraining.from_pretrained(
-                model_args.model_name_or_path, config=config, **hub_kwargs(model_args)
-            )
+        """SpanRobertaForPreTraining, SpanAlbertForPreTraining or a stock class with the SBO head: from the
+        checkpoint (refused unless every weight but the objective's new heads loaded), else freshly initialised."""
+        if type(config).model_type in ENCODER_FAMILIES:
+            model = load_any_encoder(model_args, config)
+        elif model_args.model_name_or_path:
+            model = load_checked(AutoModelForPreTraining, model_args.model_name_or_path, config, model_args)
         else:
             model = AutoModelForPreTraining.from_config(config)
         if len(tokenizer) > model.config.vocab_size:
@@ -91,12 +104,11 @@ class MaskedLanguageModeling(PretrainingObjective):
     ) -> None:
         """MLM and SBO over every predicted token, the sentence head over every labelled pair."""
         labels = inputs["labels"]
-        predicted = labels != IGNORE_INDEX
-        accumulate_classification(sums, "mlm", outputs.mlm_logits[predicted], labels[predicted])
+        accumulate_masked_lm(sums, labels, outputs.mlm_logits)
         if outputs.sbo_logits is not None:
             is_target = inputs["sbo_relative_positions"] != IGNORE_INDEX
             accumulate_classification(sums, "sbo", outputs.sbo_logits[is_target], labels[is_target])
-        sentence_label_name = _SENTENCE_LABELS.get(config.sentence_objective)
+        sentence_label_name = SENTENCE_LABELS.get(config.sentence_objective)
         if sentence_label_name in inputs:
             sentence_labels = inputs[sentence_label_name].view(-1)
             labelled = sentence_labels != IGNORE_INDEX
@@ -122,27 +134,25 @@ class MaskedLanguageModeling(PretrainingObjective):
             metrics["loss"] += metrics[f"{head}_loss"]
         return metrics
 
+    def load_checkpoint(self, model: PreTrainedModel, folder: str) -> bool:
+        # A stock class's checkpoint holds its SBO head in a file of its own (modeling_any_encoder).
+        load_saved = getattr(model, "load_saved", None)
+        if load_saved is None:
+            return False
+        load_saved(folder)
+        return True
+
     def model_card_usage(self, config: PretrainedConfig) -> str:
+        if type(config).model_type in ENCODER_FAMILIES:
+            return (
+                f"The model is transformers' own `{(config.architectures or ['stock class'])[0]}` (no spanroberta "
+                "needed to load it); the SBO head is in\n`sbo_head.safetensors`, which a further "
+                "`run_pretraining.py --model_name_or_path` continuation loads back."
+            )
         return (
             f"{_ENCODER_NOTES[type(config).model_type]} With spanroberta installed, `import spanroberta` and use the Auto "
             "classes;\nwithout it, pass `trust_remote_code=True`."
         )
-
-
-_SENTENCE_LABELS = {"nsp": "next_sentence_label", "sop": "sentence_order_label"}
-
-
-def _checkpoint_encoder(source: str, model_args: Any, encoder_settings: dict) -> str:
-    """The encoder of the config or checkpoint `source` ("roberta" or "albert"), read from its model type."""
-    config_dict, _ = PretrainedConfig.get_config_dict(source, **hub_kwargs(model_args))
-    model_type = config_dict.get("model_type")
-    encoder = "albert" if model_type in ALBERT_MODEL_TYPES else "roberta"
-    if encoder_settings and encoder != "albert":
-        raise UserInputError(
-            f"--{' and --'.join(encoder_settings)} set an ALBERT encoder, but {source} is a {model_type} "
-            "checkpoint."
-        )
-    return encoder
 
 
 def _check_checkpoint_encoder_settings(config: PretrainedConfig, encoder_settings: dict) -> None:

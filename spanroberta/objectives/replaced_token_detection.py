@@ -19,10 +19,10 @@ from ..models.modeling_electra_pretraining import (
     ElectraForReplacedTokenDetection,
     generator_config,
 )
-from ..models.pretraining_heads import IGNORE_INDEX
 from ..training.cli import apply_defaults
+from ..training.checkpoint_loading import check_loading_report, hub_kwargs
 from ..training.recipes import ELECTRA_SIZES
-from .base import PretrainingObjective, ResolvedRecipe, accumulate_classification, hub_kwargs, zero_sums
+from .base import PretrainingObjective, ResolvedRecipe, accumulate_masked_lm, zero_sums
 
 # Sums over the real tokens of the evaluation set; the generator's MLM sums are the masked-LM objective's.
 DETECTION_SUMS = ("rtd_loss", "rtd_correct", "rtd_count", "rtd_true_positive", "rtd_predicted", "rtd_replaced")
@@ -80,6 +80,8 @@ class ReplacedTokenDetection(PretrainingObjective):
             model_args.generator_name_or_path or str(Path(model_args.model_name_or_path) / GENERATOR_FOLDER),
             rtd_loss_weight=model_args.rtd_loss_weight,
             config=config,
+            # Every weight of both parts must load: nothing trains from silently random weights.
+            check_loading=lambda path, report: check_loading_report(path, "electra", report, fresh_heads=()),
             **hub_kwargs(model_args),
         )
 
@@ -94,9 +96,7 @@ class ReplacedTokenDetection(PretrainingObjective):
         self, sums: dict[str, torch.Tensor], inputs: dict[str, torch.Tensor], outputs: Any, config: PretrainedConfig
     ) -> None:
         """The generator's MLM over the predicted tokens, the discriminator over every real token."""
-        labels = inputs["labels"]
-        predicted = labels != IGNORE_INDEX
-        accumulate_classification(sums, "mlm", outputs.mlm_logits[predicted], labels[predicted])
+        accumulate_masked_lm(sums, inputs["labels"], outputs.mlm_logits)
         mask = inputs.get("attention_mask")
         real = torch.ones_like(outputs.replaced) if mask is None else mask.bool()
         logits, replaced = outputs.discriminator_logits.float()[real], outputs.replaced[real]

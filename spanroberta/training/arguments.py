@@ -10,6 +10,7 @@ from ..models.configuration_span_albert import CROSS_LAYER_SHARING
 from ..models.configuration_spanroberta import SENTENCE_OBJECTIVES
 from ..data.collator import MASKING_SCHEMES
 from ..data.formats import INPUT_FORMATS
+from ..data.masking_units import PMI_MIN_COUNT, PMI_VOCABULARY_SIZE, check_unit_settings
 from ..errors import UserInputError
 from .recipes import MODEL_SIZES, RECIPES
 from .trainer import NONFINITE_LOSS_POLICIES
@@ -62,6 +63,11 @@ class PretrainingModelArguments:
     model_revision: str = field(default="main", metadata={"help": "Branch, tag or commit of the Hub model."})
     token: str | None = field(default=None, metadata={"help": "Hub token for private models."})
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow code shipped with a Hub checkpoint."})
+    attn_implementation: str | None = field(
+        default=None,
+        metadata={"help": "Attention kernel: sdpa, eager, flex_attention, flash_attention_2 or flash_attention_3 (these two "
+                  "need the flash-attn package and a GPU). Default: transformers' choice (sdpa where available)."},
+    )
     embedding_size: int | None = field(
         default=None,
         metadata={
@@ -133,6 +139,21 @@ class PretrainingDataArguments:
     masking: str | None = field(
         default=None, metadata={"help": "Masking scheme. Default: the recipe's.", "choices": list(MASKING_SCHEMES)}
     )
+    spacy_model: str | None = field(
+        default=None,
+        metadata={
+            "help": "--masking named-entity/noun-phrase: the spaCy pipeline that finds the spans (an installed one, "
+            "e.g. en_core_web_sm, or a pipeline folder); needs `pip install spanroberta[spacy]`."
+        },
+    )
+    pmi_vocabulary_size: int = field(
+        default=PMI_VOCABULARY_SIZE,
+        metadata={"help": "--masking pmi: n-grams in the masking vocabulary (Levine et al. 2021: 800K)."},
+    )
+    pmi_min_count: int = field(
+        default=PMI_MIN_COUNT,
+        metadata={"help": "--masking pmi: rank only n-grams seen at least this often (the paper: over 10 times)."},
+    )
     input_format: str | None = field(
         default=None, metadata={"help": "Input format. Default: the recipe's.", "choices": list(INPUT_FORMATS)}
     )
@@ -197,12 +218,13 @@ class PretrainingDataArguments:
             _check_choice("--masking", self.masking, MASKING_SCHEMES)
         if self.input_format is not None:
             _check_choice("--input_format", self.input_format, INPUT_FORMATS)
+        check_unit_settings(self.masking, self.spacy_model, self.streaming)
         if self.streaming and self.prepared_data_dir:
             raise UserInputError("--streaming and --prepared_data_dir are two ways to read the corpus: give one.")
         if self.prepare_only and not self.prepared_data_dir:
             raise UserInputError("--prepare_only needs --prepared_data_dir, the folder to prepare.")
         for flag in ("documents_per_group", "shuffle_buffer_size", "max_seq_length", "dupe_factor", "max_span_length",
-                     "max_train_samples", "max_eval_samples"):  # fmt: skip
+                     "max_train_samples", "max_eval_samples", "pmi_vocabulary_size", "pmi_min_count"):  # fmt: skip
             check_range(flag, getattr(self, flag), 1)
         check_range("mlm_probability", self.mlm_probability, maximum=1, above=0)
         check_range("geometric_p", self.geometric_p, maximum=1, above=0)
@@ -232,7 +254,9 @@ class PretrainingArguments(TrainingArguments):
     adam_epsilon: float = field(default=1e-6, metadata={"help": "RoBERTa: 1e-6."})
     weight_decay: float = field(default=0.01, metadata={"help": "RoBERTa and SpanBERT: 0.01."})
     warmup_steps: float = field(
-        default=0.048, metadata={"help": "Warm-up steps, or a fraction of training below 1 (RoBERTa: 24K/500K)."}
+        default=0.048,
+        metadata={"help": "Warm-up steps, or a fraction of training below 1 (RoBERTa: 24K/500K). A default (the "
+                  "recipe's, e.g. ELECTRA's 10,000) takes at most a tenth of the run."},
     )
     # The datasets handed to the Trainer are spanroberta's own; their fields are what the collator needs.
     remove_unused_columns: bool = field(default=False, metadata={"help": "Keep every dataset column."})

@@ -15,6 +15,7 @@ import yaml
 from transformers import HfArgumentParser
 
 from ..errors import UserInputError
+from .validation import check_optional_packages
 
 CONFIG_SUFFIXES = (".json", ".yaml", ".yml")
 
@@ -37,8 +38,11 @@ def parse_arguments(
         values = read_config_file(argv[0], known_fields)
         argv = argv[1:]
         if not argv:
+            check_optional_packages(values)
             return parser.parse_dict(values), set(values)
         _use_as_defaults(parser, values)
+    # Building TrainingArguments already imports what some flags need (DeepSpeed): check those first.
+    check_optional_packages(vars(parser.parse_known_args(argv)[0]))
     parsed = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True, look_for_args_file=False)
     *dataclasses_parsed, unknown = parsed
     if unknown:

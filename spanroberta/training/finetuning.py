@@ -4,7 +4,7 @@ folder or the Hub), trained (resuming if asked) and saved."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,7 +12,10 @@ import datasets
 from transformers import AutoConfig, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainingArguments
 
 from ..errors import UserInputError
+from ..models.conventions import returns_mean_loss
 from .checkpoints import resume_checkpoint
+from .distributed import drop_unused_weight_conversions
+from .run_length import fit_to_run_length
 from .validation import check_range, check_run, require_output_dir
 
 
@@ -30,6 +33,11 @@ class ModelArguments:
     token: str | None = field(default=None, metadata={"help": "Hub token for private models."})
     trust_remote_code: bool = field(
         default=False, metadata={"help": "Allow code shipped with the checkpoint (needed without spanroberta installed)."}
+    )
+    attn_implementation: str | None = field(
+        default=None,
+        metadata={"help": "Attention kernel: sdpa, eager, flex_attention, flash_attention_2 or flash_attention_3 (these two "
+                  "need the flash-attn package and a GPU). Default: transformers' choice (sdpa where available)."},
     )
     ignore_mismatched_sizes: bool = field(
         default=False,
@@ -100,18 +108,22 @@ def load_model(model_args: ModelArguments, auto_class: type, config: Any) -> Pre
     model = auto_class.from_pretrained(
         model_args.model_name_or_path, config=config, ignore_mismatched_sizes=model_args.ignore_mismatched_sizes,
         **_hub_kwargs(model_args),
+        **({"attn_implementation": model_args.attn_implementation} if model_args.attn_implementation else {}),
     )
-    # The task heads take **kwargs, so transformers 5's Trainer believes they normalise their loss by
-    # `num_items_in_batch` and stops dividing by the gradient-accumulation steps; they return a plain mean,
-    # which would then be inflated by the accumulation factor. Declaring it keeps the Trainer's division.
-    model.accepts_loss_kwargs = False
-    return model
+    drop_unused_weight_conversions(model)
+    # Any checkpoint's task head, stock transformers' too, returns a plain mean (models/conventions.py).
+    return returns_mean_loss(model)
 
 
-def train_and_save(trainer: Trainer, save_model: Callable[[Trainer], None] | None = None) -> None:
+def train_and_save(
+    trainer: Trainer, given: Collection[str] | None, save_model: Callable[[Trainer], None] | None = None
+) -> None:
     """Trains (resuming under `--resume_from_checkpoint`, as run_pretraining.py does), saves the model (with
     `save_model` if given, else `trainer.save_model()`), then logs and saves the training metrics and the
-    trainer state, as transformers' example scripts do."""
+    trainer state, as transformers' example scripts do. `given` (the flags set) says which of the warm-up and
+    logging interval may be fitted to the run's length (`run_length.fit_to_run_length`; the optimiser and
+    schedule are built in `train`, after it)."""
+    fit_to_run_length(trainer.args, given, trainer.train_dataset)
     result = trainer.train(resume_from_checkpoint=resume_checkpoint(trainer))
     if save_model is None:
         trainer.save_model()

@@ -19,9 +19,9 @@ tags:
 - span-masking
 ---
 
-# SpanRoBERTa checkpoint
+# A `{model_type}` encoder pretrained with spanroberta
 
-Pretrained with spanroberta (`run_pretraining.py`, recipe `{recipe_name}`).
+`run_pretraining.py`, recipe `{recipe_name}`.
 
 | setting | value |
 |---|---|

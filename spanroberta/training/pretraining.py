@@ -8,6 +8,7 @@ What differs between objectives (MLM + SBO, ELECTRA's replaced token detection) 
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 
 import datasets
 import transformers
@@ -17,13 +18,17 @@ from ..data.collator import DataCollatorForSpanMasking
 from ..data.demo_corpus import demo_corpus_path
 from ..data.sources import load_pretraining_data
 from ..errors import UserInputError
+from ..models.configuration_spanroberta import first_position_id
 from ..objectives import PretrainingObjective, ResolvedRecipe, get_objective, resolve_recipe
 from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
+from .checkpoint_loading import without_packing_where_unsupported
 from .checkpoints import resume_checkpoint
 from .cli import apply_defaults
+from .distributed import drop_unused_weight_conversions
 from .model_card import write_model_card
 from .optimizers import trainer_optimizer
 from .recipes import get_recipe
+from .run_length import fit_to_run_length
 from .trainer import PretrainingTrainer
 from .validation import require_output_dir
 
@@ -70,10 +75,13 @@ def run_pretraining(
     model_args: PretrainingModelArguments,
     data_args: PretrainingDataArguments,
     training_args: PretrainingArguments,
+    given: Collection[str] | None = None,
 ) -> PretrainingTrainer | None:
     """Pretrains and saves the model, tokenizer and model card to `training_args.output_dir`.
 
-    With --prepare_only, prepares --prepared_data_dir and returns None without training.
+    With --prepare_only, prepares --prepared_data_dir and returns None without training. `given`, the flags the
+    user set, says which of the warm-up, Adam's bias correction and logging interval may be fitted to the run's
+    length (None: none).
     """
     _setup_logging(training_args)
     # Seed before anything random is built: the Trainer seeds only once it is constructed, after the model.
@@ -83,12 +91,14 @@ def run_pretraining(
     recipe = resolve_recipe(model_args, data_args)
     objective = get_objective(recipe.objective)
     logger.info("Recipe: %s", recipe)
+    # DeBERTa-v2 cannot keep a packed row's sequences apart: its doc-sentences rows hold one block each.
+    data_args = without_packing_where_unsupported(model_args, data_args, recipe.input_format)
 
     # Tokenizer, model config and blocks. The main process reads (or prepares) the data first; the others then
     # find it in the cache or on disk. The config is built, and checked, before any block is made.
     def build_config(tokenizer: PreTrainedTokenizerBase) -> PretrainedConfig:
         config = objective.build_config(model_args, recipe, tokenizer)
-        _override_config(config, model_args.config_overrides)
+        _override_config(config, model_args.config_overrides, model_args.attn_implementation)
         _check_positions(config, data_args.max_seq_length, model_args)
         return config
 
@@ -100,10 +110,14 @@ def run_pretraining(
 
     # The model: from the checkpoint, or freshly initialised.
     model = objective.build_model(model_args, data.config, data.tokenizer)
+    drop_unused_weight_conversions(model)
 
     # Masking, laid out in the objective's prediction slots.
     collator = _span_masking_collator(data.tokenizer, model.config, recipe, objective, data_args, training_args)
 
+    # Warm-up, Adam's bias correction and logging fitted to the run's length; before the Trainer, which builds
+    # its optimiser from the arguments.
+    fit_to_run_length(training_args, given, data.train)
     trainer = PretrainingTrainer(
         model=model,
         args=training_args,
@@ -144,6 +158,8 @@ def _span_masking_collator(
         # Rows of fixed-length formats keep one shape from batch to batch, so a compiled step never recompiles.
         pad_to_multiple_of=data_args.max_seq_length if _fixed_length(recipe, data_args) else None,
         first_position_id=first_position_id(config),
+        # The pretraining models read their targets at fixed prediction slots, which compile without host syncs.
+        label_layout="slots",
         **objective.collator_settings(recipe, config),
     )
 
@@ -169,13 +185,9 @@ def _save_and_evaluate(
         trainer.save_metrics("eval", metrics)
 
 
-def first_position_id(config: PretrainedConfig) -> int:
-    """Where position ids start: spanroberta's and SpanALBERT's configs name it (RoBERTa's after the padding id,
-    ALBERT's at 0); ELECTRA's (BERT's) start at 0."""
-    return getattr(config, "first_position_id", 0)
-
-
-def _override_config(config: PretrainedConfig, overrides: str | None) -> None:
+def _override_config(config: PretrainedConfig, overrides: str | None, attn_implementation: str | None) -> None:
+    if attn_implementation:
+        config._attn_implementation = attn_implementation  # what from_pretrained and from_config read
     if overrides:
         try:
             config.update_from_string(overrides)

@@ -90,8 +90,10 @@ RECIPES: dict[str, Recipe] = {
         mask_replace_prob=0.85,
         random_replace_prob=0.0,
         # ELECTRA's optimiser (appendix Table 6): Adam without bias correction (BERT's and ELECTRA's
-        # AdamWeightDecayOptimizer), beta2 0.999, epsilon 1e-6, weight decay 0.01, 10,000 warm-up steps, linear
-        # decay, gradient clipping at 1 (the Trainer's default). The size-dependent settings: ELECTRA_SIZES.
+        # AdamWeightDecayOptimizer), beta2 0.999, epsilon 1e-6, weight decay 0.01, 10,000 warm-up steps (1% of
+        # its 1M), linear decay, gradient clipping at 1 (the Trainer's default). A run of under 10,000 steps warms
+        # up over a tenth of them, and then corrects Adam's bias (run_length.fit_to_run_length: the uncorrected
+        # first updates need 1,000 warm-up steps). The size-dependent settings: ELECTRA_SIZES.
         flag_defaults=(
             ("adam_bias_correction", False),
             ("adam_beta2", 0.999),

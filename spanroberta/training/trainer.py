@@ -14,6 +14,7 @@ from transformers import Trainer, TrainerCallback
 
 from ..data.streaming import StreamingBlocks
 from ..objectives import PretrainingObjective, get_objective
+from .distributed import weights_are_finite
 
 logger = logging.getLogger(__name__)
 
@@ -144,9 +145,8 @@ class PretrainingTrainer(Trainer):
         super()._issue_warnings_after_load(load_result._replace(missing_keys=missing))
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
-        # Under DeepSpeed ZeRO-3 each process holds only its shard (self.model's tensors are empty): not checked.
-        finite = [torch.isfinite(p).all() for p in self.model.parameters() if p.numel()]
-        if finite and not bool(torch.stack(finite).all()):
+        # Every process's share (a ZeRO-3 or FSDP shard), agreed by all: every process saves or none does.
+        if not weights_are_finite(self.model, self.accelerator):
             raise TrainingDivergedError(
                 f"The model's weights hold NaN or infinite values at step {self.state.global_step}; they were not "
                 f"saved to {output_dir or self.args.output_dir}. Resume from the last checkpoint with a lower "

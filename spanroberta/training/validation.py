@@ -6,7 +6,9 @@ path and says what to do (the scripts print it and exit with status 1, without a
 - model, config and tokenizer paths that exist, or Hub ids that can be reached (`check_model_source`);
 - the output folder: usable, and not holding another run unless the user says how to go on
   (`check_output_dir`, with `--overwrite_output_dir` or `--resume_from_checkpoint`);
-- reporting integrations that are installed (`check_report_to`);
+- several processes that make one run, not several writing into one folder (`distributed.check_process_world`);
+- optional packages that a setting needs (`check_optional_packages`: DeepSpeed, flash-attn; `check_report_to`:
+  tensorboard, wandb, ...), and a Hub that `--push_to_hub` can reach (`check_push_to_hub`);
 - lengths that fit the model's positions and each other (`check_max_seq_length`, `fit_doc_stride`,
   `fit_max_qa_length`), once the config and tokenizer are loaded and before the model is.
 """
@@ -20,25 +22,32 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from huggingface_hub import constants as hub_constants
-from huggingface_hub import try_to_load_from_cache
+from huggingface_hub import get_token, try_to_load_from_cache
+from huggingface_hub.utils import get_session
 from transformers import PretrainedConfig, PreTrainedTokenizerBase, TrainingArguments
 
-from ..errors import UserInputError
+from ..errors import UserInputError, require_package
+from ..models.configuration_spanroberta import first_position_id
 from .checkpoints import INCOMPLETE_PREFIX, find_checkpoints, previous_run_files, resolve_resume_checkpoint
+from .distributed import check_process_world
 
 logger = logging.getLogger(__name__)
 
-# Model types whose position ids start after the padding id (modeling_roberta's
-# create_position_ids_from_input_ids), so that max_position_embeddings - pad_token_id - 1 positions are usable.
-_OFFSET_POSITIONS = {"roberta", "spanroberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "roberta-prelayernorm",
-                     "data2vec-text", "longformer"}  # fmt: skip
 # A Hub id is "name" or "owner/name" of letters, digits, '-', '_' and '.'; anything else can only be a path.
 _HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
+# The attention implementations (transformers' names) that need a package of their own, and how to install it.
+_FLASH_ATTENTION = {
+    "flash_attention_2": ("flash_attn", "`pip install flash-attn --no-build-isolation` (NVIDIA GPUs)"),
+    "flash_attention_3": ("flash_attn_interface", "the hopper/ folder of github.com/Dao-AILab/flash-attention "
+                          "(Hopper GPUs)"),
+}  # fmt: skip
+# Seconds to wait for the Hub before --push_to_hub is refused: enough for a slow link, short enough to retry.
+HUB_TIMEOUT_S = 10
 
 
 @contextlib.contextmanager
@@ -80,7 +89,9 @@ TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "vocab.json", "voc
 def check_run(model_args: Any, training_args: TrainingArguments, *, trains: bool) -> None:
     """The checks every script makes once its flags are parsed: the model, config and tokenizer sources, the
     output folder and the reporting integrations. `model_args` has the flags model_name_or_path, config_name,
-    tokenizer_name, cache_dir and model_revision; `training_args` has overwrite_output_dir."""
+    tokenizer_name, cache_dir and model_revision; `training_args` has overwrite_output_dir. First, that the
+    launcher's processes make one run (`distributed.check_process_world`), before any process writes."""
+    check_process_world(training_args)
     sources = (
         ("model_name_or_path", model_args.model_name_or_path, CONFIG_FILES, "a saved model"),
         ("config_name", model_args.config_name, CONFIG_FILES, "a saved config"),
@@ -91,6 +102,7 @@ def check_run(model_args: Any, training_args: TrainingArguments, *, trains: bool
         check_model_source(flag, name, needs, what, cache_dir=model_args.cache_dir, revision=model_args.model_revision)
     check_output_dir(training_args, training_args.overwrite_output_dir, trains=trains)
     check_report_to(training_args)
+    check_push_to_hub(training_args)
 
 
 def require_output_dir(given: set[str]) -> None:
@@ -195,14 +207,53 @@ def check_report_to(args: TrainingArguments) -> None:
         )
 
 
+def check_optional_packages(settings: Mapping[str, Any]) -> None:
+    """Refuses a setting whose optional package is missing: --deepspeed (DeepSpeed) and --attn_implementation
+    flash_attention_2/3 (flash-attn). `settings` maps flag names to the values parsed; it is checked before the
+    argument dataclasses are built, since TrainingArguments imports DeepSpeed as soon as --deepspeed is set."""
+    if settings.get("deepspeed"):
+        require_package(
+            "deepspeed", "--deepspeed", otherwise="leave out --deepspeed (one GPU, or several with DDP, need none)"
+        )
+    attention = settings.get("attn_implementation")
+    if attention in _FLASH_ATTENTION:
+        module, install = _FLASH_ATTENTION[attention]
+        require_package(module, f"--attn_implementation {attention}", install=install,
+                        otherwise="use --attn_implementation sdpa")  # fmt: skip
+
+
+def check_push_to_hub(args: TrainingArguments) -> None:
+    """With --push_to_hub, checks before training that the upload at its end can happen: the Hub is allowed
+    (not HF_HUB_OFFLINE), answers within HUB_TIMEOUT_S, and a token is there to write with."""
+    if not args.push_to_hub:
+        return
+    later = "or leave out --push_to_hub and upload the saved folder later (`hf upload REPO_ID OUTPUT_DIR`)"
+    if hub_constants.HF_HUB_OFFLINE:
+        raise UserInputError(
+            "--push_to_hub uploads the model to the Hugging Face Hub, but HF_HUB_OFFLINE=1 forbids connecting to it. "
+            f"Unset HF_HUB_OFFLINE, {later}."
+        )
+    try:
+        get_session().head(hub_constants.ENDPOINT, timeout=HUB_TIMEOUT_S)
+    except Exception as error:  # any failure to connect (DNS, refused, timeout, proxy, TLS) means unreachable
+        raise UserInputError(
+            f"--push_to_hub uploads the model to the Hugging Face Hub, but {hub_constants.ENDPOINT} cannot be "
+            f"reached ({type(error).__name__}: {error}). Check the network (and HF_ENDPOINT), {later}."
+        ) from None
+    if not (args.hub_token or get_token()):
+        raise UserInputError(
+            "--push_to_hub uploads the model to the Hugging Face Hub, which needs a token with write access: log "
+            f"in with `hf auth login`, set HF_TOKEN or give --hub_token, {later}."
+        )
+
+
 def model_positions(config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase | None = None) -> int | None:
     """How many tokens one sequence of the model can hold: its position embeddings (RoBERTa's start after the
     padding id) and the tokenizer's own limit; None when the config has no such bound."""
     limits = []
     positions = getattr(config, "max_position_embeddings", None)
     if positions is not None:
-        offset = (config.pad_token_id or 0) + 1 if config.model_type in _OFFSET_POSITIONS else 0
-        limits.append(positions - offset)
+        limits.append(positions - first_position_id(config))
     # Tokenizers without a known limit report a huge placeholder (int(1e30)).
     if tokenizer is not None and tokenizer.model_max_length < 1_000_000:
         limits.append(tokenizer.model_max_length)

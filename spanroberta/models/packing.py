@@ -1,0 +1,96 @@
+"""Packed rows and the attention implementations they meet, for every encoder (RoBERTa's, ALBERT's, ELECTRA's).
+
+Several sequences may share a row when `position_ids` restart at each of them (transformers' padding-free
+convention, as `DataCollatorWithFlattening` emits it). Every sequence then attends only to itself, through the mask
+of `packed_attention_mask` in the configured attention implementation's own form (a block-diagonal mask for sdpa
+and eager, a block mask for flex_attention). Flash attention takes no mask: `SpanRobertaModel` flattens the batch
+instead, which the other encoders do not.
+
+This file ships with every checkpoint beside the model files that import it; it imports nothing from spanroberta.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import PreTrainedModel
+from transformers.masking_utils import create_bidirectional_mask, create_bidirectional_sliding_window_mask
+
+# Attention implementations whose functions take a dense [batch, 1, queries, keys] mask.
+_DENSE_MASK_ATTENTION = ("sdpa", "eager")
+
+
+def is_flash_attention(config) -> bool:
+    """Whether the config runs a flash attention kernel (transformers names them flash_attention_2, _3, ...,
+    and kernels from the Hub "kernels-community/flash-attn..."): they take no mask, only `cu_seqlens`."""
+    return "flash" in (config._attn_implementation or "")
+
+
+def takes_dense_mask(config) -> bool:
+    """Whether the configured attention takes a dense [batch, 1, queries, keys] mask (sdpa, eager)."""
+    return config._attn_implementation in _DENSE_MASK_ATTENTION
+
+
+def packed_sequence_ids(position_ids: torch.Tensor) -> torch.Tensor:
+    """Long [batch, length]: which sequence of its row each token belongs to. A sequence starts wherever the
+    position does not follow the one before (transformers' `find_packed_sequence_indices`, without its check for
+    unpacked rows, which would read the values on the host)."""
+    first = position_ids[:, :1] - 1
+    return (torch.diff(position_ids, prepend=first, dim=-1) != 1).cumsum(-1)
+
+
+def packed_sequence_mask_function(sequence_ids: torch.Tensor, real: torch.Tensor):
+    """transformers' mask function for packed rows: a query attends to the keys of its own sequence, and a real
+    (unpadded) query to real keys only. A padding query attends to its sequence's keys, padding included, so that
+    no query row is empty (an empty row gives NaN in SDPA)."""
+
+    def inner_mask(batch_idx: int, head_idx: int, q_idx: int, kv_idx: int) -> bool:
+        same_sequence = sequence_ids[batch_idx, q_idx] == sequence_ids[batch_idx, kv_idx]
+        return same_sequence & (real[batch_idx, kv_idx] | ~real[batch_idx, q_idx])
+
+    return inner_mask
+
+
+def packed_attention_mask(
+    encoder: PreTrainedModel,
+    attention_mask: torch.Tensor | None,
+    position_ids: torch.Tensor,
+    inputs_embeds: torch.Tensor | None = None,
+    per_attention_type: bool = False,
+):
+    """The mask of packed rows [batch, length] for `encoder` (RoBERTa's, ALBERT's, ELECTRA's, or a continued stock
+    encoder's), in its configured attention implementation's own form (see `packed_sequence_mask_function`);
+    `attention_mask` (2D, 1 for real tokens) marks the padding. The mask takes the dtype of `inputs_embeds`, else of
+    the word embeddings. `per_attention_type`: one mask per layer type, as encoders that alternate full and
+    sliding-window attention (ModernBERT) take them."""
+    config = encoder.config
+    if is_flash_attention(config):
+        raise ValueError(
+            f"Packed rows (position_ids that restart at each sequence) need an attention mask, which "
+            f"{config._attn_implementation} does not take: use sdpa, eager or flex_attention, or train without "
+            "packing (--pack_documents false, or a pair input format)."
+        )
+    if inputs_embeds is None:
+        # create_bidirectional_mask reads only the shape, dtype and device of the embeddings.
+        inputs_embeds = encoder.get_input_embeddings().weight.new_empty((*position_ids.shape, 0))
+    real = torch.ones_like(position_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
+    mask_inputs = {
+        "config": config,
+        "inputs_embeds": inputs_embeds,
+        "attention_mask": None,
+        "and_mask_function": packed_sequence_mask_function(packed_sequence_ids(position_ids), real),
+    }
+    if per_attention_type:
+        return {
+            "full_attention": create_bidirectional_mask(**mask_inputs),
+            "sliding_attention": create_bidirectional_sliding_window_mask(**mask_inputs),
+        }
+    return create_bidirectional_mask(**mask_inputs)
+
+
+__all__ = [
+    "is_flash_attention",
+    "takes_dense_mask",
+    "packed_sequence_ids",
+    "packed_sequence_mask_function",
+    "packed_attention_mask",
+]
