@@ -19,7 +19,6 @@ import run_ablation
 from conftest import PROJECT_ROOT, TINY_TEXT
 from test_distributed import free_port
 from spanroberta.ablation.config import AblationConfigError, check_values, load_config
-from spanroberta.data.collator import MASKING_SCHEMES
 
 CONFIGS = PROJECT_ROOT / "configs" / "ablations"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -213,15 +212,10 @@ def test_a_missing_section_is_named(tmp_path):
     assert "has no `tasks` section" in refused(tmp_path, {key: BASE[key] for key in ("pretraining", "arms", "seeds")})
 
 
-NEEDS_SPACY_AND_PMI = {"spanbert-masking.yaml"}
-
-
 @pytest.mark.parametrize("name", sorted(path.name for path in CONFIGS.glob("*.yaml")))
 def test_the_shipped_configs_match_the_scripts_parsers(name):
     """Every flag of every shipped config is one its script has, with a value its parser and recipe accept (checked
     with use_cpu, so that a GPU config's bf16 is accepted on a CPU machine)."""
-    if name in NEEDS_SPACY_AND_PMI and not {"named-entity", "noun-phrase", "pmi"} <= set(MASKING_SCHEMES):
-        pytest.skip("needs --masking named-entity, noun-phrase and pmi (issue 17, items 2 and 3)")
     config = load_config(CONFIGS / name)
     check_values(config, extra={"use_cpu": True})
     assert len(config.arms) >= 2 and len(config.seeds) >= 2

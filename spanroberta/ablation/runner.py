@@ -27,6 +27,7 @@ from accelerate import PartialState
 from accelerate.utils import broadcast_object_list
 
 from ..errors import UserInputError
+from ..training.distributed import finish_processes, process_group_kept
 from .config import AblationConfig
 from .plots import plot_pretraining_losses, plot_scores
 from .results import pretraining_figures, records, results_json, results_markdown, scores
@@ -52,13 +53,15 @@ def run_ablation(config: AblationConfig, output_dir: str | Path, log: Callable[[
     _prepare_task_data(config, root, write=state.is_main_process)
     state.wait_for_everyone()
     to_run = [unit for unit, finished in zip(units, done) if not finished]
-    for position, unit in enumerate(to_run, start=1):
-        say(f"[ablation] unit {position}/{len(to_run)}: {unit.describe()} ({len(to_run) - position} left after it)")
-        seconds = _run_unit(config, unit, root, state)
-        say(f"[ablation] finished {unit.describe()} in {seconds:.0f} s")
-    if not state.is_main_process:
-        return {}
-    return _write_results(config, units, root, say)
+    # Each script's main() would close the process group at its end; the next unit needs it.
+    with process_group_kept():
+        for position, unit in enumerate(to_run, start=1):
+            say(f"[ablation] unit {position}/{len(to_run)}: {unit.describe()} ({len(to_run) - position} left after it)")
+            seconds = _run_unit(config, unit, root, state)
+            say(f"[ablation] finished {unit.describe()} in {seconds:.0f} s")
+    content = _write_results(config, units, root, say) if state.is_main_process else {}
+    finish_processes()
+    return content
 
 
 def _done_units(config: AblationConfig, units: list[Unit], root: Path, state: PartialState) -> list[bool]:
