@@ -19,6 +19,7 @@ import run_ablation
 from conftest import PROJECT_ROOT, TINY_TEXT
 from test_distributed import free_port
 from spanroberta.ablation.config import AblationConfigError, check_values, load_config
+from spanroberta.ablation.units import start_flags
 
 CONFIGS = PROJECT_ROOT / "configs" / "ablations"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -263,3 +264,18 @@ def test_under_accelerate_launch_every_process_trains_each_unit(tmp_path):
     assert figures["token_slots"] == 3 * 4 * 2 * 32
     assert figures["real_tokens"] == figures["token_slots"]
     assert len(json.loads((output_dir / "results.json").read_text())["finetuning"]) == 1
+
+
+def test_an_unfinished_unit_resumes_from_a_complete_checkpoint_or_starts_over_an_attempt(tmp_path):
+    model_dir = tmp_path / "unit" / "model"
+    assert start_flags(tmp_path / "unit") == {}
+    model_dir.mkdir(parents=True)
+    (model_dir / "trainer_state.json").write_text(json.dumps({"global_step": 3}))
+    assert start_flags(tmp_path / "unit") == {"overwrite_output_dir": "true"}
+    checkpoint = model_dir / "checkpoint-2"
+    checkpoint.mkdir()
+    (checkpoint / "trainer_state.json").write_text("{")  # killed while saving: not resumable
+    assert start_flags(tmp_path / "unit") == {"overwrite_output_dir": "true"}
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": 2}))
+    (checkpoint / "model.safetensors").write_bytes(b"")
+    assert start_flags(tmp_path / "unit") == {"resume_from_checkpoint": "true"}
