@@ -22,15 +22,15 @@ from ..models.configuration_span_albert import SpanAlbertConfig
 from ..models.configuration_spanroberta import SENTENCE_LABELS, SpanRobertaConfig
 from ..models.conventions import IGNORE_INDEX
 from ..models.modeling_any_encoder import ENCODER_FAMILIES
-from ..training.checkpoint_loading import (
+from ..training.recipes import get_model_size
+from .base import PretrainingObjective, ResolvedRecipe, accumulate_classification, accumulate_masked_lm, zero_sums
+from .checkpoint_loading import (
     any_encoder_config,
     checkpoint_encoder,
     hub_kwargs,
     load_any_encoder,
     load_checked,
 )
-from ..training.recipes import get_model_size
-from .base import PretrainingObjective, ResolvedRecipe, accumulate_classification, accumulate_masked_lm, zero_sums
 
 # The config of each encoder (recipes.ENCODERS); AutoModelForPreTraining maps it to its pretraining model.
 ENCODER_CONFIGS = {"roberta": SpanRobertaConfig, "albert": SpanAlbertConfig}

@@ -20,9 +20,9 @@ from ..models.modeling_electra_pretraining import (
     generator_config,
 )
 from ..training.cli import apply_defaults
-from ..training.checkpoint_loading import check_loading_report, hub_kwargs
 from ..training.recipes import ELECTRA_SIZES
 from .base import PretrainingObjective, ResolvedRecipe, accumulate_masked_lm, zero_sums
+from .checkpoint_loading import check_loading_report, hub_kwargs
 
 # Sums over the real tokens of the evaluation set; the generator's MLM sums are the masked-LM objective's.
 DETECTION_SUMS = ("rtd_loss", "rtd_correct", "rtd_count", "rtd_true_positive", "rtd_predicted", "rtd_replaced")
