@@ -77,11 +77,15 @@ class GlueDataArguments:
         return {split: path for split, path in files.items() if path is not None}
 
 
+# The dataclasses behind the flags (run_ablation.py checks its configs against them).
+ARGUMENT_CLASSES = (ModelArguments, GlueDataArguments, FinetuningArguments)
+
+
 def parse_glue_arguments(
     args: list[str] | None = None,
 ) -> tuple[tuple[ModelArguments, GlueDataArguments, FinetuningArguments], set[str]]:
     """The arguments (with --task_preset's hyperparameters where no flag was given) and the flags given."""
-    arguments, given = parse_arguments((ModelArguments, GlueDataArguments, FinetuningArguments), args)
+    arguments, given = parse_arguments(ARGUMENT_CLASSES, args)
     data_args = arguments[1]
     if data_args.task_preset is not None:
         arguments = apply_defaults(arguments, task_preset_defaults(data_args.task_preset, data_args.task_name), given)

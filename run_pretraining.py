@@ -25,12 +25,14 @@ from spanroberta.training.trainer import TrainingDivergedError
 from spanroberta.training.validation import check_run, user_errors
 
 
+# The dataclasses behind the flags (run_ablation.py checks its configs against them).
+ARGUMENT_CLASSES = (PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments)
+
+
 def main(args: list[str] | None = None) -> None:
     # Flags and config files: cli.py and TrainingArguments report their problems as ValueError/FileNotFoundError.
     with user_errors("run_pretraining.py", also=(ValueError, FileNotFoundError)):
-        (model_args, data_args, training_args), given = parse_arguments(
-            (PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments), args
-        )
+        (model_args, data_args, training_args), given = parse_arguments(ARGUMENT_CLASSES, args)
         model_args, data_args, training_args = apply_demo_settings(model_args, data_args, training_args, given)
         # Every path and setting that can be checked without the data is checked before it is read.
         check_run(model_args, training_args, trains=not data_args.prepare_only)

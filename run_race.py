@@ -79,6 +79,9 @@ class RaceDataArguments:
 RaceTrainingArguments = with_defaults(FinetuningArguments, RACE_TRAINING_DEFAULTS, "RaceTrainingArguments", __name__)
 
 
+# The dataclasses behind the flags (run_ablation.py checks its configs against them).
+ARGUMENT_CLASSES = (ModelArguments, RaceDataArguments, RaceTrainingArguments)
+
 # The phases, their split and the flags that choose their data.
 PHASES = {"train": ("train", "train_file", "max_train_samples"),
           "eval": ("validation", "validation_file", "max_eval_samples"),
@@ -89,7 +92,7 @@ def parse_race_arguments(
     args: list[str] | None = None,
 ) -> tuple[tuple[ModelArguments, RaceDataArguments, FinetuningArguments], set[str]]:
     """The arguments and the flags given."""
-    return parse_arguments((ModelArguments, RaceDataArguments, RaceTrainingArguments), args)
+    return parse_arguments(ARGUMENT_CLASSES, args)
 
 
 def main(args: list[str] | None = None) -> None:

@@ -106,15 +106,17 @@ class SquadArguments:
         check_range("doc_stride", self.doc_stride, 0)
 
 
+# The dataclasses behind the flags (run_ablation.py checks its configs against them).
+ARGUMENT_CLASSES = (ModelArguments, SquadArguments, FinetuningArguments)
+
+
 def main(args: list[str] | None = None) -> dict[str, float]:
     """Runs what the flags (or one JSON/YAML file of them) ask for; returns the evaluation scores (empty
     without --do_eval)."""
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     # Every setting, path and example is checked before a model is loaded, so bad input fails fast.
     with user_errors("run_squad.py", also=(ValueError, FileNotFoundError)):
-        (model_args, squad_args, training_args), given = parse_arguments(
-            (ModelArguments, SquadArguments, FinetuningArguments), args
-        )
+        (model_args, squad_args, training_args), given = parse_arguments(ARGUMENT_CLASSES, args)
         check_finetuning_run(model_args, training_args, given, {
             "max_train_samples": squad_args.max_train_samples, "max_eval_samples": squad_args.max_eval_samples,
             "max_predict_samples": squad_args.max_predict_samples})  # fmt: skip

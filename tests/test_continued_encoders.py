@@ -40,7 +40,7 @@ from spanroberta.data.tokenizer import train_byte_level_bpe
 from spanroberta.errors import UserInputError
 from spanroberta.models.modeling_any_encoder import SBO_HEAD_FILE
 from spanroberta.training.arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
-from spanroberta.training.checkpoint_loading import without_packing_where_unsupported
+from spanroberta.objectives.checkpoint_loading import without_packing_where_unsupported
 from spanroberta.training.cli import parse_arguments
 from spanroberta.training import pretraining
 from spanroberta.objectives import get_objective, resolve_recipe
@@ -157,7 +157,7 @@ def built_model(*flags):
 
 def masked_batch(tokenizer, model, rows=6):
     collator = DataCollatorForSpanMasking(
-        tokenizer, first_position_id=0, max_span_targets=model.config.max_span_targets
+        tokenizer, label_layout="slots", first_position_id=0, max_span_targets=model.config.max_span_targets
     )
     return collator([tokenizer(line, truncation=True, max_length=64)["input_ids"] for line in corpus_lines()[:rows]])
 

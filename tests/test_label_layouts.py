@@ -43,7 +43,7 @@ MASKED_LM = {"spanroberta": SpanRobertaForMaskedLM, "spanalbert": SpanAlbertForM
 def slot_batch(tiny_tokenizer):
     """Span-masked rows of different lengths (padded), in prediction slots with SBO targets and SOP labels."""
     collator = DataCollatorForSpanMasking(
-        tiny_tokenizer, mlm_probability=0.3, max_span_targets=MAX_SPAN_TARGETS, seed=4
+        tiny_tokenizer, label_layout="slots", mlm_probability=0.3, max_span_targets=MAX_SPAN_TARGETS, seed=4
     )
     batch = collator([tiny_tokenizer(text) for text in TINY_TEXT[:6]])
     batch["sentence_order_label"] = torch.tensor([0, 1, 1, 0, 1, 0])
@@ -108,7 +108,7 @@ def test_packed_rows_take_dense_labels_with_boundaries_inside_their_sequence():
 def test_a_plain_call_with_dense_labels(tiny_tokenizer, encoder):
     """`model(input_ids, labels=dense)`, as with any transformers masked LM: rows of one length, no other field."""
     collator = DataCollatorForSpanMasking(
-        tiny_tokenizer, mlm_probability=0.3, max_span_targets=MAX_SPAN_TARGETS, seed=1
+        tiny_tokenizer, label_layout="slots", mlm_probability=0.3, max_span_targets=MAX_SPAN_TARGETS, seed=1
     )
     batch = collator([tiny_tokenizer(text)["input_ids"][:14] for text in TINY_TEXT[:4]])
     assert bool((batch["attention_mask"] == 1).all())
@@ -129,3 +129,21 @@ def test_masked_lm_takes_both_layouts(tiny_tokenizer, slot_batch, encoder):
     from_dense = model(**inputs, labels=dense(slot_batch))
     torch.testing.assert_close(from_slots.loss, from_dense.loss, rtol=1e-5, atol=1e-5)
     assert from_slots.logits.shape == (*slot_batch["input_ids"].shape, len(tiny_tokenizer))
+
+
+@pytest.mark.parametrize("encoder", ["spanroberta", "spanalbert"])
+def test_the_collators_two_layouts_give_the_same_losses(tiny_tokenizer, encoder):
+    """The same collator settings and seed in either layout (dense: SBO fields per token) give the same losses."""
+    examples = [tiny_tokenizer(text) for text in TINY_TEXT[:6]]
+    batches = {
+        layout: DataCollatorForSpanMasking(
+            tiny_tokenizer, label_layout=layout, return_sbo_targets=True, mlm_probability=0.3,
+            max_span_targets=MAX_SPAN_TARGETS, seed=7,
+        )(examples)
+        for layout in ("slots", "dense")
+    }  # fmt: skip
+    assert batches["dense"]["labels"].shape == batches["dense"]["input_ids"].shape
+    torch.manual_seed(0)
+    model = PRETRAINING[encoder](tiny_config(encoder, tiny_tokenizer, sentence_objective="none")).eval()
+    with torch.no_grad():
+        assert_same(model(**batches["slots"]), model(**batches["dense"]), ("loss", "mlm_loss", "sbo_loss"))

@@ -9,6 +9,8 @@ from typing import Any
 import torch
 from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase, Trainer
 
+from ..models.conventions import IGNORE_INDEX
+
 
 @dataclass(frozen=True)
 class ResolvedRecipe:
@@ -86,6 +88,12 @@ def accumulate_classification(
     sums[f"{head}_loss"] += torch.nn.functional.cross_entropy(logits, targets, reduction="sum").double()
     sums[f"{head}_correct"] += (logits.argmax(-1) == targets).sum()
     sums[f"{head}_count"] += targets.numel()
+
+
+def accumulate_masked_lm(sums: dict[str, torch.Tensor], labels: torch.Tensor, mlm_logits: torch.Tensor) -> None:
+    """Adds the masked LM's sums over every predicted token (`labels` not -100) to `sums`."""
+    predicted = labels != IGNORE_INDEX
+    accumulate_classification(sums, "mlm", mlm_logits[predicted], labels[predicted])
 
 
 def zero_sums(names: list[str], device: torch.device) -> dict[str, torch.Tensor]:

@@ -22,15 +22,15 @@ from ..models.configuration_span_albert import SpanAlbertConfig
 from ..models.configuration_spanroberta import SENTENCE_LABELS, SpanRobertaConfig
 from ..models.conventions import IGNORE_INDEX
 from ..models.modeling_any_encoder import ENCODER_FAMILIES
-from ..training.checkpoint_loading import (
+from ..training.recipes import get_model_size
+from .base import PretrainingObjective, ResolvedRecipe, accumulate_classification, accumulate_masked_lm, zero_sums
+from .checkpoint_loading import (
     any_encoder_config,
     checkpoint_encoder,
     hub_kwargs,
     load_any_encoder,
     load_checked,
 )
-from ..training.recipes import get_model_size
-from .base import PretrainingObjective, ResolvedRecipe, accumulate_classification, zero_sums
 
 # The config of each encoder (recipes.ENCODERS); AutoModelForPreTraining maps it to its pretraining model.
 ENCODER_CONFIGS = {"roberta": SpanRobertaConfig, "albert": SpanAlbertConfig}
@@ -104,8 +104,7 @@ class MaskedLanguageModeling(PretrainingObjective):
     ) -> None:
         """MLM and SBO over every predicted token, the sentence head over every labelled pair."""
         labels = inputs["labels"]
-        predicted = labels != IGNORE_INDEX
-        accumulate_classification(sums, "mlm", outputs.mlm_logits[predicted], labels[predicted])
+        accumulate_masked_lm(sums, labels, outputs.mlm_logits)
         if outputs.sbo_logits is not None:
             is_target = inputs["sbo_relative_positions"] != IGNORE_INDEX
             accumulate_classification(sums, "sbo", outputs.sbo_logits[is_target], labels[is_target])

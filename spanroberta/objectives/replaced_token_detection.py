@@ -19,11 +19,10 @@ from ..models.modeling_electra_pretraining import (
     ElectraForReplacedTokenDetection,
     generator_config,
 )
-from ..models.conventions import IGNORE_INDEX
 from ..training.cli import apply_defaults
 from ..training.recipes import ELECTRA_SIZES
-from ..training.checkpoint_loading import check_loading_report, hub_kwargs
-from .base import PretrainingObjective, ResolvedRecipe, accumulate_classification, zero_sums
+from .base import PretrainingObjective, ResolvedRecipe, accumulate_masked_lm, zero_sums
+from .checkpoint_loading import check_loading_report, hub_kwargs
 
 # Sums over the real tokens of the evaluation set; the generator's MLM sums are the masked-LM objective's.
 DETECTION_SUMS = ("rtd_loss", "rtd_correct", "rtd_count", "rtd_true_positive", "rtd_predicted", "rtd_replaced")
@@ -97,9 +96,7 @@ class ReplacedTokenDetection(PretrainingObjective):
         self, sums: dict[str, torch.Tensor], inputs: dict[str, torch.Tensor], outputs: Any, config: PretrainedConfig
     ) -> None:
         """The generator's MLM over the predicted tokens, the discriminator over every real token."""
-        labels = inputs["labels"]
-        predicted = labels != IGNORE_INDEX
-        accumulate_classification(sums, "mlm", outputs.mlm_logits[predicted], labels[predicted])
+        accumulate_masked_lm(sums, inputs["labels"], outputs.mlm_logits)
         mask = inputs.get("attention_mask")
         real = torch.ones_like(outputs.replaced) if mask is None else mask.bool()
         logits, replaced = outputs.discriminator_logits.float()[real], outputs.replaced[real]

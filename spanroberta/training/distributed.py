@@ -11,7 +11,8 @@ with N processes gives one data-parallel run of N, never N runs writing into one
 - `weights_are_finite`: the check before a save, over every process's share of the weights (ZeRO-3 and FSDP
   hold a shard per process), agreed by all processes so that all save or none does.
 - `finish_processes`: at the end of a script, every process waits for the others and closes the process group,
-  so that none exits while a peer still exchanges with it (gloo aborts a process whose peer vanished).
+  so that none exits while a peer still exchanges with it (gloo aborts a process whose peer vanished); inside
+  `process_group_kept()` (run_ablation.py runs several scripts in the same processes) it only waits.
 
 Every file a script writes is written by the main process only (`Trainer.is_world_process_zero`,
 `args.should_save`); that holds as long as the Trainer sees the real world, which is what this module ensures.
@@ -19,9 +20,11 @@ Every file a script writes is written by the main process only (`Trainer.is_worl
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
+from collections.abc import Iterator
 
 import torch
 from accelerate import PartialState
@@ -143,10 +146,28 @@ def weights_are_finite(model: torch.nn.Module, accelerator) -> bool:
 
 def finish_processes() -> None:
     """At the end of a script: every process waits for the others, then closes the process group. A gloo process
-    whose peer has exited while their connection was still open aborts (SIGABRT) instead of exiting."""
+    whose peer has exited while their connection was still open aborts (SIGABRT) instead of exiting. Inside
+    `process_group_kept()` the group stays open for the next script run in the same processes."""
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.barrier()
-        torch.distributed.destroy_process_group()
+        if not _process_group_kept:
+            torch.distributed.destroy_process_group()
+
+
+_process_group_kept = False
+
+
+@contextlib.contextmanager
+def process_group_kept() -> Iterator[None]:
+    """For a caller that runs several scripts' main() one after the other in the same processes (run_ablation.py
+    under `accelerate launch`): their finish_processes() only wait for each other, so that every script's Trainer
+    uses the one process group; the caller closes it with finish_processes() after the block."""
+    global _process_group_kept
+    _process_group_kept = True
+    try:
+        yield
+    finally:
+        _process_group_kept = False
 
 
 def drop_unused_weight_conversions(model: torch.nn.Module) -> None:

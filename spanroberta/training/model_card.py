@@ -19,7 +19,7 @@ tags:
 - span-masking
 ---
 
-# A `{model_type}` encoder pretrained with spanroberta
+# `{model_type}` checkpoint, pretrained with spanroberta
 
 `run_pretraining.py`, recipe `{recipe_name}`.
 

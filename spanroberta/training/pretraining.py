@@ -7,6 +7,7 @@ What differs between objectives (MLM + SBO, ELECTRA's replaced token detection) 
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Collection
 
@@ -21,7 +22,7 @@ from ..errors import UserInputError
 from ..models.configuration_spanroberta import first_position_id
 from ..objectives import PretrainingObjective, ResolvedRecipe, get_objective, resolve_recipe
 from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
-from .checkpoint_loading import without_packing_where_unsupported
+from ..objectives.checkpoint_loading import without_packing_where_unsupported
 from .checkpoints import resume_checkpoint
 from .cli import apply_defaults
 from .distributed import drop_unused_weight_conversions
@@ -96,12 +97,7 @@ def run_pretraining(
 
     # Tokenizer, model config and blocks. The main process reads (or prepares) the data first; the others then
     # find it in the cache or on disk. The config is built, and checked, before any block is made.
-    def build_config(tokenizer: PreTrainedTokenizerBase) -> PretrainedConfig:
-        config = objective.build_config(model_args, recipe, tokenizer)
-        _override_config(config, model_args.config_overrides, model_args.attn_implementation)
-        _check_positions(config, data_args.max_seq_length, model_args)
-        return config
-
+    build_config = functools.partial(_build_config, objective, recipe, model_args, data_args)
     with training_args.main_process_first(desc="reading and preparing the data"):
         data = load_pretraining_data(model_args, data_args, training_args, recipe, build_config)
     if data_args.prepare_only:
@@ -136,6 +132,20 @@ def run_pretraining(
     if training_args.push_to_hub:
         trainer.push_to_hub()
     return trainer
+
+
+def _build_config(
+    objective: PretrainingObjective,
+    recipe: ResolvedRecipe,
+    model_args: PretrainingModelArguments,
+    data_args: PretrainingDataArguments,
+    tokenizer: PreTrainedTokenizerBase,
+) -> PretrainedConfig:
+    """The objective's config with the user's overrides, checked against the block length."""
+    config = objective.build_config(model_args, recipe, tokenizer)
+    _override_config(config, model_args.config_overrides, model_args.attn_implementation)
+    _check_positions(config, data_args.max_seq_length, model_args)
+    return config
 
 
 def _span_masking_collator(

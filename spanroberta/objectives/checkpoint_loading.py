@@ -49,6 +49,8 @@ OBJECTIVE_HEADS = {
     "spanroberta": (SBO_PREFIX, "sentence_head.", "roberta.pooler."),
     "spanalbert": (SBO_PREFIX, "sop_classifier.", "albert.pooler."),
 }
+# Model types that continue through another recipe, and what to say about them.
+OTHER_RECIPES = {"electra": "ELECTRA checkpoints continue with --recipe electra (discriminator and generator together)."}
 # How many missing names a refusal lists.
 MISSING_NAMES_SHOWN = 5
 
@@ -85,8 +87,8 @@ def checkpoint_encoder(source: str, model_args: Any, encoder_settings: dict) -> 
 
 def _unsupported_type_message(source: str, model_type: str | None) -> str:
     supported = ", ".join((*ROBERTA_MODEL_TYPES, *ALBERT_MODEL_TYPES, *ENCODER_FAMILIES))
-    if model_type == "electra":
-        reason = "ELECTRA checkpoints continue with --recipe electra (discriminator and generator together)."
+    if model_type in OTHER_RECIPES:
+        reason = OTHER_RECIPES[model_type]
     elif model_type is None or _config_class(model_type) not in MODEL_FOR_MASKED_LM_MAPPING:
         reason = (
             "It has no masked-LM class in transformers (a decoder-only or encoder-decoder model cannot learn span "

@@ -1,0 +1,37 @@
+#!/usr/bin/env python
+"""Reproduce a paper's ablation with one command: pretrain every arm on the same data with the same budget,
+fine-tune each on every task for every seed, and write the paper-style table.
+
+    python run_ablation.py configs/ablations/tiny.yaml --output_dir ablation-tiny          # CPU, about a minute
+    python run_ablation.py configs/ablations/spanbert-objectives.yaml --output_dir abl-obj  # one GPU
+    accelerate launch run_ablation.py CONFIG --output_dir DIR      # every GPU trains each unit in turn
+
+CONFIG (YAML or JSON; see spanroberta/ablation/config.py and configs/ablations/) holds `pretraining` (the
+run_pretraining.py flags every arm shares), `arms` (each arm's differing flags), `tasks` (each with `script`:
+run_squad.py, run_glue.py or run_race.py, and that script's flags) and `seeds`. DIR gets results.json (every score,
+0-100, and each arm's pretraining figures), results.md (arms x tasks, median over seeds with min-max, best in bold),
+pretraining_loss.png and scores.png. Each pretraining and each fine-tuning is a unit, done once its result is on
+disk: the same command again redoes nothing, and an interrupted ablation continues where it stopped.
+Run it from a checkout of spanroberta: it runs the run_*.py scripts beside it.
+"""
+
+import argparse
+
+from spanroberta.ablation import load_config, run_ablation
+from spanroberta.ablation.config import check_values
+from spanroberta.training.validation import user_errors
+
+
+def main(args: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    parser.add_argument("config", help="The ablation config, .yaml, .yml or .json.")
+    parser.add_argument("--output_dir", required=True, help="Where the units and the results go.")
+    options = parser.parse_args(args)
+    with user_errors("run_ablation.py"):
+        config = load_config(options.config)
+        check_values(config)
+        return run_ablation(config, options.output_dir)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,335 @@
+"""An ablation config: the pretraining flags every arm shares, each arm's differing flags, the fine-tuning tasks
+and the seeds. YAML or JSON:
+
+    pretraining: {train_file: corpus.txt, model_size: small, max_seq_length: 128, max_steps: 5000, ...}
+    arms:
+      span-sbo: {masking: span, sbo: true}
+      token: {masking: token, sbo: false}
+    tasks:
+      squad: {script: run_squad.py, train_file: train.json, validation_file: dev.json, num_train_epochs: 2}
+      rte: {script: run_glue.py, task_name: rte, data_dir: glue_data}
+    seeds: [1, 2, 3]                  # fine-tuning seeds; or {finetuning: [1, 2, 3], pretraining: [42, 43]}
+    token_budget: 100_000_000         # optional, instead of max_steps: tokens (blocks x length) each arm sees
+    keep_finetuned_models: false      # optional: a scored fine-tuning's weights are deleted unless true
+
+Besides its script's flags, a task may give `metric` (the score its column shows) and, for run_squad.py,
+`split_by_article: {file: SQUAD_JSON, train_articles: N}` (train on the first N articles, evaluate on the rest).
+Every flag is checked against the argument classes of the script that reads it (`ARGUMENT_CLASSES` in
+run_pretraining.py, run_squad.py, run_glue.py, run_race.py), so a config cannot set a flag that no script has.
+Each problem is one paragraph (`AblationConfigError`, a UserInputError).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import difflib
+import importlib
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from transformers import HfArgumentParser
+
+from ..errors import UserInputError
+
+PRETRAINING_SCRIPT = "run_pretraining.py"
+FINETUNING_SCRIPTS = ("run_squad.py", "run_glue.py", "run_race.py")
+TOP_LEVEL_KEYS = ("pretraining", "arms", "tasks", "seeds", "token_budget", "keep_finetuned_models")
+# Each unit's folder and how it starts (afresh, resumed, overwritten) come from the runner.
+RUNNER_FLAGS = ("output_dir", "overwrite_output_dir", "resume_from_checkpoint")
+# Each fine-tuning starts from its arm's model with one of the `seeds`, and trains and evaluates.
+FINETUNING_RUNNER_FLAGS = ("model_name_or_path", "seed", "do_train", "do_eval")
+# What makes the arms comparable: the same data and the same budget of steps x batch x length (SpanBERT section 5
+# and RoBERTa section 4 compare arms trained alike on the same corpus). Only `pretraining` sets these.
+SHARED_PRETRAINING_FLAGS = (
+    "train_file", "validation_file", "dataset_name", "dataset_config_name", "text_column_name",
+    "validation_split_percentage", "prepared_data_dir", "streaming", "max_train_samples", "max_eval_samples",
+    "max_seq_length", "max_steps", "num_train_epochs", "per_device_train_batch_size", "gradient_accumulation_steps",
+    "seed", "model_name_or_path",
+)  # fmt: skip
+# Arm and task names become folder names.
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class AblationConfigError(UserInputError):
+    """A bad ablation config; the message names the file, the section and the key."""
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A fine-tuning task: its script and that script's flags; `metric` is the score its column shows (None: the
+    script's usual one), `split_by_article` a SQuAD file to split by article into train and evaluation files."""
+
+    name: str
+    script: str
+    flags: dict[str, Any]
+    metric: str | None = None
+    split_by_article: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class AblationConfig:
+    path: str
+    pretraining: dict[str, Any]
+    arms: dict[str, dict[str, Any]]
+    tasks: dict[str, TaskSpec]
+    seeds: tuple[int, ...]
+    # None: each arm is pretrained once, with the pretraining section's seed.
+    pretraining_seeds: tuple[int, ...] | None = None
+    token_budget: int | None = None
+    # Fine-tuned weights take the most disk and are not needed for the table: deleted unless this is true.
+    keep_finetuned_models: bool = False
+
+
+def load_config(path: str | Path) -> AblationConfig:
+    """Reads and checks an ablation config (flag names against the scripts' argument classes)."""
+    raw = _read_mapping(Path(path))
+    where = str(path)
+    _refuse_unknown(where, "the top level", raw, TOP_LEVEL_KEYS)
+    for key in ("pretraining", "arms", "tasks", "seeds"):
+        if key not in raw:
+            raise AblationConfigError(f"{where} has no `{key}` section; an ablation config needs "
+                                      f"{', '.join(TOP_LEVEL_KEYS[:4])} (see configs/ablations/).")
+    seeds, pretraining_seeds = _seeds(where, raw["seeds"])
+    config = AblationConfig(
+        path=where,
+        pretraining=_flags(where, "pretraining", raw["pretraining"]),
+        arms=_arms(where, raw["arms"]),
+        tasks=_tasks(where, raw["tasks"]),
+        seeds=seeds,
+        pretraining_seeds=pretraining_seeds,
+        token_budget=_positive_int(where, "token_budget", raw.get("token_budget")),
+        keep_finetuned_models=raw.get("keep_finetuned_models", False),
+    )
+    if not isinstance(config.keep_finetuned_models, bool):
+        raise AblationConfigError(f"{where}: `keep_finetuned_models` must be true or false.")
+    _check_pretraining_flags(config)
+    for task in config.tasks.values():
+        _check_task_flags(where, task)
+    return config
+
+
+def script_arguments(script: str) -> tuple[type, ...]:
+    """The argument dataclasses of `script` (its `ARGUMENT_CLASSES`), from the module next to run_ablation.py."""
+    try:
+        module = importlib.import_module(Path(script).stem)
+    except ImportError as error:
+        raise AblationConfigError(
+            f"Could not import {script} ({error}): run_ablation.py runs the scripts in its own folder, so run it "
+            "from a checkout of spanroberta, where the four run_*.py scripts are."
+        ) from None
+    return module.ARGUMENT_CLASSES
+
+
+def script_flags(script: str) -> set[str]:
+    return {spec.name for cls in script_arguments(script) for spec in dataclasses.fields(cls) if spec.init}
+
+
+def check_values(config: AblationConfig, extra: dict[str, Any] | None = None) -> None:
+    """Parses every arm's and every task's flags as their script will (types, choices, ranges, and the
+    objective an arm resolves to), so that a bad value fails before the first unit runs. `extra` flags are added
+    to every unit (e.g. use_cpu, to check a GPU config on a CPU machine)."""
+    from ..objectives import resolve_recipe
+
+    extra = extra or {}
+    placeholder = {"output_dir": str(Path(config.path).parent / "ablation-check")}
+    for arm, flags in config.arms.items():
+        with _blamed(config.path, f"arm {arm!r}"):
+            model_args, data_args, _ = parse_pretraining({**config.pretraining, **flags, **placeholder, **extra})
+            resolve_recipe(model_args, data_args)
+    for task in config.tasks.values():
+        values = {**task.flags, **placeholder, "model_name_or_path": "arm", "do_train": True, "do_eval": True, **extra}
+        with _blamed(config.path, f"task {task.name!r}"):
+            HfArgumentParser(script_arguments(task.script)).parse_dict(values)
+
+
+def parse_pretraining(values: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """run_pretraining.py's arguments for these flags, with the recipe's (and the demo's) defaults filled in as the
+    script fills them: the block length, batch and steps a unit will really use."""
+    from ..training.pretraining import apply_demo_settings
+
+    arguments = HfArgumentParser(script_arguments(PRETRAINING_SCRIPT)).parse_dict(values)
+    return apply_demo_settings(*arguments, given=set(values))
+
+
+@contextlib.contextmanager
+def _blamed(path: str, what: str) -> Iterator[None]:
+    """Re-raises a script's ValueError (UserInputError included) as an AblationConfigError naming the arm or task."""
+    try:
+        yield
+    except AblationConfigError:
+        raise
+    except ValueError as error:
+        raise AblationConfigError(f"{path}, {what}: {' '.join(str(error).split())}") from None
+
+
+def _read_mapping(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise AblationConfigError(f"Ablation config {path} does not exist.")
+    if path.suffix not in (".json", ".yaml", ".yml"):
+        raise AblationConfigError(f"Ablation config {path}: expected a .yaml, .yml or .json file.")
+    text = path.read_text(encoding="utf-8")
+    try:
+        values = (json.loads(text, object_pairs_hook=_unique_json_keys) if path.suffix == ".json"
+                  else yaml.load(text, Loader=_UniqueKeyLoader))  # fmt: skip
+    except (json.JSONDecodeError, yaml.YAMLError) as error:
+        raise AblationConfigError(f"Ablation config {path} is not valid {path.suffix[1:].upper()}: {error}") from None
+    except _DuplicateKey as duplicate:
+        raise AblationConfigError(
+            f"Ablation config {path} gives {duplicate.args[0]!r} twice in one mapping: arm and task names (and "
+            "flags) must be unique, or one would silently replace the other. Rename or remove one."
+        ) from None
+    if not isinstance(values, dict):
+        raise AblationConfigError(f"Ablation config {path} must hold a mapping (pretraining, arms, tasks, seeds).")
+    return values
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+def _unique_json_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _DuplicateKey(key)
+        seen[key] = value
+    return seen
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.safe_load keeps the last of two equal keys; an ablation would then silently lose an arm."""
+
+    def construct_mapping(self, node, deep=False):
+        keys = [self.construct_object(key_node, deep=deep) for key_node, _ in node.value]
+        for index, key in enumerate(keys):
+            if key in keys[:index]:
+                raise _DuplicateKey(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _refuse_unknown(where: str, section: str, values: dict, known) -> None:
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise AblationConfigError(f"{where}: {section} has unknown keys: {', '.join(unknown)}. Known keys: "
+                                  f"{', '.join(sorted(known))}.")
+
+
+def _flags(where: str, section: str, values: Any) -> dict[str, Any]:
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise AblationConfigError(f"{where}: {section} must be a mapping of flag names (without dashes) to values.")
+    return dict(values)
+
+
+def _arms(where: str, values: Any) -> dict[str, dict[str, Any]]:
+    if not isinstance(values, dict) or not values:
+        raise AblationConfigError(f"{where}: `arms` must map each arm's name to the flags that make it differ "
+                                  "(an empty mapping for an arm that keeps the pretraining section's settings).")
+    for name in values:
+        _check_name(where, "arm", name)
+    return {name: _flags(where, f"arm {name!r}", flags) for name, flags in values.items()}
+
+
+def _tasks(where: str, values: Any) -> dict[str, TaskSpec]:
+    if not isinstance(values, dict) or not values:
+        raise AblationConfigError(f"{where}: `tasks` must map each task's name to its script and flags.")
+    tasks = {}
+    for name, entry in values.items():
+        _check_name(where, "task", name)
+        entry = _flags(where, f"task {name!r}", entry)
+        script = entry.pop("script", None)
+        if script not in FINETUNING_SCRIPTS:
+            raise AblationConfigError(f"{where}: task {name!r} has script {script!r}; each task needs `script`, one "
+                                      f"of {', '.join(FINETUNING_SCRIPTS)}.")
+        tasks[name] = TaskSpec(name, script, entry, metric=entry.pop("metric", None),
+                               split_by_article=entry.pop("split_by_article", None))  # fmt: skip
+    return tasks
+
+
+def _check_name(where: str, kind: str, name: Any) -> None:
+    if not isinstance(name, str) or not NAME.match(name):
+        raise AblationConfigError(f"{where}: {kind} name {name!r} is not a usable folder name: use letters, "
+                                  "digits, '.', '_' and '-', starting with a letter or digit.")
+
+
+def _seeds(where: str, values: Any) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
+    if isinstance(values, dict):
+        _refuse_unknown(where, "`seeds`", values, ("finetuning", "pretraining"))
+        pretraining = values.get("pretraining")
+        return _seed_list(where, "seeds.finetuning", values.get("finetuning")), (
+            None if pretraining is None else _seed_list(where, "seeds.pretraining", pretraining))
+    return _seed_list(where, "seeds", values), None
+
+
+def _seed_list(where: str, key: str, values: Any) -> tuple[int, ...]:
+    if (not isinstance(values, list) or not values or len(set(values)) != len(values)
+            or not all(isinstance(seed, int) and not isinstance(seed, bool) for seed in values)):  # fmt: skip
+        raise AblationConfigError(f"{where}: `{key}` must be a list of distinct integer seeds, e.g. [1, 2, 3].")
+    return tuple(values)
+
+
+def _positive_int(where: str, key: str, value: Any) -> int | None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise AblationConfigError(f"{where}: `{key}` must be a positive integer, not {value!r}.")
+    return value
+
+
+def _check_pretraining_flags(config: AblationConfig) -> None:
+    known = script_flags(PRETRAINING_SCRIPT)
+    _refuse(config.path, "pretraining", config.pretraining, known, PRETRAINING_SCRIPT, RUNNER_FLAGS)
+    for arm, flags in config.arms.items():
+        _refuse(config.path, f"arm {arm!r}", flags, known, PRETRAINING_SCRIPT, RUNNER_FLAGS + SHARED_PRETRAINING_FLAGS)
+    if config.pretraining_seeds is not None and "seed" in config.pretraining:
+        raise AblationConfigError(f"{config.path}: `seeds.pretraining` gives the pretraining seeds; remove `seed` "
+                                  "from the pretraining section.")
+    if config.token_budget is not None and {"max_steps", "num_train_epochs"} & set(config.pretraining):
+        raise AblationConfigError(f"{config.path}: `token_budget` sets the pretraining steps; remove max_steps and "
+                                  "num_train_epochs from the pretraining section, or the token budget.")
+
+
+def _check_task_flags(where: str, task: TaskSpec) -> None:
+    _refuse(where, f"task {task.name!r}", task.flags, script_flags(task.script), task.script,
+            RUNNER_FLAGS + FINETUNING_RUNNER_FLAGS)  # fmt: skip
+    if task.split_by_article is not None:
+        split = task.split_by_article
+        taken = {"train_file", "validation_file", "dataset_name"} & set(task.flags)
+        if (task.script != "run_squad.py" or not isinstance(split, dict) or set(split) != {"file", "train_articles"}
+                or not isinstance(split["train_articles"], int) or split["train_articles"] < 1 or taken):  # fmt: skip
+            raise AblationConfigError(
+                f"{where}: task {task.name!r}: `split_by_article` is for run_squad.py tasks without train_file, "
+                "validation_file or dataset_name, and is {file: SQUAD_JSON, train_articles: N}: the first N articles "
+                "of the file train, the rest evaluate."
+            )
+    from .results import metric_names
+
+    names = metric_names(task)
+    if task.metric is not None and task.metric not in names:
+        raise AblationConfigError(f"{where}: task {task.name!r} has metric {task.metric!r}; {task.script} reports "
+                                  f"{', '.join(names)} for it.")
+
+
+def _refuse(where: str, section: str, flags: dict, known: set[str], script: str, owned: tuple[str, ...]) -> None:
+    unknown = sorted(set(flags) - known)
+    if unknown:
+        hints = [f"--{name}" + (f" (did you mean --{close[0]}?)" if (close := _close_to(name, known)) else "")
+                 for name in unknown]  # fmt: skip
+        raise AblationConfigError(f"{where}: {section} sets {', '.join(hints)}, which {script} does not have "
+                                  f"(`python {script} --help` lists its flags).")
+    taken = sorted(set(flags) & set(owned))
+    if taken:
+        raise AblationConfigError(
+            f"{where}: {section} sets {', '.join(taken)}, which the ablation sets itself: each unit's output folder, "
+            "start and model come from --output_dir, and every arm shares the pretraining section's data and budget "
+            "(same corpus, steps, batch, length, seed) so that the arms are comparable. Remove it from that section."
+        )
+
+
+def _close_to(name: str, known: set[str]) -> list[str]:
+    return difflib.get_close_matches(name, known, 1, cutoff=0.75)

@@ -1,0 +1,281 @@
+"""run_ablation.py: the tiny config's arms end to end on CPU (every arm x task x seed, results.json, results.md,
+the plots), a second run that redoes nothing, an interrupted run that continues, configs that are refused, and the
+shipped configs checked against the scripts' argument parsers."""
+
+import contextlib
+import io
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+import run_ablation
+from conftest import PROJECT_ROOT, TINY_TEXT
+from test_distributed import free_port
+from spanroberta.ablation.config import AblationConfigError, check_values, load_config
+from spanroberta.ablation.units import start_flags
+
+CONFIGS = PROJECT_ROOT / "configs" / "ablations"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def squad_articles(count: int) -> list[dict]:
+    """Articles of TINY_TEXT sentences; each question asks for a word of its sentence."""
+    articles = []
+    for index in range(count):
+        sentences = TINY_TEXT[index * 3 : index * 3 + 3]
+        context = " ".join(sentences)
+        qas = []
+        for number, sentence in enumerate(sentences):
+            answer = sentence.split()[2]
+            qas.append({"id": f"a{index}q{number}", "question": f"What is the third word of '{sentence[:20]}'?",
+                        "answers": [{"text": answer, "answer_start": context.index(answer)}]})  # fmt: skip
+        articles.append({"title": f"article-{index}", "paragraphs": [{"context": context, "qas": qas}]})
+    return articles
+
+
+def write_rte(folder: Path) -> Path:
+    rng = random.Random(0)
+    rte = folder / "RTE"
+    rte.mkdir(parents=True)
+    for name, count in (("train.tsv", 48), ("dev.tsv", 24)):
+        lines = ["index\tsentence1\tsentence2\tlabel"]
+        for index in range(count):
+            first, second = rng.choice(TINY_TEXT), rng.choice(TINY_TEXT)
+            lines.append(f"{index}\t{first}\t{second}\t{'entailment' if first == second else 'not_entailment'}")
+        (rte / name).write_text("\n".join(lines) + "\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tiny_config(tmp_path_factory) -> Path:
+    """configs/ablations/tiny.yaml with its pretraining, arms and seeds, and tasks that read generated files."""
+    folder = tmp_path_factory.mktemp("ablation_data")
+    squad = folder / "squad.json"
+    squad.write_text(json.dumps({"version": "1.1", "data": squad_articles(6)}))
+    config = yaml.safe_load((CONFIGS / "tiny.yaml").read_text())
+    config["tasks"]["squad"]["split_by_article"] = {"file": str(squad), "train_articles": 4}
+    config["tasks"]["rte"]["data_dir"] = str(write_rte(folder / "glue"))
+    path = folder / "tiny.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def run(config: Path, output_dir: Path) -> list[str]:
+    """Runs the ablation; returns its progress lines."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        run_ablation.main([str(config), "--output_dir", str(output_dir)])
+    return [line for line in printed.getvalue().splitlines() if line.startswith("[ablation]")]
+
+
+def result_files(output_dir: Path) -> dict[Path, int]:
+    return {path: path.stat().st_mtime_ns for path in output_dir.rglob("result.json")}
+
+
+@pytest.fixture(scope="module")
+def first_run(tiny_config, tmp_path_factory) -> tuple[Path, list[str]]:
+    output_dir = tmp_path_factory.mktemp("ablation") / "out"
+    return output_dir, run(tiny_config, output_dir)
+
+
+def test_the_tiny_ablation_runs_every_arm_task_and_seed(first_run):
+    output_dir, progress = first_run
+    assert progress[0] == (f"[ablation] 10 units (2 pretraining, 8 fine-tuning): 0 already done in {output_dir}, "
+                           "10 to run.")
+    assert sum(line.startswith("[ablation] unit ") for line in progress) == 10
+    assert "[ablation] unit 10/10: fine-tuning arm token on rte, seed 2 (0 left after it)" in progress
+
+    results = json.loads((output_dir / "results.json").read_text())
+    runs = {(row["arm"], row["task"], row["seed"]) for row in results["finetuning"]}
+    assert runs == {(arm, task, seed) for arm in ("span-sbo", "token") for task in ("squad", "rte") for seed in (1, 2)}
+    assert {row["metric"] for row in results["finetuning"] if row["task"] == "squad"} == {"exact_match", "f1"}
+    assert all(0 <= row["value"] <= 100 for row in results["finetuning"])
+    # RTE's accuracy is a fraction in eval_results.json; results.json has it on the papers' 0-100 scale
+    eval_results = json.loads((output_dir / "finetuning/token/rte/seed-1/model/eval_results.json").read_text())
+    token_rte = [row for row in results["finetuning"] if (row["arm"], row["task"], row["seed"]) == ("token", "rte", 1)]
+    assert token_rte[0]["value"] == pytest.approx(100 * eval_results["eval_accuracy"], abs=1e-3)
+    # a scored fine-tuning keeps its results but not its weights
+    assert not list((output_dir / "finetuning/token/rte/seed-1/model").glob("*.safetensors"))
+
+    table = (output_dir / "results.md").read_text()
+    assert "| arm | squad (f1) | rte (accuracy) |" in table
+    rows = [line for line in table.splitlines() if line.startswith(("| span-sbo |", "| token |"))]
+    assert len(rows) == 4  # the scores table and the pretraining table
+    assert table.count("**") >= 4  # a best arm in each of the two columns
+    for plot in ("pretraining_loss.png", "scores.png"):
+        assert (output_dir / plot).read_bytes().startswith(PNG_MAGIC)
+
+
+def test_the_arms_see_the_same_budget_and_their_compute_differences_are_named(first_run):
+    output_dir, _ = first_run
+    results = json.loads((output_dir / "results.json").read_text())
+    figures = results["pretraining"]
+    assert set(figures) == {"span-sbo", "token"}
+    assert figures["span-sbo"]["token_slots"] == figures["token"]["token_slots"] == 60 * 16 * 64
+    assert "sbo_head" in figures["span-sbo"]["parameters"]["by_part"]
+    assert "sbo_head" not in figures["token"]["parameters"]["by_part"]
+    assert {"loss", "mlm_loss", "sbo_loss"} <= set(figures["span-sbo"]["final_train_losses"])
+    assert any("sbo_head" in line for line in results["compute_differences"])
+
+
+def test_a_second_run_redoes_nothing_and_an_interrupted_one_continues(first_run, tiny_config, tmp_path):
+    output_dir, _ = first_run
+    before = result_files(output_dir)
+    progress = run(tiny_config, output_dir)
+    assert progress[0].endswith(f"10 already done in {output_dir}, 0 to run.")
+    assert not any(line.startswith("[ablation] unit ") for line in progress)
+    assert result_files(output_dir) == before
+
+    # an interrupted run (here: one fine-tuning without its result) continues with that unit only
+    unit = output_dir / "finetuning/token/squad/seed-2"
+    (unit / "result.json").unlink()
+    progress = run(tiny_config, output_dir)
+    assert [line for line in progress if line.startswith("[ablation] unit ")] == [
+        "[ablation] unit 1/1: fine-tuning arm token on squad, seed 2 (0 left after it)"
+    ]
+    after = result_files(output_dir)
+    assert {path for path in after if after[path] != before.get(path)} == {unit / "result.json"}
+    assert json.loads((unit / "result.json").read_text())["start"] == "over the files of an interrupted attempt"
+
+    # the same folder with an arm changed: refused, rather than one table mixing two configs
+    changed = json.loads(tiny_config.read_text())
+    changed["arms"]["token"]["mlm_probability"] = 0.2
+    changed_path = tmp_path / "changed.json"
+    changed_path.write_text(json.dumps(changed))
+    with pytest.raises(SystemExit, match="pretraining arm token that was run with other settings"):
+        run(changed_path, output_dir)
+
+
+BASE = {
+    "pretraining": {"model_size": "tiny", "max_steps": 2},
+    "arms": {"span": {"masking": "span"}, "token": {"masking": "token", "sbo": False}},
+    "tasks": {"rte": {"script": "run_glue.py", "task_name": "rte"}},
+    "seeds": [1],
+}
+
+
+def refused(tmp_path, config, suffix=".json") -> str:
+    path = tmp_path / f"config{suffix}"
+    path.write_text(config if isinstance(config, str) else json.dumps(config))
+    with pytest.raises(SystemExit) as stop:
+        run_ablation.main([str(path), "--output_dir", str(tmp_path / "out")])
+    message = str(stop.value.code)
+    assert message.startswith("run_ablation.py: error: ") and "\n" not in message
+    assert not (tmp_path / "out").exists()
+    return message
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"tasks": {"rte": {"script": "run_qa.py"}}}, "task 'rte' has script 'run_qa.py'; each task needs `script`"),
+        ({"arms": {"span": {"maskng": "span"}}}, "arm 'span' sets --maskng (did you mean --masking?), which "
+                                                 "run_pretraining.py does not have"),
+        ({"tasks": {"rte": {"script": "run_glue.py", "task_name": "rte", "doc_stride": 8}}},
+         "task 'rte' sets --doc_stride, which run_glue.py does not have"),
+        ({"arms": {"span": {"output_dir": "elsewhere"}}}, "arm 'span' sets output_dir, which the ablation sets itself"),
+        ({"arms": {"span": {"max_steps": 5}}}, "arm 'span' sets max_steps, which the ablation sets itself"),
+        ({"tasks": {"rte": {"script": "run_glue.py", "task_name": "rte", "seed": 3}}}, "task 'rte' sets seed"),
+        ({"arms": {"span": {"masking": "nonsense"}}}, "arm 'span': --masking 'nonsense' does not exist"),
+        ({"arms": {"span": {"input_format": "segment-pair"}}}, "arm 'span': --input_format segment-pair builds pairs"),
+        ({"seeds": [1, 1]}, "`seeds` must be a list of distinct integer seeds"),
+        ({"tasks": {"rte": {"script": "run_glue.py", "task_name": "rte", "metric": "f1"}}},
+         "task 'rte' has metric 'f1'; run_glue.py reports accuracy"),
+        ({"token_budget": 1000}, "`token_budget` sets the pretraining steps"),
+        ({"arms": {"bad name": {}}}, "arm name 'bad name' is not a usable folder name"),
+        ({"tasks": {"squad": {"script": "run_squad.py", "split_by_article": {"file": "nowhere.json",
+                                                                           "train_articles": 3}}}},
+         "task 'squad': split_by_article's file nowhere.json does not exist"),
+        ({"tasks": {"rte": {"script": "run_glue.py", "task_name": "rte", "split_by_article": {"file": "x.json",
+                                                                                           "train_articles": 3}}}},
+         "task 'rte': `split_by_article` is for run_squad.py tasks"),
+    ],
+)
+def test_bad_configs_are_refused_in_one_paragraph(tmp_path, change, message):
+    assert message in refused(tmp_path, {**BASE, **change})
+
+
+def test_duplicate_arm_names_are_refused_in_yaml_and_json(tmp_path):
+    text = "pretraining: {}\narms:\n  span: {masking: span}\n  span: {masking: token}\ntasks: {}\nseeds: [1]\n"
+    assert "gives 'span' twice in one mapping" in refused(tmp_path, text, ".yaml")
+    text = '{"pretraining": {}, "arms": {"span": {}, "span": {}}, "tasks": {}, "seeds": [1]}'
+    assert "gives 'span' twice in one mapping" in refused(tmp_path, text, ".json")
+
+
+def test_a_missing_section_is_named(tmp_path):
+    assert "has no `tasks` section" in refused(tmp_path, {key: BASE[key] for key in ("pretraining", "arms", "seeds")})
+
+
+@pytest.mark.parametrize("name", sorted(path.name for path in CONFIGS.glob("*.yaml")))
+def test_the_shipped_configs_match_the_scripts_parsers(name):
+    """Every flag of every shipped config is one its script has, with a value its parser and recipe accept (checked
+    with use_cpu, so that a GPU config's bf16 is accepted on a CPU machine)."""
+    config = load_config(CONFIGS / name)
+    check_values(config, extra={"use_cpu": True})
+    assert len(config.arms) >= 2 and len(config.seeds) >= 2
+
+
+def test_check_values_names_the_arm(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**BASE, "arms": {"ok": {}, "bad": {"mlm_probability": 2.0}}}))
+    with pytest.raises(AblationConfigError, match=re.escape("arm 'bad': --mlm_probability")):
+        check_values(load_config(path))
+
+
+def test_under_accelerate_launch_every_process_trains_each_unit(tmp_path):
+    """2 CPU processes (gloo): each unit is trained by both (the pretraining's real tokens, summed over the
+    processes, fill the token slots of 2 x the per-device batch), and the runner's files are written once."""
+    config = {
+        "pretraining": {
+            "model_size": "tiny", "config_overrides": "num_hidden_layers=1,hidden_size=32,num_attention_heads=2,"
+            "intermediate_size=64", "tokenizer_vocab_size": 400, "max_seq_length": 32, "input_format": "full-sentences",
+            "per_device_train_batch_size": 4, "max_steps": 3, "logging_steps": 1, "save_strategy": "no",
+            "validation_split_percentage": 0, "max_train_samples": 64, "use_cpu": True, "disable_tqdm": True,
+        },
+        "arms": {"span": {"masking": "span"}},
+        "tasks": {"rte": {"script": "run_glue.py", "task_name": "rte", "data_dir": str(write_rte(tmp_path / "glue")),
+                          "max_seq_length": 32, "max_steps": 2, "per_device_train_batch_size": 4,
+                          "save_strategy": "no", "use_cpu": True, "disable_tqdm": True}},
+        "seeds": [1],
+    }  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    output_dir = tmp_path / "out"
+    command = [
+        sys.executable, "-m", "accelerate.commands.launch",
+        "--config_file", str(PROJECT_ROOT / "configs" / "accelerate" / "multi_gpu.yaml"),
+        "--num_processes", "2", "--main_process_port", str(free_port()),
+        str(PROJECT_ROOT / "run_ablation.py"), str(path), "--output_dir", str(output_dir),
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    result = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    progress = [line for line in result.stdout.splitlines() if line.startswith("[ablation] unit ")]
+    assert progress == ["[ablation] unit 1/2: pretraining arm span (1 left after it)",
+                        "[ablation] unit 2/2: fine-tuning arm span on rte, seed 1 (0 left after it)"]  # fmt: skip
+    figures = json.loads((output_dir / "results.json").read_text())["pretraining"]["span"]
+    assert figures["token_slots"] == 3 * 4 * 2 * 32
+    assert figures["real_tokens"] == figures["token_slots"]
+    assert len(json.loads((output_dir / "results.json").read_text())["finetuning"]) == 1
+
+
+def test_an_unfinished_unit_resumes_from_a_complete_checkpoint_or_starts_over_an_attempt(tmp_path):
+    model_dir = tmp_path / "unit" / "model"
+    assert start_flags(tmp_path / "unit") == {}
+    model_dir.mkdir(parents=True)
+    (model_dir / "trainer_state.json").write_text(json.dumps({"global_step": 3}))
+    assert start_flags(tmp_path / "unit") == {"overwrite_output_dir": "true"}
+    checkpoint = model_dir / "checkpoint-2"
+    checkpoint.mkdir()
+    (checkpoint / "trainer_state.json").write_text("{")  # killed while saving: not resumable
+    assert start_flags(tmp_path / "unit") == {"overwrite_output_dir": "true"}
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": 2}))
+    (checkpoint / "model.safetensors").write_bytes(b"")
+    assert start_flags(tmp_path / "unit") == {"resume_from_checkpoint": "true"}
