@@ -24,6 +24,16 @@ def test_a_default_warmup_and_logging_interval_fit_a_short_run(tmp_path):
     assert args.warmup_steps == 10_000 and args.logging_steps == 500
 
 
+def test_evaluation_follows_the_fitted_logging_interval_unless_set(tmp_path):
+    """transformers sets an unset --eval_steps to the logging interval (500): a 200-step run would never evaluate."""
+    args = arguments(tmp_path, max_steps=200, eval_strategy="steps")
+    fit_to_run_length(args, {"max_steps", "eval_strategy"}, None)
+    assert args.logging_steps == args.eval_steps == 10
+    args = arguments(tmp_path, max_steps=200, eval_strategy="steps", eval_steps=50)
+    fit_to_run_length(args, {"max_steps", "eval_strategy", "eval_steps"}, None)
+    assert (args.logging_steps, args.eval_steps) == (10, 50)
+
+
 def test_a_run_given_by_epochs_is_measured_from_its_training_set(tmp_path):
     args = arguments(tmp_path, num_train_epochs=2, per_device_train_batch_size=4, gradient_accumulation_steps=2,
                      warmup_steps=0.5)  # fmt: skip

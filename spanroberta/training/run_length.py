@@ -44,8 +44,19 @@ def fit_to_run_length(args: TrainingArguments, given: Collection[str] | None, tr
     _fit_warmup(args, total, is_default("warmup_steps"))
     _fit_bias_correction(args, args.get_warmup_steps(total), is_default("adam_bias_correction"))
     if is_default("logging_steps") and args.logging_strategy == "steps":
-        interval = args.logging_steps if args.logging_steps >= 1 else math.ceil(total * args.logging_steps)
-        args.logging_steps = min(int(interval), max(1, total // MIN_LOSS_POINTS))
+        _fit_logging(args, total, is_default("eval_steps"))
+
+
+def _fit_logging(args: TrainingArguments, total: int, eval_steps_is_default: bool) -> None:
+    """At least MIN_LOSS_POINTS loss points. An unset --eval_steps, which transformers set to the logging interval,
+    follows the fitted one, so that --eval_strategy steps evaluates a short run too (not under
+    --load_best_model_at_end, whose save and evaluation steps transformers has already checked against each other)."""
+    previous = args.logging_steps
+    interval = previous if previous >= 1 else math.ceil(total * previous)
+    args.logging_steps = min(int(interval), max(1, total // MIN_LOSS_POINTS))
+    inherited = args.eval_strategy == "steps" and args.eval_steps == previous
+    if eval_steps_is_default and inherited and not args.load_best_model_at_end:
+        args.eval_steps = args.logging_steps
 
 
 def _fit_warmup(args: TrainingArguments, total: int, is_default: bool) -> None:
