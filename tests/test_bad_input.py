@@ -106,3 +106,19 @@ def test_a_config_file_with_unknown_keys(tmp_path):
     config.write_text(json.dumps({"output_dir": str(tmp_path / "out"), "learning_rat": 1e-4, "max_step": 3}))
     message = error_of([str(config)], tmp_path)
     assert f"Config file {config} has unknown keys: learning_rat, max_step" in message
+
+
+def test_evaluation_during_training_without_evaluation_data(run_args, tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join(TINY_TEXT[:20]))
+    message = error_of([*run_args, "--train_file", str(corpus), "--eval_strategy", "steps"], tmp_path)
+    assert "--eval_strategy steps evaluates during training, and this run has no evaluation data" in message
+
+
+def test_an_electra_discriminator_without_its_generator(run_args, tmp_path):
+    discriminator = tmp_path / "discriminator"
+    discriminator.mkdir()
+    (discriminator / "config.json").write_text(json.dumps({"model_type": "electra"}))
+    message = error_of([*run_args, "--train_file", "unused.txt", "--recipe", "electra",
+                        "--model_name_or_path", str(discriminator)], tmp_path)  # fmt: skip
+    assert f"{discriminator} has no generator/ folder. Name the generator with --generator_name_or_path" in message

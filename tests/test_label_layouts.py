@@ -147,3 +147,27 @@ def test_the_collators_two_layouts_give_the_same_losses(tiny_tokenizer, encoder)
     model = PRETRAINING[encoder](tiny_config(encoder, tiny_tokenizer, sentence_objective="none")).eval()
     with torch.no_grad():
         assert_same(model(**batches["slots"]), model(**batches["dense"]), ("loss", "mlm_loss", "sbo_loss"))
+
+
+def test_the_pretraining_trainer_evaluates_either_layout_alike(tiny_tokenizer, tmp_path):
+    """PretrainingTrainer.evaluate reads the targets the heads used, so the default (dense) collator works too."""
+    from transformers import TrainingArguments
+
+    from spanroberta.training.trainer import PretrainingTrainer
+
+    examples = [{"input_ids": tiny_tokenizer(text)["input_ids"]} for text in TINY_TEXT[:12]]
+    torch.manual_seed(0)
+    model = SpanRobertaForPreTraining(tiny_config("spanroberta", tiny_tokenizer, sentence_objective="none"))
+    metrics = {}
+    for layout in ("slots", "dense"):
+        collator = DataCollatorForSpanMasking(
+            tiny_tokenizer, label_layout=layout, return_sbo_targets=layout == "slots", mlm_probability=0.3,
+            max_span_targets=MAX_SPAN_TARGETS, seed=3,
+        )  # fmt: skip
+        args = TrainingArguments(output_dir=str(tmp_path / layout), report_to="none", use_cpu=True,
+                                 per_device_eval_batch_size=4, remove_unused_columns=False)  # fmt: skip
+        trainer = PretrainingTrainer(model=model, args=args, data_collator=collator)
+        metrics[layout] = trainer.evaluate(examples)
+    assert metrics["dense"]["eval_sbo_accuracy"] is not None
+    for name in ("eval_loss", "eval_mlm_loss", "eval_mlm_accuracy", "eval_sbo_loss", "eval_sbo_accuracy"):
+        assert metrics["dense"][name] == pytest.approx(metrics["slots"][name], rel=1e-5), name

@@ -28,7 +28,7 @@ def test_evaluation_follows_the_fitted_logging_interval_unless_set(tmp_path):
     """transformers sets an unset --eval_steps to the logging interval (500): a 200-step run would never evaluate."""
     args = arguments(tmp_path, max_steps=200, eval_strategy="steps")
     fit_to_run_length(args, {"max_steps", "eval_strategy"}, None)
-    assert args.logging_steps == args.eval_steps == 10
+    assert (args.logging_steps, args.eval_steps) == (10, 20)  # 20 loss points, 10 evaluations
     args = arguments(tmp_path, max_steps=200, eval_strategy="steps", eval_steps=50)
     fit_to_run_length(args, {"max_steps", "eval_strategy", "eval_steps"}, None)
     assert (args.logging_steps, args.eval_steps) == (10, 50)

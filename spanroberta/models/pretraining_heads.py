@@ -72,9 +72,11 @@ class SpanRobertaForPreTrainingOutput(ModelOutput):
     Losses are the means over the predicted tokens (or sequences) of the batch; under gradient accumulation
     they are that micro-batch's share of the mean over the whole accumulated batch.
 
-    mlm_logits / sbo_logits (`[batch, slots, vocab]`): one row per prediction slot, aligned with `labels`; slots
-    whose label (MLM) or `sbo_relative_positions` (SBO) is -100 hold no target. With labels in transformers'
+    mlm_logits / sbo_logits (`[batch, slots, vocab]`): one row per prediction slot, aligned with `mlm_labels`;
+    slots whose label (MLM) or `sbo_relative_positions` (SBO) is -100 hold no target. With labels in transformers'
     layout (`[batch, length]`), the slots are each row's labelled positions in increasing order.
+    mlm_labels, sbo_relative_positions (`[batch, slots]`): the targets of those slots, as the heads read them (the
+    input's in the slot layout, laid out in slots from dense labels otherwise), for evaluation.
     """
 
     loss: torch.Tensor | None = None
@@ -87,6 +89,8 @@ class SpanRobertaForPreTrainingOutput(ModelOutput):
     sentence_logits: torch.Tensor | None = None
     hidden_states: tuple[torch.Tensor, ...] | None = None
     attentions: tuple[torch.Tensor, ...] | None = None
+    mlm_labels: torch.Tensor | None = None
+    sbo_relative_positions: torch.Tensor | None = None
 
 
 @normalises_loss_by_item_counts
@@ -149,8 +153,9 @@ class SpanPreTrainingMixin:
         # Without a global count of their own, the other heads' losses weigh in by this batch's share of MLM targets.
         mlm_counts = ((labels != IGNORE_INDEX).sum(), num_items_in_batch)
         result.mlm_logits, result.mlm_loss = self._mlm_loss(states["mlm"], labels, mlm_counts)  # [batch, slots, V]
-        losses = [result.mlm_loss]
+        result.mlm_labels, losses = labels, [result.mlm_loss]
         if with_sbo:
+            result.sbo_relative_positions = sbo.relative
             result.sbo_logits, result.sbo_loss = self._sbo_loss(  # [batch, slots, V]
                 states["sbo_left"], states["sbo_right"], sbo.relative, labels, num_sbo_items_in_batch, mlm_counts
             )

@@ -103,10 +103,11 @@ class MaskedLanguageModeling(PretrainingObjective):
         self, sums: dict[str, torch.Tensor], inputs: dict[str, torch.Tensor], outputs: Any, config: PretrainedConfig
     ) -> None:
         """MLM and SBO over every predicted token, the sentence head over every labelled pair."""
-        labels = inputs["labels"]
+        # The targets as the heads read them, in slots whatever the input's label layout.
+        labels = outputs.mlm_labels
         accumulate_masked_lm(sums, labels, outputs.mlm_logits)
         if outputs.sbo_logits is not None:
-            is_target = inputs["sbo_relative_positions"] != IGNORE_INDEX
+            is_target = outputs.sbo_relative_positions != IGNORE_INDEX
             accumulate_classification(sums, "sbo", outputs.sbo_logits[is_target], labels[is_target])
         sentence_label_name = SENTENCE_LABELS.get(config.sentence_objective)
         if sentence_label_name in inputs:

@@ -49,6 +49,13 @@ class ReplacedTokenDetection(PretrainingObjective):
                 "--recipe electra trains an ELECTRA generator and discriminator, without SBO, sentence-level heads "
                 "or ALBERT's cross-layer sharing; drop --sbo, --sentence_objective and --cross_layer_sharing."
             )
+        discriminator = model_args.model_name_or_path
+        if discriminator and not model_args.generator_name_or_path and not _has_generator_folder(discriminator):
+            raise UserInputError(
+                f"--recipe electra continues a discriminator and its generator, and {discriminator} has no "
+                f"{GENERATOR_FOLDER}/ folder. Name the generator with --generator_name_or_path (for Google's "
+                "google/electra-base-discriminator: google/electra-base-generator)."
+            )
 
     def build_config(self, model_args: Any, recipe: ResolvedRecipe, tokenizer: PreTrainedTokenizerBase) -> ElectraConfig:
         """The discriminator's config (with `rtd_loss_weight` and `generator_size`): Google's from
@@ -147,3 +154,9 @@ class ReplacedTokenDetection(PretrainingObjective):
             "it\nwith `ElectraForSequenceClassification`, `ElectraForQuestionAnswering`, ...), `generator/` the "
             "generator\n(`ElectraForMaskedLM`, for `pipeline(\"fill-mask\")`)."
         )
+
+
+def _has_generator_folder(discriminator: str) -> bool:
+    """Whether a local discriminator folder holds its generator (a Hub id's is looked up when it loads)."""
+    folder = Path(discriminator)
+    return not folder.is_dir() or (folder / GENERATOR_FOLDER / "config.json").is_file()

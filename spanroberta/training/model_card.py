@@ -61,7 +61,7 @@ def write_model_card(
         model_type=type(config).model_type,
         encoder_shape=_albert_shape(config),
         max_seq_length=data_args.max_seq_length,
-        data=data_args.dataset_name or data_args.train_file,
+        data=data_args.dataset_name or data_args.train_file or f"prepared data in {data_args.prepared_data_dir}",
         steps=trainer.state.global_step,
         metrics="\n".join(["| metric | value |", "|---|---|", *eval_lines]) if eval_lines else "",
         usage=objective.model_card_usage(config),

@@ -13,6 +13,7 @@ from collections.abc import Collection
 
 import datasets
 import transformers
+from torch.utils.data import Dataset
 from transformers import PretrainedConfig, PreTrainedTokenizerBase, set_seed
 
 from ..data.collator import DataCollatorForSpanMasking
@@ -21,8 +22,8 @@ from ..data.sources import load_pretraining_data
 from ..errors import UserInputError
 from ..models.configuration_spanroberta import first_position_id
 from ..objectives import PretrainingObjective, ResolvedRecipe, get_objective, resolve_recipe
-from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from ..objectives.checkpoint_loading import without_packing_where_unsupported
+from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from .checkpoints import resume_checkpoint
 from .cli import apply_defaults
 from .distributed import drop_unused_weight_conversions
@@ -45,7 +46,6 @@ DEMO_SETTINGS = {
     "max_steps": 300,
     "learning_rate": 1e-3,
     "warmup_steps": 30,
-    "logging_steps": 25,
     "save_steps": 300,
     "eval_strategy": "no",
     "output_dir": "spanroberta-demo",
@@ -111,9 +111,9 @@ def run_pretraining(
     # Masking, laid out in the objective's prediction slots.
     collator = _span_masking_collator(data.tokenizer, model.config, recipe, objective, data_args, training_args)
 
-    # Warm-up, Adam's bias correction and logging fitted to the run's length; before the Trainer, which builds
-    # its optimiser from the arguments.
+    # Warm-up, bias correction and logging fitted to the run, before the Trainer builds its optimiser from them.
     fit_to_run_length(training_args, given, data.train)
+    _check_evaluation_data(data.eval, training_args)
     trainer = PretrainingTrainer(
         model=model,
         args=training_args,
@@ -132,6 +132,16 @@ def run_pretraining(
     if training_args.push_to_hub:
         trainer.push_to_hub()
     return trainer
+
+
+def _check_evaluation_data(eval_dataset: Dataset | None, training_args: PretrainingArguments) -> None:
+    """Evaluation during training needs evaluation data; said before training rather than by the Trainer's error."""
+    if eval_dataset is None and training_args.eval_strategy != "no":
+        raise UserInputError(
+            f"--eval_strategy {training_args.eval_strategy.value} evaluates during training, and this run has no evaluation "
+            "data. Give --validation_file (streaming mode evaluates only on it) or --validation_split_percentage "
+            "above 0, or use --eval_strategy no."
+        )
 
 
 def _build_config(

@@ -23,6 +23,8 @@ logger = logging.getLogger(__name__)
 MAX_DEFAULT_WARMUP_SHARE = 0.1
 # A run of this many steps or more logs its loss at least this many times by default.
 MIN_LOSS_POINTS = 20
+# Evaluations a run gets when --eval_strategy steps is given without --eval_steps.
+EVALUATIONS = 10
 
 
 def fit_to_run_length(args: TrainingArguments, given: Collection[str] | None, train_dataset: object) -> None:
@@ -49,14 +51,14 @@ def fit_to_run_length(args: TrainingArguments, given: Collection[str] | None, tr
 
 def _fit_logging(args: TrainingArguments, total: int, eval_steps_is_default: bool) -> None:
     """At least MIN_LOSS_POINTS loss points. An unset --eval_steps, which transformers set to the logging interval,
-    follows the fitted one, so that --eval_strategy steps evaluates a short run too (not under
+    is fitted too, to EVALUATIONS evaluations a run, so that --eval_strategy steps evaluates a short run (not under
     --load_best_model_at_end, whose save and evaluation steps transformers has already checked against each other)."""
     previous = args.logging_steps
     interval = previous if previous >= 1 else math.ceil(total * previous)
     args.logging_steps = min(int(interval), max(1, total // MIN_LOSS_POINTS))
     inherited = args.eval_strategy == "steps" and args.eval_steps == previous
     if eval_steps_is_default and inherited and not args.load_best_model_at_end:
-        args.eval_steps = args.logging_steps
+        args.eval_steps = min(int(interval), max(1, total // EVALUATIONS))
 
 
 def _fit_warmup(args: TrainingArguments, total: int, is_default: bool) -> None:
