@@ -7,7 +7,7 @@ import pytest
 import run_glue
 import run_pretraining
 import torch
-from conftest import TINY_TEXT, shared_data
+from conftest import PROJECT_ROOT, TINY_TEXT, shared_data
 from safetensors.torch import load_file
 from transformers import (
     AutoTokenizer,
@@ -543,3 +543,19 @@ def test_embedding_size_sets_the_shared_embeddings_and_albert_sharing_is_refused
     )
     with pytest.raises(UserInputError, match="cross_layer_sharing"):
         resolve_recipe(model_args, data_args)
+
+
+def test_adam_without_bias_correction_is_refused_under_a_deepspeed_optimizer(tmp_path):
+    """DeepSpeed builds the optimiser its config names and would silently replace ELECTRA's uncorrected Adam."""
+    from spanroberta.errors import UserInputError
+    from spanroberta.training.optimizers import AdamWithoutBiasCorrection, trainer_optimizer
+
+    args = PretrainingArguments(output_dir=str(tmp_path), report_to="none", use_cpu=True, adam_bias_correction=False)
+    assert trainer_optimizer(args)[0] is AdamWithoutBiasCorrection
+    config = json.loads((PROJECT_ROOT / "configs" / "deepspeed" / "zero2.json").read_text())
+    assert "optimizer" in config
+    args.hf_deepspeed_config = type("HfDeepSpeedConfig", (), {"config": config})()  # what --deepspeed sets
+    with pytest.raises(UserInputError, match="names its own optimizer"):
+        trainer_optimizer(args)
+    del config["optimizer"]
+    assert trainer_optimizer(args)[0] is AdamWithoutBiasCorrection

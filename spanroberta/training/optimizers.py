@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import torch
 
+from ..errors import UserInputError
+
 
 class AdamWithoutBiasCorrection(torch.optim.Optimizer):
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6,
@@ -52,6 +54,15 @@ def trainer_optimizer(training_args) -> tuple[type, dict] | None:
     the parameter groups (no weight decay on biases and LayerNorm weights) and the schedule."""
     if getattr(training_args, "adam_bias_correction", None) is not False:
         return None
+    deepspeed_config = getattr(training_args, "hf_deepspeed_config", None)
+    if deepspeed_config is not None and "optimizer" in deepspeed_config.config:
+        # DeepSpeed builds the optimiser its config names and would ignore this one without a word.
+        raise UserInputError(
+            "--adam_bias_correction false (the electra recipe's default: Adam without bias correction) cannot run "
+            "under a DeepSpeed config that names its own optimizer, which DeepSpeed would use instead. Remove the "
+            "\"optimizer\" section from the DeepSpeed config (the Trainer's optimiser is then used), or pass "
+            "--adam_bias_correction true."
+        )
     kwargs = {
         "lr": training_args.learning_rate,
         "betas": (training_args.adam_beta1, training_args.adam_beta2),
