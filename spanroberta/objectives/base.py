@@ -40,10 +40,14 @@ class PretrainingObjective:
     def check(self, recipe: ResolvedRecipe, model_args: Any) -> None:
         """Raises UserInputError for settings the objective cannot train."""
 
-    def build_config(self, model_args: Any, recipe: ResolvedRecipe, tokenizer: PreTrainedTokenizerBase) -> PretrainedConfig:
+    def build_config(
+        self, model_args: Any, recipe: ResolvedRecipe, tokenizer: PreTrainedTokenizerBase
+    ) -> PretrainedConfig:
         raise NotImplementedError
 
-    def build_model(self, model_args: Any, config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel:
+    def build_model(
+        self, model_args: Any, config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase
+    ) -> PreTrainedModel:
         raise NotImplementedError
 
     def collator_settings(self, recipe: ResolvedRecipe, config: PretrainedConfig) -> dict[str, Any]:

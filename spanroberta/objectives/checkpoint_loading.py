@@ -50,7 +50,9 @@ OBJECTIVE_HEADS = {
     "spanalbert": (SBO_PREFIX, "sop_classifier.", "albert.pooler."),
 }
 # Model types that continue through another recipe, and what to say about them.
-OTHER_RECIPES = {"electra": "ELECTRA checkpoints continue with --recipe electra (discriminator and generator together)."}
+OTHER_RECIPES = {
+    "electra": "ELECTRA checkpoints continue with --recipe electra (discriminator and generator together).",
+}
 # How many missing names a refusal lists.
 MISSING_NAMES_SHOWN = 5
 

@@ -45,7 +45,9 @@ _ENCODER_NOTES = {
 
 
 class MaskedLanguageModeling(PretrainingObjective):
-    def build_config(self, model_args: Any, recipe: ResolvedRecipe, tokenizer: PreTrainedTokenizerBase) -> PretrainedConfig:
+    def build_config(
+        self, model_args: Any, recipe: ResolvedRecipe, tokenizer: PreTrainedTokenizerBase
+    ) -> PretrainedConfig:
         """The encoder's config: the checkpoint's (a RoBERTa or ALBERT checkpoint's becomes a spanroberta or
         SpanALBERT one: its encoder and MLM head load, the SBO head and a sentence head it lacks start fresh),
         else the recipe's encoder at --model_size."""
@@ -79,7 +81,9 @@ class MaskedLanguageModeling(PretrainingObjective):
             **encoder_settings,  # given only for an ALBERT encoder (resolve_recipe)
         )
 
-    def build_model(self, model_args: Any, config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel:
+    def build_model(
+        self, model_args: Any, config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase
+    ) -> PreTrainedModel:
         """SpanRobertaForPreTraining, SpanAlbertForPreTraining or a stock class with the SBO head: from the
         checkpoint (refused unless every weight but the objective's new heads loaded), else freshly initialised."""
         if type(config).model_type in ENCODER_FAMILIES:
@@ -151,8 +155,8 @@ class MaskedLanguageModeling(PretrainingObjective):
                 "`run_pretraining.py --model_name_or_path` continuation loads back."
             )
         return (
-            f"{_ENCODER_NOTES[type(config).model_type]} With spanroberta installed, `import spanroberta` and use the Auto "
-            "classes;\nwithout it, pass `trust_remote_code=True`."
+            f"{_ENCODER_NOTES[type(config).model_type]} With spanroberta installed, `import spanroberta` and use the "
+            "Auto classes;\nwithout it, pass `trust_remote_code=True`."
         )
 
 

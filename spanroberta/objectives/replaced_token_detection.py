@@ -57,7 +57,9 @@ class ReplacedTokenDetection(PretrainingObjective):
                 "google/electra-base-discriminator: google/electra-base-generator)."
             )
 
-    def build_config(self, model_args: Any, recipe: ResolvedRecipe, tokenizer: PreTrainedTokenizerBase) -> ElectraConfig:
+    def build_config(
+        self, model_args: Any, recipe: ResolvedRecipe, tokenizer: PreTrainedTokenizerBase
+    ) -> ElectraConfig:
         """The discriminator's config (with `rtd_loss_weight` and `generator_size`): Google's from
         --model_name_or_path, else ELECTRA's shape for --model_size."""
         if model_args.model_name_or_path:

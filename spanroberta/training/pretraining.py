@@ -138,9 +138,9 @@ def _check_evaluation_data(eval_dataset: Dataset | None, training_args: Pretrain
     """Evaluation during training needs evaluation data; said before training rather than by the Trainer's error."""
     if eval_dataset is None and training_args.eval_strategy != "no":
         raise UserInputError(
-            f"--eval_strategy {training_args.eval_strategy.value} evaluates during training, and this run has no evaluation "
-            "data. Give --validation_file (streaming mode evaluates only on it) or --validation_split_percentage "
-            "above 0, or use --eval_strategy no."
+            f"--eval_strategy {training_args.eval_strategy.value} evaluates during training, and this run has no "
+            "evaluation data. Give --validation_file (streaming mode evaluates only on it) or "
+            "--validation_split_percentage above 0, or use --eval_strategy no."
         )
 
 

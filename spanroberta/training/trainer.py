@@ -156,7 +156,8 @@ class PretrainingTrainer(Trainer):
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model=None) -> None:
         # A model saved in a layout of its objective's (ELECTRA's two checkpoints) is loaded by the objective.
-        if self._engine_loads_checkpoints() or not self.objective.load_checkpoint(model or self.model, resume_from_checkpoint):
+        model = model or self.model
+        if self._engine_loads_checkpoints() or not self.objective.load_checkpoint(model, resume_from_checkpoint):
             super()._load_from_checkpoint(resume_from_checkpoint, model)
 
     def _load_best_model(self) -> None:
