@@ -241,6 +241,21 @@ def test_recipe_resolves_to_token_masking_85_15_and_electra_defaults():
     assert resolve_recipe(model_args, data_args).masking == "span" and training_args.learning_rate == 1e-4
 
 
+def test_the_electra_batch_counts_the_processes_the_launcher_started(monkeypatch):
+    """Under DeepSpeed on CPU processes the Trainer's world is set up after the defaults: the launcher's count
+    makes Table 6's batch of 256 the global one. (The count itself, read from WORLD_SIZE, is not set here: that
+    would set up this test process's distributed state; test_distributed.py launches real processes.)"""
+    from spanroberta.objectives import replaced_token_detection
+
+    monkeypatch.setattr(replaced_token_detection, "launched_processes", lambda: 2)
+    (model_args, data_args, training_args), given = parse_arguments(
+        ARGUMENT_TYPES, ["--output_dir", "x", "--train_file", "c.txt", "--recipe", "electra", "--model_size", "base",
+                         "--per_device_train_batch_size", "32"]
+    )  # fmt: skip
+    model_args, data_args, training_args = apply_demo_settings(model_args, data_args, training_args, given)
+    assert training_args.gradient_accumulation_steps == 4  # 2 processes x 32 x 4 = 256
+
+
 # --- run_pretraining.py --recipe electra ------------------------------------------------------------------------
 
 

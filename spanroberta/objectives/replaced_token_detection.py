@@ -20,6 +20,7 @@ from ..models.modeling_electra_pretraining import (
     generator_config,
 )
 from ..training.cli import apply_defaults
+from ..training.distributed import launched_processes
 from ..training.recipes import ELECTRA_SIZES
 from .base import PretrainingObjective, ResolvedRecipe, accumulate_masked_lm, zero_sums
 from .checkpoint_loading import check_loading_report, hub_kwargs
@@ -39,7 +40,9 @@ class ReplacedTokenDetection(PretrainingObjective):
         if size.learning_rate is not None:
             defaults["learning_rate"] = size.learning_rate
         if size.batch_size is not None:
-            per_step = training_args.per_device_train_batch_size * max(training_args.world_size, 1)
+            # The launcher's count: under DeepSpeed on CPU processes the world is set up after the defaults.
+            processes = max(training_args.world_size, launched_processes())
+            per_step = training_args.per_device_train_batch_size * processes
             defaults["gradient_accumulation_steps"] = max(1, math.ceil(size.batch_size / per_step))
         return apply_defaults(arguments, defaults, given)
 
