@@ -31,7 +31,7 @@ import datasets
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
-from ..errors import UserInputError
+from ..errors import UserInputError, require_package
 from .masking import INSIDE_UNIT, OUTSIDE_UNIT, UNIT_START, word_start_table
 
 logger = logging.getLogger(__name__)
@@ -162,14 +162,12 @@ def _overlapping_span(offsets: np.ndarray, spans: np.ndarray) -> np.ndarray:
 
 def load_spacy_pipeline(spacy_model: str, scheme: str):
     """`spacy.load(spacy_model)`, with a one-paragraph error saying what to install when it cannot be loaded."""
-    try:
-        import spacy
-    except ImportError:
-        raise UserInputError(
-            f"--masking {scheme} finds its spans with spaCy, which is not installed. Install it with "
-            "`pip install spanroberta[spacy]` (or `pip install spacy`), then an English pipeline, e.g. "
-            "`python -m spacy download en_core_web_sm`, and pass --spacy_model en_core_web_sm."
-        ) from None
+    require_package(
+        "spacy", f"--masking {scheme}", install="`pip install spanroberta[spacy]` (or `pip install spacy`), then an "
+        "English pipeline, e.g. `python -m spacy download en_core_web_sm`, passed as --spacy_model en_core_web_sm",
+    )  # fmt: skip
+    import spacy
+
     try:
         nlp = spacy.load(spacy_model)
     except OSError as error:
