@@ -23,6 +23,7 @@ from torch.utils.data import Dataset
 from transformers import AutoTokenizer, PretrainedConfig, PreTrainedTokenizerBase
 
 from ..errors import UserInputError
+from ..hub import hub_kwargs
 from . import prepared
 from .corpus import iter_documents, load_documents
 from .formats import PAIR_FORMATS, block_builder, prepare_blocks
@@ -139,9 +140,8 @@ def load_tokenizer(model_args: PretrainingModelArguments) -> PreTrainedTokenizer
     if not name:
         return None
     tokenizer = AutoTokenizer.from_pretrained(
-        name, cache_dir=model_args.cache_dir, trust_remote_code=model_args.trust_remote_code,
-        revision=model_args.model_revision, token=model_args.token,
-    )  # fmt: skip
+        name, trust_remote_code=model_args.trust_remote_code, **hub_kwargs(model_args)
+    )
     if tokenizer.mask_token is None:
         raise UserInputError(
             f"The tokenizer {name} has no mask token, so it cannot be used for masked-LM pretraining. Give a "

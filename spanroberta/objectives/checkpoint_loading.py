@@ -30,6 +30,7 @@ from transformers import (
 from transformers.utils import cached_file
 
 from ..errors import UserInputError
+from ..hub import hub_kwargs
 from ..models.modeling_any_encoder import (
     ENCODER_FAMILIES,
     SBO_HEAD_FILE,
@@ -55,11 +56,6 @@ OTHER_RECIPES = {
 }
 # How many missing names a refusal lists.
 MISSING_NAMES_SHOWN = 5
-
-
-def hub_kwargs(model_args: Any) -> dict[str, Any]:
-    """The Hub settings of a run's model arguments, for `from_pretrained`."""
-    return {"cache_dir": model_args.cache_dir, "revision": model_args.model_revision, "token": model_args.token}
 
 
 def checkpoint_model_type(source: str, model_args: Any) -> str | None:

@@ -18,6 +18,7 @@ from transformers import (
 )
 
 from ..errors import UserInputError
+from ..hub import hub_kwargs
 from ..models.configuration_span_albert import SpanAlbertConfig
 from ..models.configuration_spanroberta import SENTENCE_LABELS, SpanRobertaConfig
 from ..models.conventions import IGNORE_INDEX
@@ -27,7 +28,6 @@ from .base import PretrainingObjective, ResolvedRecipe, accumulate_classificatio
 from .checkpoint_loading import (
     any_encoder_config,
     checkpoint_encoder,
-    hub_kwargs,
     load_any_encoder,
     load_checked,
 )

@@ -14,6 +14,7 @@ import torch
 from transformers import ElectraConfig, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase, Trainer
 
 from ..errors import UserInputError
+from ..hub import hub_kwargs
 from ..models.modeling_electra_pretraining import (
     GENERATOR_FOLDER,
     ElectraForReplacedTokenDetection,
@@ -23,7 +24,7 @@ from ..training.cli import apply_defaults
 from ..training.distributed import launched_processes
 from ..training.recipes import ELECTRA_SIZES
 from .base import PretrainingObjective, ResolvedRecipe, accumulate_masked_lm, zero_sums
-from .checkpoint_loading import check_loading_report, hub_kwargs
+from .checkpoint_loading import check_loading_report
 
 # Sums over the real tokens of the evaluation set; the generator's MLM sums are the masked-LM objective's.
 DETECTION_SUMS = ("rtd_loss", "rtd_correct", "rtd_count", "rtd_true_positive", "rtd_predicted", "rtd_replaced")

@@ -12,6 +12,7 @@ import datasets
 from transformers import AutoConfig, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainingArguments
 
 from ..errors import UserInputError
+from ..hub import hub_kwargs
 from ..models.conventions import returns_mean_loss
 from .checkpoints import resume_checkpoint
 from .distributed import drop_unused_weight_conversions
@@ -91,12 +92,12 @@ def load_config_and_tokenizer(
     model_args: ModelArguments, **config_overrides: Any
 ) -> tuple[Any, PreTrainedTokenizerBase]:
     """Loads the config (with task-specific overrides such as num_labels) and the tokenizer."""
-    hub_kwargs = _hub_kwargs(model_args)
+    hub_settings = _hub_kwargs(model_args)
     config_source = model_args.config_name or model_args.model_name_or_path
     tokenizer_source = model_args.tokenizer_name or model_args.model_name_or_path
     try:
-        config = AutoConfig.from_pretrained(config_source, **config_overrides, **hub_kwargs)
-        tokenizer = AutoTokenizer.from_pretrained(tokenizer_source, **hub_kwargs)
+        config = AutoConfig.from_pretrained(config_source, **config_overrides, **hub_settings)
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_source, **hub_settings)
     # What check_run cannot see before a download: a Hub id that does not exist, no network, no access.
     except OSError as error:
         raise UserInputError(f"Could not load {config_source} or {tokenizer_source}: {error}") from None
@@ -144,9 +145,4 @@ def publish(trainer: Trainer, model_card: dict[str, Any]) -> None:
 
 
 def _hub_kwargs(model_args: ModelArguments) -> dict[str, Any]:
-    return {
-        "cache_dir": model_args.cache_dir,
-        "revision": model_args.model_revision,
-        "token": model_args.token,
-        "trust_remote_code": model_args.trust_remote_code,
-    }
+    return {**hub_kwargs(model_args), "trust_remote_code": model_args.trust_remote_code}
