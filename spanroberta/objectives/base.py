@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,9 +30,9 @@ class ResolvedRecipe:
     random_replace_prob: float = 0.1
 
 
-class PretrainingObjective:
-    """The questions the pretraining run and `PretrainingTrainer` ask an objective. The defaults are the plain ones;
-    an objective overrides what it does differently."""
+class PretrainingObjective(ABC):
+    """The questions the pretraining run and `PretrainingTrainer` ask an objective. The abstract ones every
+    objective answers; the others have the plain answer, which an objective overrides where it differs."""
 
     def apply_defaults(self, arguments: tuple, given: set[str]) -> tuple:
         """(model, data, training) arguments with the objective's defaults for the flags not in `given`."""
@@ -40,15 +41,17 @@ class PretrainingObjective:
     def check(self, recipe: ResolvedRecipe, model_args: Any) -> None:
         """Raises UserInputError for settings the objective cannot train."""
 
+    @abstractmethod
     def build_config(
         self, model_args: Any, recipe: ResolvedRecipe, tokenizer: PreTrainedTokenizerBase
     ) -> PretrainedConfig:
-        raise NotImplementedError
+        """The model's config: the checkpoint's, else built for --model_size and the tokenizer."""
 
+    @abstractmethod
     def build_model(
         self, model_args: Any, config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase
     ) -> PreTrainedModel:
-        raise NotImplementedError
+        """The pretraining model of `config`: from --model_name_or_path, else freshly initialised."""
 
     def collator_settings(self, recipe: ResolvedRecipe, config: PretrainedConfig) -> dict[str, Any]:
         """The `DataCollatorForSpanMasking` arguments the objective decides."""
@@ -56,16 +59,19 @@ class PretrainingObjective:
 
     # Evaluation: sums over the evaluation set, reduced over processes, then turned into metrics.
 
+    @abstractmethod
     def evaluation_sums(self, config: PretrainedConfig, device: torch.device) -> dict[str, torch.Tensor]:
-        raise NotImplementedError
+        """Zeroed sums, on `device`, that `accumulate` adds an evaluation batch to."""
 
+    @abstractmethod
     def accumulate(
         self, sums: dict[str, torch.Tensor], inputs: dict[str, torch.Tensor], outputs: Any, config: PretrainedConfig
     ) -> None:
-        raise NotImplementedError
+        """Adds a batch's sums (from the model's `outputs` on `inputs`) to `sums`."""
 
+    @abstractmethod
     def evaluation_metrics(self, totals: dict[str, float], model: PreTrainedModel) -> dict[str, float]:
-        raise NotImplementedError
+        """The metrics of the whole evaluation set from the sums over every process."""
 
     # Saving and loading beyond transformers' single checkpoint.
 
@@ -80,8 +86,9 @@ class PretrainingObjective:
         """The folder `pipeline("fill-mask")` loads."""
         return output_dir
 
+    @abstractmethod
     def model_card_usage(self, config: PretrainedConfig) -> str:
-        raise NotImplementedError
+        """How to use the saved model, for its model card."""
 
 
 def accumulate_classification(
