@@ -1,0 +1,117 @@
+"""Raw result records: every figure the project reports is a value in one of these JSON files.
+
+A record says what was run and where: the command line, the git commit (and whether the tree had uncommitted
+changes), the date, the machine (CPU model, logical CPUs, GPU), the package versions, the settings, and every measured
+value. Benchmarks and ablations write one per run under `benchmarks/results/<benchmark>/`; the tables of
+benchmarks/RESULTS.md and benchmarks/ABLATIONS.md are generated from them (`python benchmarks/make_tables.py`), so a
+table never holds a number that no record holds.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+RECORD_VERSION = 1
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+_PACKAGES = ("torch", "transformers", "datasets", "tokenizers", "accelerate", "deepspeed", "numpy")
+
+
+def _git(*args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", *args], capture_output=True, text=True, check=True,
+                              cwd=Path(__file__).resolve().parent)  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return done.stdout.strip()
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _gpu() -> str | None:
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}"
+    except ImportError:
+        pass
+    return None
+
+
+def provenance() -> dict[str, Any]:
+    """Where and with what a measurement ran: command, commit, date, machine and package versions."""
+    packages = {"python": platform.python_version()}
+    for name in _PACKAGES:
+        try:
+            packages[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return {
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "git_commit": _git("rev-parse", "HEAD"),
+        "git_dirty": bool(status) if status is not None else None,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": {"cpu": _cpu_model(), "logical_cpus": os.cpu_count(), "gpu": _gpu(), "system": platform.system()},
+        "packages": packages,
+    }
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "run"
+
+
+def write_record(
+    benchmark: str,
+    settings: dict[str, Any],
+    results: dict[str, Any],
+    *,
+    name: str | None = None,
+    results_dir: str | Path | None = None,
+) -> Path:
+    """Writes one raw record to `<results_dir>/<benchmark>/<UTC time>-<name>.json` and returns its path.
+
+    `settings` are the inputs that define the measurement (model size, steps, data split, seeds, ...);
+    `results` every measured value, unrounded. Values must be JSON-serialisable.
+    """
+    record = {"record_version": RECORD_VERSION, "benchmark": benchmark, **provenance(),
+              "settings": settings, "results": results}  # fmt: skip
+    folder = Path(results_dir) if results_dir is not None else RESULTS_DIR
+    folder = folder / _slug(benchmark)
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    path = folder / f"{stamp}-{_slug(name or benchmark)}.json"
+    counter = 1
+    while path.exists():  # two records in the same second never overwrite each other
+        counter += 1
+        path = folder / f"{stamp}-{_slug(name or benchmark)}-{counter}.json"
+    path.write_text(json.dumps(record, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    return path
+
+
+def read_records(benchmark: str, results_dir: str | Path | None = None) -> list[dict[str, Any]]:
+    """Every record of `benchmark`, oldest first (file names start with the UTC time), each with its `path`."""
+    folder = (Path(results_dir) if results_dir is not None else RESULTS_DIR) / _slug(benchmark)
+    found = []
+    for path in sorted(folder.glob("*.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        record["path"] = path
+        found.append(record)
+    return found
