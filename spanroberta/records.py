@@ -88,6 +88,8 @@ def write_record(
 ) -> Path:
     """Writes one raw record to `<results_dir>/<benchmark>/<UTC time>-<name>.json` and returns its path.
 
+    The default `results_dir` is benchmarks/results/ of the checkout spanroberta is imported from.
+
     `settings` are the inputs that define the measurement (model size, steps, data split, seeds, ...);
     `results` every measured value, unrounded. Values must be JSON-serialisable.
     """
@@ -96,12 +98,11 @@ def write_record(
     folder = Path(results_dir) if results_dir is not None else RESULTS_DIR
     folder = folder / _slug(benchmark)
     folder.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    # Microseconds in the name: records sort by time, and two records of one second never overwrite each other.
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
     path = folder / f"{stamp}-{_slug(name or benchmark)}.json"
-    counter = 1
-    while path.exists():  # two records in the same second never overwrite each other
-        counter += 1
-        path = folder / f"{stamp}-{_slug(name or benchmark)}-{counter}.json"
+    if path.exists():
+        raise FileExistsError(f"{path} exists already; records are never overwritten.")
     path.write_text(json.dumps(record, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     return path
 
