@@ -22,11 +22,16 @@ from spanroberta.ablation.config import check_values
 from spanroberta.training.validation import user_errors
 
 
-def main(args: list[str] | None = None) -> dict:
+def argument_parser() -> argparse.ArgumentParser:
+    """The command line: the config file and --output_dir (the docs' commands are checked against it)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("config", help="The ablation config, .yaml, .yml or .json.")
     parser.add_argument("--output_dir", required=True, help="Where the units and the results go.")
-    options = parser.parse_args(args)
+    return parser
+
+
+def main(args: list[str] | None = None) -> dict:
+    options = argument_parser().parse_args(args)
     with user_errors("run_ablation.py"):
         config = load_config(options.config)
         check_values(config)

@@ -199,7 +199,8 @@ def test_the_next_continuation_loads_the_saved_sbo_head(family, continued):
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_the_first_mlm_loss_is_the_stock_models_own_on_the_same_masked_batch(family, checkpoints):
-    """The issue's symptom: a BERT read as RoBERTa scored ln(vocabulary) while the BERT itself scored lower."""
+    """A continued BERT computes its MLM loss as the stock BERT does: a BERT read as a RoBERTa (wrong positions or
+    token types) would score about ln(vocabulary), well above the stock model's own loss on the same batch."""
     model, tokenizer = built_model("--model_name_or_path", str(checkpoints[family]), "--recipe", "spanbert")
     model.eval()
     batch = masked_batch(tokenizer, model)
@@ -351,8 +352,8 @@ def unigram_bert(tmp_path_factory):
 
 
 def test_the_first_logged_mlm_loss_of_a_continued_bert_is_the_bert_models_own(unigram_bert, tmp_path):
-    """The issue's numbers: the run logged ln(vocabulary) (8.33) where the BERT itself scored 6.41 on the same
-    batch. Unpacked rows, so that the stock model (which cannot isolate packed sequences) sees the same input."""
+    """The first MLM loss run_pretraining.py logs for a continued BERT is the stock BERT's own on the same batch,
+    not about ln(vocabulary), which a BERT misread as a RoBERTa would log. Unpacked rows, so that the stock model (which cannot isolate packed sequences) sees the same input."""
     flags = ["--model_name_or_path", str(unigram_bert), "--recipe", "spanbert", "--train_file",
              str(demo_corpus_path()), "--output_dir", str(tmp_path), "--max_steps", "1", "--logging_steps", "1",
              "--max_train_samples", "32", "--learning_rate", str(NEGLIGIBLE_LR), "--save_strategy", "no",

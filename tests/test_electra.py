@@ -506,8 +506,8 @@ def test_the_discriminator_learns_to_detect_replaced_tokens_in_real_text(tmp_pat
 def test_a_200_step_run_with_the_recipe_defaults_reaches_its_peak_and_detects_replacements(tmp_path, monkeypatch):
     """A short run on WikiText with the recipe's defaults: its warm-up is cut from ELECTRA's 10,000 steps to a
     tenth of the run, with Adam's bias correction on (run_length.fit_to_run_length), so its learning rate peaks
-    and its discriminator beats always answering "original" (issue 18: with 10,000 warm-up steps it peaked at
-    2% of the learning rate and learnt nothing).
+    and its discriminator beats always answering "original" (with ELECTRA's 10,000 warm-up steps kept, a 200-step
+    run would peak at 2% of the learning rate and learn nothing).
 
     With the learned generator, a tiny discriminator stays at that baseline for the first thousands of steps on
     CPU (measured: accuracy within 0.1 point of the share of original tokens after 1,500 steps of 32 x 64 tokens,

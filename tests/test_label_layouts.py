@@ -1,4 +1,4 @@
-"""Both label layouts give the same losses for the same mask (issue 18): transformers' dense labels (`[batch,
+"""Both label layouts give the same losses for the same mask: transformers' dense labels (`[batch,
 length]`, -100 where not predicted) and the prediction slots of `DataCollatorForSpanMasking` (`labels` and
 `mlm_positions` `[batch, slots]`, with the SBO fields), for the pretraining models and the masked LMs of both
 encoders."""

@@ -1,5 +1,6 @@
-"""Checkpoints saved before the models/ redesign (issue 16; tests/fixtures/make_legacy_checkpoints.py made them on
-commit c153b42) load in today's classes with every weight and give the outputs they gave then."""
+"""Checkpoints saved by earlier versions of spanroberta keep loading: tiny checkpoints saved with the code of
+commit c153b42 (tests/fixtures/make_legacy_checkpoints.py), whose weight names predate the current models/ layout,
+load in today's classes with every weight and give the outputs they gave when saved."""
 
 from pathlib import Path
 

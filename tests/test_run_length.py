@@ -1,6 +1,6 @@
 """Defaults that fit the run's length (spanroberta.training.run_length): a default warm-up takes at most a tenth
 of the run, a given one longer than the run is warned about, Adam skips bias correction only under a warm-up that
-absorbs it, and a default logging interval gives any run of 20 steps or more a loss curve (issue 18)."""
+absorbs it, and a default logging interval gives any run of 20 steps or more a loss curve."""
 
 import logging
 
