@@ -209,11 +209,13 @@ def load_checked(model_class: type, source: str, config: PretrainedConfig, model
 
 def unused_pooler(model: PreTrainedModel) -> tuple[str, ...]:
     """The names (with and without the encoder's prefix) of the checkpoint's pooler when `model` has none: a
-    BertModel's pooler, say, continued in BertForMaskedLM, which trains no sentence head."""
-    family = ENCODER_FAMILIES.get(type(model.config).model_type)
-    if family is None or family.pooler is None or _has_module(model, family.pooler):
+    BertModel's pooler, say, continued in BertForMaskedLM, or a RobertaModel's, when no sentence head is trained."""
+    model_type = type(model.config).model_type
+    family = ENCODER_FAMILIES.get(model_type)
+    pooler = family.pooler if family is not None else f"{model.base_model_prefix}.pooler"
+    if pooler is None or _has_module(model, pooler) or (family is None and model_type not in SENTENCE_HEADS):
         return ()
-    return (f"{family.pooler}.", f"{family.pooler.removeprefix(model.base_model_prefix + '.')}.")
+    return (f"{pooler}.", f"{pooler.removeprefix(model.base_model_prefix + '.')}.")
 
 
 def _has_module(model: PreTrainedModel, name: str) -> bool:
