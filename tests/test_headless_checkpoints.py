@@ -5,6 +5,7 @@ starts, and the result is a stock BertForMaskedLM that answers pipeline("fill-ma
 a user sees it (a subprocess), with no warning the user cannot act on. A tiny checkpoint built here always runs;
 the real one runs where it is present (benchmarks/.cache/all-MiniLM-L6-v2/ or $SPANROBERTA_MINILM)."""
 
+import logging
 import os
 import shutil
 import subprocess
@@ -16,12 +17,24 @@ import run_pretraining
 import torch
 from safetensors.torch import load_file, save_file
 from tokenizers import BertWordPieceTokenizer
-from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertModel, BertTokenizer, TrainingArguments
+from transformers import (
+    AutoTokenizer,
+    BertConfig,
+    BertForMaskedLM,
+    BertModel,
+    BertTokenizer,
+    RobertaConfig,
+    RobertaModel,
+    TrainingArguments,
+)
 
 from conftest import PROJECT_ROOT, TINY_TEXT
 from spanroberta.data.demo_corpus import demo_corpus_path
 from spanroberta.data.masking import word_start_table
 from spanroberta.models.modeling_any_encoder import SBO_HEAD_FILE
+from spanroberta.objectives import get_objective, resolve_recipe
+from spanroberta.training.arguments import PretrainingDataArguments, PretrainingModelArguments
+from spanroberta.training.cli import parse_arguments
 from spanroberta.training.device import fit_to_device
 
 MINILM_FOLDERS = [Path(os.environ["SPANROBERTA_MINILM"])] if os.environ.get("SPANROBERTA_MINILM") else []
@@ -119,6 +132,24 @@ def test_word_starts_follow_uncased_wordpiece(headless):
     tokens = tokenizer.convert_ids_to_tokens(ids)
     assert len(ids) > 3  # the rare words are split into pieces
     assert [bool(starts[i]) for i in ids] == [not token.startswith("##") for token in tokens]
+
+
+def test_a_headless_roberta_continues_on_spanroberta_with_a_fresh_tied_lm_head(tiny_tokenizer, tmp_path, caplog):
+    config = RobertaConfig(vocab_size=len(tiny_tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                           intermediate_size=64, max_position_embeddings=130, pad_token_id=1)  # fmt: skip
+    RobertaModel(config).save_pretrained(tmp_path)
+    tiny_tokenizer.save_pretrained(tmp_path)
+    types = (PretrainingModelArguments, PretrainingDataArguments)
+    (model_args, data_args), _ = parse_arguments(types, ["--model_name_or_path", str(tmp_path)])
+    recipe = resolve_recipe(model_args, data_args)
+    objective = get_objective(recipe.objective)
+    with caplog.at_level(logging.INFO, logger="spanroberta"):
+        model = objective.build_model(model_args, objective.build_config(model_args, recipe, tiny_tokenizer),
+                                      tiny_tokenizer)  # fmt: skip
+    assert "lm_head (masked-LM head): not in the checkpoint, starts fresh, decoder tied to the word embeddings." \
+        in caplog.text  # fmt: skip
+    assert model.lm_head.decoder.weight is model.roberta.embeddings.word_embeddings.weight
+    assert not [record for record in caplog.records if record.levelno >= logging.WARNING]
 
 
 def run_refused(*flags: str) -> str:

@@ -211,9 +211,11 @@ def unused_pooler(model: PreTrainedModel) -> tuple[str, ...]:
     """The names (with and without the encoder's prefix) of the checkpoint's pooler when `model` has none: a
     BertModel's pooler, say, continued in BertForMaskedLM, or a RobertaModel's, when no sentence head is trained."""
     model_type = type(model.config).model_type
-    family = ENCODER_FAMILIES.get(model_type)
-    pooler = family.pooler if family is not None else f"{model.base_model_prefix}.pooler"
-    if pooler is None or _has_module(model, pooler) or (family is None and model_type not in SENTENCE_HEADS):
+    if model_type in ENCODER_FAMILIES:
+        pooler = ENCODER_FAMILIES[model_type].pooler
+    else:  # spanroberta's and SpanALBERT's encoders: RoBERTa's and ALBERT's own pooler
+        pooler = f"{model.base_model_prefix}.pooler"
+    if pooler is None or _has_module(model, pooler):
         return ()
     return (f"{pooler}.", f"{pooler.removeprefix(model.base_model_prefix + '.')}.")
 
