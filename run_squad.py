@@ -7,8 +7,9 @@ stock RoBERTa, BERT. The flags follow transformers' examples/pytorch/question-an
     python run_squad.py --model_name_or_path <checkpoint> --output_dir out \\
         --train_file train-v1.1.json --validation_file dev-v1.1.json --do_train --do_eval
 
-Writes, into --output_dir: the fine-tuned checkpoint (with the question-answering pipeline's code, so that
-`pipeline("question-answering", model=out, trust_remote_code=True)` works without spanroberta),
+Writes, into --output_dir: the fine-tuned checkpoint (with the question-answering pipeline's code, which
+transformers 5 no longer ships, so that `pipeline("question-answering", model=out, trust_remote_code=True)` works
+without spanroberta; a stock BERT or RoBERTa model itself loads without remote code),
 predictions.json, nbest_predictions.json, null_odds.json (v2.0) and eval_results.json with the official
 evaluation scripts' keys; for v2.0 also null_score_threshold.json, the no-answer threshold that maximised
 F1, which later eval-only runs of that checkpoint use unless --null_score_diff_threshold is given.

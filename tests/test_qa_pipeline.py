@@ -25,7 +25,7 @@ from transformers import (
 )
 
 import spanroberta  # noqa: F401  (brings pipeline("question-answering") back)
-from conftest import PROJECT_ROOT, TINY_TEXT
+from conftest import PROJECT_ROOT, TINY_TEXT, run_without_spanroberta
 from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining, SpanRobertaForQuestionAnswering
 from spanroberta.pipelines.question_answering import WindowScores, decode_spans
 
@@ -69,23 +69,28 @@ def checkpoints(tiny_tokenizer, tmp_path_factory) -> dict:
     return {name: root / name for name in ("roberta", "spanroberta", "bert")}
 
 
-@pytest.fixture(scope="module")
-def squad_checkpoint(tiny_tokenizer, tmp_path_factory):
-    """A checkpoint written by run_squad.py: a spanroberta pretraining checkpoint fine-tuned for one step."""
-    root = tmp_path_factory.mktemp("run_squad")
-    SpanRobertaForPreTraining(SpanRobertaConfig(**roberta_settings(tiny_tokenizer))).save_pretrained(root / "pre")
-    tiny_tokenizer.save_pretrained(root / "pre")
+def fine_tune_one_step(pretrained, root):
+    """run_squad.py on `pretrained` for one step; returns its output folder."""
     start = CONTEXT.index("passage")
     answers = [{"text": "passage", "answer_start": start}]
     qas = [{"id": f"q{i}", "question": QUESTION, "answers": answers} for i in range(4)]
     data = {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": CONTEXT, "qas": qas}]}]}
     (root / "train.json").write_text(json.dumps(data))
     run_squad.main([
-        "--model_name_or_path", str(root / "pre"), "--output_dir", str(root / "out"), "--do_train",
+        "--model_name_or_path", str(pretrained), "--output_dir", str(root / "out"), "--do_train",
         "--train_file", str(root / "train.json"), "--max_steps", "1", "--max_seq_length", "64",
         "--doc_stride", "16", "--max_query_length", "16", "--use_cpu", "--save_strategy", "no", "--report_to", "none",
     ])  # fmt: skip
     return root / "out"
+
+
+@pytest.fixture(scope="module")
+def squad_checkpoint(tiny_tokenizer, tmp_path_factory):
+    """A checkpoint written by run_squad.py: a spanroberta pretraining checkpoint fine-tuned for one step."""
+    root = tmp_path_factory.mktemp("run_squad")
+    SpanRobertaForPreTraining(SpanRobertaConfig(**roberta_settings(tiny_tokenizer))).save_pretrained(root / "pre")
+    tiny_tokenizer.save_pretrained(root / "pre")
+    return fine_tune_one_step(root / "pre", root)
 
 
 def load(path):
@@ -245,6 +250,37 @@ print(json.dumps({{"pipeline": type(qa).__module__, "model": type(qa.model).__mo
         (a["start"], a["end"], a["answer"]) for a in local
     ]
     assert [a["score"] for a in remote["answers"]] == pytest.approx([a["score"] for a in local])
+
+
+def test_a_stock_bert_fine_tuned_by_run_squad_stays_transformers_own_without_spanroberta(checkpoints, tmp_path):
+    """The model is transformers' BertForQuestionAnswering, loaded with no remote code; the only code the
+    checkpoint carries is the pipeline's, because transformers 5 has no question-answering pipeline of its own
+    (if it gets one back, stock architectures should stop naming theirs in custom_pipelines)."""
+    output_dir = fine_tune_one_step(checkpoints["bert"], tmp_path)
+    lines = run_without_spanroberta(
+        f"""
+        import json
+        from transformers import AutoModelForQuestionAnswering, pipeline
+        from transformers.pipelines import PIPELINE_REGISTRY
+        folder = {str(output_dir)!r}
+        config = json.load(open(folder + "/config.json"))
+        model, report = AutoModelForQuestionAnswering.from_pretrained(folder, output_loading_info=True)
+        qa = pipeline("question-answering", model=folder, trust_remote_code=True, device="cpu")
+        answer = qa(question={QUESTION!r}, context={CONTEXT!r}, **{WINDOWS!r})
+        print(json.dumps({{
+            "own_pipeline": "question-answering" in PIPELINE_REGISTRY.get_supported_tasks(),
+            "remote_model": "auto_map" in config, "model": type(model).__module__,
+            "missing": sorted(report["missing_keys"]), "pipeline_model": type(qa.model).__module__,
+            "answer": answer["answer"],
+            "spanroberta": [name for name, module in sys.modules.items() if name.startswith("spanroberta") and module],
+        }}))
+        """,
+        tmp_path,
+    )
+    seen = json.loads(lines[-1])
+    assert not seen["own_pipeline"] and not seen["remote_model"] and not seen["missing"] and not seen["spanroberta"]
+    assert seen["model"] == seen["pipeline_model"] == "transformers.models.bert.modeling_bert"
+    assert seen["answer"] in CONTEXT
 
 
 # --- the span decoding shared with run_squad.py ---

@@ -5,8 +5,12 @@
   `models.modeling_any_encoder.ENCODER_FAMILIES` (BERT, ModernBERT, DeBERTa-v2/v3) in their stock classes; any
   other type is refused before anything is loaded, never read as another.
 - `check_loading_report` refuses a checkpoint that did not fill every weight of the model (a renamed or missing
-  tensor would otherwise start from random initialisation, silently): the heads the objective adds (SBO, a
-  sentence head the checkpoint lacks) are expected to start fresh and are logged.
+  tensor would otherwise start from random initialisation, silently). The heads a checkpoint may lack start fresh
+  and are logged, one line each (`FreshHead`): those the objective adds (SBO, a sentence head), and the masked-LM
+  head of a headless checkpoint (a stock `BertModel`, as sentence-transformers publishes), which must then be
+  absent as a whole; its decoder is tied to the word embeddings as the family's own is. transformers' own load
+  report (and its "checkpoint seem corrupted" line about the absent MLM bias) is left out for these loads: this
+  check reports the same facts, and says which of them are expected.
 - `without_packing_where_unsupported`: families whose attention cannot keep a packed row's sequences apart train
   on one sequence per row.
 
@@ -16,8 +20,11 @@ or of `training.arguments` (whose trainer import reaches the objectives): the ar
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
+import os
+from collections.abc import Iterator
 from typing import Any
 
 from transformers import (
@@ -45,15 +52,16 @@ logger = logging.getLogger(__name__)
 # RoBERTa's parameter names) and on its ALBERT encoder.
 ROBERTA_MODEL_TYPES = ("roberta", "spanroberta", "xlm-roberta", "camembert")
 ALBERT_MODEL_TYPES = ("albert", "spanalbert")
-# The modules spanroberta's pretraining classes add for the objective; a checkpoint may lack them.
-OBJECTIVE_HEADS = {
-    "spanroberta": (SBO_PREFIX, "sentence_head.", "roberta.pooler."),
-    "spanalbert": (SBO_PREFIX, "sop_classifier.", "albert.pooler."),
+# The sentence head (and its pooler) of spanroberta's pretraining classes; a checkpoint may lack them.
+SENTENCE_HEADS = {
+    "spanroberta": ("sentence_head.", "roberta.pooler."),
+    "spanalbert": ("sop_classifier.", "albert.pooler."),
 }
 # Model types that continue through another recipe, and what to say about them.
 OTHER_RECIPES = {
     "electra": "ELECTRA checkpoints continue with --recipe electra (discriminator and generator together).",
 }
+TIED_DECODER = "decoder tied to the word embeddings"
 # How many missing names a refusal lists.
 MISSING_NAMES_SHOWN = 5
 
@@ -139,27 +147,104 @@ def any_encoder_class(config: PretrainedConfig) -> type[PreTrainedModel]:
     return span_pretraining_class(pretraining if keeps_sentence_head else MODEL_FOR_MASKED_LM_MAPPING[type(config)])
 
 
-def objective_heads(model: PreTrainedModel) -> tuple[str, ...]:
-    """The parameter-name prefixes of the heads the objective adds to `model`, which a checkpoint may lack."""
+@dataclasses.dataclass(frozen=True)
+class FreshHead:
+    """A head that a continued checkpoint may lack, and that then starts fresh.
+
+    prefixes: the parameter-name prefixes of its weights; description, note: what it is, and what its fresh start
+        shares with the encoder, for the log line.
+    required: set for a head that may only start fresh as a whole (the masked-LM head): the names a checkpoint
+        holding it must hold (its tied weights left out). A checkpoint holding some of them is refused.
+    """
+
+    prefixes: tuple[str, ...]
+    description: str
+    note: str = ""
+    required: frozenset[str] = frozenset()
+
+
+def fresh_heads(model: PreTrainedModel) -> tuple[FreshHead, ...]:
+    """The heads of `model` that a checkpoint may lack: SBO, the sentence head the run trains, and the masked-LM
+    head (every weight outside the encoder and the heads above), for a checkpoint saved without it."""
     config = model.config
     # The config class's type: a config read from another type's checkpoint keeps that type's name as an attribute.
     model_type = type(config).model_type
-    if model_type in OBJECTIVE_HEADS:
-        return OBJECTIVE_HEADS[model_type]
-    family = ENCODER_FAMILIES[model_type]
-    if config.sentence_objective == "none":
-        return (SBO_PREFIX,)
-    return (SBO_PREFIX, f"{family.pooler}.", f"{family.sentence_classifier}.")
+    heads = [FreshHead((SBO_PREFIX,), "span boundary head", TIED_DECODER)]
+    if model_type in SENTENCE_HEADS:
+        heads.append(FreshHead(SENTENCE_HEADS[model_type], "sentence head"))
+    elif config.sentence_objective != "none":
+        family = ENCODER_FAMILIES[model_type]
+        heads.append(FreshHead((f"{family.pooler}.", f"{family.sentence_classifier}."), "sentence head"))
+    taken = tuple(prefix for head in heads for prefix in head.prefixes)
+    tied = set(getattr(model, "all_tied_weights_keys", None) or {})
+    names = [name for name in model.state_dict() if not name.startswith((f"{model.base_model_prefix}.", *taken))]
+    if names:
+        output = model.get_output_embeddings()
+        is_tied = output is None or output.weight is model.get_input_embeddings().weight
+        note = TIED_DECODER if is_tied else "decoder not tied to the word embeddings (tie_word_embeddings is false)"
+        required = frozenset(name for name in names if name not in tied)
+        heads.append(FreshHead(_module_prefixes(names), "masked-LM head", note, required))
+    return tuple(heads)
+
+
+def _module_prefixes(names: list[str]) -> tuple[str, ...]:
+    """The modules holding `names`: their common module ("cls.predictions.") or, with none, each top module."""
+    common = os.path.commonprefix([name.split(".")[:-1] for name in names])
+    if common:
+        return (".".join(common) + ".",)
+    return tuple(sorted({name.split(".")[0] + "." for name in names}))
 
 
 def load_checked(model_class: type, source: str, config: PretrainedConfig, model_args: Any):
-    """`model_class.from_pretrained(source, config=config)`, refused unless every weight but the objective's new
-    heads loaded (`check_loading_report`)."""
-    model, report = model_class.from_pretrained(
-        source, config=config, output_loading_info=True, **hub_kwargs(model_args)
-    )
-    check_loading_report(source, checkpoint_model_type(source, model_args), report, objective_heads(model))
+    """`model_class.from_pretrained(source, config=config)`, refused unless every weight but the heads that may
+    start fresh loaded (`check_loading_report`, which reports the load in transformers' stead)."""
+    with _transformers_load_report_left_out():
+        model, report = model_class.from_pretrained(
+            source, config=config, output_loading_info=True, **hub_kwargs(model_args)
+        )
+    model_type = checkpoint_model_type(source, model_args)
+    check_loading_report(source, model_type, report, fresh_heads(model), unused_pooler(model))
     return model
+
+
+def unused_pooler(model: PreTrainedModel) -> tuple[str, ...]:
+    """The names (with and without the encoder's prefix) of the checkpoint's pooler when `model` has none: a
+    BertModel's pooler, say, continued in BertForMaskedLM, or a RobertaModel's, when no sentence head is trained."""
+    model_type = type(model.config).model_type
+    if model_type in ENCODER_FAMILIES:
+        pooler = ENCODER_FAMILIES[model_type].pooler
+    else:  # spanroberta's and SpanALBERT's encoders: RoBERTa's and ALBERT's own pooler
+        pooler = f"{model.base_model_prefix}.pooler"
+    if pooler is None or _has_module(model, pooler):
+        return ()
+    return (f"{pooler}.", f"{pooler.removeprefix(model.base_model_prefix + '.')}.")
+
+
+def _has_module(model: PreTrainedModel, name: str) -> bool:
+    try:
+        return model.get_submodule(name) is not None
+    except AttributeError:
+        return False
+
+
+class _DropLoadReport(logging.Filter):
+    """Drops transformers' load report and its "checkpoint seem corrupted" line (an absent MLM bias and decoder
+    bias): `check_loading_report` refuses what is wrong and logs what is expected, so these would only mislead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not (message.startswith("This checkpoint seem corrupted") or " LOAD REPORT" in message)
+
+
+@contextlib.contextmanager
+def _transformers_load_report_left_out() -> Iterator[None]:
+    transformers_logger = logging.getLogger("transformers.modeling_utils")
+    drop = _DropLoadReport()
+    transformers_logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        transformers_logger.removeFilter(drop)
 
 
 def load_any_encoder(model_args: Any, config: PretrainedConfig) -> PreTrainedModel:
@@ -183,11 +268,18 @@ def load_any_encoder(model_args: Any, config: PretrainedConfig) -> PreTrainedMod
     return model
 
 
-def check_loading_report(source: str, model_type: str | None, report: dict, fresh_heads: tuple[str, ...]) -> None:
-    """Refuses (UserInputError) a load that left weights of the model unfilled, other than those of
-    `fresh_heads` (prefixes of the heads the objective adds), which are logged as starting fresh."""
-    missing = sorted(report["missing_keys"])
-    unloaded = [name for name in missing if not name.startswith(fresh_heads)]
+def check_loading_report(
+    source: str, model_type: str | None, report: dict, fresh_heads: tuple[FreshHead, ...],
+    unused: tuple[str, ...] = (),
+) -> None:  # fmt: skip
+    """Refuses (UserInputError) a load that left weights of the model unfilled, other than those of `fresh_heads`
+    (a head that must be whole: only when the checkpoint holds none of it), which are logged as starting fresh.
+    The checkpoint's weights the model has no place for are a warning, but for those under `unused` (an
+    expected leftover: a pooler the model does not have), which are logged."""
+    missing = set(report["missing_keys"])
+    started = [head for head in fresh_heads if _starts_fresh(head, missing)]
+    fresh_prefixes = tuple(prefix for head in started for prefix in head.prefixes)
+    unloaded = sorted(name for name in missing if not name.startswith(fresh_prefixes))
     mismatched = sorted(str(entry[0] if isinstance(entry, tuple) else entry) for entry in report["mismatched_keys"])
     if unloaded or mismatched:
         names = (unloaded or mismatched)[:MISSING_NAMES_SHOWN]
@@ -198,14 +290,27 @@ def check_loading_report(source: str, model_type: str | None, report: dict, fres
             "so the run stops before its first step. Give a complete checkpoint saved by save_pretrained (check "
             "that no tensor was renamed or dropped, and that its config.json matches its weights)."
         )
-    fresh = sorted({name.split(".")[0] if name.startswith(SBO_PREFIX) else name.rsplit(".", 1)[0] for name in missing})
-    if fresh:
-        logger.info("Heads the objective adds start fresh (not in %s): %s.", source, ", ".join(fresh))
-    if report["unexpected_keys"]:
+    for head in started:
+        modules = [prefix[:-1] for prefix in head.prefixes if any(name.startswith(prefix) for name in missing)]
+        note = f", {head.note}" if head.note else ""
+        logger.info("%s (%s): not in the checkpoint, starts fresh%s.", ", ".join(modules), head.description, note)
+    left_over = sorted(name for name in report["unexpected_keys"] if name.startswith(unused))
+    if left_over:
+        logger.info("%s (pooler): in the checkpoint, not used by a model that trains no sentence head; the saved "
+                    "model leaves it out.", ", ".join(sorted({name.rsplit(".", 2)[0] for name in left_over})))  # fmt: skip
+    unexpected = sorted(name for name in report["unexpected_keys"] if not name.startswith(unused))
+    if unexpected:
         logger.warning(
-            "%d weights of %s are not used by the model: %s.", len(report["unexpected_keys"]), source,
-            ", ".join(sorted(report["unexpected_keys"])[:MISSING_NAMES_SHOWN]),
+            "%d weights of %s are not used by the model: %s.", len(unexpected), source,
+            ", ".join(unexpected[:MISSING_NAMES_SHOWN]),
         )  # fmt: skip
+
+
+def _starts_fresh(head: FreshHead, missing: set[str]) -> bool:
+    """Whether `head` is absent from the checkpoint: any of its weights missing, or all, for a whole head."""
+    if head.required:
+        return head.required <= missing
+    return any(name.startswith(head.prefixes) for name in missing)
 
 
 def without_packing_where_unsupported(

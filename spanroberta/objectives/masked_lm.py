@@ -66,7 +66,10 @@ class MaskedLanguageModeling(PretrainingObjective):
             return any_encoder_config(source, model_args, head_settings)
         if source:
             config_class = ENCODER_CONFIGS[encoder]
-            config = config_class.from_pretrained(source, **hub_kwargs(model_args), **head_settings)
+            # A RoBERTa, XLM-R, CamemBERT or ALBERT checkpoint's config is read as spanroberta's on purpose
+            # (checkpoint_encoder): from_dict, since from_pretrained would warn that the model types differ.
+            config_dict, _ = config_class.get_config_dict(source, **hub_kwargs(model_args))
+            config = config_class.from_dict(config_dict, **head_settings)
             _check_checkpoint_encoder_settings(config, encoder_settings)
             return config
         return ENCODER_CONFIGS[recipe.encoder](

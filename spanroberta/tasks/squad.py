@@ -517,8 +517,14 @@ def load_null_score_threshold(model_name_or_path: str | Path) -> float | None:
 
 def save_qa_checkpoint(trainer: Trainer, output_dir: str | Path) -> None:
     """Saves the model and tokenizer with the question-answering pipeline's code, so that
-    `pipeline("question-answering", model=output_dir, trust_remote_code=True)` works without spanroberta
-    (spanroberta models also carry their own code: see modeling_spanroberta)."""
+    `pipeline("question-answering", model=output_dir, trust_remote_code=True)` works without spanroberta.
+
+    transformers 5 has no question-answering pipeline of its own (the task is in its REMOVED_TASKS), so the
+    pipeline file named in `custom_pipelines` is the only way to that call without spanroberta, whatever the
+    architecture. A stock architecture (BertForQuestionAnswering, RobertaForQuestionAnswering) stays
+    transformers' own class, loaded without remote code; only spanroberta's model types carry their modeling code
+    too (see modeling_spanroberta). Where spanroberta is imported, its registered pipeline serves the task and
+    the checkpoint's copy is not run (`register_question_answering_pipeline`)."""
     pipeline_file = Path(question_answering.__file__)
     trainer.model.config.custom_pipelines = {
         question_answering.TASK: {

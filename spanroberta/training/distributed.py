@@ -67,7 +67,7 @@ def check_process_world(args: TrainingArguments) -> None:
     )
 
 
-def _engine_requested(args: TrainingArguments) -> str | None:
+def engine_requested(args: TrainingArguments) -> str | None:
     """The engine the run asks for, by flag or by `accelerate launch` with its config: DeepSpeed, FSDP or None."""
     if args.deepspeed or os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() == "true":
         return "DeepSpeed"
@@ -78,7 +78,7 @@ def _engine_requested(args: TrainingArguments) -> str | None:
 
 def _check_engine_runs_on_cpu(args: TrainingArguments) -> None:
     """Accelerate 1.15 drops DeepSpeed and FSDP under --use_cpu without a word and runs plain DDP: refused."""
-    engine = _engine_requested(args)
+    engine = engine_requested(args)
     if not args.use_cpu or engine is None:
         return
     if engine == "DeepSpeed":

@@ -6,7 +6,8 @@ path and says what to do (the scripts print it and exit with status 1, without a
 - model, config and tokenizer paths that exist, or Hub ids that can be reached (`check_model_source`);
 - the output folder: usable, and not holding another run unless the user says how to go on
   (`check_output_dir`, with `--overwrite_output_dir` or `--resume_from_checkpoint`);
-- several processes that make one run, not several writing into one folder (`distributed.check_process_world`);
+- several processes that make one run, not several writing into one folder (`distributed.check_process_world`),
+  and the settings the device decides (`device.fit_to_device`: pinned memory, DeepSpeed's accelerator);
 - optional packages that a setting needs (`check_optional_packages`: DeepSpeed, flash-attn; `check_report_to`:
   tensorboard, wandb, ...), and a Hub that `--push_to_hub` can reach (`check_push_to_hub`);
 - lengths that fit the model's positions and each other (`check_max_seq_length`, `fit_doc_stride`,
@@ -34,6 +35,7 @@ from transformers import PretrainedConfig, PreTrainedTokenizerBase, TrainingArgu
 from ..errors import UserInputError, require_package
 from ..models.configuration_spanroberta import first_position_id
 from .checkpoints import INCOMPLETE_PREFIX, find_checkpoints, previous_run_files, resolve_resume_checkpoint
+from .device import fit_to_device
 from .distributed import check_process_world
 
 logger = logging.getLogger(__name__)
@@ -90,8 +92,10 @@ def check_run(model_args: Any, training_args: TrainingArguments, *, trains: bool
     """The checks every script makes once its flags are parsed: the model, config and tokenizer sources, the
     output folder and the reporting integrations. `model_args` has the flags model_name_or_path, config_name,
     tokenizer_name, cache_dir and model_revision; `training_args` has overwrite_output_dir. First, that the
-    launcher's processes make one run (`distributed.check_process_world`), before any process writes."""
+    launcher's processes make one run (`distributed.check_process_world`), before any process writes; then the
+    settings the device decides (`device.fit_to_device`)."""
     check_process_world(training_args)
+    fit_to_device(training_args)
     sources = (
         ("model_name_or_path", model_args.model_name_or_path, CONFIG_FILES, "a saved model"),
         ("config_name", model_args.config_name, CONFIG_FILES, "a saved config"),
