@@ -69,7 +69,8 @@ def test_the_answer_to_train_on_is_the_first_detected_occurrence(tmp_path):
 
 def test_squad_json_is_not_taken_for_mrqa(tmp_path):
     squad = tmp_path / "squad.jsonl"
-    squad.write_text(json.dumps({"id": "a", "context": "c", "question": "q", "answers": {"text": [], "answer_start": []}}))
+    record = {"id": "a", "context": "c", "question": "q", "answers": {"text": [], "answer_start": []}}
+    squad.write_text(json.dumps(record))
     assert not is_mrqa_file(squad)
     nested = tmp_path / "nested.json"
     nested.write_text(json.dumps({"version": "1.1", "data": []}, indent=2))
@@ -158,7 +159,9 @@ BAD_FILES = {
 
 
 @pytest.mark.parametrize("lines, message", BAD_FILES.values(), ids=BAD_FILES.keys())
-def test_a_malformed_file_is_one_paragraph_before_any_model_loads(tmp_path, monkeypatch, pretrained, lines, message):  # noqa: F811
+def test_a_malformed_file_is_one_paragraph_before_any_model_loads(
+    tmp_path, monkeypatch, pretrained, lines, message  # noqa: F811
+):
     path = tmp_path / "bad.jsonl"
     path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     with pytest.raises(SquadFormatError) as error:
@@ -177,8 +180,9 @@ def test_several_evaluation_files_must_be_mrqa_files_of_different_datasets(tmp_p
     dev = tiny_mrqa(tmp_path / "dev.jsonl", "Alpha", TINY_TEXT[:2])
     again = tiny_mrqa(tmp_path / "again.jsonl", "Alpha", TINY_TEXT[2:4])
     squad = tmp_path / "squad.json"
+    qas = [{"id": "s1", "question": "Where?", "answers": [{"text": "Santa", "answer_start": 0}]}]
     squad.write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": "Santa Clara",
-                     "qas": [{"id": "s1", "question": "Where?", "answers": [{"text": "Santa", "answer_start": 0}]}]}]}]}))
+                                                                                          "qas": qas}]}]}))
     with pytest.raises(ValueError, match="both MRQA's 'Alpha'"):
         load_squad_splits(files={"validation": f"{dev},{again}"}, splits=["validation"], version_2_with_negative=False)
     with pytest.raises(ValueError, match="not all of them MRQA files"):
