@@ -1,11 +1,17 @@
 #!/usr/bin/env python
-"""Fine-tune and evaluate an extractive QA model on SQuAD v1.1 or v2.0 with the Trainer.
+"""Fine-tune and evaluate an extractive QA model on SQuAD v1.1 or v2.0, or on MRQA 2019's datasets, with the
+Trainer.
 
 Works from any checkpoint with a question-answering head: spanroberta's own pretraining checkpoints,
 stock RoBERTa, BERT. The flags follow transformers' examples/pytorch/question-answering/run_qa.py.
 
     python run_squad.py --model_name_or_path <checkpoint> --output_dir out \\
         --train_file train-v1.1.json --validation_file dev-v1.1.json --do_train --do_eval
+
+MRQA 2019's files (JSON lines, gzipped or not, told from SQuAD's by their content) go to the same flags, several
+comma-separated: training reads their union, and each evaluation file is scored on its own with MRQA's metric
+(eval_results.json: {dataset}_em and {dataset}_f1 per file, macro_em and macro_f1 their averages); see
+docs/mrqa.md.
 
 Writes, into --output_dir: the fine-tuned checkpoint (with the question-answering pipeline's code, which
 transformers 5 no longer ships, so that `pipeline("question-answering", model=out, trust_remote_code=True)` works
@@ -61,9 +67,14 @@ class SquadArguments:
     dataset_config_name: str | None = field(default=None, metadata={"help": "The Hub dataset's configuration."})
     train_file: str | None = field(
         default=None,
-        metadata={"help": "Official nested SQuAD JSON, or flat JSON/JSON lines with the Hub's columns."},
+        metadata={"help": "Official nested SQuAD JSON, flat JSON/JSON lines with the Hub's columns, or MRQA JSON "
+                  "lines (gzipped or not); several files comma-separated (training reads their union)."},
     )
-    validation_file: str | None = field(default=None, metadata={"help": "Evaluation data, same formats."})
+    validation_file: str | None = field(
+        default=None,
+        metadata={"help": "Evaluation data, same formats; several MRQA files comma-separated, each scored on its own "
+                  "with MRQA's metric (per-dataset and macro-averaged EM/F1)."},
+    )
     test_file: str | None = field(
         default=None, metadata={"help": "Data to predict (--do_predict), same formats; answers optional."}
     )
@@ -97,8 +108,12 @@ class SquadArguments:
         },
     )
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training questions."})
-    max_eval_samples: int | None = field(default=None, metadata={"help": "Evaluate only the first N questions."})
-    max_predict_samples: int | None = field(default=None, metadata={"help": "Predict only the first N questions."})
+    max_eval_samples: int | None = field(
+        default=None, metadata={"help": "Evaluate only the first N questions (of each evaluation file)."}
+    )
+    max_predict_samples: int | None = field(
+        default=None, metadata={"help": "Predict only the first N questions (of each test file)."}
+    )
     preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenization."})
 
     def __post_init__(self):
@@ -123,7 +138,7 @@ def main(args: list[str] | None = None) -> dict[str, float]:
             "max_predict_samples": squad_args.max_predict_samples})  # fmt: skip
         set_seed(training_args.seed)
         wanted = {"train": training_args.do_train, "validation": training_args.do_eval, "test": training_args.do_predict}
-        examples = load_squad_splits(
+        splits = load_squad_splits(
             dataset_name=squad_args.dataset_name,
             dataset_config_name=squad_args.dataset_config_name,
             files={
@@ -133,9 +148,15 @@ def main(args: list[str] | None = None) -> dict[str, float]:
             },
             splits=[split for split, asked in wanted.items() if asked],
             version_2_with_negative=squad_args.version_2_with_negative,
+            max_samples={
+                "train": squad_args.max_train_samples,
+                "validation": squad_args.max_eval_samples,
+                "test": squad_args.max_predict_samples,
+            },
             cache_dir=model_args.cache_dir,
             token=model_args.token,
         )
+        examples = {split: loaded.examples for split, loaded in splits.items()}
         config, tokenizer = load_config_and_tokenizer(model_args)
         check_max_seq_length(squad_args.max_seq_length, config, tokenizer, model_args.model_name_or_path)
         doc_stride = fit_doc_stride(
@@ -146,15 +167,6 @@ def main(args: list[str] | None = None) -> dict[str, float]:
                 f"--answerability_head needs a spanroberta checkpoint (SpanRobertaConfig), but "
                 f"{model_args.model_name_or_path} is a {config.model_type!r} one."
             )
-    limits = {
-        "train": squad_args.max_train_samples,
-        "validation": squad_args.max_eval_samples,
-        "test": squad_args.max_predict_samples,
-    }
-    for split, limit in limits.items():
-        if split in examples and limit is not None:
-            examples[split] = examples[split].select(range(min(limit, len(examples[split]))))
-
     if squad_args.answerability_head:
         config.answerability_head = True
     model = load_model(model_args, AutoModelForQuestionAnswering, config)
@@ -211,6 +223,7 @@ def main(args: list[str] | None = None) -> dict[str, float]:
             examples["validation"],
             features("validation", prepare_eval_features),
             null_score_diff_threshold=threshold,
+            mrqa_gold=splits["validation"].mrqa_gold,
             **decoding,
         )
         if squad_args.version_2_with_negative:
@@ -233,7 +246,8 @@ def main(args: list[str] | None = None) -> dict[str, float]:
             **decoding,
         )
 
-    dataset = "squad_v2" if squad_args.version_2_with_negative else "squad"
+    mrqa = any(loaded.mrqa_gold for loaded in splits.values())
+    dataset = "mrqa" if mrqa else "squad_v2" if squad_args.version_2_with_negative else "squad"
     card = {"finetuned_from": model_args.model_name_or_path, "tasks": "question-answering", "language": "en",
             "dataset_tags": dataset, "dataset": dataset}  # fmt: skip
     publish(trainer, card)

@@ -18,8 +18,11 @@ import yaml
 import run_ablation
 from conftest import PROJECT_ROOT, TINY_TEXT
 from test_distributed import free_port
-from spanroberta.ablation.config import AblationConfigError, check_values, load_config
+from spanroberta.ablation.config import AblationConfig, AblationConfigError, check_values, load_config, script_arguments
+from spanroberta.ablation.results import records, results_markdown, summarize
+from spanroberta.ablation.tasks import TaskSpec, headline_metric, scores
 from spanroberta.ablation.units import start_flags
+from spanroberta.errors import UserInputError
 
 CONFIGS = PROJECT_ROOT / "configs" / "ablations"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -190,6 +193,11 @@ def refused(tmp_path, config, suffix=".json") -> str:
          "task 'rte' has metric 'f1'; run_glue.py reports accuracy"),
         ({"token_budget": 1000}, "`token_budget` sets the pretraining steps"),
         ({"arms": {"bad name": {}}}, "arm name 'bad name' is not a usable folder name"),
+        ({"arms": {"span": {"model_name_or_path": "ckpt"}}}, "arm 'span' sets model_name_or_path, which the ablation "
+                                                             "sets itself"),
+        ({"arms": {"span": {"tokenizer_name": "tok"}}}, "arm 'span' sets tokenizer_name, which the ablation sets"),
+        ({"pretraining": {"model_size": "tiny", "max_steps": 2, "model_name_or_path": "./no/checkpoint"}},
+         "arm 'span': --model_name_or_path ./no/checkpoint: no such folder"),
         ({"tasks": {"squad": {"script": "run_squad.py", "split_by_article": {"file": "nowhere.json",
                                                                            "train_articles": 3}}}},
          "task 'squad': split_by_article's file nowhere.json does not exist"),
@@ -279,3 +287,162 @@ def test_an_unfinished_unit_resumes_from_a_complete_checkpoint_or_starts_over_an
     (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": 2}))
     (checkpoint / "model.safetensors").write_bytes(b"")
     assert start_flags(tmp_path / "unit") == {"resume_from_checkpoint": "true"}
+
+
+# --- continued pretraining: every arm starts from the same saved model ---
+
+
+def test_every_arm_continues_the_same_checkpoint(tmp_path, spanroberta_checkpoint):
+    """`pretraining: {model_name_or_path: ...}` reaches every arm's run_pretraining.py: after 2 steps at a learning
+    rate of 1e-5, each arm's embeddings are within 1e-3 of the checkpoint's (Adam moves a weight by about the learning
+    rate a step, while two draws of a fresh initialisation, std 0.02, differ by more than 0.05 somewhere) and its
+    tokenizer is the checkpoint's."""
+    from safetensors.numpy import load_file
+    from transformers import AutoTokenizer
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(TINY_TEXT) + "\n")
+    config = {
+        "pretraining": {
+            "model_name_or_path": str(spanroberta_checkpoint), "train_file": str(corpus), "max_seq_length": 32,
+            "input_format": "full-sentences", "per_device_train_batch_size": 4, "max_steps": 2, "learning_rate": 1e-5,
+            "logging_steps": 1, "save_strategy": "no", "validation_split_percentage": 0, "max_train_samples": 32,
+            "use_cpu": True, "disable_tqdm": True,
+        },
+        "arms": {"span": {"masking": "span"}, "token": {"masking": "token", "sbo": False}},
+        "tasks": {"rte": {"script": "run_glue.py", "task_name": "rte", "data_dir": str(write_rte(tmp_path / "glue")),
+                          "max_seq_length": 32, "max_steps": 1, "per_device_train_batch_size": 4,
+                          "save_strategy": "no", "use_cpu": True, "disable_tqdm": True}},
+        "seeds": [1],
+    }  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    run(path, tmp_path / "out")
+    start = load_file(str(spanroberta_checkpoint / "model.safetensors"))
+    vocabulary = AutoTokenizer.from_pretrained(spanroberta_checkpoint).get_vocab()
+    for arm in ("span", "token"):
+        folder = tmp_path / "out" / "pretraining" / arm
+        flags = json.loads((folder / "flags.json").read_text())
+        assert flags["model_name_or_path"] == str(spanroberta_checkpoint) and flags["train_file"] == str(corpus)
+        trained = load_file(str(folder / "model" / "model.safetensors"))
+        for name in ("roberta.embeddings.word_embeddings.weight", "roberta.encoder.layer.0.output.dense.weight"):
+            assert abs(trained[name] - start[name]).max() < 1e-3
+        assert AutoTokenizer.from_pretrained(folder / "model").get_vocab() == vocabulary
+
+
+# --- what each script reports (tasks.py's table) ---
+
+
+def test_relation_coref_and_mrqa_scores_come_from_the_table(tmp_path):
+    relation = TaskSpec("tacred", "run_relation.py", {})
+    results = {"eval_precision": 0.5, "eval_recall": 0.25, "eval_f1": 1 / 3, "eval_accuracy": 0.9, "eval_loss": 1.2}
+    # fractions become 0-100; eval_loss is not a score
+    assert scores(relation, results) == pytest.approx({"precision": 50.0, "recall": 25.0, "f1": 100 / 3,
+                                                       "accuracy": 90.0})  # fmt: skip
+    assert headline_metric(relation) == "f1"
+
+    coref = TaskSpec("ontonotes", "run_coref.py", {})
+    results = {f"eval_{metric}_{part}": value for metric, value in (("muc", 0.7), ("b_cubed", 0.6),
+               ("ceaf_phi4", 0.5)) for part in ("precision", "recall", "f1")}  # fmt: skip
+    results["eval_conll_f1"] = 0.6  # (0.7 + 0.6 + 0.5) / 3
+    found = scores(coref, results)
+    assert headline_metric(coref) == "conll_f1" and found["conll_f1"] == pytest.approx(60.0)
+    assert len(found) == 10 and found["ceaf_phi4_recall"] == pytest.approx(50.0)
+
+    # MRQA: several evaluation files; percentages already, each dataset's scores kept beside the macro averages
+    mrqa = TaskSpec("mrqa", "run_squad.py", {"validation_file": "SQuAD-dev.jsonl.gz,NewsQA-dev.jsonl.gz"})
+    results = {"SQuAD_em": 80.0, "SQuAD_f1": 88.0, "NewsQA_em": 50.0, "NewsQA_f1": 60.0, "macro_em": 65.0,
+               "macro_f1": 74.0}  # fmt: skip
+    assert headline_metric(mrqa) == "macro_f1" and scores(mrqa, results) == results
+    # one MRQA file is told by its content; a SQuAD file (or one not there yet) is SQuAD
+    (tmp_path / "dev.jsonl").write_text(json.dumps({"header": {"dataset": "SQuAD", "split": "dev"}}) + "\n")
+    for file, headline in (("dev.jsonl", "macro_f1"), ("later.json", "f1")):
+        assert headline_metric(TaskSpec("qa", "run_squad.py", {"validation_file": str(tmp_path / file)})) == headline
+
+    # a script that writes other keys than the table says stops, rather than leave its column empty
+    with pytest.raises(UserInputError, match="has no eval_f1 .it has eval_loss, eval_macro_f1."):
+        scores(relation, {"eval_macro_f1": 0.5, "eval_loss": 1.0})
+
+
+def test_a_task_script_is_looked_up_when_a_config_is_read(tmp_path, monkeypatch):
+    """The table may name scripts a checkout lacks (the relation and coreference scripts come in separately): only
+    a config that uses one stops, in one paragraph, once it is read."""
+    with pytest.raises(AblationConfigError, match=r"run_nowhere.py is not in this checkout: run_ablation.py runs"):
+        script_arguments("run_nowhere.py")
+    (tmp_path / "run_half.py").write_text("def main(args=None):\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(AblationConfigError, match=r"run_half.py .*cannot run as an ablation unit: it needs ARGUMENT"):
+        script_arguments("run_half.py")
+    assert "task 'rc' has script 'run_qa.py'; each task needs `script`, one of run_squad.py, run_glue.py, " \
+           "run_race.py, run_relation.py, run_coref.py" in refused(tmp_path, {**BASE, "tasks": {"rc": {
+               "script": "run_qa.py"}}})  # fmt: skip
+
+
+# --- the table: medians, ranges, missing runs, the best cell ---
+
+
+def ablation_config(arms, tasks, seeds, pretraining_seeds=None) -> AblationConfig:
+    return AblationConfig(path="hand.yaml", pretraining={}, arms={arm: {} for arm in arms}, tasks=tasks,
+                          seeds=tuple(seeds), pretraining_seeds=pretraining_seeds)  # fmt: skip
+
+
+TWO_TASKS = {"squad": TaskSpec("squad", "run_squad.py", {}),
+             "rte": TaskSpec("rte", "run_glue.py", {"task_name": "rte"})}  # fmt: skip
+
+
+def rows_of(values: dict, metric_of: dict) -> list[dict]:
+    """{(arm, task): [scores by seed, None for a run that did not happen]} -> records' rows."""
+    return [{"arm": arm, "task": task, "seed": seed, "metric": metric_of[task], "value": value}
+            for (arm, task), scores_by_seed in values.items()
+            for seed, value in enumerate(scores_by_seed, start=1) if value is not None]  # fmt: skip
+
+
+def table_rows(markdown: str, arms) -> list[str]:
+    return [line for line in markdown.splitlines() if line.startswith(tuple(f"| {arm} |" for arm in arms))]
+
+
+def test_cells_are_medians_with_ranges_and_the_best_median_is_bold():
+    config = ablation_config("abc", TWO_TASKS, seeds=[1, 2, 3])
+    rows = rows_of({
+        ("a", "squad"): [70, 74, 71],    # sorted 70 71 74: median 71.0, range 70-74
+        ("b", "squad"): [72, 72.5, 80],  # median 72.5: the best ...
+        ("c", "squad"): [50, 90, 72.5],  # ... tied by c (sorted 50 72.5 90): both bold
+        ("a", "rte"): [55, 60, 65],      # median 60.0
+        ("b", "rte"): [58, 64, 61],      # sorted 58 61 64: median 61.0, the best
+        ("c", "rte"): [50, None, 60],    # seed 2 not run: median of 2 runs (50 + 60) / 2 = 55.0, said so
+    }, {"squad": "f1", "rte": "accuracy"})  # fmt: skip
+    # a score that is not the column's headline (SQuAD's exact match) takes no part
+    rows.append({"arm": "a", "task": "squad", "seed": 1, "metric": "exact_match", "value": 99.0})
+    summary = summarize(config, rows)
+    assert summary["c", "rte"] == {"median": 55.0, "min": 50, "max": 60, "n": 2}
+    markdown = results_markdown(config, rows, {})
+    assert "median over 3 run(s) per cell (seeds [1, 2, 3])" in markdown
+    assert "| arm | squad (f1) | rte (accuracy) |" in markdown
+    assert table_rows(markdown, "abc") == [
+        "| a | 71.0 (70.0-74.0) | 60.0 (55.0-65.0) |",
+        "| b | **72.5** (72.0-80.0) | **61.0** (58.0-64.0) |",
+        "| c | **72.5** (50.0-90.0) | 55.0 (50.0-60.0) [2 of 3 runs] |",
+    ]
+
+
+def test_several_pretraining_seeds_pool_into_one_cell_and_missing_units_show():
+    config = ablation_config("abc", {"squad": TWO_TASKS["squad"]}, seeds=[1, 2], pretraining_seeds=(42, 43))
+    finished = [
+        # arm a: 2 pretraining seeds x 2 fine-tuning seeds = 4 runs: sorted 70 72 76 80, median (72 + 76) / 2 = 74.0
+        *({"arm": "a", "task": "squad", "seed": seed, "pretraining_seed": pretraining, "scores": {"f1": value}}
+          for (pretraining, seed), value in {(42, 1): 70, (42, 2): 72, (43, 1): 80, (43, 2): 76}.items()),
+        # arm b: its pretraining seed 43 did not run (nor its fine-tunings): 2 of 4 runs, median (73 + 74.123456) / 2
+        *({"arm": "b", "task": "squad", "seed": seed, "pretraining_seed": 42, "scores": {"f1": value}}
+          for seed, value in ((1, 73), (2, 74.123456))),
+        # arm c: nothing ran
+    ]  # fmt: skip
+    rows = records(config, finished)
+    assert rows[0] == {"arm": "a", "task": "squad", "seed": 1, "metric": "f1", "value": 70, "pretraining_seed": 42}
+    assert rows[-1]["value"] == 74.1235  # rounded to 4 decimals
+    markdown = results_markdown(config, rows, {})
+    assert "median over 4 run(s) per cell (seeds [1, 2], pretraining seeds [42, 43])" in markdown
+    assert table_rows(markdown, "abc") == [
+        "| a | **74.0** (70.0-80.0) |",
+        "| b | 73.6 (73.0-74.1) [2 of 4 runs] |",  # (73 + 74.1235) / 2 = 73.56
+        "| c | - |",
+    ]

@@ -12,11 +12,18 @@ and the seeds. YAML or JSON:
     token_budget: 100_000_000         # optional, instead of max_steps: tokens (blocks x length) each arm sees
     keep_finetuned_models: false      # optional: a scored fine-tuning's weights are deleted unless true
 
-Besides its script's flags, a task may give `metric` (the score its column shows) and, for run_squad.py,
-`split_by_article: {file: SQUAD_JSON, train_articles: N}` (train on the first N articles, evaluate on the rest).
-Every flag is checked against the argument classes of the script that reads it (`ARGUMENT_CLASSES` in
-run_pretraining.py, run_squad.py, run_glue.py, run_race.py), so a config cannot set a flag that no script has.
-Each problem is one paragraph (`AblationConfigError`, a UserInputError).
+Continued pretraining: `pretraining: {model_name_or_path: CHECKPOINT, train_file: corpus.txt, max_steps: N}` makes
+every arm continue the same saved model (its weights and its tokenizer) on the same text for the same budget, as
+SpanBERT's and RoBERTa's ablations compare arms trained alike; only the pretraining section may set it (an arm
+that could start elsewhere would not be comparable). A path that holds no saved model (or a Hub id that cannot be
+reached) is refused before the first unit runs.
+
+A task's `script` is one of the fine-tuning scripts of tasks.py's REPORTS table (run_squad.py, run_glue.py,
+run_race.py, run_relation.py, run_coref.py), present beside run_ablation.py. Besides its script's flags, a task may
+give `metric` (the score its column shows) and, for run_squad.py, `split_by_article: {file: SQUAD_JSON,
+train_articles: N}` (train on the first N articles, evaluate on the rest). Every flag is checked against the
+argument classes of the script that reads it (its `ARGUMENT_CLASSES`), so a config cannot set a flag that no script
+has. Each problem is one paragraph (`AblationConfigError`, a UserInputError).
 """
 
 from __future__ import annotations
@@ -36,21 +43,23 @@ import yaml
 from transformers import HfArgumentParser
 
 from ..errors import UserInputError
+from ..training.validation import check_model_sources
+from .tasks import FINETUNING_SCRIPTS, TaskSpec, known_metric, metric_names
 
 PRETRAINING_SCRIPT = "run_pretraining.py"
-FINETUNING_SCRIPTS = ("run_squad.py", "run_glue.py", "run_race.py")
 TOP_LEVEL_KEYS = ("pretraining", "arms", "tasks", "seeds", "token_budget", "keep_finetuned_models")
 # Each unit's folder and how it starts (afresh, resumed, overwritten) come from the runner.
 RUNNER_FLAGS = ("output_dir", "overwrite_output_dir", "resume_from_checkpoint")
 # Each fine-tuning starts from its arm's model with one of the `seeds`, and trains and evaluates.
 FINETUNING_RUNNER_FLAGS = ("model_name_or_path", "seed", "do_train", "do_eval")
-# What makes the arms comparable: the same data and the same budget of steps x batch x length (SpanBERT section 5
-# and RoBERTa section 4 compare arms trained alike on the same corpus). Only `pretraining` sets these.
+# What makes the arms comparable: the same data (read with the same tokenizer), the same budget of steps x batch x
+# length, and, for continued pretraining, the same starting model (SpanBERT section 5 and RoBERTa section 4 compare
+# arms trained alike on the same corpus). Only `pretraining` sets these.
 SHARED_PRETRAINING_FLAGS = (
     "train_file", "validation_file", "dataset_name", "dataset_config_name", "text_column_name",
     "validation_split_percentage", "prepared_data_dir", "streaming", "max_train_samples", "max_eval_samples",
     "max_seq_length", "max_steps", "num_train_epochs", "per_device_train_batch_size", "gradient_accumulation_steps",
-    "seed", "model_name_or_path",
+    "seed", "model_name_or_path", "tokenizer_name",
 )  # fmt: skip
 # Arm and task names become folder names.
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -58,18 +67,6 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 class AblationConfigError(UserInputError):
     """A bad ablation config; the message names the file, the section and the key."""
-
-
-@dataclass(frozen=True)
-class TaskSpec:
-    """A fine-tuning task: its script and that script's flags; `metric` is the score its column shows (None: the
-    script's usual one), `split_by_article` a SQuAD file to split by article into train and evaluation files."""
-
-    name: str
-    script: str
-    flags: dict[str, Any]
-    metric: str | None = None
-    split_by_article: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -115,14 +112,26 @@ def load_config(path: str | Path) -> AblationConfig:
 
 
 def script_arguments(script: str) -> tuple[type, ...]:
-    """The argument dataclasses of `script` (its `ARGUMENT_CLASSES`), from the module next to run_ablation.py."""
+    """The argument dataclasses of `script` (its `ARGUMENT_CLASSES`), from the module next to run_ablation.py. Looked
+    up when a config is read: a script of the table that this checkout lacks stops the config that uses it only."""
+    name = Path(script).stem
     try:
-        module = importlib.import_module(Path(script).stem)
+        module = importlib.import_module(name)
     except ImportError as error:
+        if isinstance(error, ModuleNotFoundError) and error.name == name:
+            raise AblationConfigError(
+                f"{script} is not in this checkout: run_ablation.py runs the run_*.py scripts beside it. Run it from a "
+                f"checkout of spanroberta that has {script}, or remove the tasks that use it."
+            ) from None
         raise AblationConfigError(
             f"Could not import {script} ({error}): run_ablation.py runs the scripts in its own folder, so run it "
-            "from a checkout of spanroberta, where the four run_*.py scripts are."
+            "from a checkout of spanroberta, where the run_*.py scripts are."
         ) from None
+    if not isinstance(getattr(module, "ARGUMENT_CLASSES", None), tuple) or not callable(getattr(module, "main", None)):
+        raise AblationConfigError(
+            f"{script} ({module.__file__}) cannot run as an ablation unit: it needs ARGUMENT_CLASSES (the tuple of its "
+            "argument dataclasses, to check a config's flags) and main(args) (called with a unit's flags file)."
+        )
     return module.ARGUMENT_CLASSES
 
 
@@ -141,6 +150,8 @@ def check_values(config: AblationConfig, extra: dict[str, Any] | None = None) ->
     for arm, flags in config.arms.items():
         with _blamed(config.path, f"arm {arm!r}"):
             model_args, data_args, _ = parse_pretraining({**config.pretraining, **flags, **placeholder, **extra})
+            # The model every arm continues (and its tokenizer) must be there before the first unit runs.
+            check_model_sources(model_args)
             resolve_recipe(model_args, data_args)
     for task in config.tasks.values():
         values = {**task.flags, **placeholder, "model_name_or_path": "arm", "do_train": True, "do_eval": True, **extra}
@@ -307,10 +318,8 @@ def _check_task_flags(where: str, task: TaskSpec) -> None:
                 "validation_file or dataset_name, and is {file: SQUAD_JSON, train_articles: N}: the first N articles "
                 "of the file train, the rest evaluate."
             )
-    from .results import metric_names
-
-    names = metric_names(task)
-    if task.metric is not None and task.metric not in names:
+    if task.metric is not None and not known_metric(task, task.metric):
+        names = metric_names(task)
         raise AblationConfigError(f"{where}: task {task.name!r} has metric {task.metric!r}; {task.script} reports "
                                   f"{', '.join(names)} for it.")
 

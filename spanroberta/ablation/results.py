@@ -1,9 +1,9 @@
 """Scores and figures of the units, results.json and the paper-style results.md.
 
-Scores are on a 0-100 scale, as the papers report them: SQuAD's official scripts already give percentages,
-run_glue.py and run_race.py give fractions (eval_accuracy 0.71 is 71.0 here). Each table cell is the median over
-the fine-tuning seeds (and pretraining seeds, if several) with the min-max range: RoBERTa (section 5.1, "median of
-five runs") and ELECTRA report medians over fine-tuning seeds, which is robust to the odd failed run.
+Scores are on a 0-100 scale, as the papers report them (tasks.py reads each script's eval_results.json). Each table
+cell is the median over the fine-tuning seeds (and pretraining seeds, if several) with the min-max range: RoBERTa
+(section 5.1, "median of five runs") and ELECTRA report medians over fine-tuning seeds, which is robust to the odd
+failed run. A cell with fewer runs than the config asks for says how many it has; a cell without any is "-".
 """
 
 from __future__ import annotations
@@ -15,43 +15,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from ..tasks.glue import get_glue_task
-from .config import AblationConfig, TaskSpec
-
-SQUAD_V1_METRICS = ("exact_match", "f1")
-SQUAD_V2_METRICS = ("exact", "f1", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1")
-RACE_METRICS = ("accuracy", "accuracy_middle", "accuracy_high")
-# Outputs in the Trainer's eval_results.json that are not scores.
-_NOT_SCORES = ("eval_loss", "eval_runtime", "eval_samples_per_second", "eval_steps_per_second", "eval_samples")
-
-
-def metric_names(task: TaskSpec) -> tuple[str, ...]:
-    """The scores the task's script writes, by their names in results.json (without eval_)."""
-    if task.script == "run_squad.py":
-        return SQUAD_V2_METRICS if task.flags.get("version_2_with_negative") else SQUAD_V1_METRICS
-    if task.script == "run_race.py":
-        return RACE_METRICS
-    try:
-        glue = get_glue_task(str(task.flags.get("task_name")))
-    except ValueError:
-        return ()  # no or an unknown task_name: run_glue.py's own check reports it
-    return tuple(f"{metric}{split.metric_suffix}" for split in glue.eval_splits for metric in glue.metrics)
-
-
-def headline_metric(task: TaskSpec) -> str:
-    """The score of the task's column: the config's `metric`, else SQuAD F1 (SpanBERT Table 1), RACE accuracy, or
-    the GLUE task's first metric (MRPC F1, STS-B Pearson, CoLA Matthews correlation, accuracy elsewhere)."""
-    if task.metric is not None:
-        return task.metric
-    return {"run_squad.py": "f1", "run_race.py": "accuracy"}.get(task.script) or metric_names(task)[0]
-
-
-def scores(task: TaskSpec, eval_results: dict[str, float]) -> dict[str, float]:
-    """The task's scores from its eval_results.json, on a 0-100 scale."""
-    if task.script == "run_squad.py":
-        return {name: float(eval_results[name]) for name in metric_names(task) if name in eval_results}
-    return {name: 100.0 * float(eval_results[f"eval_{name}"]) for name in metric_names(task)
-            if f"eval_{name}" in eval_results}  # fmt: skip
+from .config import AblationConfig
+from .tasks import headline_metric
 
 
 def records(config: AblationConfig, finished: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -104,18 +69,21 @@ def results_markdown(config: AblationConfig, rows: list[dict[str, Any]], pretrai
     best = {task: max((cell["median"] for (_, t), cell in summary.items() if t == task), default=None)
             for task in config.tasks}  # fmt: skip
     for arm in config.arms:
-        cells = [_cell(summary.get((arm, task)), best[task]) for task in config.tasks]
+        cells = [_cell(summary.get((arm, task)), best[task], runs) for task in config.tasks]
         lines.append(f"| {arm} | " + " | ".join(cells) + " |")
     return "\n".join(lines + ["", *_pretraining_table(pretraining), ""])
 
 
-def _cell(cell: dict[str, float] | None, best: float | None) -> str:
+def _cell(cell: dict[str, float] | None, best: float | None, runs: int) -> str:
+    """`median (min-max)`, the median in bold when it is the column's best; `[n of N runs]` when some runs of the
+    cell are missing, so that a median over fewer runs does not pass for a full one."""
     if cell is None:
         return "-"
     median = f"{cell['median']:.1f}"
     if best is not None and math.isclose(cell["median"], best):
         median = f"**{median}**"
-    return f"{median} ({cell['min']:.1f}-{cell['max']:.1f})" if cell["n"] > 1 else median
+    text = f"{median} ({cell['min']:.1f}-{cell['max']:.1f})" if cell["n"] > 1 else median
+    return text + (f" [{cell['n']} of {runs} runs]" if cell["n"] < runs else "")
 
 
 def _pretraining_table(pretraining: dict[str, Any]) -> list[str]:

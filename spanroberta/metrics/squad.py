@@ -1,5 +1,5 @@
 """SQuAD's official metrics, offline: v1.1 (exact match, token F1) and v2.0 (with the HasAns/NoAns splits
-and the best no-answer thresholds).
+and the best no-answer thresholds); and MRQA 2019's, which are v1.1's per dataset with their macro average.
 
 `evaluate.load("squad")` and `evaluate.load("squad_v2")` fetch their code from the Hub and fail offline, so
 the official evaluation scripts (evaluate-v1.1.py and evaluate-v2.0.py from the SQuAD site) are ported
@@ -98,6 +98,33 @@ def squad_v1_evaluate(gold: GoldAnswers, predictions: Mapping[str, str]) -> dict
     if missing:
         logger.warning("%d unanswered question(s) receive score 0, e.g. %s", len(missing), missing[0])
     return {"exact_match": 100.0 * exact_match / total, "f1": 100.0 * f1 / total}
+
+
+# --- MRQA 2019 (mrqa_official_eval.py) ---
+
+
+def mrqa_evaluate(
+    gold_by_dataset: Mapping[str, GoldAnswers], predictions: Mapping[str, str]
+) -> dict[str, float]:
+    """MRQA 2019's scores: each dataset's as its leaderboard names them ({dataset}_em, {dataset}_f1), and their
+    macro averages over the datasets (macro_em, macro_f1), every dataset counting once whatever its size, as the
+    MRQA 2019 overview (Fisch et al., 2019) averages its per-dataset F1.
+
+    `gold_by_dataset` is {dataset: {qid: gold answers}}. The shared task's mrqa_official_eval.py is SQuAD
+    evaluate-v1.1.py keyed by qid: the same normalisation, the maximum over the gold answers, percentages, and a
+    question without a prediction scores 0; so each dataset is scored by `squad_v1_evaluate`.
+    """
+    if not gold_by_dataset:
+        raise ValueError("MRQA scores need the gold answers of at least one dataset.")
+    result = {}
+    for dataset, gold in gold_by_dataset.items():
+        scores = squad_v1_evaluate(gold, predictions)
+        result[f"{dataset}_em"], result[f"{dataset}_f1"] = scores["exact_match"], scores["f1"]
+    for metric in ("em", "f1"):
+        result[f"macro_{metric}"] = sum(result[f"{dataset}_{metric}"] for dataset in gold_by_dataset) / len(
+            gold_by_dataset
+        )
+    return result
 
 
 # --- SQuAD v2.0 (evaluate-v2.0.py) ---

@@ -1,5 +1,5 @@
-"""Reading JSON-lines files (one JSON object a line, gzipped when the name ends in .gz), as the task readers
-take them, with errors that name the file and the line."""
+"""Reading JSON-lines files (one JSON object a line, gzipped or not), as the task readers take them, with errors
+that name the file and the line."""
 
 from __future__ import annotations
 
@@ -7,15 +7,25 @@ import gzip
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from spanroberta.errors import utf8_errors
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def open_text(path: Path) -> IO[str]:
+    """`path` opened as UTF-8 text, decompressed when it is gzipped: known by its first bytes, not by its name (MRQA
+    and RACE files come as .jsonl.gz, and renamed copies lose the suffix)."""
+    with open(path, "rb") as file:
+        gzipped = file.read(2) == GZIP_MAGIC
+    return gzip.open(path, "rt", encoding="utf-8") if gzipped else open(path, encoding="utf-8")
+
+
 def read_json_lines(path: Path, error: type[Exception] = ValueError) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yields (line number, record) for every non-blank line; a line that is not a JSON object raises `error`."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    with utf8_errors(path), opener(path, "rt", encoding="utf-8") as file:
+    with utf8_errors(path), open_text(path) as file:
         for line_number, line in enumerate(file, start=1):
             if not line.strip():
                 continue

@@ -1,9 +1,11 @@
-"""SQuAD v1.1 and v2.0 as data, for run_squad.py.
+"""SQuAD v1.1 and v2.0, and MRQA 2019's extractive QA files, as data, for run_squad.py.
 
 - Readers: the official nested JSON as the SQuAD site distributes it, flat JSON or JSON-lines records with
-  the Hub's columns (id, title, context, question, answers{text, answer_start}), and Hub datasets
-  (rajpurkar/squad, rajpurkar/squad_v2). Whatever the source, a split becomes a `datasets.Dataset` with the
-  Hub's columns; an unanswerable question has empty answer lists. Every example is checked before any
+  the Hub's columns (id, title, context, question, answers{text, answer_start}), Hub datasets
+  (rajpurkar/squad, rajpurkar/squad_v2), and MRQA's JSON lines (a header line, then one context a line with
+  its `qas`), gzipped or not, told apart by their content. Whatever the source, a split becomes a
+  `datasets.Dataset` with the Hub's columns; an unanswerable question has empty answer lists; MRQA files
+  also keep their gold answers, which MRQA's metric scores each file against. Every example is checked before any
   training starts, and a bad one stops the run with an error naming the file, the line or position, and
   the question id.
 - Features: question-context pairs split into overlapping windows (the span decoding's own
@@ -29,11 +31,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from datasets import Dataset, Features, List, Value, load_dataset
+from datasets import Dataset, Features, List, Value, concatenate_datasets, load_dataset
 from transformers import PreTrainedTokenizerBase, Trainer
 
 from spanroberta.errors import utf8_errors
-from spanroberta.metrics.squad import squad_v1_evaluate, squad_v2_evaluate
+from spanroberta.metrics.squad import mrqa_evaluate, squad_v1_evaluate, squad_v2_evaluate
 from spanroberta.pipelines import question_answering
 from spanroberta.pipelines.question_answering import (
     WindowScores,
@@ -42,7 +44,7 @@ from spanroberta.pipelines.question_answering import (
     decode_spans,
     encode_windows,
 )
-from spanroberta.tasks.json_lines import read_json_lines
+from spanroberta.tasks.json_lines import open_text, read_json_lines
 
 logger = logging.getLogger(__name__)
 
@@ -65,15 +67,106 @@ class SquadFormatError(ValueError):
 # --- reading and checking ---
 
 
+@dataclass(frozen=True)
+class QaSplit:
+    """A split's questions from every file given for it (or from the Hub), in order, with the Hub's columns; and,
+    for MRQA files, the gold answers that MRQA's metric scores each file's questions against:
+    {dataset name from the file's header: {qid: answers}} (empty for SQuAD data)."""
+
+    examples: Dataset
+    mrqa_gold: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+
+
 def read_squad_file(path: str | Path, version_2_with_negative: bool, require_answers: bool = True) -> Dataset:
     """Reads and checks one SQuAD file: the official nested JSON, a JSON list of flat records (or
-    {"data": [records]}), or JSON lines (.jsonl). Test files may leave out answers (`require_answers=False`)."""
+    {"data": [records]}), or JSON lines (.jsonl); gzipped or not. Test files may leave out answers
+    (`require_answers=False`). An MRQA file is read as `read_mrqa_file` reads it."""
     path = Path(path)
+    if is_mrqa_file(path):
+        return read_mrqa_file(path, require_answers)[0]
     if path.suffix == ".jsonl":
         records = _json_lines(path)
     else:
         records = _json_records(path)
     return _checked_dataset(records, str(path), version_2_with_negative, require_answers)
+
+
+def is_mrqa_file(path: Path) -> bool:
+    """Whether `path` holds MRQA 2019's layout, by its first line: the header {"header": {"dataset", "split"}}, or
+    (a file that lost its header, which `read_mrqa_file` then names) a context with its `qas`."""
+    with utf8_errors(path), open_text(path) as file:
+        first = next((line for line in file if line.strip()), "")
+    try:
+        record = json.loads(first)
+    except json.JSONDecodeError:
+        return False  # an indented SQuAD JSON file, whose first line is "{"
+    return isinstance(record, dict) and ("header" in record or {"context", "qas"} <= set(record))
+
+
+def read_mrqa_file(path: str | Path, require_answers: bool = True) -> tuple[Dataset, str, dict[str, list[str]]]:
+    """Reads and checks one MRQA 2019 file (JSON lines, gzipped or not): a header line {"header": {"dataset",
+    "split"}}, then one context a line {context, qas: [{qid, question, answers, detected_answers}]}.
+
+    Returns the questions with the Hub's columns (id: the qid; title: the dataset), the dataset's name, and the
+    gold answers {qid: answers} that the official metric scores against. The answer to train on is the first
+    occurrence of a detected answer: the earliest of all `detected_answers` char_spans (whose ends are
+    inclusive), with the context's text there, as SpanBERT's run_mrqa.py and the MRQA baseline take it.
+    Test files may leave out answers (`require_answers=False`)."""
+    path = Path(path)
+    lines = read_json_lines(path, error=SquadFormatError)
+    number, header = next(lines, (1, {}))
+    header = header.get("header")
+    if not (isinstance(header, dict) and all(isinstance(header.get(key), str) for key in ("dataset", "split"))):
+        raise SquadFormatError(
+            f"{path}, line {number}: an MRQA file starts with its header line, {{\"header\": {{\"dataset\": NAME, "
+            "\"split\": SPLIT}}}, then holds one context a line; this line is not that header."
+        )
+    gold: dict[str, list[str]] = {}
+    records = _mrqa_records(path, lines, header["dataset"], gold, require_answers)
+    return _checked_dataset(records, str(path), False, require_answers), header["dataset"], gold
+
+
+def _mrqa_records(
+    path: Path, lines: Iterator[tuple[int, dict]], dataset: str, gold: dict[str, list[str]], require_answers: bool
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The questions of every context line as the Hub's records; each question's gold answers go into `gold`."""
+    for number, line in lines:
+        where = f"{path}, line {number}"
+        context, qas = line.get("context"), line.get("qas")
+        if not isinstance(context, str) or not isinstance(qas, list):
+            raise SquadFormatError(f"{where}: expected a context line, {{\"context\": TEXT, \"qas\": [questions]}}.")
+        for qa in qas:
+            qid = qa.get("qid") if isinstance(qa, dict) else None
+            if not isinstance(qid, str):
+                raise SquadFormatError(f"{where}: each of `qas` needs a string `qid`.")
+            answers = qa.get("answers")
+            if (require_answers or answers is not None) and not (
+                isinstance(answers, list) and answers and all(isinstance(answer, str) for answer in answers)
+            ):  # fmt: skip
+                raise SquadFormatError(f"{where}: question {qid!r}: `answers` must be a non-empty list of strings.")
+            gold[qid] = answers or []
+            record = {"id": qid, "title": dataset, "context": context, "question": qa.get("question")}
+            if require_answers or qa.get("detected_answers") is not None:
+                start, end = _first_detected_span(qa.get("detected_answers"), context, f"{where}: question {qid!r}")
+                record["answers"] = {"text": [context[start : end + 1]], "answer_start": [start]}
+            yield f"line {number}", record
+
+
+def _first_detected_span(detected: Any, context: str, where: str) -> tuple[int, int]:
+    """The earliest (start, inclusive end) of all char_spans of `detected_answers`, checked against the context."""
+    spans = [span for answer in detected if isinstance(answer, dict) for span in answer.get("char_spans") or []] \
+        if isinstance(detected, list) else []  # fmt: skip
+    if not spans:
+        raise SquadFormatError(f"{where}: `detected_answers` must list answers with their `char_spans` in the context.")
+    for span in spans:
+        if not (isinstance(span, list) and len(span) == 2 and all(isinstance(edge, int) for edge in span)
+                and 0 <= span[0] <= span[1] < len(context)):  # fmt: skip
+            raise SquadFormatError(
+                f"{where}: char_span {span!r} is not [start, end] inside the context of {len(context)} characters "
+                "(MRQA's ends are inclusive)."
+            )
+    start, end = min(spans)
+    return start, end
 
 
 def check_squad_dataset(
@@ -91,31 +184,70 @@ def load_squad_splits(
     files: Mapping[str, str | None] | None = None,
     splits: Sequence[str],
     version_2_with_negative: bool,
+    max_samples: Mapping[str, int | None] | None = None,
     cache_dir: str | None = None,
     token: str | None = None,
-) -> dict[str, Dataset]:
+) -> dict[str, QaSplit]:
     """The checked splits ("train", "validation", "test") asked for, from the Hub or from files.
 
-    `files` maps a split to its file. Only the test split may come without answers.
+    `files` maps a split to its file, or to several, comma-separated: SQuAD or MRQA files, told apart by their
+    content. Several training files train on their union (as MRQA's baseline trains on its six training sets);
+    several evaluation files must be MRQA files, each scored on its own. `max_samples` keeps the first N questions
+    of each split, or of each file of a split. Only the test split may come without answers.
     """
     if (dataset_name is None) == (not any((files or {}).values())):
         raise ValueError("Give either --dataset_name or data files (--train_file/--validation_file/--test_file).")
+    limits = max_samples or {}
     loaded = {}
     if dataset_name is not None:
         hub = load_dataset(dataset_name, dataset_config_name, cache_dir=cache_dir, token=token)
         for split in splits:
             if split not in hub:
                 raise ValueError(f"{dataset_name} has no {split!r} split (it has {', '.join(hub)}).")
-            loaded[split] = check_squad_dataset(
+            checked = check_squad_dataset(
                 hub[split], f"{dataset_name} [{split}]", version_2_with_negative, require_answers=split != "test"
             )
+            loaded[split] = QaSplit(_first(checked, limits.get(split)))
         return loaded
     for split in splits:
-        path = (files or {}).get(split)
-        if path is None:
+        paths = [path.strip() for path in ((files or {}).get(split) or "").split(",") if path.strip()]
+        if not paths:
             raise ValueError(f"The {split} split needs --{split}_file.")
-        loaded[split] = read_squad_file(path, version_2_with_negative, require_answers=split != "test")
+        loaded[split] = _read_split(split, paths, version_2_with_negative, limits.get(split))
     return loaded
+
+
+def _read_split(split: str, paths: list[str], version_2_with_negative: bool, limit: int | None) -> QaSplit:
+    """One split's files: each read, checked and cut to `limit` questions, then joined."""
+    parts, gold, origin = [], {}, {}
+    for path in paths:
+        if not is_mrqa_file(Path(path)):
+            parts.append(_first(read_squad_file(path, version_2_with_negative, split != "test"), limit))
+            continue
+        if version_2_with_negative:
+            raise ValueError(f"{path} is an MRQA file: MRQA's questions all have answers (SQuAD v1.1's task). "
+                             "Drop --version_2_with_negative.")  # fmt: skip
+        examples, dataset, answers = read_mrqa_file(path, require_answers=split != "test")
+        if dataset in gold:
+            raise ValueError(f"{path} and {origin[dataset]} are both MRQA's {dataset!r} (their headers say so): "
+                             f"each dataset is scored once, so give one file of each to --{split}_file.")  # fmt: skip
+        parts.append(_first(examples, limit))
+        gold[dataset], origin[dataset] = {qid: answers[qid] for qid in parts[-1]["id"]}, path
+    if split == "validation" and len(paths) > 1 and len(gold) < len(paths):
+        raise ValueError(
+            f"--validation_file gives {len(paths)} files, not all of them MRQA files: several evaluation files are "
+            "scored one by one with MRQA's metric, so each must be an MRQA file (a header line, then one context a "
+            "line). Evaluate a SQuAD file on its own."
+        )
+    examples = parts[0] if len(parts) == 1 else concatenate_datasets(parts)
+    if len(set(examples["id"])) < len(examples):
+        raise SquadFormatError(f"The {split} files {', '.join(paths)} share question ids: each question must have its "
+                               "own id (the predictions are keyed by it). Give each file once.")  # fmt: skip
+    return QaSplit(examples, gold)
+
+
+def _first(examples: Dataset, limit: int | None) -> Dataset:
+    return examples if limit is None else examples.select(range(min(limit, len(examples))))
 
 
 def _json_lines(path: Path) -> Iterator[tuple[str, Any]]:
@@ -125,8 +257,8 @@ def _json_lines(path: Path) -> Iterator[tuple[str, Any]]:
 
 def _json_records(path: Path) -> Iterator[tuple[str, Any]]:
     try:
-        with utf8_errors(path):
-            content = json.loads(path.read_text(encoding="utf-8"))
+        with utf8_errors(path), open_text(path) as file:
+            content = json.loads(file.read())
     except json.JSONDecodeError as error:
         if error.msg == "Extra data":
             # JSON lines in a .json file, as `Dataset.to_json` writes them and run_qa.py reads them
@@ -412,14 +544,21 @@ def _nbest_entries(candidates: Sequence[question_answering.SpanPrediction]) -> l
 
 
 def score_predictions(
-    examples: Dataset, predictions: SquadPredictions, version_2_with_negative: bool, null_score_diff_threshold: float
+    examples: Dataset,
+    predictions: SquadPredictions,
+    version_2_with_negative: bool,
+    null_score_diff_threshold: float,
+    mrqa_gold: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
 ) -> dict[str, float]:
-    """The official scores of the predictions: v1.1's {exact_match, f1}, or every key of v2.0's script.
+    """The official scores of the predictions: v1.1's {exact_match, f1}, every key of v2.0's script, or, given the
+    gold answers of MRQA files (`QaSplit.mrqa_gold`), MRQA's per-dataset scores and their macro averages.
 
     v2.0 scores the best non-empty answers with the null odds and the threshold, which gives the same exact
     and f1 as scoring predictions.json, and best thresholds searched over every answer rather than only over
     those the current threshold kept (what SpanBERT's run_squad.py does).
     """
+    if mrqa_gold:
+        return mrqa_evaluate(mrqa_gold, predictions.predictions)
     gold = {example["id"]: example["answers"]["text"] for example in examples}
     if not version_2_with_negative:
         return squad_v1_evaluate(gold, predictions.predictions)
@@ -438,9 +577,10 @@ def predict_and_score(
     output_dir: str | Path,
     prefix: str = "",
     score: bool = True,
+    mrqa_gold: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
 ) -> tuple[SquadPredictions, dict[str, float]]:
     """Runs the model over `features`, writes the prediction files into `output_dir` (named
-    `{prefix}predictions.json`, ...) and, with `score`, returns the official scores."""
+    `{prefix}predictions.json`, ...) and, with `score`, returns the official scores (MRQA's, given `mrqa_gold`)."""
     output = trainer.predict(features.remove_columns(list(EVAL_ONLY_COLUMNS)))
     logits = output.predictions
     answerability = logits[2] if getattr(trainer.model.config, "answerability_head", False) else None
@@ -460,7 +600,9 @@ def predict_and_score(
         write_predictions(predictions, output_dir, prefix, version_2_with_negative)
     if not score:
         return predictions, {}
-    return predictions, score_predictions(examples, predictions, version_2_with_negative, null_score_diff_threshold)
+    return predictions, score_predictions(
+        examples, predictions, version_2_with_negative, null_score_diff_threshold, mrqa_gold
+    )
 
 
 def write_predictions(

@@ -96,6 +96,15 @@ def check_run(model_args: Any, training_args: TrainingArguments, *, trains: bool
     settings the device decides (`device.fit_to_device`)."""
     check_process_world(training_args)
     fit_to_device(training_args)
+    check_model_sources(model_args)
+    check_output_dir(training_args, training_args.overwrite_output_dir, trains=trains)
+    check_report_to(training_args)
+    check_push_to_hub(training_args)
+
+
+def check_model_sources(model_args: Any) -> None:
+    """`check_model_source` for the model, config and tokenizer that `model_args` names (its flags
+    model_name_or_path, config_name, tokenizer_name, cache_dir and model_revision)."""
     sources = (
         ("model_name_or_path", model_args.model_name_or_path, CONFIG_FILES, "a saved model"),
         ("config_name", model_args.config_name, CONFIG_FILES, "a saved config"),
@@ -104,9 +113,6 @@ def check_run(model_args: Any, training_args: TrainingArguments, *, trains: bool
     )  # fmt: skip
     for flag, name, needs, what in sources:
         check_model_source(flag, name, needs, what, cache_dir=model_args.cache_dir, revision=model_args.model_revision)
-    check_output_dir(training_args, training_args.overwrite_output_dir, trains=trains)
-    check_report_to(training_args)
-    check_push_to_hub(training_args)
 
 
 def require_output_dir(given: set[str]) -> None:
