@@ -9,7 +9,7 @@ import run_pretraining
 from conftest import TINY_TEXT
 from transformers import PreTrainedTokenizerFast
 
-from spanroberta.training.recipes import RECIPES
+from spanroberta.objectives.recipes import RECIPES
 
 TINY_MODEL = ["--model_size", "tiny", "--config_overrides",
               "num_hidden_layers=1,hidden_size=32,num_attention_heads=2,intermediate_size=64"]

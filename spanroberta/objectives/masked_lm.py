@@ -23,7 +23,7 @@ from ..models.configuration_span_albert import SpanAlbertConfig
 from ..models.configuration_spanroberta import SENTENCE_LABELS, SpanRobertaConfig
 from ..models.conventions import IGNORE_INDEX
 from ..models.modeling_any_encoder import ENCODER_FAMILIES
-from ..training.recipes import get_model_size
+from ..models.sizes import get_model_size
 from .base import PretrainingObjective, ResolvedRecipe, accumulate_classification, accumulate_masked_lm, zero_sums
 from .checkpoint_loading import (
     any_encoder_config,

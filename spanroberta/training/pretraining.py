@@ -26,10 +26,10 @@ from ..objectives.checkpoint_loading import without_packing_where_unsupported
 from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from .checkpoints import resume_checkpoint
 from .cli import apply_defaults
-from .distributed import drop_unused_weight_conversions
+from .distributed import drop_unused_weight_conversions, launched_processes
 from .model_card import write_model_card
 from .optimizers import trainer_optimizer
-from .recipes import get_recipe
+from ..objectives.recipes import get_recipe
 from .run_length import fit_to_run_length
 from .trainer import PretrainingTrainer
 from .validation import require_output_dir
@@ -57,19 +57,31 @@ def apply_demo_settings(
     data_args: PretrainingDataArguments,
     training_args: PretrainingArguments,
     given: set[str],
+    chosen: dict[str, str] | None = None,
 ) -> tuple[PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments]:
     """Fills in, for every setting the user did not give, the recipe's flag defaults, in demo mode DEMO_SETTINGS
-    (which win over the recipe's), then the objective's own (ELECTRA's depend on the model size)."""
+    (which win over the recipe's), then the objective's own (ELECTRA's depend on the model size and the number of
+    processes). `chosen`, when given, receives who set each value filled in: flag name -> "recipe <name>" or
+    "demo" (`run_length.run_settings` reports them)."""
+    chosen = {} if chosen is None else chosen
     recipe = get_recipe(data_args.recipe)
-    arguments = apply_defaults((model_args, data_args, training_args), dict(recipe.flag_defaults), given)
+
+    def fill(arguments: tuple, values: dict, who: str) -> tuple:
+        chosen.update({name: who for name in values if name not in given})
+        return apply_defaults(arguments, values, given)
+
+    arguments = fill((model_args, data_args, training_args), dict(recipe.flag_defaults), f"recipe {data_args.recipe}")
     if not data_args.is_demo:
         if not data_args.prepare_only:
             require_output_dir(given)
     else:
         demo = {**DEMO_SETTINGS, "train_file": str(demo_corpus_path())}
-        arguments = apply_defaults(arguments, demo, given)
-        given = given | set(demo)
-    return get_objective(recipe.objective).apply_defaults(arguments, given)
+        arguments = fill(arguments, demo, "demo")
+        given = given | set(demo)  # the demo's settings win over the objective's too
+    # The launcher's count: under DeepSpeed on CPU processes the world is set up after the defaults.
+    processes = max(arguments[2].world_size, launched_processes())
+    objective_defaults = get_objective(recipe.objective).flag_defaults(arguments, processes)
+    return fill(arguments, objective_defaults, f"recipe {data_args.recipe}")
 
 
 def run_pretraining(
