@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 import datasets
 import transformers
@@ -30,7 +30,7 @@ from .distributed import drop_unused_weight_conversions, launched_processes
 from .model_card import write_model_card
 from .optimizers import trainer_optimizer
 from ..objectives.recipes import get_recipe
-from .run_length import fit_to_run_length
+from .run_length import fit_to_run_length, run_settings
 from .trainer import PretrainingTrainer
 from .validation import require_output_dir
 
@@ -89,12 +89,14 @@ def run_pretraining(
     data_args: PretrainingDataArguments,
     training_args: PretrainingArguments,
     given: Collection[str] | None = None,
+    chosen: Mapping[str, str] | None = None,
 ) -> PretrainingTrainer | None:
     """Pretrains and saves the model, tokenizer and model card to `training_args.output_dir`.
 
     With --prepare_only, prepares --prepared_data_dir and returns None without training. `given`, the flags the
     user set, says which of the warm-up, Adam's bias correction and logging interval may be fitted to the run's
-    length (None: none).
+    length (None: none). `chosen`: who set the values the user did not give (`apply_demo_settings`), for the
+    line of run settings logged before training.
     """
     _setup_logging(training_args)
     # Seed before anything random is built: the Trainer seeds only once it is constructed, after the model.
@@ -124,7 +126,11 @@ def run_pretraining(
     collator = _span_masking_collator(data.tokenizer, model.config, recipe, objective, data_args, training_args)
 
     # Warm-up, bias correction and logging fitted to the run, before the Trainer builds its optimiser from them.
-    fit_to_run_length(training_args, given, data.train)
+    fitted = fit_to_run_length(training_args, given, data.train)
+    set_by = {**(chosen or {}), **dict.fromkeys(fitted, "fitted to the run"), **dict.fromkeys(given or (), "you")}
+    if training_args.should_log:
+        # Printed, not logged: transformers' default verbosity hides info logs, and this line says what a step costs.
+        print(run_settings(training_args, data.train, set_by))
     _check_evaluation_data(data.eval, training_args)
     trainer = PretrainingTrainer(
         model=model,
