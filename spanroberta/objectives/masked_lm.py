@@ -2,7 +2,7 @@
 slots, and optionally BERT's NSP or ALBERT's SOP, on RoBERTa's encoder (`SpanRobertaForPreTraining`) or ALBERT's
 (`SpanAlbertForPreTraining`), or continuing a stock BERT, DistilBERT, ModernBERT or DeBERTa-v2/v3 checkpoint in
 its own class (`models.modeling_any_encoder`; which path a checkpoint takes, and the check that all its weights
-loaded, are `training.checkpoint_loading`'s). The spanbert, roberta, bert and albert recipes train this objective."""
+loaded, are `objectives.checkpoint_loading`'s). The spanbert, roberta, bert and albert recipes train this objective."""
 
 from __future__ import annotations
 
