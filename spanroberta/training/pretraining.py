@@ -21,6 +21,7 @@ from ..data.demo_corpus import demo_corpus_path
 from ..data.sources import load_pretraining_data
 from ..errors import UserInputError
 from ..models.configuration_spanroberta import first_position_id
+from ..models.packing import FLEX_ATTENTION_ON_CPU, refuses_packed_rows
 from ..objectives import PretrainingObjective, ResolvedRecipe, get_objective, resolve_recipe
 from ..objectives.checkpoint_loading import without_packing_where_unsupported
 from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
@@ -108,6 +109,7 @@ def run_pretraining(
     logger.info("Recipe: %s", recipe)
     # DeBERTa-v2 cannot keep a packed row's sequences apart: its doc-sentences rows hold one block each.
     data_args = without_packing_where_unsupported(model_args, data_args, recipe.input_format)
+    _check_packed_attention(model_args, data_args, recipe, training_args)
 
     # Tokenizer, model config and blocks. The main process reads (or prepares) the data first; the others then
     # find it in the cache or on disk. The config is built, and checked, before any block is made.
@@ -160,6 +162,19 @@ def _check_evaluation_data(eval_dataset: Dataset | None, training_args: Pretrain
             "evaluation data. Give --validation_file (streaming mode evaluates only on it) or "
             "--validation_split_percentage above 0, or use --eval_strategy no."
         )
+
+
+def _check_packed_attention(
+    model_args: PretrainingModelArguments,
+    data_args: PretrainingDataArguments,
+    recipe: ResolvedRecipe,
+    training_args: PretrainingArguments,
+) -> None:
+    """Packed rows under an attention that cannot keep them apart here (flex_attention on CPU) are refused before
+    any data is read or model built, rather than at the first step."""
+    packs = recipe.input_format == "doc-sentences" and data_args.pack_documents
+    if packs and refuses_packed_rows(model_args.attn_implementation, training_args.device):
+        raise UserInputError(f"{FLEX_ATTENTION_ON_CPU} Or train one document per row: --pack_documents false.")
 
 
 def _build_config(
