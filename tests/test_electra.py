@@ -245,9 +245,9 @@ def test_the_electra_batch_counts_the_processes_the_launcher_started(monkeypatch
     """Under DeepSpeed on CPU processes the Trainer's world is set up after the defaults: the launcher's count
     makes Table 6's batch of 256 the global one. (The count itself, read from WORLD_SIZE, is not set here: that
     would set up this test process's distributed state; test_distributed.py launches real processes.)"""
-    from spanroberta.training import pretraining
+    from spanroberta.training import distributed
 
-    monkeypatch.setattr(pretraining, "launched_processes", lambda: 2)
+    monkeypatch.setattr(distributed, "launched_processes", lambda: 2)
     (model_args, data_args, training_args), given = parse_arguments(
         ARGUMENT_TYPES, ["--output_dir", "x", "--train_file", "c.txt", "--recipe", "electra", "--model_size", "base",
                          "--per_device_train_batch_size", "32"]

@@ -27,7 +27,7 @@ from ..objectives.checkpoint_loading import without_packing_where_unsupported
 from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from .checkpoints import resume_checkpoint
 from .cli import apply_defaults
-from .distributed import drop_unused_weight_conversions, launched_processes
+from .distributed import drop_unused_weight_conversions, training_processes
 from .model_card import write_model_card
 from .optimizers import trainer_optimizer
 from ..objectives.recipes import get_recipe
@@ -79,9 +79,7 @@ def apply_demo_settings(
         demo = {**DEMO_SETTINGS, "train_file": str(demo_corpus_path())}
         arguments = fill(arguments, demo, "demo")
         given = given | set(demo)  # the demo's settings win over the objective's too
-    # The launcher's count: under DeepSpeed on CPU processes the world is set up after the defaults.
-    processes = max(arguments[2].world_size, launched_processes())
-    objective_defaults = get_objective(recipe.objective).flag_defaults(arguments, processes)
+    objective_defaults = get_objective(recipe.objective).flag_defaults(arguments, training_processes(arguments[2]))
     return fill(arguments, objective_defaults, f"recipe {data_args.recipe}")
 
 

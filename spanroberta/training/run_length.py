@@ -17,7 +17,7 @@ from collections.abc import Collection
 from transformers import TrainingArguments
 from transformers.trainer_utils import has_length
 
-from .distributed import launched_processes
+from .distributed import training_processes
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def run_settings(args: TrainingArguments, train_dataset: object, set_by: dict[st
     the accumulation, learning rate, warm-up and total steps, each with who set it (`set_by`: flag name -> "you",
     "recipe <name>", "demo", "fitted to the run"; transformers' default otherwise). A recipe that accumulates
     gradients to reach its paper's batch multiplies the cost of every step: said before the first one."""
-    processes = max(args.world_size, launched_processes())
+    processes = training_processes(args)
     total = planned_steps(args, train_dataset)
 
     def setting(name: str, value: object) -> str:
