@@ -1,6 +1,7 @@
 """Packed rows: several sequences per row, position ids restarting at each (transformers' padding-free convention).
 
-The model computes each packed sequence exactly as it would alone, under every attention implementation; the
+The model computes each packed sequence exactly as it would alone, under every attention implementation that takes
+packed rows (sdpa and eager; flex_attention on CUDA, refused on CPU; flash attention through flattening); the
 collator never lets a span, or the boundaries of its SBO targets, cross from one packed sequence to another; and
 `pack_sequences` keeps blocks whole and rows full."""
 
@@ -85,8 +86,8 @@ def test_a_packed_sequence_gets_the_hidden_states_it_has_alone(attn_implementati
 
 
 def test_flex_attention_refuses_packed_rows_on_cpu():
-    """torch's CPU kernel for flex attention gives wrong attention for some batch shapes (rows of 24 tokens in
-    batches of 1 to 5, under a mask that reads no tensor): packed rows are refused, naming the backends to use."""
+    """torch's CPU kernel for flex attention gives wrong attention, or NaN, for some batch shapes (rows of 24 tokens,
+    even under a mask that reads no tensor): packed rows are refused, naming the backends to use."""
     encoder, _ = encoders("flex_attention")
     batch, _ = packed_batch(ROWS, LENGTH, VOCAB, seed=1)
     with pytest.raises(ValueError, match="On CPU use sdpa or eager") as error:
