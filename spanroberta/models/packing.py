@@ -18,7 +18,7 @@ from transformers.masking_utils import create_bidirectional_mask, create_bidirec
 # Attention implementations whose functions take a dense [batch, 1, queries, keys] mask.
 _DENSE_MASK_ATTENTION = ("sdpa", "eager")
 # flex_attention works in blocks of this many queries and keys (torch's _DEFAULT_SPARSE_BLOCK_SIZE, the block size of
-# the BlockMask transformers builds): its kernels may call a mask function at any index of a row's last block.
+# the BlockMask transformers builds): a kernel may call a mask function at any index of a row's last block.
 _FLEX_BLOCK_SIZE = 128
 
 FLEX_ATTENTION_ON_CPU = (
@@ -59,10 +59,13 @@ def packed_sequence_mask_function(sequence_ids: torch.Tensor, real: torch.Tensor
     (unpadded) query to real keys only. A padding query attends to its sequence's keys, padding included, so that
     no query row is empty (an empty row gives NaN in SDPA).
 
-    flex_attention's kernels call the function for every index of a row's last block of _FLEX_BLOCK_SIZE, past
-    the row's end, and a read out of a tensor's bounds is not checked in a compiled kernel: it reads whatever
-    memory follows (another row's ids, or garbage for the last row). So both tensors are padded to whole blocks,
-    with a sequence id of -1 (no real token's) and "not real": an index past the end matches no real query or key."""
+    flex_attention works in blocks of _FLEX_BLOCK_SIZE, and a kernel that evaluates the function over a row's whole
+    last block passes indices past the row's end; a compiled kernel does not check a read out of a tensor's bounds,
+    it reads whatever memory follows (another row's ids, or garbage after the last row). torch 2.13's kernels bound
+    the indices themselves (CUDA's wrap them round the length, the CPU one stops at it), older ones did not
+    (transformers pads its own flex masks to whole blocks for torch 2.5), and nothing in flex_attention's contract
+    says they must. So both tensors are padded to whole blocks, with a sequence id of -1 (no real token's) and "not
+    real": an index past the end matches no real query or key, whatever the kernel."""
     padding = -sequence_ids.shape[-1] % _FLEX_BLOCK_SIZE
     sequence_ids = torch.nn.functional.pad(sequence_ids, (0, padding), value=-1)
     real = torch.nn.functional.pad(real, (0, padding), value=False)
