@@ -33,14 +33,16 @@ def main(args: list[str] | None = None) -> None:
     # Flags and config files: cli.py and TrainingArguments report their problems as ValueError/FileNotFoundError.
     with user_errors("run_pretraining.py", also=(ValueError, FileNotFoundError)):
         (model_args, data_args, training_args), given = parse_arguments(ARGUMENT_CLASSES, args)
-        model_args, data_args, training_args = apply_demo_settings(model_args, data_args, training_args, given)
+        # The recipe's (and the demo's) defaults for the flags not given; `chosen` records which they set.
+        chosen: dict[str, str] = {}
+        model_args, data_args, training_args = apply_demo_settings(model_args, data_args, training_args, given, chosen)
         # Every path and setting that can be checked without the data is checked before it is read.
         check_run(model_args, training_args, trains=not data_args.prepare_only)
     if data_args.overwrite_cache:
         # Not reusing cache files is what makes `datasets` recompute the tokenizing and packing.
         datasets.disable_caching()
     with user_errors("run_pretraining.py", also=(TrainingDivergedError,)):
-        trainer = run_pretraining(model_args, data_args, training_args, given)
+        trainer = run_pretraining(model_args, data_args, training_args, given, chosen)
     finish_processes()
     if trainer is None:
         print(f"\nThe prepared data is in {data_args.prepared_data_dir}/. Train on it with the same command "

@@ -9,7 +9,7 @@ import run_pretraining
 from conftest import TINY_TEXT
 from transformers import PreTrainedTokenizerFast
 
-from spanroberta.training.recipes import RECIPES
+from spanroberta.objectives.recipes import RECIPES
 
 TINY_MODEL = ["--model_size", "tiny", "--config_overrides",
               "num_hidden_layers=1,hidden_size=32,num_attention_heads=2,intermediate_size=64"]
@@ -122,3 +122,10 @@ def test_an_electra_discriminator_without_its_generator(run_args, tmp_path):
     message = error_of([*run_args, "--train_file", "unused.txt", "--recipe", "electra",
                         "--model_name_or_path", str(discriminator)], tmp_path)  # fmt: skip
     assert f"{discriminator} has no generator/ folder. Name the generator with --generator_name_or_path" in message
+
+
+def test_packed_rows_under_flex_attention_on_cpu(run_args, tmp_path):
+    """Refused before the data is read: torch's CPU kernel for flex attention cannot keep packed rows apart."""
+    message = error_of([*run_args, "--train_file", "unused.txt", "--recipe", "spanbert",
+                        "--attn_implementation", "flex_attention", "--use_cpu", "true"], tmp_path)  # fmt: skip
+    assert "On CPU use sdpa or eager (--attn_implementation sdpa" in message and "--pack_documents false" in message

@@ -245,15 +245,45 @@ def test_the_electra_batch_counts_the_processes_the_launcher_started(monkeypatch
     """Under DeepSpeed on CPU processes the Trainer's world is set up after the defaults: the launcher's count
     makes Table 6's batch of 256 the global one. (The count itself, read from WORLD_SIZE, is not set here: that
     would set up this test process's distributed state; test_distributed.py launches real processes.)"""
-    from spanroberta.objectives import replaced_token_detection
+    from spanroberta.training import distributed
 
-    monkeypatch.setattr(replaced_token_detection, "launched_processes", lambda: 2)
+    monkeypatch.setattr(distributed, "launched_processes", lambda: 2)
     (model_args, data_args, training_args), given = parse_arguments(
         ARGUMENT_TYPES, ["--output_dir", "x", "--train_file", "c.txt", "--recipe", "electra", "--model_size", "base",
                          "--per_device_train_batch_size", "32"]
     )  # fmt: skip
     model_args, data_args, training_args = apply_demo_settings(model_args, data_args, training_args, given)
     assert training_args.gradient_accumulation_steps == 4  # 2 processes x 32 x 4 = 256
+
+
+@pytest.mark.parametrize("accumulation", [None, "2"], ids=["recipe's", "given"])
+def test_the_run_prints_the_accumulation_the_recipe_chose_before_the_first_step(
+    corpus, tiny_tokenizer_dir, tmp_path, monkeypatch, capsys, accumulation
+):
+    """ELECTRA-Small's batch of 128 (Table 6) from 4 rows per step is 32 accumulated micro-batches: the run says so,
+    and who chose it, before it trains; a value the user gave is theirs."""
+    from spanroberta.training import pretraining
+
+    class Stopped(Exception):
+        pass
+
+    def stop(trainer, **kwargs):
+        raise Stopped  # before the first step
+
+    monkeypatch.setattr(pretraining.PretrainingTrainer, "train", stop)
+    given = ["--gradient_accumulation_steps", accumulation] if accumulation else []
+    with pytest.raises(Stopped):
+        run_pretraining.main(electra_args(corpus, tiny_tokenizer_dir, tmp_path, "--model_size", "small",
+                                          "--max_steps", "200", *given))  # fmt: skip
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("Run settings:")]
+    assert len(lines) == 1
+    if accumulation:
+        assert "effective batch 8 " in lines[0] and "gradient_accumulation_steps 2 (you)" in lines[0]
+    else:
+        assert "effective batch 128 " in lines[0] and "gradient_accumulation_steps 32 (recipe electra)" in lines[0]
+    # what electra_args gives is the user's
+    assert "learning_rate 0.001 (you)" in lines[0] and "max_steps 200 (you)" in lines[0]
+    assert "per_device_train_batch_size 4 (you)" in lines[0]
 
 
 # --- run_pretraining.py --recipe electra ------------------------------------------------------------------------

@@ -35,10 +35,10 @@ from spanroberta.data.masking import (
 from spanroberta.data.masking_units import (
     UNITS_COLUMN,
     PmiUnits,
-    build_masking_units,
     ngram_counts,
     pmi_n,
 )
+from spanroberta.data.sources import build_masking_units
 from spanroberta.data.streaming import StreamingBlocks
 from spanroberta.data.tokenizer import train_byte_level_bpe
 from spanroberta.errors import UserInputError

@@ -355,29 +355,3 @@ def check_unit_settings(masking: str | None, spacy_model: str | None, streaming:
             "--masking pmi ranks the n-grams of the training corpus before making the blocks, which --streaming "
             "cannot do: prepare the corpus once with --prepared_data_dir (or train in memory) instead."
         )
-
-
-def build_masking_units(
-    masking: str,
-    tokenizer: PreTrainedTokenizerBase,
-    training_documents: datasets.Dataset | None,
-    spacy_model: str | None = None,
-    pmi_vocabulary_size: int = PMI_VOCABULARY_SIZE,
-    pmi_min_count: int = PMI_MIN_COUNT,
-    num_proc: int | None = None,
-) -> MaskingUnits | None:
-    """The units of `masking` (None for schemes without units): a spaCy pipeline's, or the PMI vocabulary of the
-    training documents (a `text` column; None when streaming), which it tokenizes (the `datasets` cache keeps
-    the result)."""
-    check_unit_settings(masking, spacy_model, streaming=training_documents is None)
-    if masking in SPACY_SCHEMES:
-        return SpacyUnits(tokenizer, masking, spacy_model)
-    if masking != "pmi":
-        return None
-    # Imported here: formats imports this module for the marks it carries.
-    from .formats import tokenize_documents
-
-    tokenized = tokenize_documents(training_documents, tokenizer, num_proc=num_proc)
-    documents = (document for batch in tokenized.iter(batch_size=1000) for document in batch["sentence_ids"])
-    sentences = (sentence for document in documents for sentence in document)
-    return PmiUnits.from_corpus(sentences, tokenizer, pmi_vocabulary_size, pmi_min_count)

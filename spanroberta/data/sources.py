@@ -26,9 +26,19 @@ from ..errors import UserInputError
 from ..hub import hub_kwargs
 from . import prepared
 from .corpus import iter_documents, load_documents
-from .formats import PAIR_FORMATS, block_builder, prepare_blocks
+from .formats import PAIR_FORMATS, block_builder, prepare_blocks, tokenize_documents
 from .masking_schedule import DynamicMaskingDataset, StaticMaskingDataset
-from .masking_units import MaskingUnits, build_masking_units, save_units, units_name
+from .masking_units import (
+    PMI_MIN_COUNT,
+    PMI_VOCABULARY_SIZE,
+    SPACY_SCHEMES,
+    MaskingUnits,
+    PmiUnits,
+    SpacyUnits,
+    check_unit_settings,
+    save_units,
+    units_name,
+)
 from .streaming import StreamingBlocks
 from .tokenizer import train_byte_level_bpe, train_sentencepiece_unigram
 
@@ -307,3 +317,26 @@ def _streaming_blocks(run: _Run, tokenizer: PreTrainedTokenizerBase, units: Mask
         process_index=training_args.process_index,
         num_processes=training_args.world_size,
     )
+
+
+def build_masking_units(
+    masking: str,
+    tokenizer: PreTrainedTokenizerBase,
+    training_documents: datasets.Dataset | None,
+    spacy_model: str | None = None,
+    pmi_vocabulary_size: int = PMI_VOCABULARY_SIZE,
+    pmi_min_count: int = PMI_MIN_COUNT,
+    num_proc: int | None = None,
+) -> MaskingUnits | None:
+    """The units of `masking` (None for schemes without units): a spaCy pipeline's, or the PMI vocabulary of the
+    training documents (a `text` column; None when streaming), which it tokenizes (the `datasets` cache keeps
+    the result)."""
+    check_unit_settings(masking, spacy_model, streaming=training_documents is None)
+    if masking in SPACY_SCHEMES:
+        return SpacyUnits(tokenizer, masking, spacy_model)
+    if masking != "pmi":
+        return None
+    tokenized = tokenize_documents(training_documents, tokenizer, num_proc=num_proc)
+    documents = (document for batch in tokenized.iter(batch_size=1000) for document in batch["sentence_ids"])
+    sentences = (sentence for document in documents for sentence in document)
+    return PmiUnits.from_corpus(sentences, tokenizer, pmi_vocabulary_size, pmi_min_count)

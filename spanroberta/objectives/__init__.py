@@ -8,7 +8,7 @@ from typing import Any
 
 from ..data.formats import PAIR_FORMATS
 from ..errors import UserInputError
-from ..training.recipes import get_recipe
+from .recipes import get_recipe
 from .base import PretrainingObjective, ResolvedRecipe
 from .masked_lm import MaskedLanguageModeling
 from .replaced_token_detection import ReplacedTokenDetection

@@ -15,7 +15,7 @@ from ..models.conventions import IGNORE_INDEX
 
 @dataclass(frozen=True)
 class ResolvedRecipe:
-    """A recipe (`training.recipes.RECIPES`) with the user's overrides applied."""
+    """A recipe (`objectives.recipes.RECIPES`) with the user's overrides applied."""
 
     masking: str
     sbo: bool
@@ -34,9 +34,11 @@ class PretrainingObjective(ABC):
     """The questions the pretraining run and `PretrainingTrainer` ask an objective. The abstract ones every
     objective answers; the others have the plain answer, which an objective overrides where it differs."""
 
-    def apply_defaults(self, arguments: tuple, given: set[str]) -> tuple:
-        """(model, data, training) arguments with the objective's defaults for the flags not in `given`."""
-        return arguments
+    def flag_defaults(self, arguments: tuple, processes: int) -> dict[str, Any]:
+        """The objective's defaults (flag name -> value) for the (model, data, training) `arguments`, beyond the
+        recipe's `flag_defaults`; `processes`: how many processes train. The run applies them to the flags the
+        user did not give."""
+        return {}
 
     def check(self, recipe: ResolvedRecipe, model_args: Any) -> None:
         """Raises UserInputError for settings the objective cannot train."""

@@ -2,7 +2,7 @@
 slots, and optionally BERT's NSP or ALBERT's SOP, on RoBERTa's encoder (`SpanRobertaForPreTraining`) or ALBERT's
 (`SpanAlbertForPreTraining`), or continuing a stock BERT, DistilBERT, ModernBERT or DeBERTa-v2/v3 checkpoint in
 its own class (`models.modeling_any_encoder`; which path a checkpoint takes, and the check that all its weights
-loaded, are `training.checkpoint_loading`'s). The spanbert, roberta, bert and albert recipes train this objective."""
+loaded, are `objectives.checkpoint_loading`'s). The spanbert, roberta, bert and albert recipes train this objective."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from ..models.configuration_span_albert import SpanAlbertConfig
 from ..models.configuration_spanroberta import SENTENCE_LABELS, SpanRobertaConfig
 from ..models.conventions import IGNORE_INDEX
 from ..models.modeling_any_encoder import ENCODER_FAMILIES
-from ..training.recipes import get_model_size
+from ..models.sizes import get_model_size
 from .base import PretrainingObjective, ResolvedRecipe, accumulate_classification, accumulate_masked_lm, zero_sums
 from .checkpoint_loading import (
     any_encoder_config,

@@ -20,9 +20,7 @@ from ..models.modeling_electra_pretraining import (
     ElectraForReplacedTokenDetection,
     generator_config,
 )
-from ..training.cli import apply_defaults
-from ..training.distributed import launched_processes
-from ..training.recipes import ELECTRA_SIZES
+from ..models.sizes import ELECTRA_SIZES
 from .base import PretrainingObjective, ResolvedRecipe, accumulate_masked_lm, zero_sums
 from .checkpoint_loading import check_loading_report
 
@@ -31,21 +29,19 @@ DETECTION_SUMS = ("rtd_loss", "rtd_correct", "rtd_count", "rtd_true_positive", "
 
 
 class ReplacedTokenDetection(PretrainingObjective):
-    def apply_defaults(self, arguments: tuple, given: set[str]) -> tuple:
+    def flag_defaults(self, arguments: tuple, processes: int) -> dict[str, Any]:
         """ELECTRA's Table 6 for the model size: mask rate, learning rate, and the batch size reached through
         gradient accumulation over the processes and `--per_device_train_batch_size` (the other optimiser settings
         are the recipe's `flag_defaults`)."""
         model_args, _, training_args = arguments
         size = ELECTRA_SIZES[model_args.model_size]
-        defaults = {"mlm_probability": size.mask_rate}
+        defaults: dict[str, Any] = {"mlm_probability": size.mask_rate}
         if size.learning_rate is not None:
             defaults["learning_rate"] = size.learning_rate
         if size.batch_size is not None:
-            # The launcher's count: under DeepSpeed on CPU processes the world is set up after the defaults.
-            processes = max(training_args.world_size, launched_processes())
             per_step = training_args.per_device_train_batch_size * processes
             defaults["gradient_accumulation_steps"] = max(1, math.ceil(size.batch_size / per_step))
-        return apply_defaults(arguments, defaults, given)
+        return defaults
 
     def check(self, recipe: ResolvedRecipe, model_args: Any) -> None:
         if recipe.sbo or recipe.sentence_objective != "none" or model_args.cross_layer_sharing is not None:

@@ -12,7 +12,8 @@ from ..data.collator import MASKING_SCHEMES
 from ..data.formats import INPUT_FORMATS
 from ..data.masking_units import PMI_MIN_COUNT, PMI_VOCABULARY_SIZE, check_unit_settings
 from ..errors import UserInputError
-from .recipes import MODEL_SIZES, RECIPES
+from ..models.sizes import MODEL_SIZES
+from ..objectives.recipes import RECIPES
 from .trainer import NONFINITE_LOSS_POLICIES
 from .validation import check_range, min_block_length_for_targets
 

@@ -47,6 +47,12 @@ def launched_processes() -> int:
     return 1
 
 
+def training_processes(args: TrainingArguments) -> int:
+    """How many processes train: the launcher's count, which under DeepSpeed on CPU processes is known before the
+    Trainer sets up its world, else the world `args` sees."""
+    return max(args.world_size, launched_processes())
+
+
 def check_process_world(args: TrainingArguments) -> None:
     """Refuses a run whose launcher started several processes of which the Trainer sees only itself (each would
     train alone and write into the same --output_dir); adopts DeepSpeed's process group on CPU processes."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 import datasets
 import transformers
@@ -21,16 +21,17 @@ from ..data.demo_corpus import demo_corpus_path
 from ..data.sources import load_pretraining_data
 from ..errors import UserInputError
 from ..models.configuration_spanroberta import first_position_id
+from ..models.packing import FLEX_ATTENTION_ON_CPU, refuses_packed_rows
 from ..objectives import PretrainingObjective, ResolvedRecipe, get_objective, resolve_recipe
 from ..objectives.checkpoint_loading import without_packing_where_unsupported
 from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from .checkpoints import resume_checkpoint
 from .cli import apply_defaults
-from .distributed import drop_unused_weight_conversions
+from .distributed import drop_unused_weight_conversions, training_processes
 from .model_card import write_model_card
 from .optimizers import trainer_optimizer
-from .recipes import get_recipe
-from .run_length import fit_to_run_length
+from ..objectives.recipes import get_recipe
+from .run_length import fit_to_run_length, run_settings
 from .trainer import PretrainingTrainer
 from .validation import require_output_dir
 
@@ -57,19 +58,29 @@ def apply_demo_settings(
     data_args: PretrainingDataArguments,
     training_args: PretrainingArguments,
     given: set[str],
+    chosen: dict[str, str] | None = None,
 ) -> tuple[PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments]:
     """Fills in, for every setting the user did not give, the recipe's flag defaults, in demo mode DEMO_SETTINGS
-    (which win over the recipe's), then the objective's own (ELECTRA's depend on the model size)."""
+    (which win over the recipe's), then the objective's own (ELECTRA's depend on the model size and the number of
+    processes). `chosen`, when given, receives who set each value filled in: flag name -> "recipe <name>" or
+    "demo" (`run_length.run_settings` reports them)."""
+    chosen = {} if chosen is None else chosen
     recipe = get_recipe(data_args.recipe)
-    arguments = apply_defaults((model_args, data_args, training_args), dict(recipe.flag_defaults), given)
+
+    def fill(arguments: tuple, values: dict, who: str) -> tuple:
+        chosen.update({name: who for name in values if name not in given})
+        return apply_defaults(arguments, values, given)
+
+    arguments = fill((model_args, data_args, training_args), dict(recipe.flag_defaults), f"recipe {data_args.recipe}")
     if not data_args.is_demo:
         if not data_args.prepare_only:
             require_output_dir(given)
     else:
         demo = {**DEMO_SETTINGS, "train_file": str(demo_corpus_path())}
-        arguments = apply_defaults(arguments, demo, given)
-        given = given | set(demo)
-    return get_objective(recipe.objective).apply_defaults(arguments, given)
+        arguments = fill(arguments, demo, "demo")
+        given = given | set(demo)  # the demo's settings win over the objective's too
+    objective_defaults = get_objective(recipe.objective).flag_defaults(arguments, training_processes(arguments[2]))
+    return fill(arguments, objective_defaults, f"recipe {data_args.recipe}")
 
 
 def run_pretraining(
@@ -77,12 +88,14 @@ def run_pretraining(
     data_args: PretrainingDataArguments,
     training_args: PretrainingArguments,
     given: Collection[str] | None = None,
+    chosen: Mapping[str, str] | None = None,
 ) -> PretrainingTrainer | None:
     """Pretrains and saves the model, tokenizer and model card to `training_args.output_dir`.
 
     With --prepare_only, prepares --prepared_data_dir and returns None without training. `given`, the flags the
     user set, says which of the warm-up, Adam's bias correction and logging interval may be fitted to the run's
-    length (None: none).
+    length (None: none). `chosen`: who set the values the user did not give (`apply_demo_settings`), for the
+    line of run settings logged before training.
     """
     _setup_logging(training_args)
     # Seed before anything random is built: the Trainer seeds only once it is constructed, after the model.
@@ -94,6 +107,7 @@ def run_pretraining(
     logger.info("Recipe: %s", recipe)
     # DeBERTa-v2 cannot keep a packed row's sequences apart: its doc-sentences rows hold one block each.
     data_args = without_packing_where_unsupported(model_args, data_args, recipe.input_format)
+    _check_packed_attention(model_args, data_args, recipe, training_args)
 
     # Tokenizer, model config and blocks. The main process reads (or prepares) the data first; the others then
     # find it in the cache or on disk. The config is built, and checked, before any block is made.
@@ -112,7 +126,11 @@ def run_pretraining(
     collator = _span_masking_collator(data.tokenizer, model.config, recipe, objective, data_args, training_args)
 
     # Warm-up, bias correction and logging fitted to the run, before the Trainer builds its optimiser from them.
-    fit_to_run_length(training_args, given, data.train)
+    fitted = fit_to_run_length(training_args, given, data.train)
+    set_by = {**(chosen or {}), **dict.fromkeys(fitted, "fitted to the run"), **dict.fromkeys(given or (), "you")}
+    if training_args.should_log:
+        # Printed, not logged: transformers' default verbosity hides info logs, and this line says what a step costs.
+        print(run_settings(training_args, data.train, set_by))
     _check_evaluation_data(data.eval, training_args)
     trainer = PretrainingTrainer(
         model=model,
@@ -142,6 +160,19 @@ def _check_evaluation_data(eval_dataset: Dataset | None, training_args: Pretrain
             "evaluation data. Give --validation_file (streaming mode evaluates only on it) or "
             "--validation_split_percentage above 0, or use --eval_strategy no."
         )
+
+
+def _check_packed_attention(
+    model_args: PretrainingModelArguments,
+    data_args: PretrainingDataArguments,
+    recipe: ResolvedRecipe,
+    training_args: PretrainingArguments,
+) -> None:
+    """Packed rows under an attention that cannot keep them apart here (flex_attention on CPU) are refused before
+    any data is read or model built, rather than at the first step."""
+    packs = recipe.input_format == "doc-sentences" and data_args.pack_documents
+    if packs and refuses_packed_rows(model_args.attn_implementation, training_args.device):
+        raise UserInputError(f"{FLEX_ATTENTION_ON_CPU} Or train one document per row: --pack_documents false.")
 
 
 def _build_config(

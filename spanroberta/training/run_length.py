@@ -17,6 +17,8 @@ from collections.abc import Collection
 from transformers import TrainingArguments
 from transformers.trainer_utils import has_length
 
+from .distributed import training_processes
+
 logger = logging.getLogger(__name__)
 
 # A default warm-up takes at most this share of the run (the papers' take 1-5% of theirs).
@@ -25,28 +27,58 @@ MAX_DEFAULT_WARMUP_SHARE = 0.1
 MIN_LOSS_POINTS = 20
 # Evaluations a run gets when --eval_strategy steps is given without --eval_steps.
 EVALUATIONS = 10
+# The settings fit_to_run_length may change.
+FITTED = ("warmup_steps", "adam_bias_correction", "logging_steps", "eval_steps")
 
 
-def fit_to_run_length(args: TrainingArguments, given: Collection[str] | None, train_dataset: object) -> None:
+def fit_to_run_length(args: TrainingArguments, given: Collection[str] | None, train_dataset: object) -> set[str]:
     """Fits the warm-up, Adam's bias correction and the logging interval of `args` to the run's length, in place,
     before the Trainer builds its optimiser and schedule.
 
     `given` holds the flags the user set (`cli.parse_arguments`); None means every setting was chosen on
     purpose (code that builds its own arguments), so that nothing is changed and only the warnings are given.
     Runs given by epochs are measured on `train_dataset`; a stream without a length needs --max_steps (the
-    Trainer's rule), so a run's length is always known.
+    Trainer's rule), so a run's length is always known. Returns the names of the settings it changed.
     """
     total = planned_steps(args, train_dataset)
     if total is None:
-        return
+        return set()
 
     def is_default(flag: str) -> bool:
         return given is not None and flag not in given
 
+    before = {name: getattr(args, name, None) for name in FITTED}
     _fit_warmup(args, total, is_default("warmup_steps"))
     _fit_bias_correction(args, args.get_warmup_steps(total), is_default("adam_bias_correction"))
     if is_default("logging_steps") and args.logging_strategy == "steps":
         _fit_logging(args, total, is_default("eval_steps"))
+    return {name for name, value in before.items() if getattr(args, name, None) != value}
+
+
+def run_settings(args: TrainingArguments, train_dataset: object, set_by: dict[str, str]) -> str:
+    """One line saying what the run will train with: the effective batch (per device x accumulation x processes),
+    the accumulation, learning rate, warm-up and total steps, each with who set it (`set_by`: flag name -> "you",
+    "recipe <name>", "demo", "fitted to the run"; transformers' default otherwise). A recipe that accumulates
+    gradients to reach its paper's batch multiplies the cost of every step: said before the first one."""
+    processes = training_processes(args)
+    total = planned_steps(args, train_dataset)
+
+    def setting(name: str, value: object) -> str:
+        return f"{name} {value} ({set_by.get(name, 'default')})"
+
+    if args.max_steps > 0:
+        length = setting("max_steps", args.max_steps)
+    else:
+        length = f"{total} steps in " + setting("num_train_epochs", f"{args.num_train_epochs:g}")
+    batch = args.per_device_train_batch_size * args.gradient_accumulation_steps * processes
+    return "Run settings: " + "; ".join([
+        f"effective batch {batch} (per device x accumulation x {processes} process{'es' if processes > 1 else ''})",
+        setting("per_device_train_batch_size", args.per_device_train_batch_size),
+        setting("gradient_accumulation_steps", args.gradient_accumulation_steps),
+        setting("learning_rate", f"{args.learning_rate:g}"),
+        setting("warmup_steps", args.get_warmup_steps(total) if total else args.warmup_steps),
+        length,
+    ])  # fmt: skip
 
 
 def _fit_logging(args: TrainingArguments, total: int, eval_steps_is_default: bool) -> None:

@@ -80,7 +80,7 @@ class PretrainingTrainer(Trainer):
         if hasattr(self.train_dataset, "set_epoch"):
             self.add_callback(_MaskingEpochCallback(self.train_dataset))
         self.add_callback(_NonFiniteLossGuard(self))
-        self._extra_counts: dict[str, torch.Tensor] = {}
+        self._step_loss_normalisers: dict[str, torch.Tensor] = {}
         self._head_loss_sums: dict[str, torch.Tensor] = {}
         self._head_losses_logged_at_step = 0
         self._nonfinite_losses: torch.Tensor | None = None
@@ -178,8 +178,12 @@ class PretrainingTrainer(Trainer):
         # The model says which targets normalise which loss; the trainer only sums them over the accumulated
         # micro-batches and the processes. The MLM targets (`labels`) are the stock Trainer's num_items_in_batch,
         # counted by it the same way.
+        # Counted here and handed to the model in compute_loss: only this hook sees every micro-batch of the
+        # optimizer step (a loss normalised by the step's total keeps accumulation exact), and only compute_loss
+        # builds the model's inputs, one micro-batch at a time. The stock Trainer splits num_items_in_batch the same
+        # way; `_step_loss_normalisers` carries the other counts from this end to that one.
         loss_normalisers = getattr(self.model, "loss_normalisers", None)
-        self._extra_counts = {}
+        self._step_loss_normalisers = {}
         if loss_normalisers is None:
             return batch_samples, num_items_in_batch
         totals: dict[str, torch.Tensor] = {}
@@ -196,12 +200,14 @@ class PretrainingTrainer(Trainer):
             elif self.args.n_gpu > 1:
                 # nn.DataParallel: each replica gets its share, scattered along a first dimension.
                 count = (count // self.args.n_gpu).unsqueeze(0).expand(self.args.n_gpu, -1)
-            self._extra_counts[name] = count
+            self._step_loss_normalisers[name] = count
         return batch_samples, num_items_in_batch
 
     def compute_loss(self, model, inputs, return_outputs: bool = False, num_items_in_batch=None):
         if model.training and num_items_in_batch is not None:
-            inputs = {**inputs, **self._extra_counts}
+            # The step's counts from get_batch_samples (see there why they are counted there and fed here); the
+            # Trainer passes num_items_in_batch only to training steps, so evaluation normalises by its own batch.
+            inputs = {**inputs, **self._step_loss_normalisers}
         loss, outputs = super().compute_loss(model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch)
         if model.training:
             if not self._head_loss_sums:

@@ -1,4 +1,4 @@
-"""The pretraining recipes and model sizes, as data.
+"""The pretraining recipes, as data (the model sizes they build are `models.sizes`').
 
 A recipe fixes the objective, the data format, the encoder and the tokenizer of one of the papers; each of its
 fields can be overridden from the command line (`--masking word`, `--input_format full-sentences`, `--sbo false`,
@@ -93,7 +93,7 @@ RECIPES: dict[str, Recipe] = {
         # AdamWeightDecayOptimizer), beta2 0.999, epsilon 1e-6, weight decay 0.01, 10,000 warm-up steps (1% of
         # its 1M), linear decay, gradient clipping at 1 (the Trainer's default). A run of under 10,000 steps warms
         # up over a tenth of them, and then corrects Adam's bias (run_length.fit_to_run_length: the uncorrected
-        # first updates need 1,000 warm-up steps). The size-dependent settings: ELECTRA_SIZES.
+        # first updates need 1,000 warm-up steps). The size-dependent settings: models.sizes.ELECTRA_SIZES.
         flag_defaults=(
             ("adam_bias_correction", False),
             ("adam_beta2", 0.999),
@@ -109,53 +109,7 @@ ENCODERS = ("roberta", "albert")
 # (recipes set it through flag_defaults): RoBERTa's byte-level BPE (50,265), ALBERT's SentencePiece unigram (30,000).
 TOKENIZERS = ("byte-level-bpe", "unigram")
 
-# Encoder shapes. base and large are BERT's / RoBERTa's (RoBERTa appendix, Table 9); tiny is for demos and tests.
-MODEL_SIZES: dict[str, dict[str, int]] = {
-    "tiny": {"num_hidden_layers": 2, "hidden_size": 128, "num_attention_heads": 2, "intermediate_size": 512},
-    "small": {"num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024},
-    "base": {"num_hidden_layers": 12, "hidden_size": 768, "num_attention_heads": 12, "intermediate_size": 3072},
-    "large": {"num_hidden_layers": 24, "hidden_size": 1024, "num_attention_heads": 16, "intermediate_size": 4096},
-}
-
-
-@dataclass(frozen=True)
-class ElectraSize:
-    """An ELECTRA model size (ELECTRA appendix, Table 6): the discriminator's shape, the generator's size as a
-    fraction of its hidden size (heads and FFN follow), and the pretraining learning rate and batch size (None:
-    no paper value, the flags' defaults stay)."""
-
-    shape: dict[str, int]
-    generator_size: float
-    learning_rate: float | None = None
-    batch_size: int | None = None
-    mask_rate: float = 0.15
-
-
-# ELECTRA-Small is 12 layers of hidden 256 with embeddings of 128; base and large are BERT's with embeddings of the
-# hidden size. Generators: 1/4 of the discriminator's hidden size (small, large), 1/3 (base), as in Table 6 and
-# google-research/electra's configure_pretraining.py (whose released ELECTRA-Small used a full-size generator:
-# --generator_size 1.0). Large masks 25% of the tokens (Table 6).
-ELECTRA_SIZES: dict[str, ElectraSize] = {
-    "tiny": ElectraSize({**MODEL_SIZES["tiny"], "embedding_size": 128}, generator_size=1 / 4),
-    "small": ElectraSize(
-        {"num_hidden_layers": 12, "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024,
-         "embedding_size": 128},
-        generator_size=1 / 4, learning_rate=3e-4, batch_size=128,
-    ),
-    "base": ElectraSize({**MODEL_SIZES["base"], "embedding_size": 768}, generator_size=1 / 3,
-                        learning_rate=2e-4, batch_size=256),
-    "large": ElectraSize({**MODEL_SIZES["large"], "embedding_size": 1024}, generator_size=1 / 4,
-                         learning_rate=2e-4, batch_size=2048, mask_rate=0.25),
-}
-
-
 def get_recipe(name: str) -> Recipe:
     if name not in RECIPES:
         raise ValueError(f"Unknown recipe {name!r}; valid recipes: {', '.join(RECIPES)}.")
     return RECIPES[name]
-
-
-def get_model_size(name: str) -> dict[str, int]:
-    if name not in MODEL_SIZES:
-        raise ValueError(f"Unknown model size {name!r}; valid sizes: {', '.join(MODEL_SIZES)}.")
-    return dict(MODEL_SIZES[name])
