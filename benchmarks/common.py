@@ -66,7 +66,7 @@ def load_blocks(tokenizer: PreTrainedTokenizerBase, length: int) -> np.ndarray:
 def encoder_settings(tokenizer: PreTrainedTokenizerBase, size: str) -> dict:
     """The encoder config of both sides of a comparison: a model size of spanroberta's recipes, with
     roberta-base's own settings (SpanRobertaConfig's defaults) given to the transformers baseline too."""
-    from spanroberta.training.recipes import get_model_size
+    from spanroberta.models.sizes import get_model_size
 
     return dict(
         **get_model_size(size),
