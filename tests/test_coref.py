@@ -253,3 +253,80 @@ def test_gap_reader_and_decision(tmp_path):
     bad = write(tmp_path, "bad.tsv", GAP_TSV.replace("\t13\t", "\t12\t"))
     with pytest.raises(UserInputError, match="test-1: B 'Kate' is not at character 12"):
         read_gap(bad)
+
+
+# run_coref.py end to end.
+
+METRIC_KEYS = [f"eval_{metric}_{kind}" for metric in ("muc", "b_cubed", "ceaf_phi4")
+               for kind in ("precision", "recall", "f1")] + ["eval_conll_f1"]  # fmt: skip
+
+
+def run_coref(*flags):
+    import run_coref
+
+    run_coref.main([*map(str, flags), "--report_to", "none", "--use_cpu", "--ffnn_size", "16"])
+
+
+def test_run_coref_trains_evaluates_and_resolves_gap(tmp_path, spanroberta_checkpoint):
+    data = write(tmp_path, "data.conll", CONLL)
+    gap = write(tmp_path, "gap.tsv", GAP_TSV)
+    out = tmp_path / "out"
+    run_coref("--model_name_or_path", spanroberta_checkpoint, "--train_file", data, "--validation_file", data,
+              "--eval_documents", "1:", "--do_train", "--do_eval", "--max_steps", 3, "--max_segment_length", 16,
+              "--max_train_segments", 1, "--output_dir", out)  # fmt: skip
+    results = json.loads((out / "eval_results.json").read_text())
+    assert set(METRIC_KEYS) <= set(results) and all(0.0 <= results[key] <= 1.0 for key in METRIC_KEYS)
+    assert results["eval_documents"] == 1
+    # The predictions are a CoNLL file of the evaluated document, readable as input.
+    (predicted,) = read_coref_documents(str(out / "eval_predictions.conll"))
+    assert predicted.doc_key == "news/wire_3" and predicted.num_words == 5
+
+    # The saved coreference model evaluates again (its task layers kept) and resolves GAP's pronouns.
+    again = tmp_path / "again"
+    run_coref("--model_name_or_path", out, "--validation_file", data, "--do_eval", "--max_segment_length", 16,
+              "--gap_file", gap, "--output_dir", again)  # fmt: skip
+    assert json.loads((again / "eval_results.json").read_text())["eval_documents"] == 2
+    gap_results = json.loads((again / "gap_results.json").read_text())
+    assert gap_results["gap_examples"] == 1 and 0.0 <= gap_results["gap_overall_f1"] <= 1.0
+    (line,) = (again / "gap_predictions.tsv").read_text().splitlines()
+    assert line.split("\t")[0] == "test-1" and set(line.split("\t")[1:]) <= {"TRUE", "FALSE"}
+
+
+def test_task_layers_get_their_own_learning_rate(tmp_path):
+    from transformers import TrainingArguments
+
+    from spanroberta.training.coreference import CorefTrainer
+
+    model = tiny_coref_model()
+    args = TrainingArguments(output_dir=str(tmp_path), learning_rate=1e-5, weight_decay=0.01, use_cpu=True,
+                             report_to="none")  # fmt: skip
+    trainer = CorefTrainer(model=model, args=args, task_learning_rate=2e-4)
+    optimizer = trainer.create_optimizer()
+    rate_of = {id(p): group["lr"] for group in optimizer.param_groups for p in group["params"]}
+    assert len(rate_of) == len(list(model.parameters()))
+    for name, parameter in model.named_parameters():
+        assert rate_of[id(parameter)] == (1e-5 if name.startswith("encoder.") else 2e-4), name
+
+
+def test_bad_documents_stop_the_script_before_the_model_loads(tmp_path, spanroberta_checkpoint, capsys):
+    bad = write(tmp_path, "bad.conll", "#begin document (d9); part 0\nd9 0 0 Hi - - - - - - - (3\n#end document\n")
+    with pytest.raises(SystemExit) as stopped:
+        run_coref("--model_name_or_path", spanroberta_checkpoint, "--validation_file", bad, "--do_eval",
+                  "--output_dir", tmp_path / "out")  # fmt: skip
+    message = str(stopped.value)
+    assert message.startswith("run_coref.py: error:") and str(bad) in message and "d9_0" in message
+    assert "\n" not in message
+
+
+def test_run_coref_on_two_litbank_documents(tmp_path, spanroberta_checkpoint):
+    litbank = shared_data("coref", "litbank")
+    out = tmp_path / "out"
+    run_coref("--model_name_or_path", spanroberta_checkpoint, "--train_file", litbank, "--train_documents", ":1",
+              "--validation_file", litbank, "--eval_documents", "1:2", "--keep_singletons", "--do_train", "--do_eval",
+              "--max_steps", 2, "--max_segment_length", 64, "--max_train_segments", 2, "--max_span_width", 5,
+              "--output_dir", out)  # fmt: skip
+    results = json.loads((out / "eval_results.json").read_text())
+    assert results["eval_documents"] == 1 and all(0.0 <= results[key] <= 1.0 for key in METRIC_KEYS)
+    (predicted,) = read_coref_documents(str(out / "eval_predictions.conll"))
+    (gold,) = read_coref_documents(str(litbank))[1:2]
+    assert predicted.doc_key == gold.doc_key and predicted.sentences == gold.sentences
