@@ -330,3 +330,14 @@ def test_run_coref_on_two_litbank_documents(tmp_path, spanroberta_checkpoint):
     (predicted,) = read_coref_documents(str(out / "eval_predictions.conll"))
     (gold,) = read_coref_documents(str(litbank))[1:2]
     assert predicted.doc_key == gold.doc_key and predicted.sentences == gold.sentences
+
+
+def test_head_attention_of_every_span_matches_a_direct_softmax():
+    model = tiny_coref_model()
+    tokens = torch.randn(7, 16)
+    grid = model._head_grid(tokens)
+    scores = model.head_scorer(tokens).squeeze(-1)
+    for start, end in [(0, 0), (2, 4), (4, 6), (6, 6)]:
+        weights = scores[start:end + 1].softmax(0)
+        expected = (weights[:, None] * tokens[start:end + 1]).sum(0)
+        assert torch.allclose(grid[start, end - start], expected, atol=1e-6)

@@ -39,7 +39,8 @@ class CorefConfig(PretrainedConfig):
         use_speaker_features, use_segment_distance (`bool`, default True):
             Whether phi(i, j) holds the same-speaker and the segment-distance embeddings.
         mention_loss_weight (`float`, defaults to 0.0):
-            Weight of an added binary cross-entropy on the candidates' mention scores (0: the paper's loss only).
+            Weight of an added binary cross-entropy on the candidates' mention scores (their mean, times the number
+            of kept spans so that it weighs like the antecedent loss summed over them; 0: the paper's loss only).
             Data that annotates singletons (LitBank) needs it to predict mentions that corefer with nothing.
     """
 

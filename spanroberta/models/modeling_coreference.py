@@ -190,7 +190,8 @@ class CorefModel(PreTrainedModel):
             loss = gold_marginal_loss(antecedent_scores, labels)
             if self.config.mention_loss_weight:
                 is_gold = ((starts[:, None] == gold_starts) & (ends[:, None] == gold_ends)).any(1)
-                mention_loss = F.binary_cross_entropy_with_logits(mention_scores, is_gold.float(), reduction="sum")
+                # The mean over candidates, scaled to the kept spans the antecedent loss sums over.
+                mention_loss = F.binary_cross_entropy_with_logits(mention_scores, is_gold.float()) * len(top)
                 loss = loss + self.config.mention_loss_weight * mention_loss
         return CorefOutput(loss=loss, top_span_starts=top_starts, top_span_ends=top_ends, top_antecedents=antecedents,
                            antecedent_scores=antecedent_scores, top_span_mention_scores=top_scores)  # fmt: skip
@@ -210,14 +211,21 @@ class CorefModel(PreTrainedModel):
 
     def _span_representations(self, tokens: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
         """g_i = [x_start, x_end, x_head, phi(width)] (Lee et al. 2017 section 4), [C, 3H + F]."""
-        offsets = torch.arange(self.config.max_span_width, device=tokens.device)
-        inside = starts[:, None] + offsets  # [C, W]
-        in_span = inside <= ends[:, None]
-        inside = inside.clamp(max=len(tokens) - 1)
-        head_logits = self.head_scorer(tokens).squeeze(-1)[inside].masked_fill(~in_span, float("-inf"))  # [C, W]
-        head = (head_logits.softmax(-1).unsqueeze(-1) * tokens[inside]).sum(1)  # [C, H]
+        head = self._head_grid(tokens)[starts, ends - starts]  # [C, H]
         width = self.dropout(self.width_embeddings(ends - starts))  # [C, F]
         return torch.cat([tokens[starts], tokens[ends], head, width], dim=-1)
+
+    def _head_grid(self, tokens: torch.Tensor) -> torch.Tensor:
+        """x_head of every span start t and width w + 1 at once, [T, W, H]: the softmax of the head scores over
+        tokens t..t+w weighting their states. The windows are views of the states, so memory grows with T x W x H
+        rather than with the candidates x W x H of gathering each span's tokens."""
+        width = self.config.max_span_width
+        logits = F.pad(self.head_scorer(tokens).squeeze(-1), (0, width - 1), value=float("-inf"))  # [T + W - 1]
+        windows = F.pad(tokens, (0, 0, 0, width - 1)).unfold(0, width, 1).transpose(1, 2)  # [T, W, H]
+        offsets = torch.arange(width, device=tokens.device)
+        in_span = offsets[None, :] <= offsets[:, None]  # [W (width), W (offset)]
+        weights = logits.unfold(0, width, 1)[:, None, :].masked_fill(~in_span, float("-inf")).softmax(-1)  # [T, W, W]
+        return torch.bmm(weights, windows)
 
     def _coarse_antecedents(self, spans: torch.Tensor, mention_scores: torch.Tensor):
         """The top antecedents of each kept span by s_m(i) + s_m(j) + s_c(i, j) among the earlier ones (Lee et al.
