@@ -4,6 +4,7 @@ and an evaluation that predicts each document's clusters and scores them with th
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -66,13 +67,14 @@ class CorefTrainer(Trainer):
 
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval") -> dict[str, float]:
         features = self.eval_dataset if eval_dataset is None else eval_dataset
-        collator = self.data_collator
-        self.eval_predictions = predict_documents(self.model, features, collator, self.keep_singletons)
+        started = time.perf_counter()
+        self.eval_predictions = predict_documents(self.model, features, self.data_collator, self.keep_singletons)
         evaluator = CorefEvaluator(keep_singletons=self.keep_singletons)
         for document, clusters in zip(self.eval_documents, self.eval_predictions):
             evaluator.add(document.clusters, clusters)
         metrics = {f"{metric_key_prefix}_{name}": value for name, value in evaluator.scores().items()}
         metrics[f"{metric_key_prefix}_documents"] = len(features)
+        metrics[f"{metric_key_prefix}_runtime"] = time.perf_counter() - started
         self.log(metrics)
         self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
         return metrics
