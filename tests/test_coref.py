@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import shared_data
+from conftest import run_without_spanroberta, shared_data
 from transformers import BertConfig, BertModel
 
 from spanroberta.errors import UserInputError
@@ -210,6 +210,24 @@ def test_model_loss_is_finite_and_saved_model_predicts_the_same(tmp_path):
     loaded = CorefModel.from_pretrained(tmp_path).eval()
     batch = tiny_batch()
     assert torch.allclose(model(**batch).antecedent_scores, loaded(**batch).antecedent_scores)
+
+
+def test_saved_model_loads_with_remote_code_without_spanroberta(tmp_path):
+    model = tiny_coref_model().eval()
+    model.save_pretrained(tmp_path / "ckpt")
+    expected = model(**tiny_batch()).antecedent_scores
+    torch.save(tiny_batch(), tmp_path / "batch.pt")
+    lines = run_without_spanroberta(
+        f"""
+        import torch, transformers
+        model = transformers.AutoModel.from_pretrained({str(tmp_path / "ckpt")!r}, trust_remote_code=True).eval()
+        torch.save(model(**torch.load({str(tmp_path / "batch.pt")!r})).antecedent_scores, {str(tmp_path / "out.pt")!r})
+        print(type(model).__name__)
+        """,
+        tmp_path,
+    )
+    assert lines[-1] == "CorefModel"
+    assert torch.allclose(torch.load(tmp_path / "out.pt"), expected)
 
 
 def test_antecedent_labels_mark_same_cluster_or_dummy():

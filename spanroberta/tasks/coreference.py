@@ -7,7 +7,7 @@ Layouts read:
   split by tabs, or by spaces where a line has no tab), a blank line after each sentence, the word in column 4,
   the speaker in column 10 where a line has more than 10 columns, and the cluster brackets in the last column:
   `(12` opens a mention of cluster 12, `12)` closes it, `(12)` is a one-word mention, several joined by `|`; `-`,
-  `_` or nothing for none. A file may hold several documents. The document key is `NAME_P`, as e2e-coref's.
+  `_` or nothing for none. A file may hold several documents. The document key is `NAME_P` (P as a number: `part 000` gives `NAME_0`), as e2e-coref's.
 - JSON lines (Lee et al.'s e2e-coref and Joshi et al.'s code before subword tokenization): one document a line,
   `{"doc_key", "sentences": [[word, ...], ...], "speakers": (same shape, optional), "clusters": [[[start, end],
   ...], ...]}` with word indices over the whole document, ends inclusive.
@@ -175,7 +175,7 @@ def read_conll_file(path: Path) -> list[CorefDocument]:
                     raise _error(path, builder.doc_key, f"line {line_number} begins a document before `#end document`.")
                 match = _BEGIN.match(line)
                 name, part = (match.group(1), match.group(2)) if match else (line[len("#begin document"):].strip(), None)
-                builder = _ConllDocumentBuilder(path, f"{name}_{part or 0}", line)
+                builder = _ConllDocumentBuilder(path, f"{name}_{int(part or 0)}", line)
             elif line.startswith("#end document"):
                 if builder is None:
                     raise _error(path, None, f"line {line_number}: `#end document` without `#begin document`.")
