@@ -1,8 +1,8 @@
-"""Coreference on LitBank with run_coref.py, recorded: fine-tunes a checkpoint on LitBank's first 80 documents (file
-order of ../shared/data/coref/litbank) and evaluates on the last 10 with singletons scored, then writes the CoNLL
+"""Coreference on LitBank with run_coref.py, recorded: fine-tunes a checkpoint on LitBank's first 80 documents (sorted
+by file name in ../shared/data/coref/litbank) and evaluates on the last 10 (by default) with singletons scored, then writes the CoNLL
 metrics and the run's settings to benchmarks/results/coref-litbank/ (spanroberta.records.write_record).
 
-    python benchmarks/bench_coref_litbank.py --model PATH [--max_steps 100] [run_coref.py flags ...]
+    python benchmarks/bench_coref_litbank.py --model PATH [--max_steps 100] [--eval_documents 80:82] [run_coref.py flags]
 
 The defaults make a CPU-sized run (128-subword segments, one segment per training window, 150-unit scorers);
 flags after the known ones go to run_coref.py and override them.
@@ -33,6 +33,8 @@ def main() -> None:
     parser.add_argument("--model", required=True, help="The encoder checkpoint (a folder).")
     parser.add_argument("--max_steps", type=int, default=100)
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--train_documents", default=":80", help="Slice of the sorted LitBank documents to train on.")
+    parser.add_argument("--eval_documents", default="80:", help="Slice of them to evaluate on.")
     args, extra = parser.parse_known_args()
     if not LITBANK.is_dir():
         raise SystemExit(f"LitBank is read from {LITBANK}, which is absent on this machine.")
@@ -41,14 +43,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as output_dir:
         run_coref.main([
             "--model_name_or_path", args.model, "--output_dir", output_dir, "--train_file", str(LITBANK),
-            "--train_documents", ":80", "--validation_file", str(LITBANK), "--eval_documents", "80:",
+            "--train_documents", args.train_documents, "--validation_file", str(LITBANK),
+            "--eval_documents", args.eval_documents,
             "--keep_singletons", "--do_train", "--do_eval", "--report_to", "none", "--save_strategy", "no",
             *flags, *extra,
         ])  # fmt: skip
         results = {**json.loads((Path(output_dir) / "train_results.json").read_text()),
                    **json.loads((Path(output_dir) / "eval_results.json").read_text())}  # fmt: skip
     settings.update(model=args.model,
-                    train_documents="first 80 of litbank/*.conll (sorted)", eval_documents="last 10",
+                    documents="litbank/*.conll sorted by name", train_documents=args.train_documents,
+                    eval_documents=args.eval_documents,
                     keep_singletons=True, extra_flags=extra)  # fmt: skip
     print(write_record("coref-litbank", settings, results))
 
