@@ -95,7 +95,8 @@ class CorefHeadArguments:
     coref_depth: int = field(default=2, metadata={"help": "Rounds of antecedent scoring (1: no higher-order)."})
     coref_dropout: float = field(default=0.3, metadata={"help": "Dropout of the task layers and encoder states."})
     mention_loss_weight: float | None = field(
-        default=None, metadata={"help": "Weight of a mention-detection loss (default: 1 with --keep_singletons, else 0)."}
+        default=None,
+        metadata={"help": "Weight of a mention-detection loss (default: 1 with --keep_singletons, else 0)."},
     )
 
     def __post_init__(self):
@@ -136,47 +137,71 @@ def select_documents(documents: list, selection: str | None, flag: str) -> list:
     return chosen
 
 
+def read_splits(data_args: CorefDataArguments, training_args: FinetuningArguments) -> dict[str, list]:
+    """The documents to train and to evaluate on, read and checked; the runs' batch size checked."""
+    if training_args.per_device_train_batch_size != 1 or training_args.per_device_eval_batch_size != 1:
+        raise UserInputError("Coreference trains on one document a batch: keep --per_device_train_batch_size 1 and "
+                             "--per_device_eval_batch_size 1 (use --gradient_accumulation_steps for more).")
+    splits = {}
+    for split, asked, files, selection in (
+        ("train", training_args.do_train, "train_file", "train_documents"),
+        ("eval", training_args.do_eval, "validation_file", "eval_documents"),
+    ):
+        if asked and getattr(data_args, files) is None:
+            raise UserInputError(f"--do_{split} needs --{files}.")
+        if asked:
+            documents = read_coref_documents(getattr(data_args, files))
+            splits[split] = select_documents(documents, getattr(data_args, selection), selection)
+    return splits
+
+
+def coref_model(model_args: ModelArguments, config, data_args: CorefDataArguments, head_args: CorefHeadArguments):
+    """A saved coreference model with its task layers, or an encoder under new ones (`head_args`)."""
+    if config.model_type == CorefConfig.model_type:
+        return load_model(model_args, AutoModel, config)
+    settings = {name: value for name, value in vars(head_args).items()
+                if name not in ("coref_dropout", "mention_loss_weight")}  # fmt: skip
+    weight = head_args.mention_loss_weight
+    return CorefModel.from_encoder(
+        load_model(model_args, AutoModel, config), **settings, dropout=head_args.coref_dropout,
+        mention_loss_weight=float(data_args.keep_singletons) if weight is None else weight,
+        max_segment_distance=data_args.max_train_segments,
+    )
+
+
+def resolve_gap(trainer: CorefTrainer, examples: list, max_segment_length: int, output_dir: Path) -> None:
+    """Resolves each GAP pronoun from the predicted clusters; writes gap_results.json and gap_predictions.tsv."""
+    features = [encode_document(example.document, trainer.processing_class, max_segment_length)
+                for example in examples]  # fmt: skip
+    clusters = predict_documents(trainer.model, features, trainer.data_collator, keep_singletons=False)
+    decisions = [gap_decision(example, found) for example, found in zip(examples, clusters)]
+    metrics = {f"gap_{name}": value for name, value in gap_scores(decisions).items()}
+    metrics["gap_examples"] = len(decisions)
+    trainer.log_metrics("gap", metrics)
+    trainer.save_metrics("gap", metrics)
+    if trainer.is_world_process_zero():
+        output_dir.mkdir(parents=True, exist_ok=True)
+        write_gap_predictions(output_dir / "gap_predictions.tsv", examples, decisions)
+
+
 def main(args: list[str] | None = None) -> None:
     # Everything is read and checked before a model is loaded, so bad input fails fast.
     with user_errors("run_coref.py", also=(ValueError, FileNotFoundError)):
         (model_args, data_args, head_args, training_args), given = parse_arguments(ARGUMENT_CLASSES, args)
         check_finetuning_run(model_args, training_args, given, {})
-        if training_args.per_device_train_batch_size != 1 or training_args.per_device_eval_batch_size != 1:
-            raise UserInputError("Coreference trains on one document a batch: keep --per_device_train_batch_size 1 "
-                                 "and --per_device_eval_batch_size 1 (use --gradient_accumulation_steps for more).")
-        for asked, flag in ((training_args.do_train, "train_file"), (training_args.do_eval, "validation_file")):
-            if asked and getattr(data_args, flag) is None:
-                raise UserInputError(f"--do_{'train' if flag == 'train_file' else 'eval'} needs --{flag}.")
-        splits = {}
-        if training_args.do_train:
-            splits["train"] = select_documents(read_coref_documents(data_args.train_file), data_args.train_documents,
-                                               "train_documents")  # fmt: skip
-        if training_args.do_eval:
-            splits["eval"] = select_documents(read_coref_documents(data_args.validation_file),
-                                              data_args.eval_documents, "eval_documents")  # fmt: skip
+        splits = read_splits(data_args, training_args)
         gap_examples = read_gap(Path(data_args.gap_file)) if data_args.gap_file else []
         config, tokenizer = load_config_and_tokenizer(model_args)
-        is_coref = config.model_type == CorefConfig.model_type
-        limit = model_positions(config.encoder_config() if is_coref else config, tokenizer)
+        encoder_config = config.encoder_config() if config.model_type == CorefConfig.model_type else config
+        limit = model_positions(encoder_config, tokenizer)
         if limit is not None and data_args.max_segment_length > limit:
             raise UserInputError(f"--max_segment_length {data_args.max_segment_length} is above the {limit} tokens "
                                  f"{model_args.model_name_or_path} can hold; use {limit} or less.")  # fmt: skip
 
-    # A saved coreference model keeps its task layers; an encoder gets new ones.
-    if is_coref:
-        model = load_model(model_args, AutoModel, config)
-    else:
-        settings = {name: value for name, value in vars(head_args).items() if name not in
-                    ("coref_dropout", "mention_loss_weight")}  # fmt: skip
-        weight = head_args.mention_loss_weight
-        model = CorefModel.from_encoder(
-            load_model(model_args, AutoModel, config), **settings, dropout=head_args.coref_dropout,
-            mention_loss_weight=float(data_args.keep_singletons) if weight is None else weight,
-            max_segment_distance=data_args.max_train_segments,
-        )
+    # A saved coreference model keeps its task layers; an encoder gets new ones. Documents become segments.
+    model = coref_model(model_args, config, data_args, head_args)
     encoded = {split: [encode_document(d, tokenizer, data_args.max_segment_length) for d in documents]
                for split, documents in splits.items()}  # fmt: skip
-    collator = DocumentCollator(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
 
     trainer = CorefTrainer(
         model=model,
@@ -184,7 +209,7 @@ def main(args: list[str] | None = None) -> None:
         train_dataset=TrainingWindows(encoded["train"], data_args.max_train_segments) if "train" in encoded else None,
         eval_dataset=encoded.get("eval"),
         processing_class=tokenizer,
-        data_collator=collator,
+        data_collator=DocumentCollator(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0),
         task_learning_rate=training_args.task_learning_rate,
         eval_documents=splits.get("eval", []),
         keep_singletons=data_args.keep_singletons,
@@ -200,22 +225,13 @@ def main(args: list[str] | None = None) -> None:
         trainer.log_metrics("eval", metrics)
         trainer.save_metrics("eval", metrics)
         if trainer.is_world_process_zero():
-            layout = splits["eval"][0].layout
             output_dir.mkdir(parents=True, exist_ok=True)
-            write_coref_documents(output_dir / f"eval_predictions.{layout}", splits["eval"], trainer.eval_predictions)
+            predictions = output_dir / f"eval_predictions.{splits['eval'][0].layout}"
+            write_coref_documents(predictions, splits["eval"], trainer.eval_predictions)
 
     # GAP: each pronoun resolved to A, B, both or neither from the predicted clusters.
     if gap_examples:
-        features = [encode_document(example.document, tokenizer, data_args.max_segment_length)
-                    for example in gap_examples]  # fmt: skip
-        clusters = predict_documents(trainer.model, features, collator, keep_singletons=False)
-        decisions = [gap_decision(example, found) for example, found in zip(gap_examples, clusters)]
-        metrics = {f"gap_{name}": value for name, value in gap_scores(decisions).items()}
-        metrics["gap_examples"] = len(decisions)
-        trainer.log_metrics("gap", metrics)
-        trainer.save_metrics("gap", metrics)
-        if trainer.is_world_process_zero():
-            write_gap_predictions(output_dir / "gap_predictions.tsv", gap_examples, decisions)
+        resolve_gap(trainer, gap_examples, data_args.max_segment_length, output_dir)
 
     card = {"finetuned_from": model_args.model_name_or_path, "tasks": "coreference-resolution", "language": "en",
             "dataset": "coreference (CoNLL-2012 layout)"}

@@ -1,8 +1,9 @@
-"""Coreference on LitBank with run_coref.py, recorded: fine-tunes a checkpoint on LitBank's first 80 documents (sorted
-by file name in ../shared/data/coref/litbank) and evaluates on the last 10 (by default) with singletons scored, then writes the CoNLL
-metrics and the run's settings to benchmarks/results/coref-litbank/ (spanroberta.records.write_record).
+"""Coreference on LitBank with run_coref.py, recorded: fine-tunes a checkpoint on LitBank's first 80 documents
+(sorted by file name in ../shared/data/coref/litbank) and evaluates on the last 10 (by default) with singletons
+scored, then writes the CoNLL metrics and the run's settings to benchmarks/results/coref-litbank/
+(spanroberta.records.write_record).
 
-    python benchmarks/bench_coref_litbank.py --model PATH [--max_steps 100] [--eval_documents 80:82] [run_coref.py flags]
+    python benchmarks/bench_coref_litbank.py --model PATH [--max_steps 100] [--eval_documents 80:82] [FLAGS]
 
 The defaults make a CPU-sized run (128-subword segments, one segment per training window, 150-unit scorers);
 flags after the known ones go to run_coref.py and override them.

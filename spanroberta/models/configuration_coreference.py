@@ -76,7 +76,9 @@ class CorefConfig(PretrainedConfig):
     def encoder_config(self) -> PretrainedConfig:
         """The wrapped encoder's configuration as its own config class."""
         if not self.encoder or "model_type" not in self.encoder:
-            raise ValueError("A CorefConfig needs `encoder`: the wrapped encoder's config as a dict with its model_type.")
+            raise ValueError(
+                "A CorefConfig needs `encoder`: the wrapped encoder's config as a dict with its model_type."
+            )
         return AutoConfig.for_model(**self.encoder)
 
 

@@ -7,7 +7,8 @@ Layouts read:
   split by tabs, or by spaces where a line has no tab), a blank line after each sentence, the word in column 4,
   the speaker in column 10 where a line has more than 10 columns, and the cluster brackets in the last column:
   `(12` opens a mention of cluster 12, `12)` closes it, `(12)` is a one-word mention, several joined by `|`; `-`,
-  `_` or nothing for none. A file may hold several documents. The document key is `NAME_P` (P as a number: `part 000` gives `NAME_0`), as e2e-coref's.
+  `_` or nothing for none. A file may hold several documents. The document key is `NAME_P` (P as a number:
+  `part 000` gives `NAME_0`), as e2e-coref's.
 - JSON lines (Lee et al.'s e2e-coref and Joshi et al.'s code before subword tokenization): one document a line,
   `{"doc_key", "sentences": [[word, ...], ...], "speakers": (same shape, optional), "clusters": [[[start, end],
   ...], ...]}` with word indices over the whole document, ends inclusive.
@@ -71,13 +72,16 @@ def coref_files(spec: str) -> list[Path]:
     """The files a path names: the file itself, a folder's CoNLL (`*conll`) and JSON-lines files, or a glob's."""
     path = Path(spec)
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.is_file() and (p.name.endswith("conll") or p.suffix in JSON_SUFFIXES))
+        files = sorted(p for p in path.iterdir()
+                       if p.is_file() and (p.name.endswith("conll") or p.suffix in JSON_SUFFIXES))  # fmt: skip
     elif any(char in spec for char in "*?["):
         files = sorted(Path(p) for p in glob.glob(spec) if Path(p).is_file())
     elif path.is_file():
         files = [path]
     else:
-        raise InputFileNotFoundError(f"{spec} does not exist: give a CoNLL-2012 or JSON-lines file, a folder or a glob.")
+        raise InputFileNotFoundError(
+            f"{spec} does not exist: give a CoNLL-2012 or JSON-lines file, a folder or a glob."
+        )
     if not files:
         raise UserInputError(f"{spec} holds no CoNLL (*conll) or JSON-lines (.jsonlines, .jsonl) file.")
     return files
@@ -100,6 +104,7 @@ def read_coref_documents(spec: str) -> list[CorefDocument]:
     return documents
 
 
+_BEGIN_MARK = "#begin document"
 _BEGIN = re.compile(r"#begin document \(?(.*?)\)?;?(?: part (\d+))?\s*$")
 _BRACKET = re.compile(r"(\()?(\d+)(\))?")
 
@@ -170,11 +175,11 @@ def read_conll_file(path: Path) -> list[CorefDocument]:
     with utf8_errors(path), open(path, encoding="utf-8") as file:
         for line_number, raw in enumerate(file, start=1):
             line = raw.rstrip("\n")
-            if line.startswith("#begin document"):
+            if line.startswith(_BEGIN_MARK):
                 if builder is not None:
                     raise _error(path, builder.doc_key, f"line {line_number} begins a document before `#end document`.")
                 match = _BEGIN.match(line)
-                name, part = (match.group(1), match.group(2)) if match else (line[len("#begin document"):].strip(), None)
+                name, part = (match.group(1), match.group(2)) if match else (line[len(_BEGIN_MARK):].strip(), None)
                 builder = _ConllDocumentBuilder(path, f"{name}_{int(part or 0)}", line)
             elif line.startswith("#end document"):
                 if builder is None:
