@@ -230,6 +230,16 @@ def test_saved_model_loads_with_remote_code_without_spanroberta(tmp_path):
     assert torch.allclose(torch.load(tmp_path / "out.pt"), expected)
 
 
+def test_fine_scores_equal_the_scorer_on_the_concatenated_pair():
+    model = tiny_coref_model().eval()
+    spans, features = torch.randn(5, 3 * 16 + 4), torch.randn(5, 3, 12)
+    antecedents = torch.tensor([[0, 0, 0], [0, 0, 0], [0, 1, 0], [2, 0, 1], [3, 1, 2]])
+    targets, candidates = spans[:, None].expand(-1, 3, -1), spans[antecedents]
+    pairs = torch.cat([targets, candidates, targets * candidates, features], dim=-1)
+    expected = model.antecedent_scorer(pairs).squeeze(-1)
+    assert torch.allclose(model._fine_scores(spans, antecedents, features), expected, atol=1e-5)
+
+
 def test_antecedent_labels_mark_same_cluster_or_dummy():
     top_starts, top_ends = torch.tensor([0, 3, 5]), torch.tensor([1, 3, 5])
     antecedents = torch.tensor([[0, 0], [0, 0], [0, 1]])  # span 2's candidates: spans 0 and 1

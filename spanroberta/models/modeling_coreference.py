@@ -253,11 +253,18 @@ class CorefModel(PreTrainedModel):
         return self.dropout(torch.cat(features, dim=-1))
 
     def _fine_scores(self, spans: torch.Tensor, antecedents: torch.Tensor, pair_features: torch.Tensor):
-        """s_a(i, j) = FFNN_a([g_i, g_j, g_i * g_j, phi(i, j)]), [K, A]."""
-        targets = spans[:, None].expand(-1, antecedents.shape[1], -1)  # [K, A, D]
-        candidates = spans[antecedents]  # [K, A, D]
-        pairs = torch.cat([targets, candidates, targets * candidates, pair_features], dim=-1)
-        return self.antecedent_scorer(pairs).squeeze(-1)
+        """s_a(i, j) = FFNN_a([g_i, g_j, g_i * g_j, phi(i, j)]), [K, A]. The first layer is applied to each part
+        on its own (W [a; b; c; d] = W_a a + W_b b + W_c c + W_d d), so that g_i and g_j are projected once per
+        span and the [K, A, 3D + nF] concatenation is never built."""
+        first, rest = self.antecedent_scorer[0], self.antecedent_scorer[1:]
+        size = spans.shape[-1]
+        weight = first.weight  # [h, 3D + nF]
+        target = spans @ weight[:, :size].T  # [K, h]
+        candidate = spans @ weight[:, size:2 * size].T  # [K, h]
+        product = (spans[:, None] * spans[antecedents]) @ weight[:, 2 * size:3 * size].T  # [K, A, h]
+        features = pair_features @ weight[:, 3 * size:].T  # [K, A, h]
+        hidden = target[:, None] + candidate[antecedents] + product + features + first.bias
+        return rest(hidden).squeeze(-1)
 
     def _refine(self, spans: torch.Tensor, antecedents: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         """Higher-order inference (Lee et al. 2018 section 2): a_i = sum_y P(y) g_y (the dummy standing for g_i
