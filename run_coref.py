@@ -142,6 +142,9 @@ def read_splits(data_args: CorefDataArguments, training_args: FinetuningArgument
     if training_args.per_device_train_batch_size != 1 or training_args.per_device_eval_batch_size != 1:
         raise UserInputError("Coreference trains on one document a batch: keep --per_device_train_batch_size 1 and "
                              "--per_device_eval_batch_size 1 (use --gradient_accumulation_steps for more).")
+    if training_args.do_predict:
+        raise UserInputError("run_coref.py has no --do_predict: evaluate with --do_eval and --validation_file (the "
+                             "predicted clusters are written to eval_predictions.*), or resolve GAP with --gap_file.")
     splits = {}
     for split, asked, files, selection in (
         ("train", training_args.do_train, "train_file", "train_documents"),

@@ -346,6 +346,24 @@ def test_bad_documents_stop_the_script_before_the_model_loads(tmp_path, spanrobe
     assert "\n" not in message
 
 
+@pytest.mark.parametrize(
+    "flags, expected",
+    [
+        (["--eval_documents", "5:"], "--eval_documents 5: selects none of the 2 documents"),
+        (["--eval_documents", "1"], "--eval_documents must be START:END"),
+        (["--max_segment_length", "100000"], "--max_segment_length 100000 is above the"),
+        (["--per_device_eval_batch_size", "2"], "one document a batch"),
+        (["--do_predict"], "no --do_predict"),
+    ],
+)  # fmt: skip
+def test_bad_flags_stop_the_script(tmp_path, spanroberta_checkpoint, flags, expected):
+    data = write(tmp_path, "data.conll", CONLL)
+    with pytest.raises(SystemExit) as stopped:
+        run_coref("--model_name_or_path", spanroberta_checkpoint, "--validation_file", data, "--do_eval",
+                  "--output_dir", tmp_path / "out", *flags)  # fmt: skip
+    assert expected in str(stopped.value)
+
+
 def test_run_coref_on_two_litbank_documents(tmp_path, spanroberta_checkpoint):
     litbank = shared_data("coref", "litbank")
     out = tmp_path / "out"
