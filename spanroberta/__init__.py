@@ -18,7 +18,9 @@ from transformers import (
 
 from .models.configuration_span_albert import SpanAlbertConfig
 from .models.configuration_spanroberta import SpanRobertaConfig
+from .models.configuration_coreference import CorefConfig
 from .data.collator import DataCollatorForSpanMasking
+from .models.modeling_coreference import CorefModel
 from .models.modeling_electra_pretraining import ElectraForReplacedTokenDetection
 from .models.modeling_spanroberta import (
     SpanRobertaForMaskedLM,
@@ -70,6 +72,10 @@ for _auto_class, _model_class in (
 ):
     _auto_class.register(SpanAlbertConfig, _model_class, exist_ok=True)
 
+# End-to-end coreference over any encoder (run_coref.py).
+AutoConfig.register(CorefConfig.model_type, CorefConfig, exist_ok=True)
+AutoModel.register(CorefConfig, CorefModel, exist_ok=True)
+
 # transformers 5 removed pipeline("question-answering"); importing spanroberta brings it back.
 register_question_answering_pipeline()
 
@@ -96,4 +102,6 @@ __all__ = [
     "SpanAlbertForQuestionAnswering",
     "SpanAlbertForMultipleChoice",
     "SpanAlbertForTokenClassification",
+    "CorefConfig",
+    "CorefModel",
 ]

@@ -1,0 +1,80 @@
+"""The Trainer of run_coref.py: one learning rate for the encoder and a larger one for the task layers (Joshi et al.
+2019, "BERT for Coreference Resolution: Baselines and Analysis": 1e-5 and 2e-4 in their BERT-base configuration),
+and an evaluation that predicts each document's clusters and scores them with the CoNLL metrics."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from transformers import Trainer
+
+from ..metrics.coreference import CorefEvaluator
+from ..tasks.coreference import CorefDocument, DocumentCollator, Span, predicted_clusters
+
+# The model's inputs, as the collator gives them; the gold mentions are left out when predicting.
+_INPUTS = ("input_ids", "attention_mask", "content_mask", "sentence_map", "word_map", "speaker_ids")
+
+
+@torch.no_grad()
+def predict_documents(
+    model: torch.nn.Module, features: Sequence[dict], collator: DocumentCollator, keep_singletons: bool
+) -> list[list[list[Span]]]:
+    """Each encoded document's predicted clusters of (start, end) word spans, the model in eval mode."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    clusters = []
+    for document in features:
+        batch = collator([document])
+        output = model(**{name: batch[name].to(device) for name in _INPUTS})
+        clusters.append(predicted_clusters(output, document["word_map"], keep_singletons))
+    model.train(was_training)
+    return clusters
+
+
+class CorefTrainer(Trainer):
+    """transformers' Trainer with the task layers (every parameter outside `encoder.`) at `task_learning_rate`, and
+    an `evaluate` that scores `eval_documents` (the documents of the evaluation set, in the order of its encoded
+    features) with MUC, B-cubed, CEAF-phi4 and the CoNLL F1. The last predictions stay in `eval_predictions`."""
+
+    def __init__(self, *args: Any, task_learning_rate: float, eval_documents: Sequence[CorefDocument] = (),
+                 keep_singletons: bool = False, **kwargs: Any):  # fmt: skip
+        super().__init__(*args, **kwargs)
+        self.task_learning_rate = task_learning_rate
+        self.eval_documents = list(eval_documents)
+        self.keep_singletons = keep_singletons
+        self.eval_predictions: list[list[list[Span]]] = []
+
+    def create_optimizer(self, model=None) -> torch.optim.Optimizer:
+        """The Trainer's optimiser (its class, settings and weight-decay groups), with each group's task-layer
+        parameters moved to a group of their own at `task_learning_rate`; the schedule then scales both."""
+        created = self.optimizer is None
+        optimizer = super().create_optimizer(model)
+        if not created:
+            return optimizer
+        task = {id(p) for name, p in self.model.named_parameters() if not name.startswith("encoder.")}
+        groups = []
+        for group in optimizer.param_groups:
+            settings = {key: value for key, value in group.items() if key != "params"}
+            groups.append({**settings, "params": [p for p in group["params"] if id(p) not in task]})
+            groups.append({**settings, "params": [p for p in group["params"] if id(p) in task],
+                           "lr": self.task_learning_rate})  # fmt: skip
+        optimizer.param_groups = [group for group in groups if group["params"]]
+        return optimizer
+
+    def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval") -> dict[str, float]:
+        features = self.eval_dataset if eval_dataset is None else eval_dataset
+        started = time.perf_counter()
+        self.eval_predictions = predict_documents(self.model, features, self.data_collator, self.keep_singletons)
+        evaluator = CorefEvaluator(keep_singletons=self.keep_singletons)
+        for document, clusters in zip(self.eval_documents, self.eval_predictions):
+            evaluator.add(document.clusters, clusters)
+        metrics = {f"{metric_key_prefix}_{name}": value for name, value in evaluator.scores().items()}
+        metrics[f"{metric_key_prefix}_documents"] = len(features)
+        metrics[f"{metric_key_prefix}_runtime"] = time.perf_counter() - started
+        self.log(metrics)
+        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
+        return metrics
