@@ -30,6 +30,8 @@ from .models.modeling_spanroberta import (
     SpanRobertaModel,
     SpanRobertaPreTrainedModel,
 )
+from .models.configuration_relation import RelationClassifierConfig
+from .models.modeling_relation import EncoderForRelationClassification
 from .models.pretraining_heads import SpanBoundaryHead, SpanRobertaForPreTrainingOutput
 from .models.modeling_span_albert import (
     SpanAlbertForMaskedLM,
@@ -70,6 +72,10 @@ for _auto_class, _model_class in (
 ):
     _auto_class.register(SpanAlbertConfig, _model_class, exist_ok=True)
 
+# Relation classification from the entity start markers, over any encoder (run_relation.py).
+AutoConfig.register(RelationClassifierConfig.model_type, RelationClassifierConfig, exist_ok=True)
+AutoModelForSequenceClassification.register(RelationClassifierConfig, EncoderForRelationClassification, exist_ok=True)
+
 # transformers 5 removed pipeline("question-answering"); importing spanroberta brings it back.
 register_question_answering_pipeline()
 
@@ -96,4 +102,6 @@ __all__ = [
     "SpanAlbertForQuestionAnswering",
     "SpanAlbertForMultipleChoice",
     "SpanAlbertForTokenClassification",
+    "RelationClassifierConfig",
+    "EncoderForRelationClassification",
 ]
