@@ -58,7 +58,8 @@ def test_semeval_score_by_hand():
     score = semeval_score(pred, gold)
     assert score == pytest.approx({"precision": 5 / 8, "recall": 5 / 12, "f1": 10 / 21, "accuracy": 3 / 8})
     # The same predictions under TACRED's micro definition score otherwise: guessed 6, gold 5, correct 2.
-    assert tacred_score(pred, gold, negative_label="Other")["f1"] == pytest.approx(2 * (2 / 6) * (2 / 5) / (2 / 6 + 2 / 5))
+    micro = 2 * (2 / 6) * (2 / 5) / (2 / 6 + 2 / 5)
+    assert tacred_score(pred, gold, negative_label="Other")["f1"] == pytest.approx(micro)
 
 
 def test_label_sets():
@@ -166,7 +167,8 @@ def bert_checkpoint(tmp_path_factory):
     path = tmp_path_factory.mktemp("bert")
     tokenizer = wordpiece_tokenizer()
     config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128, pad_token_id=tokenizer.pad_token_id)  # fmt: skip
+                        intermediate_size=64, max_position_embeddings=128,
+                        pad_token_id=tokenizer.pad_token_id)  # fmt: skip
     BertForMaskedLM(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path

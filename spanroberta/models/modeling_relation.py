@@ -103,7 +103,8 @@ class EncoderForRelationClassification(PreTrainedModel):
                              "the object's start markers), as run_relation.py's encoding gives them.")  # fmt: skip
         inputs = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids,
                   "inputs_embeds": inputs_embeds}  # fmt: skip
-        inputs = {name: value for name, value in inputs.items() if value is not None and name in self._encoder_arguments}
+        inputs = {name: value for name, value in inputs.items()
+                  if value is not None and name in self._encoder_arguments}  # fmt: skip
         states = self.encoder(**inputs, **kwargs, return_dict=True).last_hidden_state
         rows = torch.arange(states.shape[0], device=states.device)
         logits = self.classifier(states[rows, entity_positions[:, 0]], states[rows, entity_positions[:, 1]])

@@ -7,7 +7,8 @@ inclusive token ranges; a file holds a JSON list of them or one a line (JSON lin
 
 - `spanbert_types` (SpanBERT, Joshi et al. 2020, section 4.3 "Relation Extraction"): each entity's words are
   replaced by one marker of its role and type, `[SUBJ-PERSON] was born in [OBJ-CITY] , Michigan`; the markers are
-  added to the tokenizer as special tokens, and a [CLS] classifier reads the sequence (`AutoModelForSequenceClassification`).
+  added to the tokenizer as special tokens, and a [CLS] classifier reads the sequence
+  (`AutoModelForSequenceClassification`).
 - `typed_entity_markers` (Zhou and Chen 2021, "typed entity marker (punct)"): the words stay and are wrapped with
   their type in punctuation, `@ * person * Bill Gates @ founded # ^ organization ^ Microsoft #`; the classifier
   reads the hidden states at the two start markers (`EncoderForRelationClassification`), whose positions the
@@ -137,8 +138,10 @@ def _parse_example(record: Any, where: str, path: Path, labeled: bool) -> Relati
         spans[role] = (start, end)
     (s_start, s_end), (o_start, o_end) = spans["subj"], spans["obj"]
     if s_start <= o_end and o_start <= s_end:
-        raise UserInputError(f"{name}: the subject (tokens {s_start}-{s_end}) and the object (tokens {o_start}-{o_end}) "
-                             "overlap, so they cannot be marked apart; fix the spans or drop the example.")  # fmt: skip
+        raise UserInputError(
+            f"{name}: the subject (tokens {s_start}-{s_end}) and the object (tokens {o_start}-{o_end}) overlap, so "
+            "they cannot be marked apart; fix the spans or drop the example."
+        )
     relation = record.get("relation")
     return RelationExample(
         id=str(record["id"]), tokens=tuple(tokens), subject=spans["subj"], object=spans["obj"],
@@ -178,7 +181,8 @@ def check_labels(examples: Sequence[RelationExample], label2id: Mapping[str, int
         if example.relation is not None and example.relation not in label2id:
             raise UserInputError(
                 f"{path}, id {example.id!r}: relation {example.relation!r} is not one of the classifier's "
-                f"{len(label2id)} labels ({', '.join(sorted(label2id))}). Train with a file that has it, or fix the label."
+                f"{len(label2id)} labels ({', '.join(sorted(label2id))}). Train with a file that has it, or fix the "
+                "label."
             )
 
 
@@ -247,8 +251,10 @@ def encode_relations(
     possible), rather than dropping whatever follows the limit, which may be an entity. A fast tokenizer is needed
     (its character offsets place the markers)."""
     if not tokenizer.is_fast:
-        raise UserInputError(f"run_relation.py needs a fast tokenizer (it places the entity markers by character "
-                             f"offsets); {type(tokenizer).__name__} is not one. Load one with --tokenizer_name.")  # fmt: skip
+        raise UserInputError(
+            f"run_relation.py needs a fast tokenizer (it places the entity markers by character offsets); "
+            f"{type(tokenizer).__name__} is not one. Load one with --tokenizer_name."
+        )
     marked = [marked_text(example, encoding) for example in examples]
     encoded = tokenizer([text for text, _, _ in marked], return_offsets_mapping=True)
     names = [name for name in tokenizer.model_input_names if name in encoded]
@@ -265,8 +271,9 @@ def encode_relations(
         logger.warning("%d of %d examples are longer than --max_seq_length %d tokens: each keeps a window that holds "
                        "its entity markers where they fit.", cut, len(examples), max_seq_length)  # fmt: skip
     if lost:
-        logger.warning("In %d examples the entities lie further apart than --max_seq_length %d allows: the object's "
-                       "marker falls outside the window. Raise --max_seq_length to keep it.", lost, max_seq_length)  # fmt: skip
+        logger.warning("In %d examples the entities lie further apart than --max_seq_length %d allows: the later "
+                       "marker falls outside the window. Raise --max_seq_length to keep it.",
+                       lost, max_seq_length)  # fmt: skip
     if encoding == "typed_entity_markers":
         columns["entity_positions"] = positions_column
     if label2id is not None and all(example.relation is not None for example in examples):
@@ -323,7 +330,9 @@ def predicted_labels(logits: np.ndarray | tuple, id2label: Mapping[int, str]) ->
     return [id2label[int(i)] for i in logits_to_predictions(logits, is_regression=False)]
 
 
-def write_relation_predictions(path: str | Path, examples: Sequence[RelationExample], predictions: Sequence[str]) -> None:
+def write_relation_predictions(
+    path: str | Path, examples: Sequence[RelationExample], predictions: Sequence[str]
+) -> None:
     """One JSON line per example: its id, its gold label (null when unlabelled) and the predicted label."""
     if len(examples) != len(predictions):
         raise ValueError(f"{len(predictions)} predictions for {len(examples)} examples.")
@@ -380,10 +389,13 @@ def relation_task(
             )
         labels = tuple(config.id2label[i] for i in range(config.num_labels))
         scorer = choose_scorer(labels, scorer or config.relation_scorer)
-        return RelationTask(encoding, labels, scorer, negative_label or config.negative_label or NEGATIVE_LABELS[scorer])
+        negative_label = negative_label or config.negative_label or NEGATIVE_LABELS[scorer]
+        return RelationTask(encoding, labels, scorer, negative_label)
     if not train_examples:
-        raise UserInputError("The checkpoint has no relation classifier (it was not fine-tuned by run_relation.py): "
-                             "evaluating or predicting with it needs --do_train with a --train_file first.")  # fmt: skip
+        raise UserInputError(
+            "The checkpoint has no relation classifier (it was not fine-tuned by run_relation.py): evaluating or "
+            "predicting with it needs --do_train with a --train_file first."
+        )
     seen = [example.relation for example in train_examples]
     scorer = choose_scorer(seen, scorer)
     negative_label = negative_label or NEGATIVE_LABELS[scorer]
