@@ -74,7 +74,7 @@ def main() -> None:
             seconds = time.perf_counter() - start
             results = json.loads((output_dir / "all_results.json").read_text())
             settings = {
-                "model": Path(args.model).name, "entity_markers": encoding, "data": "SemEval-2010 Task 8 train.json",
+                "model": args.model, "entity_markers": encoding, "data": "SemEval-2010 Task 8 train.json",
                 "split": f"first {min(args.train_samples, TRAIN_SENTENCES)} sentences train, last {EVAL_SENTENCES} "
                          "evaluate", "epochs": args.epochs, "batch_size": args.batch_size,
                 "learning_rate": args.learning_rate, "warmup": 0.1, "max_seq_length": args.max_seq_length,
