@@ -257,6 +257,15 @@ def test_an_evaluation_with_the_other_encoding_is_refused(tmp_path, bert_checkpo
     with pytest.raises(SystemExit, match="fine-tuned with --entity_markers typed_entity_markers, not spanbert_types"):
         run_relation.main(["--model_name_or_path", str(out), "--validation_file", str(train), "--do_eval",
                            "--output_dir", str(tmp_path / "again")])  # fmt: skip
+    # With the right encoding it predicts an unlabelled file: no scores, the predictions with a null gold.
+    unlabeled = write_json(tmp_path / "test.json", [{k: v for k, v in r.items() if k != "relation"}
+                                                    for r in tacred_records(3)])  # fmt: skip
+    run_relation.main(["--model_name_or_path", str(out), "--test_file", str(unlabeled), "--do_predict",
+                       "--entity_markers", "typed_entity_markers", "--output_dir", str(tmp_path / "test"), *COMMON])
+    predictions = read_predictions(tmp_path / "test" / "predict_predictions.jsonl")
+    assert [(p["id"], p["gold"]) for p in predictions] == [("ex0", None), ("ex1", None), ("ex2", None)]
+    assert {p["predicted"] for p in predictions} <= set(TACRED_LABELS)
+    assert "predict_f1" not in json.loads((tmp_path / "test" / "predict_results.json").read_text())
 
 
 def test_semeval_from_the_shared_data(tmp_path, bert_checkpoint):
