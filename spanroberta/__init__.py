@@ -32,6 +32,8 @@ from .models.modeling_spanroberta import (
     SpanRobertaModel,
     SpanRobertaPreTrainedModel,
 )
+from .models.configuration_relation import RelationClassifierConfig
+from .models.modeling_relation import EncoderForRelationClassification
 from .models.pretraining_heads import SpanBoundaryHead, SpanRobertaForPreTrainingOutput
 from .models.modeling_span_albert import (
     SpanAlbertForMaskedLM,
@@ -75,6 +77,9 @@ for _auto_class, _model_class in (
 # End-to-end coreference over any encoder (run_coref.py).
 AutoConfig.register(CorefConfig.model_type, CorefConfig, exist_ok=True)
 AutoModel.register(CorefConfig, CorefModel, exist_ok=True)
+# Relation classification from the entity start markers, over any encoder (run_relation.py).
+AutoConfig.register(RelationClassifierConfig.model_type, RelationClassifierConfig, exist_ok=True)
+AutoModelForSequenceClassification.register(RelationClassifierConfig, EncoderForRelationClassification, exist_ok=True)
 
 # transformers 5 removed pipeline("question-answering"); importing spanroberta brings it back.
 register_question_answering_pipeline()
@@ -104,4 +109,6 @@ __all__ = [
     "SpanAlbertForTokenClassification",
     "CorefConfig",
     "CorefModel",
+    "RelationClassifierConfig",
+    "EncoderForRelationClassification",
 ]

@@ -1,6 +1,6 @@
-"""What the fine-tuning scripts (run_squad.py, run_glue.py, run_race.py) share: the model and training
-arguments, the checks made before a model is loaded, how a checkpoint is loaded with the Auto classes (from a
-folder or the Hub), trained (resuming if asked) and saved."""
+"""What the fine-tuning scripts (run_squad.py, run_glue.py, run_race.py, run_relation.py) share: the model and
+training arguments, the checks made before a model is loaded, how a checkpoint is loaded with the Auto classes (from
+a folder or the Hub), trained (resuming if asked) and saved."""
 
 from __future__ import annotations
 
