@@ -10,6 +10,7 @@ import pytest
 import run_glue
 import run_pretraining
 import run_race
+import run_coref
 import run_relation
 import run_squad
 import torch
@@ -20,7 +21,7 @@ from spanroberta.training import validation
 from spanroberta.training.checkpoints import _check_same_model
 
 SCRIPTS = {"run_pretraining.py": run_pretraining, "run_glue.py": run_glue, "run_squad.py": run_squad,
-           "run_race.py": run_race, "run_relation.py": run_relation}  # fmt: skip
+           "run_race.py": run_race, "run_relation.py": run_relation, "run_coref.py": run_coref}  # fmt: skip
 TINY_MODEL = ["--model_size", "tiny", "--config_overrides",
               "num_hidden_layers=1,hidden_size=32,num_attention_heads=2,intermediate_size=64"]  # fmt: skip
 QUIET = ["--report_to", "none", "--disable_tqdm", "true", "--use_cpu", "true"]
@@ -347,7 +348,7 @@ def base_args(tmp_path, pretraining_args, glue_args, spanroberta_checkpoint):
     finetuning = ["--model_name_or_path", str(spanroberta_checkpoint), "--do_train"]
     return {name: [*args, "--output_dir", str(tmp_path / "out")] for name, args in {
         "run_pretraining.py": pretraining_args, "run_glue.py": glue_args, "run_squad.py": finetuning,
-        "run_race.py": finetuning, "run_relation.py": finetuning}.items()}  # fmt: skip
+        "run_race.py": finetuning, "run_relation.py": finetuning, "run_coref.py": finetuning}.items()}  # fmt: skip
 
 
 @pytest.mark.parametrize("flags,package,expected", [
