@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark 2: collator throughput on batches of 128 x 512-token blocks of real text, in sequences/s.
+"""Collator throughput on batches of 128 x 512-token blocks of real text, in sequences/s.
 
 spanroberta's `DataCollatorForSpanMasking` (span masking + SBO targets in prediction slots, as run_pretraining.py
 uses it) against transformers' `DataCollatorForLanguageModeling`, with token masking and with

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark: preparing corpora of growing size (prepared mode), up to a generated 2 GB of text.
+"""Preparing corpora of growing size (prepared mode), up to a generated 2 GB of text.
 
 For each size, a corpus is generated from the Reuters bodies (../shared/data), documents drawn at random with
 their sentences shuffled, separated by blank lines (the layout run_pretraining.py reads). Then exactly what a

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark 3: data preparation, tokenizing and packing the corpus, in tokens/s, and how time and peak memory
+"""Data preparation, tokenizing and packing the corpus, in tokens/s, and how time and peak memory
 grow from 1x to 8x the corpus.
 
 Two modes:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark 1 (and 4 on a GPU): pretraining step throughput, spanroberta against the transformers baseline.
+"""Pretraining step throughput (CPU or GPU), spanroberta against the transformers baseline.
 
 spanroberta: `SpanRobertaForPreTraining` (sparse MLM + SBO heads) fed by `DataCollatorForSpanMasking` (span
 masking + SBO targets). Baseline: what a user would pick instead, `RobertaForMaskedLM` (dense MLM head) fed by

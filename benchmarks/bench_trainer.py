@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark 5: the path users run, `run_pretraining.py` under the Trainer, against a run_mlm-style baseline.
+"""The path users run, `run_pretraining.py` under the Trainer, against a run_mlm-style baseline.
 
 Both sides are whole Trainer runs: DataLoader, collator, forward, backward, clipping, optimizer, logging. Data
 preparation is done before training and not timed. Throughput is counted in real (non-padding) tokens per second

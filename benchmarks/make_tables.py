@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Writes every generated region of the project's markdown files from the committed raw records.
 
-A region is the text between `<!-- generated:NAME -->` and `<!-- /generated:NAME -->` in README.md,
+A region is the text between the lines `<!-- generated:NAME -->` and `<!-- /generated:NAME -->` in README.md,
 benchmarks/RESULTS.md, benchmarks/ABLATIONS.md or docs/*.md. Its content comes from the records under
 benchmarks/results/ (written by the benchmark scripts and run_ablation.py through `spanroberta.records`), so a table
 never holds a number that no record holds: every row names the record it comes from. Headlines read the latest
@@ -31,8 +31,9 @@ sys.path.insert(0, str(ROOT))  # run as a script from anywhere: spanroberta of t
 
 from spanroberta.records import read_records  # noqa: E402
 
-REGION = re.compile(r"<!-- generated:(?P<name>[\w.-]+) -->\n?(?P<body>.*?)<!-- /generated:(?P=name) -->", re.S)
-OPENING = re.compile(r"<!-- generated:([\w.-]+) -->")
+# Markers stand on lines of their own (a marker quoted inside a sentence is text).
+REGION = re.compile(r"^<!-- generated:(?P<name>[\w.-]+) -->\n(?P<body>.*?)^<!-- /generated:(?P=name) -->$", re.S | re.M)
+OPENING = re.compile(r"^<!-- generated:([\w.-]+) -->$", re.M)
 
 # The speed targets the project states: (figure, record reader, target ratio). Ratios are spanroberta's throughput
 # over the transformers baseline's (tokens/s for the step and the Trainer, sequences/s for the collators).
@@ -40,6 +41,9 @@ STEP_TARGETS = {("small", "fp32"): 3.0, ("small", "bf16"): 3.0, ("base", "fp32")
 COLLATOR_TARGETS = {"transformers token": 1.0, "transformers whole-word": 3.0}
 TRAINER_TARGETS = {("small", "fp32"): 3.0, ("small", "bf16"): 3.0}
 TRAINER_DEFAULT_RUN = "run_pretraining.py --recipe spanbert"
+# (link text, anchor) of the sections of benchmarks/RESULTS.md the headline points to.
+SECTIONS = (("pretraining step", "pretraining-step"), ("collator", "collator"), ("Trainer path", "the-trainer-path"),
+            ("GPU", "gpu"))  # fmt: skip
 
 # The GPU figures the project names, and the command that measures each.
 GPU_FIGURES = (
@@ -68,10 +72,10 @@ class Context:
         path = Path(record["path"])
         return f"[{path.name}]({Path(os.path.relpath(path, self.markdown.parent)).as_posix()})"
 
-    def page(self, name: str, anchor: str) -> str:
+    def page(self, label: str, name: str, anchor: str) -> str:
         """A link to a section of benchmarks/RESULTS.md or benchmarks/ABLATIONS.md from the markdown file."""
         target = Path(os.path.relpath(self.root / "benchmarks" / name, self.markdown.parent)).as_posix()
-        return f"[{name}]({target}#{anchor})"
+        return f"[{label}]({target}#{anchor})"
 
 
 # Formatting helpers: every number in a table goes through one of these.
@@ -109,7 +113,7 @@ def _latest(records: list[dict[str, Any]], **settings: Any) -> dict[str, Any] | 
 
 
 def _verdict(ratio: float, target: float) -> str:
-    return f"**met** (target >= {target:g}x)" if ratio >= target else f"**not met** (target >= {target:g}x)"
+    return f"**met** (target >= {target:.1f}x)" if ratio >= target else f"**not met** (target >= {target:.1f}x)"
 
 
 # Headline: the latest record of each setting against its target, then the GPU figures.
@@ -118,7 +122,7 @@ def _step_row(context: Context, config: str, precision: str, target: float) -> l
     record = _latest(context.records("pretraining_step"), config=config, precision=precision, device="cpu")
     if record is None:
         command = f"python benchmarks/bench_pretraining_step.py --config {config} --precision {precision}"
-        return [figure, "no record", f"not measured (target >= {target:g}x)", f"run `{command}`"]
+        return [figure, "no record", f"not measured (target >= {target:.1f}x)", f"run `{command}`"]
     results = record["results"]
     sides = results["sides"]
     latest = (f"**{_x(results['ratio_median'])}** ({_n(sides['spanroberta']['tokens_per_second_median'])} against "
@@ -132,7 +136,7 @@ def _collator_row(context: Context, other: str, target: float) -> list[str]:
     ratio = record and record["results"]["span_sbo_ratios"].get(other, {}).get("median")
     if ratio is None:
         command = "python benchmarks/bench_collator.py"
-        return [figure, "no record", f"not measured (target >= {target:g}x)", f"run `{command}`"]
+        return [figure, "no record", f"not measured (target >= {target:.1f}x)", f"run `{command}`"]
     return [figure, f"**{_x(ratio)}** (sequences/s)", _verdict(ratio, target), context.link(record)]
 
 
@@ -142,7 +146,7 @@ def _trainer_row(context: Context, config: str, precision: str, target: float) -
     run = record and record["results"]["runs"].get(TRAINER_DEFAULT_RUN)
     if not run or run["ratio_to_baseline"] is None:
         command = f"python benchmarks/bench_trainer.py --config {config} --precision {precision}"
-        return [figure, "no record", f"not measured (target >= {target:g}x)", f"run `{command}`"]
+        return [figure, "no record", f"not measured (target >= {target:.1f}x)", f"run `{command}`"]
     ratio = run["ratio_to_baseline"]
     return [figure, f"**{_x(ratio)}** (real tokens/s)", _verdict(ratio, target), context.link(record)]
 
@@ -160,15 +164,15 @@ def render_headline(context: Context) -> str:
            for figure, command in GPU_FIGURES if not _gpu_records(context)]  # fmt: skip
     summary = [
         f"By the latest records, {len(met)} of the {len(rows)} CPU targets are met"
-        + (f"; not met: {'; '.join(missed)}" if missed else "")
-        + (f"; not measured: {'; '.join(unmeasured)}" if unmeasured else "") + ".",
-        "No GPU target is measured yet." if gpu else "GPU figures: see the GPU section.",
-        f"Ratios are spanroberta's throughput over the transformers baseline's, medians of alternated repetitions "
-        f"({context.page('RESULTS.md', 'pretraining-step')}, {context.page('RESULTS.md', 'collator')}, "
-        f"{context.page('RESULTS.md', 'the-trainer-path')}, {context.page('RESULTS.md', 'gpu')}); CPU figures come "
-        f"from a 2-core machine shared with other jobs, so their wall times are upper bounds (each record holds the "
-        f"load average). Ablations: {context.page('ABLATIONS.md', 'ablation-tiny')}.",
-    ]  # fmt: skip
+        + (f" ({'; '.join(met)})" if met else "")
+        + (f". Not met: {'; '.join(missed)}" if missed else "")
+        + (f". Not measured: {'; '.join(unmeasured)}" if unmeasured else "") + ".",
+        "No GPU figure is measured yet." if gpu else "GPU figures: see the GPU section.",
+        "Ratios are spanroberta's throughput over the transformers baseline's (medians); details: "
+        + ", ".join(context.page(label, "RESULTS.md", anchor) for label, anchor in SECTIONS)
+        + f", {context.page('ablations', 'ABLATIONS.md', 'ablations')}. Wall times on a machine shared with other "
+        "jobs are upper bounds; each record holds its machine and load average.",
+    ]
     table = _table(["figure", "latest", "target", "record"], rows + gpu)
     return table + "\n\n" + "\n".join(summary)
 
@@ -394,10 +398,10 @@ def regenerate(text: str, context: Context) -> tuple[str, list[str]]:
                 f"{context.markdown}: region `{name}` is unknown to benchmarks/make_tables.py (known: "
                 f"{', '.join(RENDERERS)}, ablation-<config> for configs/ablations/<config>.yaml)."
             )
-        body = "\n" + render(context).strip("\n") + "\n"
+        body = render(context).strip("\n") + "\n"
         if match.group("body") != body:
             stale.append(name)
-        return f"<!-- generated:{name} -->{body}<!-- /generated:{name} -->"
+        return f"<!-- generated:{name} -->\n{body}<!-- /generated:{name} -->"
 
     return REGION.sub(write, text), stale
 

@@ -82,7 +82,7 @@ def test_the_headline_says_which_targets_are_met_and_what_is_not_measured(tmp_pa
     _collator_record(root / "benchmarks" / "results", token_seconds=0.005)  # span+SBO at 0.5x token masking
     assert make_tables.main(["--root", str(root)]) == 0
     text = page.read_text(encoding="utf-8")
-    assert "| collator, span+SBO against transformers token | **0.50x** (sequences/s) | **not met** (target >= 1x)" in text
+    assert "| collator, span+SBO against transformers token | **0.50x** (sequences/s) | **not met** (target >= 1.0x)" in text
     assert "pretraining step, small, fp32, CPU | no record | not measured" in text
     assert "Not measured on a GPU yet; run `python benchmarks/bench_pretraining_step.py" in text
 
