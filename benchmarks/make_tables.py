@@ -45,13 +45,15 @@ TRAINER_DEFAULT_RUN = "run_pretraining.py --recipe spanbert"
 SECTIONS = (("pretraining step", "pretraining-step"), ("collator", "collator"), ("Trainer path", "the-trainer-path"),
             ("GPU", "gpu"))  # fmt: skip
 
-# The GPU figures the project names, and the command that measures each.
+# The GPU figures the project names: (figure, benchmark, settings of its records, the command that measures it).
 GPU_FIGURES = (
-    ("pretraining step, base, bf16: tokens/s against the baseline and each side's MFU",
+    ("pretraining step, base, bf16, GPU", "pretraining_step", {"config": "base", "device": "cuda"},
      "python benchmarks/bench_pretraining_step.py --config base --steps 20 --warmup 5"),
-    ("the Trainer path, base 32 x 512 and large 16 x 512, bf16: real tokens/s against run_mlm-style",
+    ("Trainer path, base 32 x 512, bf16, GPU", "trainer", {"config": "base-gpu", "torch_compile": False},
      "python benchmarks/bench_trainer.py --config base-gpu large-gpu --precision bf16"),
-    ("the same with `--torch_compile` on both sides",
+    ("Trainer path, large 16 x 512, bf16, GPU", "trainer", {"config": "large-gpu", "torch_compile": False},
+     "python benchmarks/bench_trainer.py --config base-gpu large-gpu --precision bf16"),
+    ("Trainer path, base, bf16, `--torch_compile`, GPU", "trainer", {"config": "base-gpu", "torch_compile": True},
      "python benchmarks/bench_trainer.py --config base-gpu large-gpu --precision bf16 --torch-compile"),
 )  # fmt: skip
 
@@ -151,43 +153,68 @@ def _trainer_row(context: Context, config: str, precision: str, target: float) -
     return [figure, f"**{_x(ratio)}** (real tokens/s)", _verdict(ratio, target), context.link(record)]
 
 
+def _gpu_row(context: Context, figure: str, benchmark: str, settings: dict[str, Any], command: str) -> list[str]:
+    found = [record for record in context.records(benchmark) if record["machine"].get("gpu")]
+    record = _latest(found, **settings)
+    if record is None:
+        return [figure, "no record", "not measured", f"Not measured on a GPU yet; run `{command}` to measure it"]
+    results = record["results"]
+    if benchmark == "pretraining_step":
+        mfu = results["sides"]["spanroberta"].get("mfu")
+        latest = f"**{_x(results['ratio_median'])}**" + (f", spanroberta MFU {100 * mfu:.1f}%" if mfu else "")
+    else:
+        latest = f"**{_x(results['runs'].get(TRAINER_DEFAULT_RUN, {}).get('ratio_to_baseline'))}** (real tokens/s)"
+    return [figure, latest, f"measured on {record['machine']['gpu']}", context.link(record)]
+
+
+def _ablation_rows(context: Context) -> list[list[str]]:
+    """The latest record of each ablation run so far (its headline metric's median per arm and task), and one row
+    for the configs never run."""
+    rows, missing = [], {False: [], True: []}
+    for config in sorted((context.root / "configs" / "ablations").glob("*.yaml")):
+        records = context.records(f"ablation-{config.stem}")
+        if not records:
+            missing[_runs_on_gpu(context, config.stem)].append(config.stem)
+            continue
+        content = records[-1]["results"]
+        medians = [f"{arm} {task} {statistics.median(values):.1f}"
+                   for (arm, task), values in _headline_scores(content).items() if values]  # fmt: skip
+        link = context.page(f"ablation {config.stem}", "ABLATIONS.md", f"ablation-{config.stem}")
+        rows.append([link, "; ".join(medians), "no target (a comparison)", context.link(records[-1])])
+    command = "python run_ablation.py configs/ablations/CONFIG.yaml --output_dir ablations/CONFIG"
+    for on_gpu, configs in missing.items():
+        if configs:
+            note = f"Not measured on a GPU yet; run `{command}`" if on_gpu else f"No record yet; run `{command}`"
+            rows.append([f"ablations {', '.join(configs)}", "no record", "not measured", f"{note} to measure it"])
+    return rows
+
+
 def render_headline(context: Context) -> str:
     rows = [_step_row(context, config, precision, target) for (config, precision), target in STEP_TARGETS.items()]
     rows += [_collator_row(context, other, target) for other, target in COLLATOR_TARGETS.items()]
     rows += [_trainer_row(context, config, precision, target)
              for (config, precision), target in TRAINER_TARGETS.items()]  # fmt: skip
-    verdicts = [row[2] for row in rows]
-    met = [row[0] for row, verdict in zip(rows, verdicts) if verdict.startswith("**met")]
-    missed = [row[0] for row, verdict in zip(rows, verdicts) if verdict.startswith("**not met")]
-    unmeasured = [row[0] for row, verdict in zip(rows, verdicts) if verdict.startswith("not measured")]
-    gpu = [[figure, "no record", "not measured", f"Not measured on a GPU yet; run `{command}` to measure it"]
-           for figure, command in GPU_FIGURES if not _gpu_records(context)]  # fmt: skip
+    gpu = [_gpu_row(context, *figure) for figure in GPU_FIGURES]
+    met = [row[0] for row in rows if row[2].startswith("**met")]
+    missed = [row[0] for row in rows if row[2].startswith("**not met")]
+    unmeasured = [row[0] for row in rows if row[2].startswith("not measured")]
     summary = [
         f"By the latest records, {len(met)} of the {len(rows)} CPU targets are met"
         + (f" ({'; '.join(met)})" if met else "")
         + (f". Not met: {'; '.join(missed)}" if missed else "")
         + (f". Not measured: {'; '.join(unmeasured)}" if unmeasured else "") + ".",
-        "No GPU figure is measured yet." if gpu else "GPU figures: see the GPU section.",
+        f"{sum(row[1] == 'no record' for row in gpu)} of the {len(gpu)} GPU figures are not measured yet.",
         "Ratios are spanroberta's throughput over the transformers baseline's (medians); details: "
         + ", ".join(context.page(label, "RESULTS.md", anchor) for label, anchor in SECTIONS)
         + f", {context.page('ablations', 'ABLATIONS.md', 'ablations')}. Wall times on a machine shared with other "
         "jobs are upper bounds; each record holds its machine and load average.",
     ]
-    table = _table(["figure", "latest", "target", "record"], rows + gpu)
+    table = _table(["figure", "latest", "target", "record"], rows + gpu + _ablation_rows(context))
     return table + "\n\n" + "\n".join(summary)
 
 
-def _gpu_records(context: Context) -> list[dict[str, Any]]:
-    return [record for benchmark in ("pretraining_step", "trainer") for record in context.records(benchmark)
-            if record["machine"].get("gpu")]  # fmt: skip
-
-
 def render_gpu(context: Context) -> str:
-    found = _gpu_records(context)
-    if not found:
-        return "\n".join(f"- {figure}: Not measured on a GPU yet; run `{command}` to measure it."
-                         for figure, command in GPU_FIGURES)  # fmt: skip
-    return "\n".join(f"- {record['machine']['gpu']}, {record['benchmark']}: {context.link(record)}" for record in found)
+    return _table(["figure", "latest", "GPU", "record"], [_gpu_row(context, *figure) for figure in GPU_FIGURES])
 
 
 # Full tables: every record of a benchmark, newest first, each row naming its record.
@@ -305,21 +332,28 @@ def _runs_on_gpu(context: Context, name: str) -> bool:
     return not config.get("pretraining", {}).get("use_cpu", False)
 
 
+def _headline_scores(content: dict[str, Any]) -> dict[tuple[str, str], list[float]]:
+    """(arm, task) -> the task's headline metric over the seeds, arms and tasks in the config's order."""
+    scores: dict[tuple[str, str], list[float]] = {
+        (arm, task): [] for arm in content["pretraining"] for task in content["headline_metrics"]
+    }
+    for row in content["finetuning"]:
+        if row["metric"] == content["headline_metrics"][row["task"]]:
+            scores[row["arm"], row["task"]].append(row["value"])
+    return scores
+
+
 def _score_tables(content: dict[str, Any]) -> list[str]:
     """Arms x tasks (the headline metric's median over seeds, min-max), then every score of every seed."""
+    headline = _headline_scores(content)
+    tasks = list(content["headline_metrics"])
+    cells = [[arm] + [f"{statistics.median(found):.1f} ({min(found):.1f}-{max(found):.1f})" if found else "-"
+                      for found in (headline[arm, task] for task in tasks)]
+             for arm in content["pretraining"]]  # fmt: skip
+    header = ["arm"] + [f"{task} ({metric}), median (min-max)" for task, metric in content["headline_metrics"].items()]
     scores: dict[tuple[str, str, str], dict[int, float]] = {}
     for row in content["finetuning"]:
         scores.setdefault((row["arm"], row["task"], row["metric"]), {})[row["seed"]] = row["value"]
-    arms = list(content["pretraining"])
-    tasks = list(content["headline_metrics"])
-    cells = []
-    for arm in arms:
-        row = [arm]
-        for task in tasks:
-            found = list(scores.get((arm, task, content["headline_metrics"][task]), {}).values())
-            row.append(f"{statistics.median(found):.1f} ({min(found):.1f}-{max(found):.1f})" if found else "-")
-        cells.append(row)
-    header = ["arm"] + [f"{task} ({metric}), median (min-max)" for task, metric in content["headline_metrics"].items()]
     every = [[arm, task, metric, ", ".join(f"seed {seed}: {value:.2f}" for seed, value in sorted(by_seed.items()))]
              for (arm, task, metric), by_seed in scores.items()]  # fmt: skip
     return [_table(header, cells), _table(["arm", "task", "metric", "scores (0-100)"], every)]

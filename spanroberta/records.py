@@ -107,7 +107,8 @@ def write_record(
     name: str | None = None,
     results_dir: str | Path | None = None,
 ) -> Path:
-    """Writes one raw record to `<results_dir>/<benchmark>/<UTC time>-<name>.json` and returns its path.
+    """Writes one raw record to `<results_dir>/<benchmark>/<UTC time>-<name>.json` (`<UTC time>.002-<name>.json` for a
+    second one in the same second, and so on: names sort in the order written) and returns its path.
 
     `settings` are the inputs that define the measurement (model size, steps, data split, seeds, ...);
     `results` every measured value, unrounded. Values must be JSON-serialisable.
@@ -120,9 +121,9 @@ def write_record(
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     path = folder / f"{stamp}-{_slug(name or benchmark)}.json"
     counter = 1
-    while path.exists():  # two records in the same second never overwrite each other
+    while path.exists():  # two records in the same second never overwrite each other, and sort in order
         counter += 1
-        path = folder / f"{stamp}-{_slug(name or benchmark)}-{counter}.json"
+        path = folder / f"{stamp}.{counter:03d}-{_slug(name or benchmark)}.json"
     path.write_text(json.dumps(record, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     return path
 
