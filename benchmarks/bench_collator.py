@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark 2: collator throughput on batches of 128 x 512-token blocks of real text, in sequences/s.
+"""Collator throughput on batches of 128 x 512-token blocks of real text, in sequences/s.
 
 spanroberta's `DataCollatorForSpanMasking` (span masking + SBO targets in prediction slots, as run_pretraining.py
 uses it) against transformers' `DataCollatorForLanguageModeling`, with token masking and with
@@ -13,6 +13,9 @@ Every collator gets the same rows as lists of ints, as a `datasets` dataset yiel
 
     python benchmarks/bench_collator.py
     python benchmarks/bench_collator.py --batches 20 --threads 1
+
+Writes a raw record to benchmarks/results/collator/ (every batch's seconds per collator, medians, the span+SBO
+collator's ratios to transformers', the load average before and after).
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ import argparse
 import warnings
 
 import torch
-from common import REUTERS, load_tokenizer, machine_summary, require_corpus, time_alternately
+from common import REUTERS, announce, load_tokenizer, require_corpus, time_alternately
 from transformers import DataCollatorForLanguageModeling
 
 from spanroberta.data.collator import DataCollatorForSpanMasking
+from spanroberta.records import load_average, write_record
 
 BATCH_SIZE, LENGTH = 128, 512
 HEADLINE = ("spanroberta span+SBO", "transformers token", "transformers whole-word")
@@ -62,7 +66,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    print(machine_summary())
+    load_before = load_average()
 
     tokenizer = load_tokenizer()
     windows = load_windows(tokenizer, BATCH_SIZE * 4)
@@ -91,15 +95,25 @@ def main() -> None:
         warmup=args.warmup,
     )
 
+    results: dict = {"load_average": {"before": load_before, "after": load_average()}, "collators": {}}
+    for name, t in timings.items():
+        results["collators"][name] = {**t.as_record(), "sequences_per_second_median": BATCH_SIZE / t.median,
+                                      "sequences_per_second_best": BATCH_SIZE / t.best}  # fmt: skip
+    span = timings[HEADLINE[0]]
+    results["span_sbo_ratios"] = {
+        other: {"median": timings[other].median / span.median, "best": timings[other].best / span.best}
+        for other in HEADLINE[1:]
+    }
     print(f"\n## Collators, batches of {BATCH_SIZE} x {LENGTH}: {args.batches} timed batches each\n")
     print("| collator | sequences/s (median) | sequences/s (best) | ms/batch (median) |")
     print("|---|---|---|---|")
     for name, t in timings.items():
         print(f"| {name} | {BATCH_SIZE / t.median:,.0f} | {BATCH_SIZE / t.best:,.0f} | {1000 * t.median:.1f} |")
-    span = timings[HEADLINE[0]]
-    for other in HEADLINE[1:]:
-        medians, minimums = timings[other].median / span.median, timings[other].best / span.best
-        print(f"\nspan+SBO / {other}: {medians:.2f}x (medians), {minimums:.2f}x (minimums)")
+    for other, ratio in results["span_sbo_ratios"].items():
+        print(f"span+SBO / {other}: {ratio['median']:.2f}x (medians), {ratio['best']:.2f}x (minimums)")
+    settings = {"batch_size": BATCH_SIZE, "length": LENGTH, "batches": args.batches, "warmup": args.warmup,
+                "threads": torch.get_num_threads()}  # fmt: skip
+    announce(write_record("collator", settings, results))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark: preparing corpora of growing size (prepared mode), up to a generated 2 GB of text.
+"""Preparing corpora of growing size (prepared mode), up to a generated 2 GB of text.
 
 For each size, a corpus is generated from the Reuters bodies (../shared/data), documents drawn at random with
 their sentences shuffled, separated by blank lines (the layout run_pretraining.py reads). Then exactly what a
@@ -18,7 +18,8 @@ the corpus grows are the point.
     python benchmarks/bench_corpus_scaling.py --sizes_mb 64 256 --num_proc 2
 
 Generated corpora and prepared folders go to --work_dir (default benchmarks/.cache/corpus_scaling) and are
-deleted after each size unless --keep.
+deleted after each size unless --keep. Writes a raw record to benchmarks/results/corpus_scaling/ (per size: bytes
+written, seconds, blocks, tokens, tokens/s, peak PSS and anonymous PSS; the load average before and after).
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ import threading
 import time
 from pathlib import Path
 
-from common import CACHE, REUTERS, load_tokenizer, machine_summary, require_corpus
+from common import CACHE, REUTERS, announce, load_tokenizer, require_corpus
+
+from spanroberta.records import load_average, write_record
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -161,20 +164,23 @@ def main() -> None:
     load_tokenizer()  # trains and caches it on first use
     args.work_dir.mkdir(parents=True, exist_ok=True)
 
-    print(f"Machine: {machine_summary()}")
+    load_before = load_average()
     print(f"Prepared mode, {args.input_format} blocks of {args.max_seq_length}, 50,265-id byte-level BPE, "
           f"{args.num_proc} processes\n")
     print("| corpus | text | wall time | blocks | tokens | tokens/s | peak PSS (tree) | peak anonymous PSS (tree) |")
     print("|---|---|---|---|---|---|---|---|")
+    sizes = []
     for size_mb in args.sizes_mb:
         corpus = args.work_dir / f"corpus_{size_mb}mb.txt"
         prepared_dir = args.work_dir / f"prepared_{size_mb}mb"
         shutil.rmtree(prepared_dir, ignore_errors=True)
         written = generate_corpus(corpus, size_mb * 2**20) if not corpus.is_file() else corpus.stat().st_size
         result = prepare(corpus, prepared_dir, tokenizer_dir, args)
+        result.update(size_mb=size_mb, bytes_written=written, tokens_per_second=result["tokens"] / result["seconds"])
+        sizes.append(result)
         print(
             f"| {size_mb} MB | {written / 2**30:.2f} GiB | {result['seconds']:.0f} s | {result['blocks']:,} | "
-            f"{result['tokens']:,} | {result['tokens'] / result['seconds']:,.0f} | "
+            f"{result['tokens']:,} | {result['tokens_per_second']:,.0f} | "
             f"{result['peak_pss'] / 2**20:,.0f} MiB | {result['peak_anon'] / 2**20:,.0f} MiB |",
             flush=True,
         )
@@ -182,6 +188,10 @@ def main() -> None:
             corpus.unlink()
             shutil.rmtree(prepared_dir, ignore_errors=True)
             shutil.rmtree(args.work_dir / "hf-cache", ignore_errors=True)
+    settings = {"sizes_mb": args.sizes_mb, "num_proc": args.num_proc, "max_seq_length": args.max_seq_length,
+                "input_format": args.input_format}  # fmt: skip
+    results = {"load_average": {"before": load_before, "after": load_average()}, "sizes": sizes}
+    announce(write_record("corpus_scaling", settings, results))
 
 
 if __name__ == "__main__":

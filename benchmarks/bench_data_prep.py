@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark 3: data preparation, tokenizing and packing the corpus, in tokens/s, and how time and peak memory
+"""Data preparation, tokenizing and packing the corpus, in tokens/s, and how time and peak memory
 grow from 1x to 8x the corpus.
 
 Two modes:
@@ -17,6 +17,9 @@ included.
     python benchmarks/bench_data_prep.py                              # prepared, 1x 2x 4x 8x, doc-sentences, 512
     python benchmarks/bench_data_prep.py --mode streaming
     python benchmarks/bench_data_prep.py --scales 1 2 --num-proc 2 --input-format full-sentences
+
+Writes a raw record to benchmarks/results/data_prep/ (per scale: megabytes, blocks, tokens, seconds, tokens/s,
+time over linear, peak RSS; the load average before and after).
 """
 
 from __future__ import annotations
@@ -32,11 +35,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import REUTERS, load_tokenizer, machine_summary, require_corpus
+from common import REUTERS, announce, load_tokenizer, require_corpus
 from transformers import PreTrainedTokenizerBase
 
 from spanroberta.data.corpus import iter_documents, load_documents
 from spanroberta.data.formats import block_builder, prepare_blocks
+from spanroberta.records import load_average, write_record
 
 SCALED_CORPORA = Path(tempfile.gettempdir()) / "spanroberta_bench_corpus"
 
@@ -122,13 +126,13 @@ def main() -> None:
         return
 
     require_corpus()
-    print(machine_summary())
     load_tokenizer()  # trained and cached once, outside the timed runs
+    load_before = load_average()
     print(f"\n## {args.mode}: {args.input_format}, max_seq_length {args.max_seq_length}, num_proc {args.num_proc}\n")
     # "time / linear": this scale's time over the first scale's scaled linearly (1.00 = exactly linear).
     print("| corpus | MB | blocks | tokens | time s | tokens/s | time / linear | peak RSS MiB |")
     print("|---|---|---|---|---|---|---|---|")
-    first = None
+    scales = []
     for scale in args.scales:
         command = [sys.executable, __file__, "--child", str(scaled_corpus(scale)), "--mode", args.mode]
         command += ["--input-format", args.input_format, "--max-seq-length", str(args.max_seq_length)]
@@ -136,13 +140,20 @@ def main() -> None:
             command += ["--num-proc", str(args.num_proc)]
         output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
         figures = json.loads(next(line for line in output.splitlines() if line.startswith("RESULT "))[7:])
-        first = first or (scale, figures["total_seconds"])
         seconds = figures["total_seconds"]
+        first = scales[0] if scales else {"scale": scale, **figures}
+        figures.update(scale=scale, tokens_per_second=figures["tokens"] / seconds,
+                       time_over_linear=seconds / (first["total_seconds"] * scale / first["scale"]))  # fmt: skip
+        scales.append(figures)
         print(
-            f"| {scale}x | {figures['megabytes']:.0f} | {figures['blocks']:,} "
-            f"| {figures['tokens']:,} | {seconds:.1f} | {figures['tokens'] / seconds:,.0f} "
-            f"| {seconds / (first[1] * scale / first[0]):.2f} | {figures['peak_rss_mib']:,.0f} |"
+            f"| {scale}x | {figures['megabytes']:.0f} | {figures['blocks']:,} | {figures['tokens']:,} "
+            f"| {seconds:.1f} | {figures['tokens_per_second']:,.0f} | {figures['time_over_linear']:.2f} "
+            f"| {figures['peak_rss_mib']:,.0f} |"
         )
+    settings = {"mode": args.mode, "scales": args.scales, "input_format": args.input_format,
+                "max_seq_length": args.max_seq_length, "num_proc": args.num_proc}  # fmt: skip
+    results = {"load_average": {"before": load_before, "after": load_average()}, "scales": scales}
+    announce(write_record("data_prep", settings, results, name=args.mode))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,9 @@ the fusion changes. Shapes are those of the step benchmark's heads: about 580 ta
 head's transform. Timed alternately, in CPU seconds of this process.
 
     python benchmarks/bench_heads.py --threads 1
+
+Writes a raw record to benchmarks/results/heads/ (every repetition's CPU seconds per shape and precision, medians,
+speed-ups, the load average before and after).
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ import time
 
 import torch
 import torch.nn.functional as F
-from common import VOCAB_SIZE, machine_summary
+from common import VOCAB_SIZE, announce
 
 from spanroberta.models.modeling_efficient import fused_decoder_cross_entropy
+from spanroberta.records import load_average, write_record
 
 SHAPES = {"small": (583, 256), "base": (307, 768)}
 
@@ -33,6 +37,25 @@ def fused(x: torch.Tensor, decoder: torch.nn.Linear, targets: torch.Tensor) -> t
     return fused_decoder_cross_entropy(x, decoder, targets)[1]
 
 
+def time_heads(rows: int, hidden: int, precision: str, repeats: int) -> dict[str, list[float]]:
+    """CPU seconds of each repetition of both heads, alternated (the first round warms up)."""
+    torch.manual_seed(0)
+    transform = torch.nn.Linear(hidden, hidden)
+    decoder = torch.nn.Linear(hidden, VOCAB_SIZE)
+    x = torch.randn(rows, hidden)
+    targets = torch.randint(0, VOCAB_SIZE, (rows,))
+    seconds = {plain: [], fused: []}
+    for i in range(repeats + 1):
+        for head in (plain, fused) if i % 2 else (fused, plain):
+            start = time.process_time()
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+                loss = head(transform(x), decoder, targets)
+            (loss / rows).backward()
+            if i:
+                seconds[head].append(time.process_time() - start)
+    return {"plain": seconds[plain], "fused": seconds[fused]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=10)
@@ -40,28 +63,23 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    print(machine_summary())
-    print("\n| shape | precision | plain s (median) | fused s (median) | fused speed-up |")
+    results: dict = {"load_average": {"before": load_average()}, "shapes": []}
+    print("| shape | precision | plain s (median) | fused s (median) | fused speed-up |")
     print("|---|---|---|---|---|")
     for name, (rows, hidden) in SHAPES.items():
-        torch.manual_seed(0)
-        transform = torch.nn.Linear(hidden, hidden)
-        decoder = torch.nn.Linear(hidden, VOCAB_SIZE)
-        x = torch.randn(rows, hidden)
-        targets = torch.randint(0, VOCAB_SIZE, (rows,))
         for precision in ("bf16", "fp32"):
-            seconds = {plain: [], fused: []}
-            for i in range(args.repeats + 1):  # the first round warms up
-                for head in (plain, fused) if i % 2 else (fused, plain):
-                    start = time.process_time()
-                    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
-                        loss = head(transform(x), decoder, targets)
-                    (loss / rows).backward()
-                    if i:
-                        seconds[head].append(time.process_time() - start)
-            plain_s, fused_s = statistics.median(seconds[plain]), statistics.median(seconds[fused])
-            speed_up = plain_s / fused_s
+            seconds = time_heads(rows, hidden, precision, args.repeats)
+            plain_s, fused_s = statistics.median(seconds["plain"]), statistics.median(seconds["fused"])
+            results["shapes"].append({
+                "shape": name, "rows": rows, "hidden": hidden, "precision": precision,
+                "plain_cpu_seconds": seconds["plain"], "fused_cpu_seconds": seconds["fused"],
+                "plain_median_cpu_seconds": plain_s, "fused_median_cpu_seconds": fused_s, "speed_up": plain_s / fused_s,
+            })  # fmt: skip
+            speed_up = results["shapes"][-1]["speed_up"]
             print(f"| {name} ({rows} x {hidden}) | {precision} | {plain_s:.3f} | {fused_s:.3f} | {speed_up:.2f}x |")
+    results["load_average"]["after"] = load_average()
+    settings = {"repeats": args.repeats, "threads": torch.get_num_threads(), "vocab_size": VOCAB_SIZE}
+    announce(write_record("heads", settings, results))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark 1 (and 4 on a GPU): pretraining step throughput, spanroberta against the transformers baseline.
+"""Pretraining step throughput (CPU or GPU), spanroberta against the transformers baseline.
 
 spanroberta: `SpanRobertaForPreTraining` (sparse MLM + SBO heads) fed by `DataCollatorForSpanMasking` (span
 masking + SBO targets). Baseline: what a user would pick instead, `RobertaForMaskedLM` (dense MLM head) fed by
@@ -18,11 +18,16 @@ every step.
 
 On CUDA (picked automatically when present) the default precision is bf16 autocast, and each side's model
 FLOPs utilisation is reported (see `model_flops_per_step`).
+
+Each configuration and precision writes a raw record to benchmarks/results/pretraining_step/ (every step's wall and
+CPU seconds, medians, ratios, the load average before and after), from which benchmarks/make_tables.py generates
+the tables of benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -33,11 +38,11 @@ from unittest import mock
 import torch
 from common import (
     Timings,
+    announce,
     batches_of_rows,
     encoder_settings,
     load_blocks,
     load_tokenizer,
-    machine_summary,
     time_alternately,
 )
 from transformers import (
@@ -53,12 +58,13 @@ from spanroberta.models.configuration_spanroberta import SpanRobertaConfig
 from spanroberta.models.conventions import IGNORE_INDEX
 from spanroberta.data.collator import DataCollatorForSpanMasking
 from spanroberta.models.modeling_spanroberta import SpanRobertaForPreTraining
+from spanroberta.records import load_average, write_record
 from spanroberta.training.arguments import PretrainingArguments
 
-# The issue's two configurations: (model size, sequence length, batch size).
+# The two configurations: (model size, sequence length, batch size).
 CONFIGS = {"small": ("small", 128, 32), "base": ("base", 512, 4)}
 
-# Dense bf16 tensor-core peaks in TFLOP/s, for the MFU on a GPU (the A100 is the issue's anchor).
+# Dense bf16 tensor-core peaks in TFLOP/s, for the MFU on a GPU.
 GPU_PEAK_TFLOPS = {"A100": 312.0, "H100": 989.0, "H200": 989.0}
 
 SIDES = ("spanroberta", "baseline")
@@ -125,8 +131,8 @@ def train_step(side: Side, batch: dict[str, torch.Tensor], device: str, bf16: bo
 
 
 def model_flops_per_step(config: RobertaConfig, batch: dict[str, torch.Tensor], dense_head: bool) -> float:
-    """Training FLOPs (forward + backward = 3 x forward) of one step, counting matmuls only: the issue's "6N +
-    the attention term + the heads at the predicted positions".
+    """Training FLOPs (forward + backward = 3 x forward) of one step, counting matmuls only: "6N + the
+    attention term + the heads at the predicted positions".
 
     Encoder: 6 x its matmul weights per token (embedding lookups are free), plus attention's two L x L matmuls
     (2 x 2 x L x H per token per layer forward), every layer counted in full. Heads: the MLM head at every
@@ -183,9 +189,6 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     precisions = args.precision or (["bf16"] if args.device == "cuda" else ["fp32", "bf16"])
 
-    print(machine_summary())
-    if args.device == "cuda":
-        print(f"GPU: {torch.cuda.get_device_name()}")
     tokenizer = load_tokenizer()
     for config_name in args.config:
         size, length, batch_size = CONFIGS[config_name]
@@ -194,12 +197,12 @@ def main() -> None:
         rows = batches_of_rows(load_blocks(tokenizer, length), batch_size, count=4)
         for precision in precisions:
             bf16 = precision == "bf16"
+            load_before = load_average()
             with tempfile.TemporaryDirectory() as output_dir:
                 names = SIDES + (tuple(ABLATIONS) if args.ablations else ())
                 sides = {name: build_side(name, encoder, tokenizer, rows, args.device, output_dir) for name in names}
-                label = f"{config_name} (seq {length}, batch {batch_size}), {precision}, {args.device}"
                 if args.profile:
-                    print(f"\n## {label}")
+                    print(f"\n## {config_name} (seq {length}, batch {batch_size}), {precision}, {args.device}")
                     profile_step(sides, args.device, bf16, args.profile_rows)
                     continue
                 steps = {
@@ -207,40 +210,63 @@ def main() -> None:
                     for name, side in sides.items()
                 }
                 timings = time_alternately(steps, repeats=args.steps, warmup=args.warmup)
-            report(label, batch_size * length, sides, timings, args.device)
+            settings = {"config": config_name, "model_size": size, "seq_length": length, "batch_size": batch_size,
+                        "precision": precision, "device": args.device, "steps": args.steps, "warmup": args.warmup,
+                        "threads": torch.get_num_threads(), "sides": list(names)}  # fmt: skip
+            results = measure(batch_size * length, sides, timings, args.device)
+            results["load_average"] = {"before": load_before, "after": load_average()}
+            report(settings, results)
+            name = f"{config_name}-{precision}-{args.device}"
+            announce(write_record("pretraining_step", settings, results, name=name))
             del sides
 
 
-def report(label: str, tokens: int, sides: dict[str, Side], timings: dict[str, Timings], device: str) -> None:
-    print(f"\n## {label}: {len(timings['baseline'].seconds)} timed steps per side\n")
-    columns = ["tokens/s (median)", "tokens/s (best)", "step s (median)", "step s (min)", "CPU s/step (median)"]
-    print(f"| side | {' | '.join(columns)} | collate s/batch |")
-    print("|---" * (len(columns) + 2) + "|")
+def measure(tokens: int, sides: dict[str, Side], timings: dict[str, Timings], device: str) -> dict:
+    """Every side's timings, tokens/s and collation time, spanroberta's ratios to the baseline and the ablations,
+    and on CUDA each side's model FLOPs and MFU."""
+    results: dict = {"tokens_per_step": tokens, "sides": {}}
     for name, t in timings.items():
-        print(
-            f"| {name} | {tokens / t.median:,.0f} | {tokens / t.best:,.0f} | {t.median:.3f} | {t.best:.3f} "
-            f"| {t.cpu_median:.2f} | {sides[name].collate_seconds.median:.4f} |"
-        )
-    ratio_median = timings["baseline"].median / timings["spanroberta"].median
-    ratio_best = timings["baseline"].best / timings["spanroberta"].best
-    ratio_cpu = timings["baseline"].cpu_median / timings["spanroberta"].cpu_median
-    print(
-        f"\nspanroberta / baseline tokens/s: {ratio_median:.2f}x (medians), {ratio_best:.2f}x (minimums); "
-        f"CPU time per step: {ratio_cpu:.2f}x"
-    )
-    for name in timings.keys() - set(SIDES):
-        gain = timings[name].median / timings["spanroberta"].median
-        gain_cpu = timings[name].cpu_median / timings["spanroberta"].cpu_median
-        print(f"spanroberta / {name}: {gain:.2f}x (median wall), {gain_cpu:.2f}x (median CPU time)")
+        results["sides"][name] = {**t.as_record(), "tokens_per_second_median": tokens / t.median,
+                                  "tokens_per_second_best": tokens / t.best,
+                                  "collate_seconds": sides[name].collate_seconds.seconds}  # fmt: skip
+    span, base = timings["spanroberta"], timings["baseline"]
+    results["ratio_median"] = base.median / span.median
+    results["ratio_best"] = base.best / span.best
+    results["ratio_cpu_median"] = base.cpu_median / span.cpu_median
+    results["ablation_ratios"] = {
+        name: {"median": timings[name].median / span.median, "cpu_median": timings[name].cpu_median / span.cpu_median}
+        for name in timings.keys() - set(SIDES)
+    }
     if device == "cuda":
         peak = gpu_peak_flops()
+        results["gpu_peak_flops"] = peak
         for name in SIDES:
             side = sides[name]
-            dense = name == "baseline"
-            flops = sum(model_flops_per_step(side.model.config, b, dense) for b in side.batches) / len(side.batches)
+            flops = sum(model_flops_per_step(side.model.config, b, name == "baseline") for b in side.batches)
+            flops /= len(side.batches)
             achieved = flops / timings[name].median
-            mfu = f", MFU {100 * achieved / peak:.1f}% of {peak / 1e12:.0f} TFLOP/s" if peak else ""
-            print(f"{name}: {flops / tokens:,.0f} model FLOPs per token, {achieved / 1e12:.1f} TFLOP/s{mfu}")
+            results["sides"][name].update(model_flops_per_step=flops, flops_per_second=achieved,
+                                          mfu=achieved / peak if peak else None)  # fmt: skip
+    return results
+
+
+def report(settings: dict, results: dict) -> None:
+    print(f"\n## {settings['config']} (seq {settings['seq_length']}, batch {settings['batch_size']}), "
+          f"{settings['precision']}, {settings['device']}: {settings['steps']} timed steps per side\n")  # fmt: skip
+    print("| side | tokens/s (median) | tokens/s (best) | step s (median) | CPU s/step (median) | collate s/batch |")
+    print("|---|---|---|---|---|---|")
+    for name, side in results["sides"].items():
+        print(f"| {name} | {side['tokens_per_second_median']:,.0f} | {side['tokens_per_second_best']:,.0f} "
+              f"| {side['median_seconds']:.3f} | {side['median_cpu_seconds']:.2f} "
+              f"| {statistics.median(side['collate_seconds']):.4f} |")  # fmt: skip
+    print(f"\nspanroberta / baseline tokens/s: {results['ratio_median']:.2f}x (medians), "
+          f"{results['ratio_best']:.2f}x (minimums); CPU time per step: {results['ratio_cpu_median']:.2f}x")
+    for name, gain in results["ablation_ratios"].items():
+        print(f"spanroberta / {name}: {gain['median']:.2f}x (median wall), {gain['cpu_median']:.2f}x (median CPU)")
+    for name in SIDES:
+        if results["sides"][name].get("mfu") is not None:
+            print(f"{name}: MFU {100 * results['sides'][name]['mfu']:.1f}%")
+    print(f"load average before/after: {results['load_average']['before']} / {results['load_average']['after']}")
 
 
 if __name__ == "__main__":

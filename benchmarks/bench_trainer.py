@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark 5: the path users run, `run_pretraining.py` under the Trainer, against a run_mlm-style baseline.
+"""The path users run, `run_pretraining.py` under the Trainer, against a run_mlm-style baseline.
 
 Both sides are whole Trainer runs: DataLoader, collator, forward, backward, clipping, optimizer, logging. Data
 preparation is done before training and not timed. Throughput is counted in real (non-padding) tokens per second
@@ -18,6 +18,9 @@ MFU is left to bench_pretraining_step.py, which counts each side's model FLOPs o
     python benchmarks/bench_trainer.py --config small --steps 60                 # CPU: small, 128 x 32
     python benchmarks/bench_trainer.py --config base --recipes spanbert --torch-compile
     python benchmarks/bench_trainer.py --config base-gpu large-gpu               # on a GPU: 32 x 512, 16 x 512
+
+Each config writes a raw record to benchmarks/results/trainer/ (every run's tokens/s per logging window, the
+steady medians, the ratios to the baseline, the load average before and after).
 """
 
 from __future__ import annotations
@@ -33,7 +36,15 @@ from pathlib import Path
 
 import datasets
 import torch
-from common import BENCHMARKS, REUTERS, encoder_settings, load_blocks, load_tokenizer, machine_summary, require_corpus
+from common import (
+    BENCHMARKS,
+    REUTERS,
+    announce,
+    encoder_settings,
+    load_blocks,
+    load_tokenizer,
+    require_corpus,
+)
 from transformers import (
     DataCollatorForLanguageModeling,
     RobertaConfig,
@@ -43,6 +54,9 @@ from transformers import (
     TrainingArguments,
 )
 
+from spanroberta.records import load_average, write_record
+
+BASELINE = "transformers run_mlm-style"
 
 # (model size, sequence length, batch size per device)
 CONFIGS = {
@@ -185,30 +199,34 @@ def main() -> None:
         return
 
     require_corpus()
-    print(machine_summary())
     load_tokenizer()  # trains and caches the BPE once, before any timing
+    print(f"| config | run | median real tokens/s over logging windows {args.skip_windows + 1}.. | vs baseline |")
+    print("|---|---|---|---|")
     for name in args.config:
         args.config_name = name
         size, length, batch = CONFIGS[name]
-        label = f"{name} ({size}, {batch} x {length}), {args.precision}"
-        label += ", torch_compile" if args.torch_compile else ""
-        print(f"\n## {label}: median real tokens/s over logging windows {args.skip_windows + 1}..\n")
-        results = {}
+        load_before = load_average()
+        windows = {}
         with tempfile.TemporaryDirectory() as tmp:
             if not args.no_baseline:
-                rates = run_baseline(size, length, batch, args, tmp)
-                results["transformers run_mlm-style"] = steady(rates, args.skip_windows)
+                windows[BASELINE] = run_baseline(size, length, batch, args, tmp)
             for recipe in args.recipes:
-                out = str(Path(tmp, recipe))
-                results[f"run_pretraining.py --recipe {recipe}"] = steady(
-                    run_spanroberta(recipe, size, length, batch, args, out), args.skip_windows
+                windows[f"run_pretraining.py --recipe {recipe}"] = run_spanroberta(
+                    recipe, size, length, batch, args, str(Path(tmp, recipe))
                 )
-        baseline = results.get("transformers run_mlm-style")
-        print("| run | real tokens/s | vs baseline |")
-        print("|---|---|---|")
-        for run, rate in results.items():
-            ratio = f"{rate / baseline:.2f}x" if baseline else "-"
-            print(f"| {run} | {rate:,.0f} | {ratio} |")
+        settings = {"config": name, "model_size": size, "seq_length": length, "batch_size": batch,
+                    "precision": args.precision, "torch_compile": args.torch_compile, "steps": args.steps,
+                    "logging_steps": args.logging_steps, "skip_windows": args.skip_windows,
+                    "workers": args.workers, "recipes": args.recipes}  # fmt: skip
+        results = {"load_average": {"before": load_before, "after": load_average()}, "runs": {}}
+        for run, rates in windows.items():
+            rate = steady(rates, args.skip_windows)
+            ratio = rate / steady(windows[BASELINE], args.skip_windows) if BASELINE in windows else None
+            results["runs"][run] = {"real_tokens_per_second_windows": rates, "real_tokens_per_second": rate,
+                                    "ratio_to_baseline": ratio}  # fmt: skip
+            print(f"| {name}, {args.precision} | {run} | {rate:,.0f} | {f'{ratio:.2f}x' if ratio else '-'} |")
+        label = f"{name}-{args.precision}" + ("-compile" if args.torch_compile else "")
+        announce(write_record("trainer", settings, results, name=label))
 
 
 if __name__ == "__main__":

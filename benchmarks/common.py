@@ -1,4 +1,5 @@
-"""What the benchmark scripts share: the real corpus, a ~50K byte-level BPE, packed blocks, timing helpers.
+"""What the benchmark scripts share: the real corpus, a ~50K byte-level BPE, packed blocks, timing helpers, and
+where their raw records go (spanroberta.records, which also reads the load average).
 
 Everything expensive is cached under benchmarks/.cache (gitignored): the tokenizer trained on the Reuters
 bodies, and the packed blocks of each length as .npy files. Delete the folder to rebuild them.
@@ -7,9 +8,7 @@ bodies, and the packed blocks of each length as .npy files. Delete the folder to
 from __future__ import annotations
 
 import os
-import platform
 import statistics
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,8 +18,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
-import torch  # noqa: E402
 from transformers import PreTrainedTokenizerBase, RobertaTokenizerFast  # noqa: E402
+
 
 BENCHMARKS = Path(__file__).resolve().parent
 CACHE = BENCHMARKS / ".cache"
@@ -109,6 +108,13 @@ class Timings:
     def best(self) -> float:
         return min(self.seconds)
 
+    def as_record(self) -> dict:
+        """Every repetition and its summaries, for a raw record."""
+        record = {"seconds": self.seconds, "median_seconds": self.median, "best_seconds": self.best}
+        if self.cpu_seconds:
+            record.update(cpu_seconds=self.cpu_seconds, median_cpu_seconds=self.cpu_median)
+        return record
+
 
 def time_alternately(
     sides: dict[str, Callable[[int], object]], repeats: int, warmup: int
@@ -130,25 +136,6 @@ def time_alternately(
     return timings
 
 
-def machine_summary() -> str:
-    """CPU model, cores, bf16 support and library versions, for the header of a RESULTS.md section."""
-    import datasets
-    import tokenizers
-    import transformers
-
-    cpu = platform.processor() or "unknown CPU"
-    flags = ""
-    try:
-        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        fields = dict(line.split(":", 1) for line in lscpu.splitlines() if ":" in line)
-        cpu = fields.get("Model name", cpu).strip()
-        flags = fields.get("Flags", "")
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    bf16 = [flag for flag in ("amx_bf16", "avx512_bf16") if flag in flags.split()]
-    return (
-        f"{cpu}, {os.cpu_count()} logical CPUs, torch threads {torch.get_num_threads()}, "
-        f"bf16 instructions: {', '.join(bf16) or 'none'}; python {platform.python_version()}, "
-        f"torch {torch.__version__}, transformers {transformers.__version__}, datasets {datasets.__version__}, "
-        f"tokenizers {tokenizers.__version__}; {time.strftime('%Y-%m-%d %H:%M %Z')}"
-    )
+def announce(path: Path) -> None:
+    """Prints where a benchmark wrote its raw record (the tables of RESULTS.md are generated from it)."""
+    print(f"\nRecord: {path.relative_to(BENCHMARKS.parent) if path.is_relative_to(BENCHMARKS.parent) else path}")

@@ -44,6 +44,17 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def _bf16_instructions() -> list[str]:
+    """The CPU's bf16 instruction sets (AMX or AVX-512 BF16): whether bf16 autocast on CPU has hardware behind it."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return [flag for flag in ("amx_bf16", "avx512_bf16") if flag in line.split()]
+    except OSError:
+        pass
+    return []
+
+
 def _gpu() -> str | None:
     try:
         import torch
@@ -53,6 +64,15 @@ def _gpu() -> str | None:
     except ImportError:
         pass
     return None
+
+
+def load_average() -> list[float]:
+    """The 1-, 5- and 15-minute load averages: how busy the machine was around a measurement. On a machine shared
+    with other jobs wall times are upper bounds; records keep the load so that a reader can judge them."""
+    try:
+        return [round(value, 2) for value in os.getloadavg()]
+    except OSError:  # no load average on this system
+        return []
 
 
 def provenance() -> dict[str, Any]:
@@ -69,7 +89,8 @@ def provenance() -> dict[str, Any]:
         "git_commit": _git("rev-parse", "HEAD"),
         "git_dirty": bool(status) if status is not None else None,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"cpu": _cpu_model(), "logical_cpus": os.cpu_count(), "gpu": _gpu(), "system": platform.system()},
+        "machine": {"cpu": _cpu_model(), "logical_cpus": os.cpu_count(), "bf16_instructions": _bf16_instructions(),
+                    "gpu": _gpu(), "system": platform.system()},
         "packages": packages,
     }
 
@@ -86,7 +107,8 @@ def write_record(
     name: str | None = None,
     results_dir: str | Path | None = None,
 ) -> Path:
-    """Writes one raw record to `<results_dir>/<benchmark>/<UTC time>-<name>.json` and returns its path.
+    """Writes one raw record to `<results_dir>/<benchmark>/<UTC time>-<name>.json` and returns its path; the time
+    has microseconds, so names sort in the order written.
 
     The default `results_dir` is benchmarks/results/ of the checkout spanroberta is imported from.
 
@@ -101,7 +123,7 @@ def write_record(
     # Microseconds in the name: records sort by time, and two records of one second never overwrite each other.
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
     path = folder / f"{stamp}-{_slug(name or benchmark)}.json"
-    if path.exists():
+    if path.exists():  # a second record in the same microsecond
         raise FileExistsError(f"{path} exists already; records are never overwritten.")
     path.write_text(json.dumps(record, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     return path

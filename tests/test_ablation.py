@@ -23,6 +23,7 @@ from spanroberta.ablation.results import records, results_markdown, summarize
 from spanroberta.ablation.tasks import TaskSpec, headline_metric, scores
 from spanroberta.ablation.units import start_flags
 from spanroberta.errors import UserInputError
+from spanroberta.records import read_records
 
 CONFIGS = PROJECT_ROOT / "configs" / "ablations"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -74,7 +75,9 @@ def run(config: Path, output_dir: Path) -> list[str]:
     """Runs the ablation; returns its progress lines."""
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        run_ablation.main([str(config), "--output_dir", str(output_dir)])
+        # Records go beside the output, not into the checkout's benchmarks/results.
+        records = output_dir.parent / "records"
+        run_ablation.main([str(config), "--output_dir", str(output_dir), "--record_dir", str(records)])
     return [line for line in printed.getvalue().splitlines() if line.startswith("[ablation]")]
 
 
@@ -114,6 +117,16 @@ def test_the_tiny_ablation_runs_every_arm_task_and_seed(first_run):
     assert table.count("**") >= 4  # a best arm in each of the two columns
     for plot in ("pretraining_loss.png", "scores.png"):
         assert (output_dir / plot).read_bytes().startswith(PNG_MAGIC)
+
+
+def test_the_raw_record_holds_every_score_and_the_pretraining_figures(first_run):
+    output_dir, _ = first_run
+    record = read_records("ablation-tiny", output_dir.parent / "records")[0]
+    results = json.loads((output_dir / "results.json").read_text())
+    assert record["results"]["finetuning"] == results["finetuning"]
+    assert record["results"]["pretraining"] == results["pretraining"]
+    assert record["settings"]["config"]["seeds"] == [1, 2] and record["results"]["wall_seconds"] > 0
+    assert record["git_commit"] and record["machine"]["cpu"]
 
 
 def test_the_arms_see_the_same_budget_and_their_compute_differences_are_named(first_run):
@@ -261,6 +274,7 @@ def test_under_accelerate_launch_every_process_trains_each_unit(tmp_path):
         "--config_file", str(PROJECT_ROOT / "configs" / "accelerate" / "multi_gpu.yaml"),
         "--num_processes", "2", "--main_process_port", str(free_port()),
         str(PROJECT_ROOT / "run_ablation.py"), str(path), "--output_dir", str(output_dir),
+        "--record_dir", str(tmp_path / "records"),
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     result = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)
@@ -272,6 +286,7 @@ def test_under_accelerate_launch_every_process_trains_each_unit(tmp_path):
     assert figures["token_slots"] == 3 * 4 * 2 * 32
     assert figures["real_tokens"] == figures["token_slots"]
     assert len(json.loads((output_dir / "results.json").read_text())["finetuning"]) == 1
+    assert len(read_records("ablation-config", tmp_path / "records")) == 1  # the main process writes the record
 
 
 def test_an_unfinished_unit_resumes_from_a_complete_checkpoint_or_starts_over_an_attempt(tmp_path):

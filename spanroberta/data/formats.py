@@ -108,7 +108,7 @@ def _encode_lines(lines: list[str], tokenizer: PreTrainedTokenizerBase) -> list[
         and backend.encode_special_tokens == tokenizer.split_special_tokens
     ):
         # What `tokenizer(lines)` runs, without building an `Encoding` per line (offsets, word ids) and
-        # converting it to Python lists: tokenizing runs 1.8x faster (benchmarks/RESULTS.md, benchmark 3).
+        # converting it to Python lists, most of the tokenizer's time (benchmarks/bench_data_prep.py measures it).
         # Only when the backend is set as that call would set it, so the ids are the same.
         return [encoding.ids for encoding in backend.encode_batch_fast(lines, add_special_tokens=False)]
     # verbose=False: lines longer than the model's maximum length are expected (blocks cut them).
@@ -360,8 +360,7 @@ def pack_sequences(blocks: list[dict[str, list[int]]], row_length: int) -> list[
 
     RoBERTa (section 4.2) kept the tokens per batch of DOC-SENTENCES constant by growing the batch when documents
     are short; packing keeps them constant in fixed-shape rows instead, as modern encoders do (Krell et al. 2021;
-    ModernBERT's sequence packer). Best-fit decreasing leaves little room unused: on Reuters bodies at 512 tokens,
-    see benchmarks/RESULTS.md for the measured share of real tokens.
+    ModernBERT's sequence packer). Best-fit decreasing leaves little room unused.
     """
     order = sorted(range(len(blocks)), key=lambda i: -len(blocks[i]["input_ids"]))
     rows: list[list[int]] = []  # block indices per row
