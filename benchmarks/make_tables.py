@@ -391,7 +391,40 @@ def render_ablation(context: Context, name: str) -> str:
 
 
 # Regions: which renderer writes which name.
+# Fine-tuning tasks from a real checkpoint: the latest records of each task's benchmark, every official score.
+TASK_BENCHMARKS = (
+    ("relation extraction, SemEval-2010 Task 8", "relation-semeval", ("eval_f1", "eval_precision", "eval_recall",
+     "eval_accuracy"), "python benchmarks/bench_relation_semeval.py"),
+    ("coreference, LitBank", "coref-litbank", ("eval_conll_f1", "eval_muc_f1", "eval_b_cubed_f1",
+     "eval_ceaf_phi4_f1"), "python benchmarks/bench_coref_litbank.py"),
+)  # fmt: skip
+
+
+def _task_setting(record: dict[str, Any]) -> str:
+    settings = record["settings"]
+    shown = {key: settings[key] for key in ("entity_markers", "split", "train_documents", "eval_documents",
+                                            "max_steps", "epochs", "learning_rate") if key in settings}  # fmt: skip
+    return ", ".join(f"{key} {value}" for key, value in shown.items())
+
+
+def render_tasks(context: Context) -> str:
+    rows = []
+    for label, benchmark, metrics, command in TASK_BENCHMARKS:
+        records = context.records(benchmark)
+        if not records:
+            rows.append([label, "-", "-", "-", _none_yet(command)])
+            continue
+        for record in reversed(records):
+            results = record["results"]
+            scores = ", ".join(f"{name.removeprefix('eval_')} {100 * results[name]:.1f}" for name in metrics
+                               if name in results)  # fmt: skip
+            seconds = results.get("train_runtime")
+            rows.append([label, _task_setting(record), scores, _n(seconds), context.link(record)])
+    return _table(["task", "settings", "scores (0-100)", "train s", "record"], rows)
+
+
 RENDERERS: dict[str, Callable[[Context], str]] = {
+    "tasks": render_tasks,
     "headline": render_headline,
     "gpu": render_gpu,
     "pretraining-step": render_pretraining_step,
