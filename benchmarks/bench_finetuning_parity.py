@@ -616,7 +616,12 @@ def main(args: list[str] | None = None) -> None:
     parser.add_argument("--size", choices=sorted(PRESETS), default="cpu-small")
     parser.add_argument("--tasks", nargs="+", choices=TASKS, help="Default: all five, cheapest first.")
     parser.add_argument("--seeds", nargs="+", type=int, help="Default: the size's seeds.")
+    parser.add_argument("--summarize", action="store_true",
+                        help="Run nothing: write the size's summary record from the run records there are, and print "
+                             "the table.")  # fmt: skip
     options = parser.parse_args(args)
+    if options.summarize:
+        return write_summary(options.size)
     if not (CHECKPOINT / "config.json").is_file():
         raise SystemExit(f"No checkpoint at {CHECKPOINT}: run `python benchmarks/fetch_checkpoint.py` (or `make "
                          "checkpoint`) first, or point $SPANROBERTA_MINILM at an unpacked all-MiniLM-L6-v2 folder.")
@@ -640,9 +645,15 @@ def main(args: list[str] | None = None) -> None:
                     path = run_record(options.size, task, side, seed, size, files, outcome)
                     print(f"{task} {side} seed {seed}: {outcome.metrics}, loss {outcome.train_loss:.3f}, "
                           f"{outcome.train_steps} steps, {outcome.wall_seconds:.0f} s -> {path}", flush=True)
-    summary = summarize(read_records(BENCHMARK)).get(options.size, {})
-    path = write_record(BENCHMARK, {"kind": "summary", "size": options.size}, summary, name=f"{options.size}-summary")
-    print(render_parity(read_records(BENCHMARK)), f"\nSummary: {path}", sep="")
+    write_summary(options.size)
+
+
+def write_summary(size_name: str) -> None:
+    """The summary record of a size (settings.kind "summary"; results: `summarize`'s entry per task), and the table."""
+    records = read_records(BENCHMARK)
+    summary = summarize(records).get(size_name, {})
+    path = write_record(BENCHMARK, {"kind": "summary", "size": size_name}, summary, name=f"{size_name}-summary")
+    print(render_parity(records), f"\nSummary: {path}", sep="")
 
 
 if __name__ == "__main__":
