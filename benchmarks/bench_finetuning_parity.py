@@ -481,6 +481,61 @@ def run_side(side: str, task: str, files: dict[str, Path], size: TaskSize, seed:
     return outcome
 
 
+# --- the two sides' inputs side by side, without a model ---
+
+
+def compare_squad_features(size: TaskSize) -> dict[str, Any]:
+    """Both sides' training windows of every question of the 36 training articles, question by question:
+    how many questions get the same number of windows, the same input ids, and the same answer labels."""
+    from spanroberta.tasks.squad import prepare_train_features
+
+    tokenizer = AutoTokenizer.from_pretrained(CHECKPOINT)
+    with tempfile.TemporaryDirectory() as folder:
+        rows = read_rows(squad_files(Path(folder), TaskSize(None, None, 0, 0, 0, 0))["train"])
+    counts = collections.Counter()
+    for row in rows:
+        batch = {key: [value] for key, value in row.items()}
+        ours = prepare_train_features(batch, tokenizer, size.max_seq_length, size.doc_stride, max_query_length=64)
+        theirs = qa_train_features(batch, tokenizer, size)
+        counts["windows_spanroberta"] += len(ours["input_ids"])
+        counts["windows_transformers"] += len(theirs["input_ids"])
+        same_inputs = ours["input_ids"] == theirs["input_ids"]
+        counts["same_inputs"] += same_inputs
+        labels = [list(zip(f["start_positions"], f["end_positions"])) for f in (ours, theirs)]
+        counts["same_inputs_and_labels"] += same_inputs and labels[0] == labels[1]
+    return {"questions": len(rows), **counts}
+
+
+def compare_race_inputs(size: TaskSize) -> dict[str, Any]:
+    """Both sides' inputs for every RACE middle dev question: how many are identical, the mean passage tokens
+    each side keeps per option, and how many questions are cloze questions (a blank "_" that the spanroberta
+    side fills with the option, RoBERTa's rule, where run_swag.py's processing appends the option)."""
+    from spanroberta.tasks.race import encode_race, read_race_jsonl
+
+    tokenizer = AutoTokenizer.from_pretrained(CHECKPOINT)
+    path = DATA / "race" / "dev.middle.jsonl"
+    ours = encode_race(Dataset.from_list(read_race_jsonl(path)), tokenizer, size.max_seq_length, size.max_qa_length)
+    theirs = race_features(tokenizer, read_rows(path), size)
+    # [CLS] question+option [SEP] passage [SEP] on the spanroberta side, [CLS] passage [SEP] ... on the other.
+    passage_ours = [sum(types) - 1 for options in ours["token_type_ids"] for types in options]
+    passage_theirs = [len(types) - sum(types) - 2 for options in theirs["token_type_ids"] for types in options]
+    return {"questions": len(ours), "identical_inputs": sum(a == b for a, b in zip(ours["input_ids"], theirs["input_ids"])),
+            "mean_passage_tokens_spanroberta": statistics.fmean(passage_ours),
+            "mean_passage_tokens_transformers": statistics.fmean(passage_theirs),
+            "cloze_questions": sum("_" in row["question"] for row in read_rows(path))}  # fmt: skip
+
+
+def compare_inputs(size_name: str) -> None:
+    """One record per task (settings.kind "inputs"): where the two sides' model inputs differ, and how much."""
+    for task, compare in (("squad", compare_squad_features), ("race", compare_race_inputs)):
+        size = PRESETS[size_name]["tasks"][task]
+        results = compare(size)
+        settings = {"kind": "inputs", "size": size_name, "task": task, "checkpoint": CHECKPOINT_NAME,
+                    "task_size": asdict(size)}  # fmt: skip
+        path = write_record(BENCHMARK, settings, results, name=f"{size_name}-{task}-inputs")
+        print(f"{task}: {results} -> {path}", flush=True)
+
+
 # --- records, summary and table ---
 
 
@@ -619,6 +674,9 @@ def main(args: list[str] | None = None) -> None:
     parser.add_argument("--summarize", action="store_true",
                         help="Run nothing: write the size's summary record from the run records there are, and print "
                              "the table.")  # fmt: skip
+    parser.add_argument("--compare_inputs", action="store_true",
+                        help="Train nothing: compare the two sides' model inputs for SQuAD and RACE and record where "
+                             "they differ.")  # fmt: skip
     options = parser.parse_args(args)
     if options.summarize:
         return write_summary(options.size)
@@ -627,6 +685,8 @@ def main(args: list[str] | None = None) -> None:
                          "checkpoint`) first, or point $SPANROBERTA_MINILM at an unpacked all-MiniLM-L6-v2 folder.")
     if not (DATA / "squad" / "dev-v1.1.json").is_file():
         raise SystemExit(f"The benchmark reads SQuAD, GLUE and RACE from {DATA}, which is absent on this machine.")
+    if options.compare_inputs:
+        return compare_inputs(options.size)
     tasks = options.tasks or list(TASKS)
     seeds = options.seeds or list(PRESETS[options.size]["seeds"])
     print(plan(options.size, tasks, seeds), flush=True)
