@@ -100,8 +100,7 @@ COMMON_HYPERPARAMETERS = {"warmup_steps": 0.1, "weight_decay": 0.01, "lr_schedul
                           "adam_beta1": 0.9, "adam_beta2": 0.999, "adam_epsilon": 1e-8, "max_grad_norm": 1.0,
                           "per_device_eval_batch_size": 64}  # fmt: skip
 
-# cpu-small fits one seed of the five tasks, both sides, in about an hour of a 2-core CPU shared with other jobs
-# (a training step of 16 x 256 tokens of this 22M-parameter model took 15-30 s there).
+# cpu-small is sized for a 2-core CPU from the time of single training steps there; gpu runs the whole splits.
 PRESETS: dict[str, dict[str, Any]] = {
     "cpu-small": {
         "seeds": (0, 1, 2),
