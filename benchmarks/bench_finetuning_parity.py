@@ -613,15 +613,23 @@ def _seconds(side: dict | None) -> str:
     return "" if side is None else f"{side['mean']:.0f}"
 
 
-def render_parity(records: Sequence[dict]) -> str:
+def _record_name(record: dict) -> str:
+    return Path(record["path"]).name if "path" in record else "?"
+
+
+def render_parity(records: Sequence[dict], link: Callable[[dict], str] = _record_name) -> str:
     """The markdown table of the run records of `finetuning-parity` (other records are ignored): per size and
     task, each side's headline score as mean ± sample sd over seeds (scores in percent), the majority-class
-    floor, the difference with two standard errors, and the mean wall seconds of a whole run and steps."""
+    floor, the difference with two standard errors, the mean wall seconds of a whole run, the steps, and the
+    run records the row comes from (`link(record)` names one; its file name by default)."""
     summary = summarize(records)
     if not summary:
         return "No fine-tuning parity run has been recorded yet.\n"
+    sources = collections.defaultdict(list)
+    for (size, task, _, _), record in sorted(newest_runs(records).items()):
+        sources[(size, task)].append(link(record))
     lines = ["| size | task | metric | spanroberta | transformers | floor | difference (± 2 SE) | wall s spanroberta "
-             "| wall s transformers | steps |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "| wall s transformers | steps | records |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for size, tasks in sorted(summary.items()):
         for task in (t for t in TASKS if t in tasks):
             entry = tasks[task]
@@ -637,7 +645,7 @@ def render_parity(records: Sequence[dict]) -> str:
             lines.append(f"| {size} | {task} | {entry['primary_metric']} | {_score(ours and ours['primary'], percent)} "
                          f"| {_score(theirs and theirs['primary'], percent)} | {floor_text} | {difference} "
                          f"| {_seconds(ours and ours['wall_seconds'])} | {_seconds(theirs and theirs['wall_seconds'])} "
-                         f"| {steps:.0f} |")  # fmt: skip
+                         f"| {steps:.0f} | {', '.join(sources[(size, task)])} |")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

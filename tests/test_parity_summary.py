@@ -38,6 +38,9 @@ def test_summary_and_table_from_the_newest_run_records():
     table = parity.render_parity(records)
     row = next(line for line in table.splitlines() if "| mrpc |" in line)
     assert f"{statistics.fmean(ours) * 100:.1f} ± {statistics.stdev(ours) * 100:.1f} (n=3)" in row
+    linked = parity.render_parity(records, link=lambda r: f"<{r['settings']['side']}-{r['settings']['seed']}>")
+    row = next(line for line in linked.splitlines() if "| mrpc |" in line)
+    assert row.count("<spanroberta-") == row.count("<transformers-") == 3
 
 
 def test_one_seed_gives_no_noise_estimate_and_a_missing_side_says_so():
