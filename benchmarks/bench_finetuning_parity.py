@@ -64,7 +64,7 @@ sys.path.insert(0, str(ROOT))  # the run_*.py scripts live at the top of the pro
 import run_glue  # noqa: E402
 import run_race  # noqa: E402
 import run_squad  # noqa: E402
-from spanroberta.records import read_records, write_record  # noqa: E402
+from spanroberta.records import provenance, read_records, write_record  # noqa: E402
 from spanroberta.tasks.glue import get_glue_task, read_glue_tsv  # noqa: E402
 
 BENCHMARK = "finetuning-parity"
@@ -548,7 +548,7 @@ def run_record(size_name: str, task: str, side: str, seed: int, size: TaskSize, 
     settings = {
         "kind": "run", "size": size_name, "task": task, "side": side, "seed": seed, "checkpoint": CHECKPOINT_NAME,
         "data": {split: {"file": path.name, "examples": len(read_rows(path))} for split, path in files.items()},
-        "task_size": asdict(size), "hyperparameters": hyperparameters(size, seed),
+        "task_size": asdict(size), "hyperparameters": hyperparameters(size, seed), "code": CODE_AT_START,
     }  # fmt: skip
     results = {
         "metrics": outcome.metrics, "primary_metric": PRIMARY[task], "primary": outcome.metrics[PRIMARY[task]],
@@ -557,6 +557,11 @@ def run_record(size_name: str, task: str, side: str, seed: int, size: TaskSize, 
         "cpu_seconds": outcome.cpu_seconds, **outcome.extra,
     }  # fmt: skip
     return write_record(BENCHMARK, settings, results, name=f"{size_name}-{task}-{side}-seed{seed}")
+
+
+# The code a run measured is the code its process started with: the record's own git_commit is read when it is
+# written, which can be later in a long benchmark.
+CODE_AT_START = {key: value for key, value in provenance().items() if key in ("git_commit", "git_dirty")}
 
 
 def newest_runs(records: Sequence[dict]) -> dict[tuple[str, str, str, int], dict]:
