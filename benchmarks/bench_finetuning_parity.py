@@ -580,7 +580,7 @@ def spread(values: Sequence[float]) -> dict[str, float | int | None]:
 
 
 def summarize(records: Sequence[dict]) -> dict[str, dict[str, dict]]:
-    """Per size and task: each side's primary score, wall and training seconds and steps over seeds (n, mean,
+    """Per size and task: each side's primary score, wall, CPU and training seconds and steps over seeds (n, mean,
     sample sd, min, max), the floor, and the difference of the means (spanroberta - transformers) with its noise:
     two standard errors of that difference (None with fewer than two seeds a side); `within_noise` says whether
     the difference is within it."""
@@ -592,7 +592,7 @@ def summarize(records: Sequence[dict]) -> dict[str, dict[str, dict]]:
         entry: dict[str, Any] = {"primary_metric": PRIMARY[task]}
         for side, results in sides.items():
             entry[side] = {key: spread([r[key] for r in results])
-                           for key in ("primary", "wall_seconds", "train_seconds", "train_steps")}  # fmt: skip
+                           for key in ("primary", "wall_seconds", "cpu_seconds", "train_seconds", "train_steps")}
             entry["floor"] = results[0]["floor"]
         if all(side in sides for side in SIDES):
             ours, theirs = entry["spanroberta"]["primary"], entry["transformers"]["primary"]
@@ -625,8 +625,9 @@ def _record_name(record: dict) -> str:
 def render_parity(records: Sequence[dict], link: Callable[[dict], str] = _record_name) -> str:
     """The markdown table of the run records of `finetuning-parity` (other records are ignored): per size and
     task, each side's headline score as mean ± sample sd over seeds (scores in percent), the majority-class
-    floor, the difference with two standard errors, the mean wall seconds of a whole run, the steps, and the
-    run records the row comes from (`link(record)` names one; its file name by default)."""
+    floor, the difference with two standard errors, the mean wall and CPU seconds of a whole run (on a shared
+    machine, CPU seconds are the steadier: waiting for a core does not count), the steps, and the run records the
+    row comes from (`link(record)` names one; its file name by default)."""
     summary = summarize(records)
     if not summary:
         return "No fine-tuning parity run has been recorded yet.\n"
@@ -634,7 +635,8 @@ def render_parity(records: Sequence[dict], link: Callable[[dict], str] = _record
     for (size, task, _, _), record in sorted(newest_runs(records).items()):
         sources[(size, task)].append(link(record))
     lines = ["| size | task | metric | spanroberta | transformers | floor | difference (± 2 SE) | wall s spanroberta "
-             "| wall s transformers | steps | records |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| wall s transformers | CPU s spanroberta | CPU s transformers | steps | records |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for size, tasks in sorted(summary.items()):
         for task in (t for t in TASKS if t in tasks):
             entry = tasks[task]
@@ -650,6 +652,7 @@ def render_parity(records: Sequence[dict], link: Callable[[dict], str] = _record
             lines.append(f"| {size} | {task} | {entry['primary_metric']} | {_score(ours and ours['primary'], percent)} "
                          f"| {_score(theirs and theirs['primary'], percent)} | {floor_text} | {difference} "
                          f"| {_seconds(ours and ours['wall_seconds'])} | {_seconds(theirs and theirs['wall_seconds'])} "
+                         f"| {_seconds(ours and ours['cpu_seconds'])} | {_seconds(theirs and theirs['cpu_seconds'])} "
                          f"| {steps:.0f} | {', '.join(sources[(size, task)])} |")  # fmt: skip
     return "\n".join(lines) + "\n"
 

@@ -16,7 +16,8 @@ import bench_finetuning_parity as parity  # noqa: E402
 
 def record(side, seed, primary, date, task="mrpc", kind="run"):
     return {"date": date, "settings": {"kind": kind, "size": "cpu-small", "task": task, "side": side, "seed": seed},
-            "results": {"primary": primary, "floor": 0.8, "wall_seconds": 10.0 + seed, "train_seconds": 8.0,
+            "results": {"primary": primary, "floor": 0.8, "wall_seconds": 10.0 + seed, "cpu_seconds": 9.0,
+                        "train_seconds": 8.0,
                         "train_steps": 24}}  # fmt: skip
 
 
