@@ -342,7 +342,10 @@ def qa_postprocess(examples: Dataset, features: Dataset, start_logits: np.ndarra
 def glue_features(tokenizer: Any, rows: list[dict], columns: Sequence[str], size: TaskSize) -> Dataset:
     """run_glue.py: the sentence (pair) truncated to max_seq_length, padded later by the collator."""
     dataset = Dataset.from_list(rows)
-    encode = lambda batch: tokenizer(*(batch[c] for c in columns), truncation=True, max_length=size.max_seq_length)  # noqa: E731
+
+    def encode(batch: dict[str, list]) -> Any:
+        return tokenizer(*(batch[column] for column in columns), truncation=True, max_length=size.max_seq_length)
+
     return dataset.map(encode, batched=True, remove_columns=[c for c in dataset.column_names if c != "label"])
 
 
@@ -378,8 +381,10 @@ class Outcome:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def baseline_trainer(model: Any, tokenizer: Any, hp: dict, out: Path, train: Dataset, collator: Any,
-                     compute_metrics: Callable | None = None, eval_dataset: Dataset | None = None) -> Trainer:  # fmt: skip
+def baseline_trainer(
+    model: Any, tokenizer: Any, hp: dict, out: Path, train: Dataset, collator: Any,
+    compute_metrics: Callable | None = None, eval_dataset: Dataset | None = None,
+) -> Trainer:  # fmt: skip
     args = TrainingArguments(output_dir=str(out), **hp)
     return Trainer(model=model, args=args, train_dataset=train, eval_dataset=eval_dataset, processing_class=tokenizer,
                    data_collator=collator, compute_metrics=compute_metrics)  # fmt: skip
@@ -421,7 +426,8 @@ def baseline_classification(task: str, files: dict[str, Path], size: TaskSize, h
         glue = get_glue_task(task)
         config = AutoConfig.from_pretrained(CHECKPOINT, num_labels=glue.num_labels, finetuning_task=glue.name)
         model = AutoModelForSequenceClassification.from_pretrained(CHECKPOINT, config=config)
-        train, evaluation = (glue_features(tokenizer, rows, glue.text_columns, size) for rows in (train_rows, eval_rows))
+        train, evaluation = (glue_features(tokenizer, rows, glue.text_columns, size)
+                             for rows in (train_rows, eval_rows))  # fmt: skip
         collator = DataCollatorWithPadding(tokenizer)
 
     def compute_metrics(prediction: EvalPrediction) -> dict[str, float]:
@@ -518,7 +524,8 @@ def compare_race_inputs(size: TaskSize) -> dict[str, Any]:
     # [CLS] question+option [SEP] passage [SEP] on the spanroberta side, [CLS] passage [SEP] ... on the other.
     passage_ours = [sum(types) - 1 for options in ours["token_type_ids"] for types in options]
     passage_theirs = [len(types) - sum(types) - 2 for options in theirs["token_type_ids"] for types in options]
-    return {"questions": len(ours), "identical_inputs": sum(a == b for a, b in zip(ours["input_ids"], theirs["input_ids"])),
+    identical = sum(a == b for a, b in zip(ours["input_ids"], theirs["input_ids"]))
+    return {"questions": len(ours), "identical_inputs": identical,
             "mean_passage_tokens_spanroberta": statistics.fmean(passage_ours),
             "mean_passage_tokens_transformers": statistics.fmean(passage_theirs),
             "cloze_questions": sum("_" in row["question"] for row in read_rows(path))}  # fmt: skip
@@ -584,7 +591,8 @@ def summarize(records: Sequence[dict]) -> dict[str, dict[str, dict]]:
     sample sd, min, max), the floor, and the difference of the means (spanroberta - transformers) with its noise:
     two standard errors of that difference (None with fewer than two seeds a side); `within_noise` says whether
     the difference is within it."""
-    grouped: dict[tuple[str, str], dict[str, list[dict]]] = collections.defaultdict(lambda: collections.defaultdict(list))
+    grouped: dict[tuple[str, str], dict[str, list[dict]]] = collections.defaultdict(
+        lambda: collections.defaultdict(list))
     for (size, task, side, _), record in newest_runs(records).items():
         grouped[(size, task)][side].append(record["results"])
     summary: dict[str, dict[str, dict]] = collections.defaultdict(dict)
@@ -647,7 +655,8 @@ def render_parity(records: Sequence[dict], link: Callable[[dict], str] = _record
             if "difference" in entry:
                 scale = 1 if percent else 100
                 difference = f"{entry['difference'] * scale:+.1f}"
-                difference += f" ± {entry['noise'] * scale:.1f}" if "noise" in entry else " (1 seed: no noise estimate)"
+                noise = f" ± {entry['noise'] * scale:.1f}" if "noise" in entry else " (1 seed: no noise estimate)"
+                difference += noise
             steps = (ours or theirs)["train_steps"]["mean"]
             lines.append(f"| {size} | {task} | {entry['primary_metric']} | {_score(ours and ours['primary'], percent)} "
                          f"| {_score(theirs and theirs['primary'], percent)} | {floor_text} | {difference} "

@@ -24,7 +24,8 @@ def record(side, seed, primary, date, task="mrpc", kind="run"):
 def test_summary_and_table_from_the_newest_run_records():
     ours, theirs = [0.81, 0.85, 0.83], [0.80, 0.86, 0.79]
     records = [record("spanroberta", 0, 0.1, "2026-01-01T00:00:00+00:00")]  # replaced by the rerun below
-    records += [record("spanroberta", seed, value, f"2026-01-02T00:00:0{seed}+00:00") for seed, value in enumerate(ours)]
+    records += [record("spanroberta", seed, value, f"2026-01-02T00:00:0{seed}+00:00")
+                for seed, value in enumerate(ours)]
     records += [record("transformers", seed, value, "2026-01-02T00:01:00+00:00") for seed, value in enumerate(theirs)]
     records.append({"date": "2026-01-03", "settings": {"kind": "summary", "size": "cpu-small"}, "results": {}})
 
