@@ -108,7 +108,7 @@ PRESETS: dict[str, dict[str, Any]] = {
             "sst2": TaskSize(1024, None, 64, 32, 1e-4, 1),
             "mrpc": TaskSize(384, None, 128, 16, 1e-4, 1),
             "rte": TaskSize(256, None, 128, 16, 5e-5, 1),
-            "squad": TaskSize(320, 160, 256, 16, 1e-4, 1, doc_stride=128),
+            "squad": TaskSize(240, 120, 256, 16, 1e-4, 1, doc_stride=128),
             "race": TaskSize(48, 80, 192, 8, 5e-5, 1, max_qa_length=64),
         },
     },
