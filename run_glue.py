@@ -15,7 +15,7 @@ The metrics (GLUE's official ones, computed offline) go to OUTPUT_DIR/eval_resul
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer
+from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer, set_seed
 
 from spanroberta.metrics.glue import logits_to_predictions
 from spanroberta.tasks.glue import (
@@ -99,6 +99,8 @@ def main(args: list[str] | None = None) -> None:
         check_finetuning_run(model_args, training_args, given, {
             "max_train_samples": data_args.max_train_samples, "max_eval_samples": data_args.max_eval_samples,
             "max_predict_samples": data_args.max_predict_samples})  # fmt: skip
+        # Seeded before the model is built, so that the new task head starts the same for the same --seed.
+        set_seed(training_args.seed)
         task = get_glue_task(data_args.task_name)
         data_files = data_args.data_files()
         splits = requested_splits(task, training_args.do_train, training_args.do_eval, training_args.do_predict,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from transformers import AutoModelForMultipleChoice, DataCollatorForMultipleChoice, Trainer
+from transformers import AutoModelForMultipleChoice, DataCollatorForMultipleChoice, Trainer, set_seed
 
 from spanroberta.tasks.race import (
     MAX_QA_LENGTH,
@@ -101,6 +101,8 @@ def main(args: list[str] | None = None) -> None:
         (model_args, data_args, training_args), given = parse_race_arguments(args)
         check_finetuning_run(model_args, training_args, given, {
             flag: getattr(data_args, flag) for _, _, flag in PHASES.values()})  # fmt: skip
+        # Seeded before the model is built, so that the new task head starts the same for the same --seed.
+        set_seed(training_args.seed)
         asked = {"train": training_args.do_train, "eval": training_args.do_eval, "predict": training_args.do_predict}
         raw = {}
         for phase, (split, files_flag, limit_flag) in PHASES.items():
