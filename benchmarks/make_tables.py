@@ -423,8 +423,19 @@ def render_tasks(context: Context) -> str:
     return _table(["task", "settings", "scores (0-100)", "train s", "record"], rows)
 
 
+def render_finetuning_parity(context: Context) -> str:
+    # The parity benchmark owns its table (it owns the records' structure); importing it loads the fine-tuning
+    # scripts, so only a file with this region pays for it. Benchmark scripts are siblings, not a package.
+    if str(ROOT / "benchmarks") not in sys.path:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_finetuning_parity import render_parity
+
+    return render_parity(context.records("finetuning-parity"), link=context.link)
+
+
 RENDERERS: dict[str, Callable[[Context], str]] = {
     "tasks": render_tasks,
+    "finetuning-parity": render_finetuning_parity,
     "headline": render_headline,
     "gpu": render_gpu,
     "pretraining-step": render_pretraining_step,
@@ -474,7 +485,7 @@ def regenerate(text: str, context: Context) -> tuple[str, list[str]]:
 
 
 def markdown_files(root: Path) -> list[Path]:
-    candidates = [root / "README.md", root / "benchmarks" / "RESULTS.md", root / "benchmarks" / "ABLATIONS.md"]
+    candidates = [root / "README.md", *(root / "benchmarks" / name for name in ("RESULTS.md", "ABLATIONS.md", "PARITY.md"))]
     return [path for path in candidates + sorted((root / "docs").glob("*.md")) if path.is_file()]
 
 
