@@ -427,6 +427,20 @@ def test_eval_masking_gives_every_arm_the_same_held_out_targets(tiny_tokenizer, 
     assert token_arm.data_collator.masking == "token"
 
 
+def test_the_sbo_head_kept_beside_a_stock_encoder_counts_as_one_part(tmp_path):
+    """A continued BertModel saves a stock checkpoint and its SBO head in sbo_head.safetensors, whose names have
+    no `sbo_head.` prefix: the head is one part, not one per sub-module."""
+    from safetensors.torch import save_file
+
+    from spanroberta.ablation.results import parameter_counts
+
+    save_file({"bert.embeddings.word_embeddings.weight": torch.zeros(10, 4), "cls.predictions.bias": torch.zeros(10)},
+              str(tmp_path / "model.safetensors"))  # fmt: skip
+    save_file({"dense1.weight": torch.zeros(4, 8), "layer_norm1.bias": torch.zeros(4)},
+              str(tmp_path / "sbo_head.safetensors"))  # fmt: skip
+    assert parameter_counts(tmp_path) == {"total": 86, "by_part": {"bert": 40, "cls": 10, "sbo_head": 36}}
+
+
 # --- what each script reports (tasks.py's table) ---
 
 

@@ -157,14 +157,18 @@ def _number(value: float | None) -> str:
 
 def parameter_counts(model_dir: Path) -> dict[str, Any]:
     """Parameters stored in the checkpoint's safetensors files (a shared ALBERT layer once, tied embeddings once),
-    in total and by top-level module: the encoder and each pretraining head; an ELECTRA generator as `generator`."""
+    in total and by top-level module: the encoder and each pretraining head; an ELECTRA generator as `generator`,
+    and the SBO head that a stock encoder's checkpoint keeps beside it (SBO_HEAD_FILE) as `sbo_head`."""
     from safetensors import safe_open
+
+    from ..models.modeling_any_encoder import SBO_HEAD_FILE
 
     by_part: dict[str, int] = defaultdict(int)
     for file in sorted(model_dir.glob("*.safetensors")) + sorted(model_dir.glob("generator/*.safetensors")):
         with safe_open(str(file), "np") as weights:
             for name in weights.keys():
-                part = "generator" if file.parent.name == "generator" else name.split(".")[0]
+                part = ("generator" if file.parent.name == "generator"
+                        else "sbo_head" if file.name == SBO_HEAD_FILE else name.split(".")[0])  # fmt: skip
                 by_part[part] += math.prod(weights.get_slice(name).get_shape())
     return {"total": sum(by_part.values()), "by_part": dict(by_part)}
 
