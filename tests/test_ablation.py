@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 import run_ablation
@@ -214,6 +215,14 @@ def refused(tmp_path, config, suffix=".json") -> str:
         ({"tasks": {"squad": {"script": "run_squad.py", "split_by_article": {"file": "nowhere.json",
                                                                            "train_articles": 3}}}},
          "task 'squad': split_by_article's file nowhere.json does not exist"),
+        ({"arms": {"span": {"eval_masking": "span"}}}, "arm 'span' sets eval_masking, which the ablation sets"),
+        ({"pretraining": {"model_size": "tiny", "max_steps": 2, "eval_masking": "pmi"}},
+         "--eval_masking 'pmi' does not exist; valid values: span, word, token, ngram"),
+        ({"finetune_starting_checkpoint": True}, "`finetune_starting_checkpoint: true` fine-tunes the model every arm "
+                                                 "continues, and the pretraining section names none"),
+        ({"finetune_starting_checkpoint": "yes"}, "`finetune_starting_checkpoint` must be true or false"),
+        ({"pretraining": {"model_name_or_path": "ckpt"}, "finetune_starting_checkpoint": True,
+          "arms": {"starting-checkpoint": {}}}, "an arm is named 'starting-checkpoint'"),
         ({"tasks": {"rte": {"script": "run_glue.py", "task_name": "rte", "split_by_article": {"file": "x.json",
                                                                                            "train_articles": 3}}}},
          "task 'rte': `split_by_article` is for run_squad.py tasks"),
@@ -235,12 +244,18 @@ def test_a_missing_section_is_named(tmp_path):
 
 
 @pytest.mark.parametrize("name", sorted(path.name for path in CONFIGS.glob("*.yaml")))
-def test_the_shipped_configs_match_the_scripts_parsers(name):
+def test_the_shipped_configs_match_the_scripts_parsers(name, monkeypatch):
     """Every flag of every shipped config is one its script has, with a value its parser and recipe accept (checked
-    with use_cpu, so that a GPU config's bf16 is accepted on a CPU machine)."""
+    with use_cpu, so that a GPU config's bf16 is accepted on a CPU machine). A config that continues a checkpoint
+    of benchmarks/.cache/ (`python benchmarks/fetch_checkpoint.py` puts it there) is skipped without it. Every
+    config but a quick variant (a smoke run of a bigger config) has several fine-tuning seeds."""
     config = load_config(CONFIGS / name)
+    start = config.pretraining.get("model_name_or_path", "")
+    if start.startswith("benchmarks/.cache/") and not (PROJECT_ROOT / start).is_dir():
+        pytest.skip(f"{start} is not here: `python benchmarks/fetch_checkpoint.py` fetches it")
+    monkeypatch.chdir(PROJECT_ROOT)  # the configs' paths are relative to the project root
     check_values(config, extra={"use_cpu": True})
-    assert len(config.arms) >= 2 and len(config.seeds) >= 2
+    assert len(config.arms) >= 2 and (len(config.seeds) >= 2 or name.endswith("-quick.yaml"))
 
 
 def test_check_values_names_the_arm(tmp_path):
@@ -345,6 +360,102 @@ def test_every_arm_continues_the_same_checkpoint(tmp_path, spanroberta_checkpoin
         assert AutoTokenizer.from_pretrained(folder / "model").get_vocab() == vocabulary
 
 
+def test_the_starting_checkpoint_is_fine_tuned_beside_arms_evaluated_on_the_same_masking(
+    tmp_path, spanroberta_checkpoint
+):
+    """`finetune_starting_checkpoint: true` fine-tunes the checkpoint itself (no pretraining unit) as the table's
+    first row; `eval_masking: span` reaches every arm's run_pretraining.py, and results.json and results.md carry
+    each arm's held-out MLM accuracy under it."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(TINY_TEXT) + "\n")
+    config = {
+        "pretraining": {
+            "model_name_or_path": str(spanroberta_checkpoint), "train_file": str(corpus),
+            "validation_file": str(corpus), "eval_masking": "span", "max_seq_length": 32,
+            "input_format": "full-sentences", "per_device_train_batch_size": 4, "max_steps": 1, "learning_rate": 1e-5,
+            "save_strategy": "no", "use_cpu": True, "disable_tqdm": True,
+        },
+        "arms": {"token": {"masking": "token", "sbo": False}, "span": {"masking": "span", "sbo": False}},
+        "finetune_starting_checkpoint": True,
+        "tasks": {"rte": {"script": "run_glue.py", "task_name": "rte", "data_dir": str(write_rte(tmp_path / "glue")),
+                          "max_seq_length": 32, "max_steps": 1, "per_device_train_batch_size": 4,
+                          "save_strategy": "no", "use_cpu": True, "disable_tqdm": True}},
+        "seeds": [1],
+    }  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    progress = run(path, tmp_path / "out")
+    assert progress[0].startswith("[ablation] 5 units (2 pretraining, 3 fine-tuning)")
+    assert "[ablation] unit 3/5: fine-tuning the starting checkpoint on rte, seed 1 (2 left after it)" in progress
+    out = tmp_path / "out"
+    assert sorted(folder.name for folder in (out / "pretraining").iterdir()) == ["span", "token"]
+    flags = json.loads((out / "finetuning/starting-checkpoint/rte/seed-1/flags.json").read_text())
+    assert flags["model_name_or_path"] == str(spanroberta_checkpoint)
+    assert json.loads((out / "pretraining/token/flags.json").read_text())["eval_masking"] == "span"
+
+    results = json.loads((out / "results.json").read_text())
+    assert {row["arm"] for row in results["finetuning"]} == {"starting-checkpoint", "token", "span"}
+    accuracies = {arm: figures["eval"]["eval_mlm_accuracy"] for arm, figures in results["pretraining"].items()}
+    assert set(accuracies) == {"token", "span"} and all(0 <= value <= 1 for value in accuracies.values())
+    table = (out / "results.md").read_text()
+    assert table_rows(table, ["starting-checkpoint", "token", "span"])[0].startswith("| starting-checkpoint |")
+    assert f"starting-checkpoint: {spanroberta_checkpoint}, the model every arm continues" in table
+    assert "masked with span masking for every arm (eval_masking)" in table
+    for arm, accuracy in accuracies.items():
+        assert re.search(rf"^\| {arm} \|.*\| {accuracy:.3f} \|$", table, re.MULTILINE)
+
+
+def test_eval_masking_gives_every_arm_the_same_held_out_targets(tiny_tokenizer, tmp_path):
+    """A token-masking arm evaluated with --eval_masking span predicts exactly the tokens a span-masking arm with
+    SBO predicts (same seed, same blocks), which are not those its own masking would give; its training batches
+    keep its own masking."""
+    from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
+    from spanroberta.data.collator import DataCollatorForSpanMasking
+    from spanroberta.data.masking_schedule import DynamicMaskingDataset
+    from spanroberta.training.arguments import PretrainingArguments
+    from spanroberta.training.trainer import PretrainingTrainer
+
+    blocks = DynamicMaskingDataset([{"input_ids": tiny_tokenizer(text)["input_ids"]} for text in TINY_TEXT[:12]])
+    model = SpanRobertaForPreTraining(SpanRobertaConfig(
+        vocab_size=len(tiny_tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=64, pad_token_id=tiny_tokenizer.pad_token_id, max_span_targets=4,
+        sbo_position_embedding_size=8))  # fmt: skip
+    args = PretrainingArguments(output_dir=str(tmp_path), per_device_eval_batch_size=4, report_to=[], use_cpu=True)
+
+    def collator(masking: str, sbo: bool) -> DataCollatorForSpanMasking:
+        return DataCollatorForSpanMasking(tiny_tokenizer, masking=masking, seed=42, label_layout="slots",
+                                          return_sbo_targets=sbo, max_span_targets=4)  # fmt: skip
+
+    def eval_labels(trainer: PretrainingTrainer) -> list:
+        return [batch["labels"] for batch in trainer.get_eval_dataloader()]
+
+    def trainer(**collators) -> PretrainingTrainer:
+        return PretrainingTrainer(model=model, args=args, train_dataset=blocks, eval_dataset=blocks, **collators)
+
+    token_arm = trainer(data_collator=collator("token", False), eval_data_collator=collator("span", False))
+    span_sbo_arm = trainer(data_collator=collator("span", True))
+    own_masking = trainer(data_collator=collator("token", False))
+    evaluated, expected = eval_labels(token_arm), eval_labels(span_sbo_arm)
+    assert len(evaluated) == len(expected) == 3
+    assert all(torch.equal(mine, theirs) for mine, theirs in zip(evaluated, expected))
+    assert not all(torch.equal(mine, own) for mine, own in zip(evaluated, eval_labels(own_masking)))
+    assert token_arm.data_collator.masking == "token"
+
+
+def test_the_sbo_head_kept_beside_a_stock_encoder_counts_as_one_part(tmp_path):
+    """A continued BertModel saves a stock checkpoint and its SBO head in sbo_head.safetensors, whose names have
+    no `sbo_head.` prefix: the head is one part, not one per sub-module."""
+    from safetensors.torch import save_file
+
+    from spanroberta.ablation.results import parameter_counts
+
+    save_file({"bert.embeddings.word_embeddings.weight": torch.zeros(10, 4), "cls.predictions.bias": torch.zeros(10)},
+              str(tmp_path / "model.safetensors"))  # fmt: skip
+    save_file({"dense1.weight": torch.zeros(4, 8), "layer_norm1.bias": torch.zeros(4)},
+              str(tmp_path / "sbo_head.safetensors"))  # fmt: skip
+    assert parameter_counts(tmp_path) == {"total": 86, "by_part": {"bert": 40, "cls": 10, "sbo_head": 36}}
+
+
 # --- what each script reports (tasks.py's table) ---
 
 
@@ -438,6 +549,20 @@ def test_cells_are_medians_with_ranges_and_the_best_median_is_bold():
         "| b | **72.5** (72.0-80.0) | **61.0** (58.0-64.0) |",
         "| c | **72.5** (50.0-90.0) | 55.0 (50.0-60.0) [2 of 3 runs] |",
     ]
+
+
+def test_the_starting_checkpoint_row_comes_first_and_counts_fine_tuning_seeds_only():
+    config = AblationConfig(path="hand.yaml", pretraining={"model_name_or_path": "start"}, arms={"a": {}},
+                            tasks={"squad": TWO_TASKS["squad"]}, seeds=(1, 2), pretraining_seeds=(42, 43),
+                            finetune_starting_checkpoint=True)  # fmt: skip
+    rows = rows_of({("starting-checkpoint", "squad"): [60, 64], ("a", "squad"): [70, 72]}, {"squad": "f1"})
+    markdown = results_markdown(config, rows, {})
+    # the arm ran 2 of its 2 x 2 runs; the starting checkpoint is fine-tuned once per seed: 2 of 2
+    assert table_rows(markdown, ["starting-checkpoint", "a"]) == [
+        "| starting-checkpoint | 62.0 (60.0-64.0) |",
+        "| a | **71.0** (70.0-72.0) [2 of 4 runs] |",
+    ]
+    assert "starting-checkpoint: start, the model every arm continues, fine-tuned as it is" in markdown
 
 
 def test_several_pretraining_seeds_pool_into_one_cell_and_missing_units_show():

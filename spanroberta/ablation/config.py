@@ -11,12 +11,17 @@ and the seeds. YAML or JSON:
     seeds: [1, 2, 3]                  # fine-tuning seeds; or {finetuning: [1, 2, 3], pretraining: [42, 43]}
     token_budget: 100_000_000         # optional, instead of max_steps: tokens (blocks x length) each arm sees
     keep_finetuned_models: false      # optional: a scored fine-tuning's weights are deleted unless true
+    finetune_starting_checkpoint: false   # optional, with continued pretraining: see below
 
 Continued pretraining: `pretraining: {model_name_or_path: CHECKPOINT, train_file: corpus.txt, max_steps: N}` makes
 every arm continue the same saved model (its weights and its tokenizer) on the same text for the same budget, as
 SpanBERT's and RoBERTa's ablations compare arms trained alike; only the pretraining section may set it (an arm
 that could start elsewhere would not be comparable). A path that holds no saved model (or a Hub id that cannot be
-reached) is refused before the first unit runs.
+reached) is refused before the first unit runs. `finetune_starting_checkpoint: true` also fine-tunes that model
+as it is, on every task with every seed, as the table's first row (`starting-checkpoint`): whether continuing helps
+or harms each arm shows beside it. `eval_masking` in the pretraining section (a flag of run_pretraining.py) masks
+every arm's held-out blocks with one scheme: with the shared seed and data, every arm then predicts the same masked
+tokens, and their eval MLM accuracies compare them whatever masking each trained with.
 
 A task's `script` is one of the fine-tuning scripts of tasks.py's REPORTS table (run_squad.py, run_glue.py,
 run_race.py, run_relation.py, run_coref.py), present beside run_ablation.py. Besides its script's flags, a task may
@@ -47,7 +52,10 @@ from ..training.validation import check_model_sources
 from .tasks import FINETUNING_SCRIPTS, TaskSpec, known_metric, metric_names
 
 PRETRAINING_SCRIPT = "run_pretraining.py"
-TOP_LEVEL_KEYS = ("pretraining", "arms", "tasks", "seeds", "token_budget", "keep_finetuned_models")
+TOP_LEVEL_KEYS = ("pretraining", "arms", "tasks", "seeds", "token_budget", "keep_finetuned_models",
+                  "finetune_starting_checkpoint")
+# The table's row of the starting checkpoint fine-tuned as it is (finetune_starting_checkpoint), and its folder.
+STARTING_CHECKPOINT = "starting-checkpoint"
 # Each unit's folder and how it starts (afresh, resumed, overwritten) come from the runner.
 RUNNER_FLAGS = ("output_dir", "overwrite_output_dir", "resume_from_checkpoint")
 # Each fine-tuning starts from its arm's model with one of the `seeds`, and trains and evaluates.
@@ -59,7 +67,7 @@ SHARED_PRETRAINING_FLAGS = (
     "train_file", "validation_file", "dataset_name", "dataset_config_name", "text_column_name",
     "validation_split_percentage", "prepared_data_dir", "streaming", "max_train_samples", "max_eval_samples",
     "max_seq_length", "max_steps", "num_train_epochs", "per_device_train_batch_size", "gradient_accumulation_steps",
-    "seed", "model_name_or_path", "tokenizer_name",
+    "seed", "model_name_or_path", "tokenizer_name", "eval_masking",
 )  # fmt: skip
 # Arm and task names become folder names.
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -81,6 +89,13 @@ class AblationConfig:
     token_budget: int | None = None
     # Fine-tuned weights take the most disk and are not needed for the table: deleted unless this is true.
     keep_finetuned_models: bool = False
+    # Fine-tune pretraining.model_name_or_path itself beside the arms, as the row STARTING_CHECKPOINT.
+    finetune_starting_checkpoint: bool = False
+
+    @property
+    def table_arms(self) -> list[str]:
+        """The table's rows: the starting checkpoint (when fine-tuned as it is) first, then the arms."""
+        return [STARTING_CHECKPOINT] * self.finetune_starting_checkpoint + list(self.arms)
 
 
 def load_config(path: str | Path) -> AblationConfig:
@@ -102,9 +117,13 @@ def load_config(path: str | Path) -> AblationConfig:
         pretraining_seeds=pretraining_seeds,
         token_budget=_positive_int(where, "token_budget", raw.get("token_budget")),
         keep_finetuned_models=raw.get("keep_finetuned_models", False),
+        finetune_starting_checkpoint=raw.get("finetune_starting_checkpoint", False),
     )
-    if not isinstance(config.keep_finetuned_models, bool):
-        raise AblationConfigError(f"{where}: `keep_finetuned_models` must be true or false.")
+    for key in ("keep_finetuned_models", "finetune_starting_checkpoint"):
+        if not isinstance(getattr(config, key), bool):
+            raise AblationConfigError(f"{where}: `{key}` must be true or false.")
+    if config.finetune_starting_checkpoint:
+        _check_starting_checkpoint(config)
     _check_pretraining_flags(config)
     for task in config.tasks.values():
         _check_task_flags(where, task)
@@ -303,6 +322,19 @@ def _check_pretraining_flags(config: AblationConfig) -> None:
     if config.token_budget is not None and {"max_steps", "num_train_epochs"} & set(config.pretraining):
         raise AblationConfigError(f"{config.path}: `token_budget` sets the pretraining steps; remove max_steps and "
                                   "num_train_epochs from the pretraining section, or the token budget.")
+
+
+def _check_starting_checkpoint(config: AblationConfig) -> None:
+    if "model_name_or_path" not in config.pretraining:
+        raise AblationConfigError(
+            f"{config.path}: `finetune_starting_checkpoint: true` fine-tunes the model every arm continues, and the "
+            "pretraining section names none: give it `model_name_or_path` (a saved model), or remove the key."
+        )
+    if STARTING_CHECKPOINT in config.arms:
+        raise AblationConfigError(
+            f"{config.path}: an arm is named {STARTING_CHECKPOINT!r}, the row of the starting checkpoint fine-tuned "
+            "as it is (finetune_starting_checkpoint): rename the arm."
+        )
 
 
 def _check_task_flags(where: str, task: TaskSpec) -> None:

@@ -43,18 +43,19 @@ def plot_pretraining_losses(trainer_states: dict[str, Path], path: Path) -> None
 def plot_scores(config: AblationConfig, rows: list[dict[str, Any]], path: Path) -> None:
     """Per task, each arm's headline score of every run, its median and its range."""
     tasks = list(config.tasks)
-    figure, axes = plt.subplots(1, len(tasks), figsize=(max(4, 1.2 * len(config.arms) + 2) * len(tasks), 4),
+    arms = config.table_arms
+    figure, axes = plt.subplots(1, len(tasks), figsize=(max(4, 1.2 * len(arms) + 2) * len(tasks), 4),
                                 squeeze=False)  # fmt: skip
     for axis, task in zip(axes[0], tasks):
         metric = headline_metric(config.tasks[task])
-        for position, arm in enumerate(config.arms):
+        for position, arm in enumerate(arms):
             values = [row["value"] for row in rows if (row["arm"], row["task"], row["metric"]) == (arm, task, metric)]
             if not values:
                 continue
             axis.scatter([position] * len(values), values, color="tab:blue", alpha=0.6, s=18)
             axis.vlines(position, min(values), max(values), color="tab:blue")
             axis.hlines(statistics.median(values), position - 0.25, position + 0.25, color="tab:red")
-        axis.set_xticks(range(len(config.arms)), list(config.arms), rotation=30, ha="right")
+        axis.set_xticks(range(len(arms)), arms, rotation=30, ha="right")
         axis.set(title=f"{task} ({metric})", ylabel="score (0-100)")
     _save(figure, path)
 

@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from .config import AblationConfig
+from .config import STARTING_CHECKPOINT, AblationConfig
 from .tasks import headline_metric
 
 
@@ -68,10 +68,15 @@ def results_markdown(config: AblationConfig, rows: list[dict[str, Any]], pretrai
     ]  # fmt: skip
     best = {task: max((cell["median"] for (_, t), cell in summary.items() if t == task), default=None)
             for task in config.tasks}  # fmt: skip
-    for arm in config.arms:
-        cells = [_cell(summary.get((arm, task)), best[task], runs) for task in config.tasks]
+    for arm in config.table_arms:
+        # The starting checkpoint is fine-tuned once per fine-tuning seed, whatever the pretraining seeds.
+        expected = len(config.seeds) if arm == STARTING_CHECKPOINT else runs
+        cells = [_cell(summary.get((arm, task)), best[task], expected) for task in config.tasks]
         lines.append(f"| {arm} | " + " | ".join(cells) + " |")
-    return "\n".join(lines + ["", *_pretraining_table(pretraining), ""])
+    if config.finetune_starting_checkpoint:
+        lines += ["", f"{STARTING_CHECKPOINT}: {config.pretraining['model_name_or_path']}, the model every arm "
+                  "continues, fine-tuned as it is (no continued pretraining)."]
+    return "\n".join(lines + ["", *_pretraining_table(config, pretraining), ""])
 
 
 def _cell(cell: dict[str, float] | None, best: float | None, runs: int) -> str:
@@ -86,13 +91,14 @@ def _cell(cell: dict[str, float] | None, best: float | None, runs: int) -> str:
     return text + (f" [{cell['n']} of {runs} runs]" if cell["n"] < runs else "")
 
 
-def _pretraining_table(pretraining: dict[str, Any]) -> list[str]:
+def _pretraining_table(config: AblationConfig, pretraining: dict[str, Any]) -> list[str]:
     lines = [
         "## Pretraining: what each arm saw and cost", "",
         "Token slots are steps x global batch x block length (the budget, equal for every arm); real tokens exclude "
-        "padding. Wall time and real tokens/s are the Trainer's, on this run's machine.", "",
+        "padding. Wall time and real tokens/s are the Trainer's, on this run's machine. The eval MLM loss and "
+        f"accuracy are over the held-out blocks, {_evaluation_masking(config)}.", "",
         "| arm | parameters | of which heads | steps | token slots | real tokens | wall time (s) | real tokens/s "
-        "| final loss | final MLM loss | eval MLM loss |", "|---" * 11 + "|",
+        "| final loss | final MLM loss | eval MLM loss | eval MLM accuracy |", "|---" * 12 + "|",
     ]  # fmt: skip
     for arm, figures in pretraining.items():
         parts = figures["parameters"]["by_part"]
@@ -102,10 +108,20 @@ def _pretraining_table(pretraining: dict[str, Any]) -> list[str]:
             f"| {arm} | {figures['parameters']['total']:,} | {_parts(heads)} | {figures['steps']:,} "
             f"| {figures['token_slots']:,} | {figures['real_tokens']:,} | {figures['wall_time_s']:.0f} "
             f"| {figures['real_tokens_per_second']:,.0f} | {_number(losses.get('loss'))} "
-            f"| {_number(losses.get('mlm_loss'))} | {_number(figures['eval'].get('eval_mlm_loss'))} |"
+            f"| {_number(losses.get('mlm_loss'))} | {_number(figures['eval'].get('eval_mlm_loss'))} "
+            f"| {_number(figures['eval'].get('eval_mlm_accuracy'))} |"
         )
     differences = compute_differences(pretraining)
     return lines + ([""] + [f"- {line}" for line in differences] if differences else [])
+
+
+def _evaluation_masking(config: AblationConfig) -> str:
+    """Which masks the arms' evaluations predict: one scheme for all (the same tokens), or each arm's own."""
+    common = config.pretraining.get("eval_masking")
+    if common is not None:
+        return (f"masked with {common} masking for every arm (eval_masking): every arm predicts the same held-out "
+                "tokens, whatever masking it trained with")
+    return "each masked with its arm's own training masking (arms with different maskings predict different tokens)"
 
 
 # The encoder's parameters (embeddings included); the rest are the pretraining heads.
@@ -141,14 +157,18 @@ def _number(value: float | None) -> str:
 
 def parameter_counts(model_dir: Path) -> dict[str, Any]:
     """Parameters stored in the checkpoint's safetensors files (a shared ALBERT layer once, tied embeddings once),
-    in total and by top-level module: the encoder and each pretraining head; an ELECTRA generator as `generator`."""
+    in total and by top-level module: the encoder and each pretraining head; an ELECTRA generator as `generator`,
+    and the SBO head that a stock encoder's checkpoint keeps beside it (SBO_HEAD_FILE) as `sbo_head`."""
     from safetensors import safe_open
+
+    from ..models.modeling_any_encoder import SBO_HEAD_FILE
 
     by_part: dict[str, int] = defaultdict(int)
     for file in sorted(model_dir.glob("*.safetensors")) + sorted(model_dir.glob("generator/*.safetensors")):
         with safe_open(str(file), "np") as weights:
             for name in weights.keys():
-                part = "generator" if file.parent.name == "generator" else name.split(".")[0]
+                part = ("generator" if file.parent.name == "generator"
+                        else "sbo_head" if file.name == SBO_HEAD_FILE else name.split(".")[0])  # fmt: skip
                 by_part[part] += math.prod(weights.get_slice(name).get_shape())
     return {"total": sum(by_part.values()), "by_part": dict(by_part)}
 

@@ -9,6 +9,7 @@ arm's model on a task with a seed). Each has a folder holding
 
     DIR/pretraining/ARM[/pretraining-seed-P]/
     DIR/finetuning/ARM[/pretraining-seed-P]/TASK/seed-S/
+    DIR/finetuning/starting-checkpoint/TASK/seed-S/        the starting checkpoint as it is (no pretraining unit)
     DIR/data/TASK/{train,validation}.json      a `split_by_article` task's files
 
 result.json also records the unit's `identity` (the config settings it was run with); a later run whose config
@@ -27,7 +28,7 @@ from typing import Any
 
 from ..errors import UserInputError
 from ..training.checkpoints import checkpoint_problem, find_checkpoints, previous_run_files
-from .config import PRETRAINING_SCRIPT, AblationConfig, parse_pretraining
+from .config import PRETRAINING_SCRIPT, STARTING_CHECKPOINT, AblationConfig, parse_pretraining
 
 RESULT_FILE = "result.json"
 FLAGS_FILE = "flags.json"
@@ -46,6 +47,11 @@ class Unit:
     def is_pretraining(self) -> bool:
         return self.task is None
 
+    @property
+    def is_starting_checkpoint(self) -> bool:
+        """A fine-tuning of the starting checkpoint as it is (finetune_starting_checkpoint): no pretraining unit."""
+        return self.arm == STARTING_CHECKPOINT
+
     def arm_folder(self) -> Path:
         folder = Path(self.arm)
         return folder if self.pretraining_seed is None else folder / f"pretraining-seed-{self.pretraining_seed}"
@@ -60,24 +66,32 @@ class Unit:
 
     def describe(self) -> str:
         arm = self.arm if self.pretraining_seed is None else f"{self.arm} (pretraining seed {self.pretraining_seed})"
+        if self.is_starting_checkpoint:
+            return f"fine-tuning the starting checkpoint on {self.task}, seed {self.seed}"
         if self.is_pretraining:
             return f"pretraining arm {arm}"
         return f"fine-tuning arm {arm} on {self.task}, seed {self.seed}"
 
 
 def plan(config: AblationConfig) -> list[Unit]:
-    """Every arm's pretraining first (so that the loss curves of all arms come early), then every fine-tuning."""
+    """Every arm's pretraining first (so that the loss curves of all arms come early), then every fine-tuning, those
+    of the starting checkpoint (when asked for) first."""
     pretraining_seeds = config.pretraining_seeds or (None,)
     pretrainings = [Unit(arm, seed) for arm in config.arms for seed in pretraining_seeds]
+    starts = [Unit(STARTING_CHECKPOINT)] * config.finetune_starting_checkpoint
     finetunings = [Unit(unit.arm, unit.pretraining_seed, task, seed)
-                   for unit in pretrainings for task in config.tasks for seed in config.seeds]  # fmt: skip
+                   for unit in starts + pretrainings for task in config.tasks for seed in config.seeds]  # fmt: skip
     return pretrainings + finetunings
 
 
 def identity(config: AblationConfig, unit: Unit) -> dict[str, Any]:
-    """The config settings that make the unit what it is; a fine-tuning's include its arm's."""
-    pretraining = {"flags": {**config.pretraining, **config.arms[unit.arm]}, "token_budget": config.token_budget,
-                   "pretraining_seed": unit.pretraining_seed}  # fmt: skip
+    """The config settings that make the unit what it is; a fine-tuning's include its arm's (the starting
+    checkpoint's: its path)."""
+    if unit.is_starting_checkpoint:
+        pretraining = {"starting_checkpoint": config.pretraining["model_name_or_path"]}
+    else:
+        pretraining = {"flags": {**config.pretraining, **config.arms[unit.arm]}, "token_budget": config.token_budget,
+                       "pretraining_seed": unit.pretraining_seed}  # fmt: skip
     if unit.is_pretraining:
         return pretraining
     task = config.tasks[unit.task]
@@ -96,7 +110,9 @@ def unit_flags(config: AblationConfig, unit: Unit, root: Path, world_size: int) 
             flags["max_steps"] = steps_for_budget(config.token_budget, flags, world_size)
         return flags
     task = config.tasks[unit.task]
-    flags = {**task.flags, "model_name_or_path": str(unit.pretraining_unit().folder(root) / MODEL_FOLDER),
+    model = (config.pretraining["model_name_or_path"] if unit.is_starting_checkpoint
+             else str(unit.pretraining_unit().folder(root) / MODEL_FOLDER))  # fmt: skip
+    flags = {**task.flags, "model_name_or_path": model,
              "seed": unit.seed, "do_train": True, "do_eval": True, "output_dir": output_dir}  # fmt: skip
     if task.split_by_article is not None:
         flags.update(split_files(root, task.name))

@@ -10,12 +10,15 @@ from ..models.configuration_span_albert import CROSS_LAYER_SHARING
 from ..models.configuration_spanroberta import SENTENCE_OBJECTIVES
 from ..data.collator import MASKING_SCHEMES
 from ..data.formats import INPUT_FORMATS
-from ..data.masking_units import PMI_MIN_COUNT, PMI_VOCABULARY_SIZE, check_unit_settings
+from ..data.masking_units import PMI_MIN_COUNT, PMI_VOCABULARY_SIZE, UNIT_SCHEMES, check_unit_settings
 from ..errors import UserInputError
 from ..models.sizes import MODEL_SIZES
 from ..objectives.recipes import RECIPES
 from .trainer import NONFINITE_LOSS_POLICIES
 from .validation import check_range, min_block_length_for_targets
+
+# The schemes an evaluation can mask with: the unit schemes need marks prepared with the data for that scheme.
+EVAL_MASKING_SCHEMES = tuple(scheme for scheme in MASKING_SCHEMES if scheme not in UNIT_SCHEMES)
 
 # The 256 bytes and RoBERTa's 5 special tokens come first; a byte-level BPE needs a few merges on top.
 MIN_TRAINED_VOCAB_SIZE = 263
@@ -140,6 +143,15 @@ class PretrainingDataArguments:
     masking: str | None = field(
         default=None, metadata={"help": "Masking scheme. Default: the recipe's.", "choices": list(MASKING_SCHEMES)}
     )
+    eval_masking: str | None = field(
+        default=None,
+        metadata={
+            "help": "Masking of the held-out blocks that the evaluation predicts. Default: --masking. Runs that train "
+            "with different schemes but evaluate with the same one (and the same --seed and data) predict the "
+            "same masked tokens, so their eval_mlm_accuracy compares them.",
+            "choices": list(EVAL_MASKING_SCHEMES),
+        },
+    )
     spacy_model: str | None = field(
         default=None,
         metadata={
@@ -217,6 +229,8 @@ class PretrainingDataArguments:
         _check_choice("--recipe", self.recipe, RECIPES)
         if self.masking is not None:
             _check_choice("--masking", self.masking, MASKING_SCHEMES)
+        if self.eval_masking is not None:
+            _check_choice("--eval_masking", self.eval_masking, EVAL_MASKING_SCHEMES)
         if self.input_format is not None:
             _check_choice("--input_format", self.input_format, INPUT_FORMATS)
         check_unit_settings(self.masking, self.spacy_model, self.streaming)

@@ -124,6 +124,13 @@ def run_pretraining(
 
     # Masking, laid out in the objective's prediction slots.
     collator = _span_masking_collator(data.tokenizer, model.config, recipe, objective, data_args, training_args)
+    # The evaluation's masks may follow another scheme (--eval_masking), so that runs trained with different
+    # schemes predict the same held-out tokens.
+    eval_collator = (
+        _span_masking_collator(data.tokenizer, model.config, recipe, objective, data_args, training_args,
+                               masking=data_args.eval_masking)
+        if data_args.eval_masking not in (None, recipe.masking) else None
+    )  # fmt: skip
 
     # Warm-up, bias correction and logging fitted to the run, before the Trainer builds its optimiser from them.
     fitted = fit_to_run_length(training_args, given, data.train)
@@ -138,6 +145,7 @@ def run_pretraining(
         train_dataset=data.train,
         eval_dataset=data.eval,
         data_collator=collator,
+        eval_data_collator=eval_collator,
         processing_class=data.tokenizer,
         optimizer_cls_and_kwargs=trainer_optimizer(training_args),
         objective=objective,
@@ -196,11 +204,13 @@ def _span_masking_collator(
     objective: PretrainingObjective,
     data_args: PretrainingDataArguments,
     training_args: PretrainingArguments,
+    masking: str | None = None,
 ) -> DataCollatorForSpanMasking:
+    """The run's masking (the recipe's, or `masking`), laid out as the objective reads it."""
     return DataCollatorForSpanMasking(
         tokenizer,
         mlm_probability=data_args.mlm_probability,
-        masking=recipe.masking,
+        masking=masking or recipe.masking,
         geometric_p=data_args.geometric_p,
         max_span_length=data_args.max_span_length,
         mask_replace_prob=recipe.mask_replace_prob,

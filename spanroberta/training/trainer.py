@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch.utils.data import DataLoader, Dataset
@@ -66,10 +66,18 @@ class PretrainingTrainer(Trainer):
       step; with "skip" the update is skipped (the learning-rate schedule still advances, as for an fp16
       overflow) and a warning names the step. Weights holding NaN or inf are never saved: `save_model` raises.
     - A `StreamingBlocks` training set splits itself between processes; its DataLoader is not sharded again.
+    - `eval_data_collator`, when given, masks the evaluation set instead of `data_collator` (--eval_masking).
     """
 
-    def __init__(self, *args: Any, objective: PretrainingObjective | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        *args: Any,
+        objective: PretrainingObjective | None = None,
+        eval_data_collator: Callable | None = None,
+        **kwargs: Any,
+    ):
         super().__init__(*args, **kwargs)
+        self.eval_data_collator = eval_data_collator
         # Masked LM (with whatever heads the model has) unless told otherwise.
         self.objective = objective or get_objective("masked_lm")
         # PretrainingArguments' flag; plain TrainingArguments get the safe default.
@@ -249,6 +257,16 @@ class PretrainingTrainer(Trainer):
                 logs[name] = round(total / max(steps, 1), 4)
             self._head_loss_sums = {}
         super().log(logs, start_time)
+
+    def get_eval_dataloader(self, eval_dataset: Dataset | str | None = None) -> DataLoader:
+        if self.eval_data_collator is None:
+            return super().get_eval_dataloader(eval_dataset)
+        # The stock Trainer collates every split with data_collator: lend it the evaluation's for this DataLoader.
+        training_collator, self.data_collator = self.data_collator, self.eval_data_collator
+        try:
+            return super().get_eval_dataloader(eval_dataset)
+        finally:
+            self.data_collator = training_collator
 
     def evaluate(
         self, eval_dataset: Dataset | None = None, ignore_keys=None, metric_key_prefix: str = "eval"
