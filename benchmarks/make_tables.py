@@ -332,10 +332,16 @@ def _runs_on_gpu(context: Context, name: str) -> bool:
     return not config.get("pretraining", {}).get("use_cpu", False)
 
 
+def _arms(content: dict[str, Any]) -> list[str]:
+    """The table's rows: a fine-tuned starting checkpoint first (it has no pretraining figures), then the arms."""
+    fine_tuned_only = [row["arm"] for row in content["finetuning"] if row["arm"] not in content["pretraining"]]
+    return list(dict.fromkeys(fine_tuned_only)) + list(content["pretraining"])
+
+
 def _headline_scores(content: dict[str, Any]) -> dict[tuple[str, str], list[float]]:
     """(arm, task) -> the task's headline metric over the seeds, arms and tasks in the config's order."""
     scores: dict[tuple[str, str], list[float]] = {
-        (arm, task): [] for arm in content["pretraining"] for task in content["headline_metrics"]
+        (arm, task): [] for arm in _arms(content) for task in content["headline_metrics"]
     }
     for row in content["finetuning"]:
         if row["metric"] == content["headline_metrics"][row["task"]]:
@@ -349,7 +355,7 @@ def _score_tables(content: dict[str, Any]) -> list[str]:
     tasks = list(content["headline_metrics"])
     cells = [[arm] + [f"{statistics.median(found):.1f} ({min(found):.1f}-{max(found):.1f})" if found else "-"
                       for found in (headline[arm, task] for task in tasks)]
-             for arm in content["pretraining"]]  # fmt: skip
+             for arm in _arms(content)]  # fmt: skip
     header = ["arm"] + [f"{task} ({metric}), median (min-max)" for task, metric in content["headline_metrics"].items()]
     scores: dict[tuple[str, str, str], dict[int, float]] = {}
     for row in content["finetuning"]:
@@ -368,9 +374,9 @@ def _pretraining_table(content: dict[str, Any]) -> str:
         losses = figures["final_train_losses"]
         rows.append([arm, _n(figures["parameters"]["total"]), heads, _n(figures["steps"]), _n(figures["token_slots"]),
                      _n(figures["real_tokens"]), _n(losses.get("loss"), 3), _n(losses.get("mlm_loss"), 3),
-                     _n(figures["eval"].get("eval_mlm_loss"), 3)])  # fmt: skip
+                     _n(figures["eval"].get("eval_mlm_loss"), 3), _n(figures["eval"].get("eval_mlm_accuracy"), 4)])
     header = ["arm", "parameters", "of which heads", "steps", "token slots", "real tokens", "final loss",
-              "final MLM loss", "eval MLM loss"]  # fmt: skip
+              "final MLM loss", "eval MLM loss", "eval MLM accuracy"]  # fmt: skip
     return _table(header, rows)
 
 
@@ -382,11 +388,16 @@ def render_ablation(context: Context, name: str) -> str:
         return _none_yet(_ablation_command(name))
     record = records[-1]
     content = record["results"]
-    seeds = record["settings"]["config"]["seeds"]
+    # run_ablation.py records the config's values as `config` and its wall time; a record written from a finished
+    # ablation's results.json holds the config's content as `config_content` and the units' summed time.
+    config = record["settings"].get("config_content") or record["settings"]["config"]
+    if "wall_seconds" in content:
+        time = f"wall time {_n(content['wall_seconds'])} s with the load average going {_load(record)}"
+    else:
+        time = f"the units' time summed {_n(content['total_unit_seconds'])} s"
     about = (f"Latest record: {context.link(record)} ({_date(record)}; {record['machine']['cpu']}, "
-             f"{record['machine']['gpu'] or 'no GPU'}); wall time {_n(content['wall_seconds'])} s with the load "
-             f"average going {_load(record)}, an upper bound on a shared machine. Fine-tuning seeds {seeds}; scores "
-             f"on a 0-100 scale.")  # fmt: skip
+             f"{record['machine']['gpu'] or 'no GPU'}); {time}, an upper bound on a shared machine. Fine-tuning "
+             f"seeds {config['seeds']}; scores on a 0-100 scale.")  # fmt: skip
     return "\n\n".join([about, *_score_tables(content), _pretraining_table(content)])
 
 
