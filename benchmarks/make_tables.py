@@ -403,31 +403,36 @@ def render_ablation(context: Context, name: str) -> str:
 
 # Regions: which renderer writes which name.
 # Fine-tuning tasks from a real checkpoint: the latest records of each task's benchmark, every official score.
+# (label, benchmark, metric keys, command, scale): scale turns a record's values into 0-100 (1 where the record
+# already holds percentages, as run_squad.py's MRQA scores do).
 TASK_BENCHMARKS = (
     ("relation extraction, SemEval-2010 Task 8", "relation-semeval", ("eval_f1", "eval_precision", "eval_recall",
-     "eval_accuracy"), "python benchmarks/bench_relation_semeval.py"),
+     "eval_accuracy"), "python benchmarks/bench_relation_semeval.py", 100),
     ("coreference, LitBank", "coref-litbank", ("eval_conll_f1", "eval_muc_f1", "eval_b_cubed_f1",
-     "eval_ceaf_phi4_f1"), "python benchmarks/bench_coref_litbank.py"),
+     "eval_ceaf_phi4_f1"), "python benchmarks/bench_coref_litbank.py", 100),
+    ("extractive QA, MRQA's SQuAD file (last 12 articles)", "mrqa-squad", ("SQuAD_f1", "SQuAD_em", "macro_f1"),
+     "python benchmarks/bench_mrqa_squad.py", 1),
 )  # fmt: skip
 
 
 def _task_setting(record: dict[str, Any]) -> str:
     settings = record["settings"]
     shown = {key: settings[key] for key in ("entity_markers", "split", "train_documents", "eval_documents",
-                                            "max_steps", "epochs", "learning_rate") if key in settings}  # fmt: skip
+                                            "train_samples", "eval_samples", "max_steps", "epochs", "learning_rate")
+             if key in settings}  # fmt: skip
     return ", ".join(f"{key} {value}" for key, value in shown.items())
 
 
 def render_tasks(context: Context) -> str:
     rows = []
-    for label, benchmark, metrics, command in TASK_BENCHMARKS:
+    for label, benchmark, metrics, command, scale in TASK_BENCHMARKS:
         records = context.records(benchmark)
         if not records:
             rows.append([label, "-", "-", "-", _none_yet(command)])
             continue
         for record in reversed(records):
             results = record["results"]
-            scores = ", ".join(f"{name.removeprefix('eval_')} {100 * results[name]:.1f}" for name in metrics
+            scores = ", ".join(f"{name.removeprefix('eval_')} {scale * results[name]:.1f}" for name in metrics
                                if name in results)  # fmt: skip
             seconds = results.get("train_runtime")
             rows.append([label, _task_setting(record), scores, _n(seconds), context.link(record)])
