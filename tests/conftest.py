@@ -74,6 +74,15 @@ def run_without_spanroberta(code: str, cwd: Path) -> list[str]:
     return result.stdout.splitlines()
 
 
+def drop_weight(checkpoint: Path, name: str) -> None:
+    """Removes one tensor from a saved checkpoint's model.safetensors, in place: a checkpoint with a weight lost."""
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(str(checkpoint / "model.safetensors"))
+    del weights[name]
+    save_file(weights, str(checkpoint / "model.safetensors"), metadata={"format": "pt"})
+
+
 def shared_data(*parts: str) -> Path:
     """A path under ../shared/data; the calling test is skipped when it is absent (users do not have it)."""
     path = SHARED_DATA.joinpath(*parts)

@@ -33,6 +33,7 @@ from transformers import (
     ModernBertForMaskedLM,
 )
 
+from conftest import drop_weight
 from spanroberta.data.collator import DataCollatorForSpanMasking
 from spanroberta.data.demo_corpus import demo_corpus_path
 from spanroberta.data.masking import word_start_table
@@ -283,9 +284,7 @@ def test_a_model_type_without_a_masked_lm_is_refused(checkpoints, tmp_path, caps
 def test_a_spanroberta_checkpoint_missing_a_weight_is_refused(spanroberta_checkpoint, tmp_path):
     broken = tmp_path / "broken"
     shutil.copytree(spanroberta_checkpoint, broken)
-    weights = load_file(str(broken / "model.safetensors"))
-    del weights["roberta.encoder.layer.0.attention.self.query.weight"]
-    save_file(weights, str(broken / "model.safetensors"), metadata={"format": "pt"})
+    drop_weight(broken, "roberta.encoder.layer.0.attention.self.query.weight")
     with pytest.raises(UserInputError, match=r"\(spanroberta\).*roberta\.encoder\.layer\.0\.attention\.self\.query"):
         built_model("--model_name_or_path", str(broken), "--recipe", "spanbert")
     # A head the objective adds is expected to start fresh: NSP on a checkpoint trained without it.
@@ -304,9 +303,7 @@ def test_an_electra_discriminator_missing_a_weight_is_refused(tmp_path):
     recipe = resolve_recipe(model_args, data_args)
     electra = get_objective(recipe.objective)
     assert electra.build_model(model_args, electra.build_config(model_args, recipe, None), None) is not None
-    weights = load_file(str(tmp_path / "model.safetensors"))
-    del weights["discriminator_predictions.dense.weight"]
-    save_file(weights, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
+    drop_weight(tmp_path, "discriminator_predictions.dense.weight")
     with pytest.raises(UserInputError, match=r"\(electra\).*discriminator_predictions\.dense\.weight"):
         electra.build_model(model_args, electra.build_config(model_args, recipe, None), None)
 

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 import run_pretraining
 import torch
-from safetensors.torch import load_file, save_file
 from tokenizers import BertWordPieceTokenizer
 from transformers import (
     AutoTokenizer,
@@ -28,7 +27,7 @@ from transformers import (
     TrainingArguments,
 )
 
-from conftest import PROJECT_ROOT, TINY_TEXT
+from conftest import PROJECT_ROOT, TINY_TEXT, drop_weight
 from spanroberta.data.demo_corpus import demo_corpus_path
 from spanroberta.data.masking import word_start_table
 from spanroberta.models.modeling_any_encoder import SBO_HEAD_FILE
@@ -162,9 +161,7 @@ def run_refused(*flags: str) -> str:
 def test_a_headless_checkpoint_missing_an_encoder_weight_is_refused(headless, tmp_path):
     broken = tmp_path / "broken"
     shutil.copytree(headless, broken)
-    weights = load_file(str(broken / "model.safetensors"))
-    del weights["encoder.layer.1.output.dense.weight"]
-    save_file(weights, str(broken / "model.safetensors"), metadata={"format": "pt"})
+    drop_weight(broken, "encoder.layer.1.output.dense.weight")
     message = run_refused("--model_name_or_path", str(broken), "--output_dir", str(tmp_path / "out"))
     assert "does not hold every weight" in message and "bert.encoder.layer.1.output.dense.weight" in message
     assert "cls.predictions" not in message  # the absent head is expected; the missing encoder weight is not
@@ -176,9 +173,7 @@ def test_a_checkpoint_with_part_of_its_masked_lm_head_is_refused(headless, tmp_p
     BertForMaskedLM(BertConfig.from_pretrained(headless)).save_pretrained(partial)
     for tokenizer_file in headless.glob("tokenizer*"):
         shutil.copy(tokenizer_file, partial / tokenizer_file.name)
-    weights = load_file(str(partial / "model.safetensors"))
-    del weights["cls.predictions.transform.dense.weight"]
-    save_file(weights, str(partial / "model.safetensors"), metadata={"format": "pt"})
+    drop_weight(partial, "cls.predictions.transform.dense.weight")
     message = run_refused("--model_name_or_path", str(partial), "--output_dir", str(tmp_path / "out"))
     assert "1 weights missing, among them cls.predictions.transform.dense.weight." in message
 
