@@ -449,8 +449,31 @@ def render_finetuning_parity(context: Context) -> str:
     return render_parity(context.records("finetuning-parity"), link=context.link)
 
 
+def render_qa_pipeline(context: Context) -> str:
+    record = (context.records("qa-pipeline") or [None])[-1]
+    if record is None:
+        return _none_yet("python benchmarks/bench_qa_pipeline.py --model <a run_squad.py output folder>")
+    settings, results = record["settings"], record["results"]
+    scores = settings["model_scores"]
+    rows = [[entry["question"], f"**{entry['answer']}**", f"{entry['score']:.3f}", " / ".join(entry["gold"])]
+            for entry in results["answers"]]  # fmt: skip
+    plain = results["without_spanroberta"]
+    return (
+        f"The first paragraph of the SQuAD v1.1 dev article *{settings['article'].replace('_', ' ')}*, which the model "
+        f"never trained on:\n\n> {results['context']}\n\n"
+        + _table(["question", "answer", "score", "gold answers"], rows)
+        + f"\n\nThe model: `{settings['model_class']}` fine-tuned by `run_squad.py` from all-MiniLM-L6-v2 "
+        f"(`{settings['model']}`; exact match {scores['exact_match']:.1f}, F1 {scores['f1']:.1f} on its held-out "
+        f"questions). Plain transformers, in a process where spanroberta cannot be imported "
+        f"(`trust_remote_code=True`, the pipeline file the checkpoint carries), gave "
+        f"{'the same answers and scores' if plain['same_answers'] else 'different answers'}. "
+        f"Record: {context.link(record)}.\n"
+    )
+
+
 RENDERERS: dict[str, Callable[[Context], str]] = {
     "tasks": render_tasks,
+    "qa-pipeline": render_qa_pipeline,
     "finetuning-parity": render_finetuning_parity,
     "headline": render_headline,
     "gpu": render_gpu,

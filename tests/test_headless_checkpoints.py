@@ -121,6 +121,8 @@ def test_a_headless_bert_continues_with_fresh_heads_and_answers_fill_mask(headle
     output = continue_as_a_user(headless, tmp_path / "out", demo_corpus_path(), "--max_train_samples", "16")
     # The pooler has no place in BertForMaskedLM (no sentence head is trained): said once, not warned about.
     assert "pooler (pooler): in the checkpoint, not used by a model that trains no sentence head" in output
+    # A continued BERT stays transformers' BertForMaskedLM: the usage hint asks for no spanroberta import.
+    assert "Use it with:" in output and "import spanroberta" not in output
     check_continued(headless, tmp_path / "out", output)
 
 

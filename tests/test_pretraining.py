@@ -29,7 +29,7 @@ def logged(output_dir, key):
     return [entry[key] for entry in state["log_history"] if key in entry]
 
 
-def test_thirty_steps_on_wikitext_lower_the_loss(tmp_path):
+def test_thirty_steps_on_wikitext_lower_the_loss(tmp_path, capsys):
     corpus = shared_data("corpus", "wiki.valid.raw")
     output_dir = tmp_path / "run"
     run_pretraining.main([
@@ -73,6 +73,8 @@ def test_thirty_steps_on_wikitext_lower_the_loss(tmp_path):
     assert not {key for key in info["missing_keys"] if not key.startswith("pooler.")}
     fill_mask = AutoModelForMaskedLM.from_pretrained(output_dir)
     torch.testing.assert_close(fill_mask.lm_head.dense.weight, model.lm_head.dense.weight)
+    # A spanroberta model type loads through the Auto classes once spanroberta is imported: the hint says so.
+    assert "Use it with:\n    import spanroberta" in capsys.readouterr().out
 
 
 def test_recipes_and_overrides():
