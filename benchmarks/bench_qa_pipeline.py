@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -87,7 +88,11 @@ def main() -> None:
             and abs(a["score"] - b["score"]) < 1e-4 for a, b in zip(answers, plain["answers"])]  # fmt: skip
 
     trained = json.loads((args.model / "all_results.json").read_text())
-    settings = {"model": args.model.name, "model_class": type(qa.model).__name__, "article": article["title"],
+    # The model card the Trainer wrote names the checkpoint it fine-tuned ("base_model: <path or Hub id>").
+    card = (args.model / "README.md").read_text(encoding="utf-8") if (args.model / "README.md").is_file() else ""
+    base = re.search(r"^base_model: (.+)$", card, re.MULTILINE)
+    settings = {"model": args.model.name, "model_class": type(qa.model).__name__,
+                "base_model": base and base.group(1).strip().rstrip("/").split("/")[-1], "article": article["title"],
                 "article_index": args.article, "questions": len(questions),
                 "model_scores": {key: trained[key] for key in ("exact_match", "f1", "train_samples") if key in trained}}
     results = {

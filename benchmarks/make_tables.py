@@ -462,7 +462,7 @@ def render_qa_pipeline(context: Context) -> str:
         f"The first paragraph of the SQuAD v1.1 dev article *{settings['article'].replace('_', ' ')}*, which the model "
         f"never trained on:\n\n> {results['context']}\n\n"
         + _table(["question", "answer", "score", "gold answers"], rows)
-        + f"\n\nThe model: `{settings['model_class']}` fine-tuned by `run_squad.py` from all-MiniLM-L6-v2 "
+        + f"\n\nThe model: `{settings['model_class']}` fine-tuned by `run_squad.py` from {settings['base_model']} "
         f"(`{settings['model']}`; exact match {scores['exact_match']:.1f}, F1 {scores['f1']:.1f} on its held-out "
         f"questions). Plain transformers, in a process where spanroberta cannot be imported "
         f"(`trust_remote_code=True`, the pipeline file the checkpoint carries), gave "
