@@ -205,3 +205,59 @@ def test_all_minilm_l6_v2_continues_with_fresh_heads_and_answers_fill_mask(tmp_p
     tokens = tokenizer.convert_ids_to_tokens(ids)
     assert any(token.startswith("##") for token in tokens)
     assert [bool(starts[i]) for i in ids] == [not token.startswith("##") for token in tokens]
+
+
+def continue_in_process(checkpoint: Path, output_dir: Path, *flags: str):
+    """run_pretraining() on `checkpoint` in this process, on CPU: the trainer, to look at its optimiser."""
+    from spanroberta.training.arguments import PretrainingArguments
+    from spanroberta.training.pretraining import apply_demo_settings, run_pretraining as run
+
+    args = ["--model_name_or_path", str(checkpoint), "--recipe", "spanbert", "--train_file", str(demo_corpus_path()),
+            "--output_dir", str(output_dir), "--max_steps", "1", "--max_train_samples", "16", "--max_seq_length", "64",
+            "--per_device_train_batch_size", "4", "--learning_rate", "1e-5", "--save_strategy", "no", "--report_to",
+            "none", "--disable_tqdm", "true", "--use_cpu", "true", *flags]  # fmt: skip
+    parsed, given = parse_arguments((PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments), args)
+    return run(*apply_demo_settings(*parsed, given), given)
+
+
+def peak_rates(trainer) -> dict[str, set[float]]:
+    """Each parameter's peak learning rate(s) in the trainer's optimiser, by name."""
+    names = {id(parameter): name for name, parameter in trainer.model.named_parameters()}
+    rates: dict[str, set[float]] = {}
+    for group in trainer.optimizer.param_groups:
+        for parameter in group["params"]:
+            rates.setdefault(names[id(parameter)], set()).add(group["initial_lr"])
+    return rates
+
+
+def test_fresh_heads_train_at_their_own_learning_rate(headless, tmp_path, capsys):
+    """--fresh_heads_learning_rate: exactly the heads the checkpoint lacked (the MLM head's transform and bias, the
+    SBO head) get it; the encoder, and the decoder tied to its word embeddings, keep --learning_rate; the weight-decay
+    split stays (a fresh LayerNorm weight still has no decay)."""
+    trainer = continue_in_process(headless, tmp_path, "--fresh_heads_learning_rate", "1e-3")
+    rates = peak_rates(trainer)
+    fresh = {name for name in rates if name.startswith(("cls.predictions.", "sbo_head."))}
+    assert fresh and "bert.embeddings.word_embeddings.weight" in rates  # the tied decoder is the embedding
+    assert all(len(found) == 1 for found in rates.values())
+    assert {name for name, found in rates.items() if found == {1e-3}} == fresh
+    assert all(found == {1e-5} for name, found in rates.items() if name not in fresh)
+    decay = {id(p): group["weight_decay"] for group in trainer.optimizer.param_groups for p in group["params"]}
+    parameters = dict(trainer.model.named_parameters())
+    assert decay[id(parameters["cls.predictions.transform.LayerNorm.weight"])] == 0.0
+    assert decay[id(parameters["cls.predictions.transform.dense.weight"])] == trainer.args.weight_decay
+    assert "fresh_heads_learning_rate 0.001 (you)" in capsys.readouterr().out
+
+
+def test_without_the_flag_every_weight_has_one_learning_rate(headless, tmp_path):
+    rates = peak_rates(continue_in_process(headless, tmp_path))
+    assert set().union(*rates.values()) == {1e-5}
+
+
+def test_the_flag_with_no_fresh_head_says_it_applies_to_nothing(headless, tmp_path, caplog):
+    """A checkpoint that already has both heads (a continuation's output) leaves the flag nothing to apply to: one
+    warning, and every weight at --learning_rate."""
+    continue_in_process(headless, tmp_path / "first")
+    with caplog.at_level(logging.WARNING, logger="spanroberta"):
+        trainer = continue_in_process(tmp_path / "first", tmp_path / "second", "--fresh_heads_learning_rate", "1e-3")
+    assert "--fresh_heads_learning_rate 0.001 applies to nothing" in caplog.text
+    assert set().union(*peak_rates(trainer).values()) == {1e-5}

@@ -197,13 +197,15 @@ def _module_prefixes(names: list[str]) -> tuple[str, ...]:
 
 def load_checked(model_class: type, source: str, config: PretrainedConfig, model_args: Any):
     """`model_class.from_pretrained(source, config=config)`, refused unless every weight but the heads that may
-    start fresh loaded (`check_loading_report`, which reports the load in transformers' stead)."""
+    start fresh loaded (`check_loading_report`, which reports the load in transformers' stead). The model's
+    `fresh_head_prefixes` names the heads that started fresh (the trainer's --fresh_heads_learning_rate)."""
     with _transformers_load_report_left_out():
         model, report = model_class.from_pretrained(
             source, config=config, output_loading_info=True, **hub_kwargs(model_args)
         )
     model_type = checkpoint_model_type(source, model_args)
-    check_loading_report(source, model_type, report, fresh_heads(model), unused_pooler(model))
+    model.fresh_head_prefixes = check_loading_report(source, model_type, report, fresh_heads(model),
+                                                     unused_pooler(model))  # fmt: skip
     return model
 
 
@@ -265,17 +267,18 @@ def load_any_encoder(model_args: Any, config: PretrainedConfig) -> PreTrainedMod
     )
     if model.load_sbo_head(sbo_file):
         logger.info("The SBO head continues from %s.", sbo_file)
+        model.fresh_head_prefixes = tuple(prefix for prefix in model.fresh_head_prefixes if prefix != SBO_PREFIX)
     return model
 
 
 def check_loading_report(
     source: str, model_type: str | None, report: dict, fresh_heads: tuple[FreshHead, ...],
     unused: tuple[str, ...] = (),
-) -> None:  # fmt: skip
+) -> tuple[str, ...]:  # fmt: skip
     """Refuses (UserInputError) a load that left weights of the model unfilled, other than those of `fresh_heads`
-    (a head that must be whole: only when the checkpoint holds none of it), which are logged as starting fresh.
-    The checkpoint's weights the model has no place for are a warning, but for those under `unused` (an
-    expected leftover: a pooler the model does not have), which are logged."""
+    (a head that must be whole: only when the checkpoint holds none of it), which are logged as starting fresh,
+    and returns their parameter-name prefixes. The checkpoint's weights the model has no place for are a warning,
+    but for those under `unused` (an expected leftover: a pooler the model does not have), which are logged."""
     missing = set(report["missing_keys"])
     started = [head for head in fresh_heads if _starts_fresh(head, missing)]
     fresh_prefixes = tuple(prefix for head in started for prefix in head.prefixes)
@@ -290,10 +293,13 @@ def check_loading_report(
             "so the run stops before its first step. Give a complete checkpoint saved by save_pretrained (check "
             "that no tensor was renamed or dropped, and that its config.json matches its weights)."
         )
+    started_prefixes = []
     for head in started:
-        modules = [prefix[:-1] for prefix in head.prefixes if any(name.startswith(prefix) for name in missing)]
+        prefixes = [prefix for prefix in head.prefixes if any(name.startswith(prefix) for name in missing)]
         note = f", {head.note}" if head.note else ""
-        logger.info("%s (%s): not in the checkpoint, starts fresh%s.", ", ".join(modules), head.description, note)
+        logger.info("%s (%s): not in the checkpoint, starts fresh%s.", ", ".join(prefix[:-1] for prefix in prefixes),
+                    head.description, note)  # fmt: skip
+        started_prefixes += prefixes
     left_over = sorted(name for name in report["unexpected_keys"] if name.startswith(unused))
     if left_over:
         logger.info("%s (pooler): in the checkpoint, not used by a model that trains no sentence head; the saved "
@@ -304,6 +310,7 @@ def check_loading_report(
             "%d weights of %s are not used by the model: %s.", len(unexpected), source,
             ", ".join(unexpected[:MISSING_NAMES_SHOWN]),
         )  # fmt: skip
+    return tuple(started_prefixes)
 
 
 def _starts_fresh(head: FreshHead, missing: set[str]) -> bool:

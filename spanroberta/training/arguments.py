@@ -289,6 +289,17 @@ class PretrainingArguments(TrainingArguments):
         },
     )
 
+    fresh_heads_learning_rate: float | None = field(
+        default=None,
+        metadata={
+            "help": "Peak learning rate of the heads that start fresh on a checkpoint without them (the masked-LM "
+            "head's transform and bias of a headless BertModel, say, or the SBO head), which the run logs as "
+            "starting fresh; the encoder and everything else the checkpoint held keep --learning_rate. A fresh "
+            "head at a small continuation rate learns slowly, and its random outputs send noise back into the "
+            "encoder meanwhile. Default: --learning_rate for every weight."
+        },
+    )
+
     adam_bias_correction: bool | None = field(
         default=None,
         metadata={

@@ -13,6 +13,7 @@ from transformers import Trainer
 
 from ..metrics.coreference import CorefEvaluator
 from ..tasks.coreference import CorefDocument, DocumentCollator, Span, predicted_clusters
+from .optimizers import move_to_learning_rate
 
 # The model's inputs, as the collator gives them; the gold mentions are left out when predicting.
 _INPUTS = ("input_ids", "attention_mask", "content_mask", "sentence_map", "word_map", "speaker_ids")
@@ -56,13 +57,7 @@ class CorefTrainer(Trainer):
         if not created:
             return optimizer
         task = {id(p) for name, p in self.model.named_parameters() if not name.startswith("encoder.")}
-        groups = []
-        for group in optimizer.param_groups:
-            settings = {key: value for key, value in group.items() if key != "params"}
-            groups.append({**settings, "params": [p for p in group["params"] if id(p) not in task]})
-            groups.append({**settings, "params": [p for p in group["params"] if id(p) in task],
-                           "lr": self.task_learning_rate})  # fmt: skip
-        optimizer.param_groups = [group for group in groups if group["params"]]
+        move_to_learning_rate(optimizer, task, self.task_learning_rate)
         return optimizer
 
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval") -> dict[str, float]:

@@ -69,3 +69,15 @@ def trainer_optimizer(training_args) -> tuple[type, dict] | None:
         "eps": training_args.adam_epsilon,
     }
     return AdamWithoutBiasCorrection, kwargs
+
+
+def move_to_learning_rate(optimizer: torch.optim.Optimizer, parameters: set[int], learning_rate: float) -> None:
+    """Splits each of the optimizer's groups in two: the parameters whose id is in `parameters` go to a copy of
+    their group (its weight decay and other settings) at `learning_rate`, the rest stay. Called on a new optimizer,
+    before the schedule wraps it; the schedule then scales every group from its own peak."""
+    groups = []
+    for group in optimizer.param_groups:
+        settings = {key: value for key, value in group.items() if key != "params"}
+        groups.append({**settings, "params": [p for p in group["params"] if id(p) not in parameters]})
+        groups.append({**settings, "params": [p for p in group["params"] if id(p) in parameters], "lr": learning_rate})
+    optimizer.param_groups = [group for group in groups if group["params"]]

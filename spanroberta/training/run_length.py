@@ -76,6 +76,8 @@ def run_settings(args: TrainingArguments, train_dataset: object, set_by: dict[st
         setting("per_device_train_batch_size", args.per_device_train_batch_size),
         setting("gradient_accumulation_steps", args.gradient_accumulation_steps),
         setting("learning_rate", f"{args.learning_rate:g}"),
+        *([setting("fresh_heads_learning_rate", f"{args.fresh_heads_learning_rate:g}")]
+          if getattr(args, "fresh_heads_learning_rate", None) is not None else []),
         setting("warmup_steps", args.get_warmup_steps(total) if total else args.warmup_steps),
         length,
     ])  # fmt: skip

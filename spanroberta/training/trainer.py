@@ -13,8 +13,10 @@ from torch.utils.data import DataLoader, Dataset
 from transformers import Trainer, TrainerCallback
 
 from ..data.streaming import StreamingBlocks
+from ..errors import UserInputError
 from ..objectives import PretrainingObjective, get_objective
 from .distributed import weights_are_finite
+from .optimizers import move_to_learning_rate
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +51,25 @@ class _NonFiniteLossGuard(TrainerCallback):
         self.trainer._check_loss_before_optimizer_step()
 
 
+def _check_fresh_heads_learning_rate(trainer: PretrainingTrainer) -> None:
+    """--fresh_heads_learning_rate applies to the heads a checkpoint lacked, through the Trainer's optimiser: said
+    when there is none (nothing to apply it to), refused when DeepSpeed builds its own optimiser (it would be
+    ignored)."""
+    deepspeed_config = getattr(trainer.args, "hf_deepspeed_config", None)
+    if deepspeed_config is not None and "optimizer" in deepspeed_config.config:
+        raise UserInputError(
+            "--fresh_heads_learning_rate needs the Trainer's optimiser, but the DeepSpeed config names its own "
+            "(its `optimizer` section), which would train every weight at one learning rate. Remove the config's "
+            "`optimizer` section (the Trainer's AdamW then runs under DeepSpeed) or leave the flag out."
+        )
+    if not trainer.fresh_head_prefixes:
+        logger.warning(
+            "--fresh_heads_learning_rate %g applies to nothing: no head of the model started fresh (the checkpoint "
+            "held them all, or the model trains from scratch). Every weight trains at --learning_rate %g.",
+            trainer.fresh_heads_learning_rate, trainer.args.learning_rate,
+        )  # fmt: skip
+
+
 class PretrainingTrainer(Trainer):
     """transformers' Trainer, made exact for SpanRobertaForPreTraining.
 
@@ -67,6 +88,8 @@ class PretrainingTrainer(Trainer):
       overflow) and a warning names the step. Weights holding NaN or inf are never saved: `save_model` raises.
     - A `StreamingBlocks` training set splits itself between processes; its DataLoader is not sharded again.
     - `eval_data_collator`, when given, masks the evaluation set instead of `data_collator` (--eval_masking).
+    - With `args.fresh_heads_learning_rate`, the heads the checkpoint lacked (the model's `fresh_head_prefixes`,
+      set where it was loaded) train at that peak learning rate, everything else at `args.learning_rate`.
     """
 
     def __init__(
@@ -85,6 +108,11 @@ class PretrainingTrainer(Trainer):
         if self.on_nonfinite_loss == "skip" and self.is_deepspeed_enabled:
             # DeepSpeed's engine applies the update inside backward(), before the step can be skipped.
             raise ValueError("--on_nonfinite_loss skip does not work with DeepSpeed; use stop.")
+        # PretrainingArguments' flag, and the heads the checkpoint lacked (set where the model was loaded).
+        self.fresh_heads_learning_rate = getattr(self.args, "fresh_heads_learning_rate", None)
+        self.fresh_head_prefixes = tuple(getattr(self.model, "fresh_head_prefixes", ()))
+        if self.fresh_heads_learning_rate is not None:
+            _check_fresh_heads_learning_rate(self)
         if hasattr(self.train_dataset, "set_epoch"):
             self.add_callback(_MaskingEpochCallback(self.train_dataset))
         self.add_callback(_NonFiniteLossGuard(self))
@@ -97,6 +125,16 @@ class PretrainingTrainer(Trainer):
         self._real_tokens_logged = 0
         self._real_tokens_total = 0
         self._real_tokens_window_start: float | None = None
+
+    def create_optimizer(self, model=None) -> torch.optim.Optimizer:
+        """The Trainer's optimiser (its class, settings and weight-decay groups), with the heads that started fresh
+        moved to groups of their own at --fresh_heads_learning_rate; the schedule then scales every group."""
+        created = self.optimizer is None
+        optimizer = super().create_optimizer(model)
+        if created and self.fresh_heads_learning_rate is not None and self.fresh_head_prefixes:
+            fresh = {id(p) for name, p in self.model.named_parameters() if name.startswith(self.fresh_head_prefixes)}
+            move_to_learning_rate(optimizer, fresh, self.fresh_heads_learning_rate)
+        return optimizer
 
     def get_train_dataloader(self) -> DataLoader:
         if not isinstance(self.train_dataset, StreamingBlocks):
