@@ -15,13 +15,8 @@ than the model's positions, ...) and a diverging loss end the run with a one-par
 any other error is a bug and keeps its traceback.
 """
 
-import json
-from pathlib import Path
-
 import datasets
 
-from spanroberta.models.configuration_span_albert import SpanAlbertConfig
-from spanroberta.models.configuration_spanroberta import SpanRobertaConfig
 from spanroberta.training.arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from spanroberta.training.cli import parse_arguments
 from spanroberta.training.distributed import finish_processes
@@ -57,23 +52,17 @@ def main(args: list[str] | None = None) -> None:
         output_dir = training_args.output_dir
         # ELECTRA keeps the discriminator at the root and its generator, the masked LM, in a subfolder.
         masked_lm = trainer.objective.masked_lm_folder(output_dir)
+        # A stock architecture (a continued BERT stays a BertForMaskedLM) loads with transformers alone.
+        register = trainer.objective.needs_spanroberta(trainer.model.config)
         print(
             f"\nThe pretrained model, its tokenizer and a model card are in {output_dir}/. Use it with:\n"
-            f"{registration_line(output_dir)}"
-            f"    from transformers import AutoModelForMaskedLM, AutoModelForQuestionAnswering, pipeline\n"
+            + ("    import spanroberta  # registers its model types with the Auto classes\n" if register else "")
+            + "    from transformers import AutoModelForMaskedLM, AutoModelForQuestionAnswering, pipeline\n"
             f"    fill = pipeline('fill-mask', model='{masked_lm}')\n"
             f"    qa_model = AutoModelForQuestionAnswering.from_pretrained('{output_dir}')  # then fine-tune\n"
             f"Fine-tune it: python run_squad.py --model_name_or_path {output_dir} ...; "
             f"python run_glue.py --model_name_or_path {output_dir} ..."
         )
-
-
-def registration_line(output_dir: str) -> str:
-    """`import spanroberta` where the saved model is one of spanroberta's own types (the Auto classes know them
-    only once it is imported); nothing for a stock architecture (a continued BERT stays a BertForMaskedLM)."""
-    model_type = json.loads((Path(output_dir) / "config.json").read_text())["model_type"]
-    own = (SpanRobertaConfig.model_type, SpanAlbertConfig.model_type)
-    return "    import spanroberta  # registers its model types with the Auto classes\n" if model_type in own else ""
 
 
 if __name__ == "__main__":

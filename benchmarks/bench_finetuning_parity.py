@@ -714,8 +714,9 @@ def main(args: list[str] | None = None) -> None:
                         help="Train nothing: compare the two sides' model inputs for SQuAD and RACE and record where "
                              "they differ.")  # fmt: skip
     parser.add_argument("--keep_outputs", type=Path,
-                        help="Keep every run's output folder (the fine-tuned model, its tokenizer and scores) under "
-                             "this folder, as <task>-<side>-<seed>; by default they are deleted with the run.")  # fmt: skip
+                        help="Keep every run's output folder (the fine-tuned model and its tokenizer; the spanroberta "
+                             "side's also its scores) under this folder, as <size>/<task>-<side>-<seed>; by default "
+                             "they are deleted with the run.")  # fmt: skip
     options = parser.parse_args(args)
     if options.summarize:
         return write_summary(options.size)
@@ -732,7 +733,7 @@ def main(args: list[str] | None = None) -> None:
     warm_up()
     round_ = 0
     with tempfile.TemporaryDirectory(prefix="parity-") as folder:
-        work = options.keep_outputs or Path(folder)
+        work = options.keep_outputs / options.size if options.keep_outputs else Path(folder)
         for task in tasks:
             size = PRESETS[options.size]["tasks"][task]
             files = task_files(Path(folder) / "data", task, size)

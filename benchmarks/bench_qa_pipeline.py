@@ -5,10 +5,10 @@ process that imported spanroberta, and in a process where spanroberta cannot be 
 transformers, the pipeline code the checkpoint carries, `trust_remote_code=True`). Both must give the same
 answers; the record holds them with their scores and the questions' gold answers.
 
-    python benchmarks/bench_finetuning_parity.py --size cpu --tasks squad --seeds 0 --keep_outputs out/parity
-    python benchmarks/bench_qa_pipeline.py --model out/parity/squad-spanroberta-0
+    python benchmarks/bench_finetuning_parity.py --size cpu --tasks squad --seeds 0 --keep_outputs outputs/parity
+    python benchmarks/bench_qa_pipeline.py --model outputs/parity/cpu/squad-spanroberta-0
 
-The questions are the first paragraph's of the first article after the 36 that the parity benchmark trains on
+The questions are the first paragraph's of the first article after those the parity benchmark trains on
 (`--article`, `--questions`), taken in the file's order, whatever the model answers. Writes one `qa-pipeline`
 record under benchmarks/results/qa-pipeline/.
 """
@@ -18,10 +18,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
-import sysconfig
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -30,82 +28,99 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+# The parity benchmark owns the SQuAD split by article (and puts the project on the path).
+from bench_finetuning_parity import DATA, SQUAD_TRAIN_ARTICLES  # noqa: E402
+from huggingface_hub import ModelCard  # noqa: E402
+from transformers import pipeline  # noqa: E402
 
 import spanroberta  # noqa: E402,F401  (registers pipeline("question-answering") in this process)
 from spanroberta.records import write_record  # noqa: E402
-from transformers import pipeline  # noqa: E402
 
 BENCHMARK = "qa-pipeline"
-SQUAD_DEV = ROOT.parent / "shared" / "data" / "squad" / "dev-v1.1.json"
-FIRST_HELD_OUT_ARTICLE = 36  # bench_finetuning_parity trains on the first 36 articles of SQuAD v1.1 dev
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(args: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", type=Path, required=True, help="A run_squad.py output folder.")
-    parser.add_argument("--article", type=int, default=FIRST_HELD_OUT_ARTICLE,
-                        help="Index of the SQuAD v1.1 dev article whose first paragraph is asked about.")
-    parser.add_argument("--questions", type=int, default=5, help="How many of that paragraph's questions.")
-    return parser.parse_args()
+    parser.add_argument("--model", type=Path, required=True,
+                        help="The --output_dir of a run_squad.py run that trained and evaluated (--do_train --do_eval).")  # fmt: skip
+    parser.add_argument("--article", type=int, default=SQUAD_TRAIN_ARTICLES,
+                        help="Index of the SQuAD v1.1 dev article whose first paragraph is asked about.")  # fmt: skip
+    parser.add_argument("--questions", type=int, default=5, help="How many of that paragraph's questions (>= 1).")
+    options = parser.parse_args(args)
+    options.model = options.model.resolve()  # the plain-transformers process runs in another directory
+    config = options.model / "config.json"
+    carries_pipeline = config.is_file() and "custom_pipelines" in config.read_text(encoding="utf-8")
+    if not (carries_pipeline and (options.model / "all_results.json").is_file()):
+        parser.error(f"{options.model} is not the output folder of a run_squad.py run that trained and evaluated "
+                     "(it needs config.json with the pipeline it carries, and all_results.json).")  # fmt: skip
+    if options.questions < 1:
+        parser.error("--questions must be at least 1.")
+    return options
 
 
 def without_spanroberta(model: Path, context: str, questions: list[str]) -> dict[str, Any]:
-    """The answers of plain transformers' pipeline in a fresh interpreter where `import spanroberta` fails
-    (no site, so no editable install; site-packages added back by hand), and the pipeline's module."""
+    """The answers of plain transformers' pipeline in a fresh, isolated interpreter where `import spanroberta`
+    fails, and the module of the pipeline that served them."""
     script = f"""
 import json, sys
-sys.path.append({sysconfig.get_paths()["purelib"]!r})
 sys.modules["spanroberta"] = None  # any import of spanroberta now raises ImportError
 from transformers import pipeline
 qa = pipeline("question-answering", model={str(model)!r}, trust_remote_code=True, device="cpu")
 answers = [qa(question=question, context={context!r}) for question in {questions!r}]
-print(json.dumps({{"pipeline_module": type(qa).__module__, "model_class": type(qa.model).__name__,
-                  "answers": answers}}))
+print(json.dumps({{"pipeline_module": type(qa).__module__, "answers": answers}}))
 """
     with tempfile.TemporaryDirectory() as folder:
-        done = subprocess.run([sys.executable, "-I", "-S", "-c", script], cwd=folder, capture_output=True, text=True,
+        done = subprocess.run([sys.executable, "-I", "-c", script], cwd=folder, capture_output=True, text=True,
+                              encoding="utf-8", errors="replace",
                               env={**os.environ, "HF_MODULES_CACHE": str(Path(folder) / "modules")})  # fmt: skip
     if done.returncode != 0:
         raise SystemExit(f"The pipeline failed without spanroberta:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
-    args = parse_args()
-    if not (args.model / "config.json").is_file():
-        raise SystemExit(f"{args.model} holds no model: give a run_squad.py output folder (see --help).")
-    article = json.loads(SQUAD_DEV.read_text(encoding="utf-8"))["data"][args.article]
+def base_model(folder: Path) -> str | None:
+    """The checkpoint the model was fine-tuned from, as the Trainer's model card names it: a Hub id as it is,
+    a local folder by its name."""
+    card = folder / "README.md"
+    base = ModelCard.load(card).data.base_model if card.is_file() else None
+    if isinstance(base, list):
+        base = base[0] if base else None
+    return Path(base).name if base and Path(base).is_absolute() else base
+
+
+def main(args: list[str] | None = None) -> None:
+    options = parse_args(args)
+    article = json.loads((DATA / "squad" / "dev-v1.1.json").read_text(encoding="utf-8"))["data"][options.article]
     paragraph = article["paragraphs"][0]
-    asked = paragraph["qas"][: args.questions]
+    asked = paragraph["qas"][: options.questions]
     questions = [qa["question"] for qa in asked]
 
     # The same questions through the pipeline spanroberta registers, then through plain transformers.
-    qa = pipeline("question-answering", model=str(args.model), device="cpu")
+    qa = pipeline("question-answering", model=str(options.model), device="cpu")
     answers = [qa(question=question, context=paragraph["context"]) for question in questions]
-    plain = without_spanroberta(args.model, paragraph["context"], questions)
+    plain = without_spanroberta(options.model, paragraph["context"], questions)
     same = [(a["answer"], a["start"], a["end"]) == (b["answer"], b["start"], b["end"])
-            and abs(a["score"] - b["score"]) < 1e-4 for a, b in zip(answers, plain["answers"])]  # fmt: skip
+            and abs(a["score"] - b["score"]) < 1e-4 for a, b in zip(answers, plain["answers"], strict=True)]  # fmt: skip
 
-    trained = json.loads((args.model / "all_results.json").read_text())
-    # The model card the Trainer wrote names the checkpoint it fine-tuned ("base_model: <path or Hub id>").
-    card = (args.model / "README.md").read_text(encoding="utf-8") if (args.model / "README.md").is_file() else ""
-    base = re.search(r"^base_model: (.+)$", card, re.MULTILINE)
-    settings = {"model": args.model.name, "model_class": type(qa.model).__name__,
-                "base_model": base and base.group(1).strip().rstrip("/").split("/")[-1], "article": article["title"],
-                "article_index": args.article, "questions": len(questions),
-                "model_scores": {key: trained[key] for key in ("exact_match", "f1", "train_samples") if key in trained}}
+    evaluated = json.loads((options.model / "all_results.json").read_text(encoding="utf-8"))
+    settings = {"model": "/".join(options.model.parts[-2:]), "model_class": type(qa.model).__name__,
+                "base_model": base_model(options.model), "article": article["title"], "article_index": options.article,
+                "questions": len(questions),
+                "model_scores": {key: evaluated[key] for key in ("exact_match", "f1") if key in evaluated}}  # fmt: skip
     results = {
         "context": paragraph["context"],
-        "answers": [{"question": question, "gold": sorted({a["text"] for a in qa_["answers"]}), **answer}
-                    for question, qa_, answer in zip(questions, asked, answers)],  # fmt: skip
-        "without_spanroberta": {"pipeline_module": plain["pipeline_module"], "model_class": plain["model_class"],
-                                "same_answers": all(same)},  # fmt: skip
+        "answers": [{"question": question, "gold": sorted({a["text"] for a in entry["answers"]}), **answer}
+                    for question, entry, answer in zip(questions, asked, answers, strict=True)],  # fmt: skip
+        "with_spanroberta": {"pipeline_module": type(qa).__module__},
+        "without_spanroberta": {"pipeline_module": plain["pipeline_module"], "same_answers": all(same)},
     }
     path = write_record(BENCHMARK, settings, results)
     for entry in results["answers"]:
         print(f"Q: {entry['question']}\nA: {entry['answer']} (score {entry['score']:.3f}; gold {entry['gold']})")
-    print(f"Without spanroberta: {plain['pipeline_module']}, same answers: {all(same)}\nRecord: {path}")
+    print(f"With spanroberta: {type(qa).__module__}; without: {plain['pipeline_module']}; same answers: {all(same)}\n"
+          f"Record: {path}")
 
 
 if __name__ == "__main__":

@@ -10,8 +10,9 @@ record of each setting. A region whose name this script does not know is an erro
     python benchmarks/make_tables.py            # rewrite the regions
     python benchmarks/make_tables.py --check    # exit 1 and name each stale region, without writing
 
-Known regions: headline, gpu, pretraining-step, heads, collator, trainer, data-prep, corpus-scaling, and
-ablation-<config> for each configs/ablations/<config>.yaml.
+Known regions: the names in RENDERERS (headline, gpu, pretraining-step, heads, collator, trainer, data-prep,
+corpus-scaling, tasks, finetuning-parity, qa-pipeline), and ablation-<config> for each
+configs/ablations/<config>.yaml.
 """
 
 from __future__ import annotations
@@ -98,6 +99,11 @@ def _load(record: dict[str, Any]) -> str:
 def _date(record: dict[str, Any]) -> str:
     commit = (record.get("git_commit") or "?")[:7] + (" (dirty)" if record.get("git_dirty") else "")
     return f"{record['date'][:16].replace('T', ' ')}, `{commit}`"
+
+
+def _cell(text: str) -> str:
+    """Free text (a question, an answer) as a table cell: a pipe would end the cell."""
+    return text.replace("|", "\\|")
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -455,14 +461,14 @@ def render_qa_pipeline(context: Context) -> str:
         return _none_yet("python benchmarks/bench_qa_pipeline.py --model <a run_squad.py output folder>")
     settings, results = record["settings"], record["results"]
     scores = settings["model_scores"]
-    rows = [[entry["question"], f"**{entry['answer']}**", f"{entry['score']:.3f}", " / ".join(entry["gold"])]
-            for entry in results["answers"]]  # fmt: skip
+    rows = [[_cell(entry["question"]), f"**{_cell(entry['answer'])}**", f"{entry['score']:.3f}",
+             " / ".join(_cell(gold) for gold in entry["gold"])] for entry in results["answers"]]  # fmt: skip
     plain = results["without_spanroberta"]
     return (
         f"The first paragraph of the SQuAD v1.1 dev article *{settings['article'].replace('_', ' ')}*, which the model "
         f"never trained on:\n\n> {results['context']}\n\n"
         + _table(["question", "answer", "score", "gold answers"], rows)
-        + f"\n\nThe model: `{settings['model_class']}` fine-tuned by `run_squad.py` from {settings['base_model']} "
+        + f"\n\nThe model: `{settings['model_class']}` fine-tuned by `run_squad.py` from {settings.get('base_model') or 'a checkpoint its card does not name'} "
         f"(`{settings['model']}`; exact match {scores['exact_match']:.1f}, F1 {scores['f1']:.1f} on its held-out "
         f"questions). Plain transformers, in a process where spanroberta cannot be imported "
         f"(`trust_remote_code=True`, the pipeline file the checkpoint carries), gave "

@@ -88,6 +88,11 @@ class PretrainingObjective(ABC):
         """The folder `pipeline("fill-mask")` loads."""
         return output_dir
 
+    def needs_spanroberta(self, config: PretrainedConfig) -> bool:
+        """Whether the saved model is one of spanroberta's own types, which the Auto classes load only once
+        `import spanroberta` has registered them; a stock architecture loads with transformers alone."""
+        return False
+
     @abstractmethod
     def model_card_usage(self, config: PretrainedConfig) -> str:
         """How to use the saved model, for its model card."""

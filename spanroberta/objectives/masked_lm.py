@@ -150,8 +150,11 @@ class MaskedLanguageModeling(PretrainingObjective):
         load_saved(folder)
         return True
 
+    def needs_spanroberta(self, config: PretrainedConfig) -> bool:
+        return type(config).model_type not in ENCODER_FAMILIES
+
     def model_card_usage(self, config: PretrainedConfig) -> str:
-        if type(config).model_type in ENCODER_FAMILIES:
+        if not self.needs_spanroberta(config):
             return (
                 f"The model is transformers' own `{(config.architectures or ['stock class'])[0]}` (no spanroberta "
                 "needed to load it); the SBO head is in\n`sbo_head.safetensors`, which a further "
