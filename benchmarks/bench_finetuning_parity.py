@@ -602,7 +602,8 @@ def summarize(records: Sequence[dict]) -> dict[str, dict[str, dict]]:
     """Per size and task: each side's primary score, wall, CPU and training seconds and steps over seeds (n, mean,
     sample sd, min, max), the floor, and the difference of the means (spanroberta - transformers) with its noise:
     two standard errors of that difference (None with fewer than two seeds a side); `within_noise` says whether
-    the difference is within it."""
+    the difference is within it. `wall_ratio` is spanroberta's mean wall time over transformers';
+    `wall_same_or_lower` says whether spanroberta is slower by no more than the same noise of the wall times."""
     grouped: dict[tuple[str, str], dict[str, list[dict]]] = collections.defaultdict(
         lambda: collections.defaultdict(list))
     for (size, task, side, _), record in newest_runs(records).items():
@@ -618,10 +619,20 @@ def summarize(records: Sequence[dict]) -> dict[str, dict[str, dict]]:
             ours, theirs = entry["spanroberta"]["primary"], entry["transformers"]["primary"]
             entry["difference"] = ours["mean"] - theirs["mean"]
             if ours["sd"] is not None and theirs["sd"] is not None:
-                entry["noise"] = 2 * math.sqrt(ours["sd"] ** 2 / ours["n"] + theirs["sd"] ** 2 / theirs["n"])
+                entry["noise"] = _noise(ours, theirs)
                 entry["within_noise"] = abs(entry["difference"]) <= entry["noise"]
+            ours, theirs = entry["spanroberta"]["wall_seconds"], entry["transformers"]["wall_seconds"]
+            entry["wall_ratio"] = ours["mean"] / theirs["mean"]
+            if ours["sd"] is not None and theirs["sd"] is not None:
+                # "The same or lower wall time": slower by no more than the seeds' own spread says is noise.
+                entry["wall_same_or_lower"] = ours["mean"] - theirs["mean"] <= _noise(ours, theirs)
         summary[size][task] = entry
     return dict(summary)
+
+
+def _noise(ours: dict, theirs: dict) -> float:
+    """Two standard errors of the difference of two means (each side's sample sd over its n seeds)."""
+    return 2 * math.sqrt(ours["sd"] ** 2 / ours["n"] + theirs["sd"] ** 2 / theirs["n"])
 
 
 def _score(side: dict | None, percent: bool) -> str:
@@ -676,6 +687,41 @@ def render_parity(records: Sequence[dict], link: Callable[[dict], str] = _record
                          f"| {_seconds(ours and ours['cpu_seconds'])} | {_seconds(theirs and theirs['cpu_seconds'])} "
                          f"| {steps:.0f} | {', '.join(sources[(size, task)])} |")  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+HEADLINE_SIZES = ("gpu", "cpu", "cpu-small")  # the headline shows the largest size measured
+TASK_NAMES = {"sst2": "SST-2", "mrpc": "MRPC", "rte": "RTE", "squad": "SQuAD v1.1", "race": "RACE middle"}
+
+
+def headline_rows(records: Sequence[dict], page: str) -> list[list[str]]:
+    """The README's rows: per task, at the largest size with records, both sides' mean score and the verdict on
+    the target (within seed noise of transformers, at the same or lower wall time). `page` links PARITY.md."""
+    summary = summarize(records)
+    size = next((name for name in HEADLINE_SIZES if name in summary), None)
+    if size is None:
+        return []
+    rows = []
+    for task in (t for t in TASKS if t in summary[size]):
+        entry = summary[size][task]
+        percent = task == "squad"
+        ours, theirs = entry.get("spanroberta"), entry.get("transformers")
+        latest = (f"spanroberta {_score(ours and ours['primary'], percent)}, transformers "
+                  f"{_score(theirs and theirs['primary'], percent)}")  # fmt: skip
+        if entry.get("floor") is not None:
+            latest += f"; floor {entry['floor'] * 100:.1f}"
+        if "wall_ratio" in entry:
+            latest += f"; wall {entry['wall_ratio']:.2f}x"
+        if "within_noise" not in entry or "wall_same_or_lower" not in entry:
+            verdict = "not measured (fewer than 2 seeds a side)"
+        else:
+            met = entry["within_noise"] and entry["wall_same_or_lower"]
+            scale = 1 if percent else 100
+            verdict = (f"**{'met' if met else 'not met'}** (difference {entry['difference'] * scale:+.1f}, noise "
+                       f"± {entry['noise'] * scale:.1f}; wall {'within noise or lower' if entry['wall_same_or_lower'] else 'slower beyond noise'})")  # fmt: skip
+        runs = sum(side["primary"]["n"] for side in (ours, theirs) if side)
+        rows.append([f"fine-tuning parity, {TASK_NAMES[task]} {entry['primary_metric']}, {size}", latest, verdict,
+                     f"[{runs} run records]({page})"])  # fmt: skip
+    return rows
 
 
 # --- the command line ---

@@ -215,7 +215,7 @@ def render_headline(context: Context) -> str:
         + f", {context.page('ablations', 'ABLATIONS.md', 'ablations')}. Wall times on a machine shared with other "
         "jobs are upper bounds; each record holds its machine and load average.",
     ]
-    table = _table(["figure", "latest", "target", "record"], rows + gpu + _ablation_rows(context))
+    table = _table(["figure", "latest", "target", "record"], rows + gpu + _parity_rows(context) + _ablation_rows(context))
     return table + "\n\n" + "\n".join(summary)
 
 
@@ -445,14 +445,24 @@ def render_tasks(context: Context) -> str:
     return _table(["task", "settings", "scores (0-100)", "train s", "record"], rows)
 
 
-def render_finetuning_parity(context: Context) -> str:
-    # The parity benchmark owns its table (it owns the records' structure); importing it loads the fine-tuning
-    # scripts, so only a file with this region pays for it. Benchmark scripts are siblings, not a package.
+def _parity_benchmark() -> Any:
+    """The parity benchmark's module: it owns its tables (it owns the records' structure). Importing it loads the
+    fine-tuning scripts, so only a file with a region that needs it pays for it. Benchmark scripts are siblings,
+    not a package."""
     if str(ROOT / "benchmarks") not in sys.path:
         sys.path.insert(0, str(ROOT / "benchmarks"))
-    from bench_finetuning_parity import render_parity
+    import bench_finetuning_parity
 
-    return render_parity(context.records("finetuning-parity"), link=context.link)
+    return bench_finetuning_parity
+
+
+def _parity_rows(context: Context) -> list[list[str]]:
+    page = Path(os.path.relpath(context.root / "benchmarks" / "PARITY.md", context.markdown.parent)).as_posix()
+    return _parity_benchmark().headline_rows(context.records("finetuning-parity"), page)
+
+
+def render_finetuning_parity(context: Context) -> str:
+    return _parity_benchmark().render_parity(context.records("finetuning-parity"), link=context.link)
 
 
 def render_qa_pipeline(context: Context) -> str:

@@ -14,9 +14,10 @@ sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
 import bench_finetuning_parity as parity  # noqa: E402
 
 
-def record(side, seed, primary, date, task="mrpc", kind="run"):
-    return {"date": date, "settings": {"kind": kind, "size": "cpu-small", "task": task, "side": side, "seed": seed},
-            "results": {"primary": primary, "floor": 0.8, "wall_seconds": 10.0 + seed, "cpu_seconds": 9.0,
+def record(side, seed, primary, date, task="mrpc", kind="run", wall=None, size="cpu-small"):
+    return {"date": date, "settings": {"kind": kind, "size": size, "task": task, "side": side, "seed": seed},
+            "results": {"primary": primary, "floor": 0.8, "wall_seconds": 10.0 + seed if wall is None else wall,
+                        "cpu_seconds": 9.0,
                         "train_seconds": 8.0,
                         "train_steps": 24}}  # fmt: skip
 
@@ -54,3 +55,25 @@ def test_one_seed_gives_no_noise_estimate_and_a_missing_side_says_so():
     table = parity.render_parity(records)
     assert "1 seed: no noise estimate" in table and "not run" in table
     assert parity.render_parity([]).startswith("No fine-tuning parity run")
+
+
+def runs(task, scores, walls, size="cpu"):
+    """Run records of both sides over seeds 0..n-1: `scores` and `walls` map a side to its values."""
+    return [record(side, seed, score, "2026-01-02", task=task, wall=wall, size=size)
+            for side in ("spanroberta", "transformers") for seed, (score, wall) in enumerate(zip(scores[side], walls[side]))]  # fmt: skip
+
+
+def test_the_headline_judges_scores_and_wall_time_by_the_seeds_noise_at_the_largest_size():
+    """A row per task of the largest size measured: met when the score is within noise and spanroberta's wall
+    time is at most the wall times' own noise above transformers'; a slower one beyond that noise is not met."""
+    same = {"spanroberta": [0.80, 0.82, 0.81], "transformers": [0.81, 0.80, 0.82]}
+    records = runs("mrpc", same, {"spanroberta": [100, 104, 98], "transformers": [101, 99, 103]})
+    records += runs("rte", same, {"spanroberta": [150, 152, 151], "transformers": [101, 102, 100]})
+    records += runs("sst2", same, {"spanroberta": [1, 1, 1], "transformers": [1, 1, 1]}, size="cpu-small")
+    rows = {row[0]: row for row in parity.headline_rows(records, "PARITY.md")}
+    assert set(rows) == {"fine-tuning parity, MRPC f1, cpu", "fine-tuning parity, RTE accuracy, cpu"}
+    assert rows["fine-tuning parity, MRPC f1, cpu"][2].startswith("**met**")
+    assert rows["fine-tuning parity, RTE accuracy, cpu"][2].startswith("**not met**")
+    assert "slower beyond noise" in rows["fine-tuning parity, RTE accuracy, cpu"][2]
+    assert "wall 1.50x" in rows["fine-tuning parity, RTE accuracy, cpu"][1]
+    assert rows["fine-tuning parity, MRPC f1, cpu"][3] == "[6 run records](PARITY.md)"
