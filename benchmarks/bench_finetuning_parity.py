@@ -64,7 +64,7 @@ sys.path.insert(0, str(ROOT))  # the run_*.py scripts live at the top of the pro
 import run_glue  # noqa: E402
 import run_race  # noqa: E402
 import run_squad  # noqa: E402
-from spanroberta.records import provenance, read_records, write_record  # noqa: E402
+from spanroberta.records import load_average, provenance, read_records, write_record  # noqa: E402
 from spanroberta.tasks.glue import get_glue_task, read_glue_tsv  # noqa: E402
 
 BENCHMARK = "finetuning-parity"
@@ -487,6 +487,7 @@ def run_side(side: str, task: str, files: dict[str, Path], size: TaskSize, seed:
     """One fine-tuning run, timed from reading the data to the scores (wall and this process's CPU time)."""
     out = work / f"{task}-{side}-{seed}"
     hp = hyperparameters(size, seed)
+    load_before = load_average()
     wall, cpu = time.perf_counter(), time.process_time()
     if side == "spanroberta":
         outcome = project_run(task, files, size, hp, out)
@@ -495,6 +496,8 @@ def run_side(side: str, task: str, files: dict[str, Path], size: TaskSize, seed:
     else:
         outcome = baseline_classification(task, files, size, hp, out)
     outcome.wall_seconds, outcome.cpu_seconds = time.perf_counter() - wall, time.process_time() - cpu
+    # Wall time is an upper bound when other jobs share the cores: the load average around the run says so.
+    outcome.extra["load_average"] = {"before": load_before, "after": load_average()}
     return outcome
 
 
@@ -563,7 +566,8 @@ def run_record(size_name: str, task: str, side: str, seed: int, size: TaskSize, 
     example counts), the task size and the TrainingArguments both sides got. results: `metrics` (official keys:
     exact_match and f1 in percent for SQuAD; accuracy, and f1 for MRPC, as fractions), `primary` (the task's
     headline metric, named by `primary_metric`), `floor` (the evaluation set's majority-class score), the mean
-    training loss, optimizer steps, the Trainer's training seconds, and the run's wall and CPU seconds."""
+    training loss, optimizer steps, the Trainer's training seconds, the run's wall and CPU seconds, and the load
+    average before and after it."""
     settings = {
         "kind": "run", "size": size_name, "task": task, "side": side, "seed": seed, "checkpoint": CHECKPOINT_NAME,
         "data": {split: {"file": path.name, "examples": len(read_rows(path))} for split, path in files.items()},
