@@ -100,9 +100,9 @@ COMMON_HYPERPARAMETERS = {"warmup_steps": 0.1, "weight_decay": 0.01, "lr_schedul
                           "adam_beta1": 0.9, "adam_beta2": 0.999, "adam_epsilon": 1e-8, "max_grad_norm": 1.0,
                           "per_device_eval_batch_size": 64}  # fmt: skip
 
-# cpu-small is sized for a 2-core CPU from the time of single training steps there; cpu trains long enough on
-# the same CPU for every task but RACE to rise clear of its floor (about 90 minutes for both sides and 3 seeds on
-# 2 idle cores); gpu runs the whole splits.
+# cpu-small is sized for a 2-core CPU from the time of single training steps there; cpu trains longer on the
+# same CPU, within one working session for both sides and 3 seeds (SQuAD and SST-2 leave their floors there, MRPC,
+# RTE and RACE hardly: benchmarks/PARITY.md); gpu runs the whole splits.
 PRESETS: dict[str, dict[str, Any]] = {
     "cpu-small": {
         "seeds": (0, 1, 2),

@@ -261,3 +261,23 @@ def test_the_flag_with_no_fresh_head_says_it_applies_to_nothing(headless, tmp_pa
         trainer = continue_in_process(tmp_path / "first", tmp_path / "second", "--fresh_heads_learning_rate", "1e-3")
     assert "--fresh_heads_learning_rate 0.001 applies to nothing" in caplog.text
     assert set().union(*peak_rates(trainer).values()) == {1e-5}
+
+
+def test_the_flag_is_refused_where_a_deepspeed_config_builds_its_own_optimizer(tmp_path):
+    """DeepSpeed builds the optimiser its config names, which would train the fresh heads at --learning_rate."""
+    import json
+    from types import SimpleNamespace
+
+    from spanroberta.errors import UserInputError
+    from spanroberta.training.arguments import PretrainingArguments
+    from spanroberta.training.trainer import _check_fresh_heads_learning_rate
+
+    args = PretrainingArguments(output_dir=str(tmp_path), report_to="none", use_cpu=True,
+                                fresh_heads_learning_rate=1e-3)  # fmt: skip
+    trainer = SimpleNamespace(args=args, fresh_head_prefixes=("cls.predictions.",), fresh_heads_learning_rate=1e-3)
+    _check_fresh_heads_learning_rate(trainer)  # no DeepSpeed: the Trainer's optimiser takes the groups
+    config = json.loads((PROJECT_ROOT / "configs" / "deepspeed" / "zero2.json").read_text())
+    assert "optimizer" in config
+    args.hf_deepspeed_config = SimpleNamespace(config=config)  # what --deepspeed sets
+    with pytest.raises(UserInputError, match="needs the Trainer's optimiser"):
+        _check_fresh_heads_learning_rate(trainer)

@@ -48,15 +48,20 @@ class AdamWithoutBiasCorrection(torch.optim.Optimizer):
         return loss
 
 
+def deepspeed_builds_optimizer(training_args) -> bool:
+    """Whether a DeepSpeed config names its own optimizer: DeepSpeed then builds that one, and the Trainer's
+    (its class, its parameter groups) would be ignored without a word."""
+    deepspeed_config = getattr(training_args, "hf_deepspeed_config", None)
+    return deepspeed_config is not None and "optimizer" in deepspeed_config.config
+
+
 def trainer_optimizer(training_args) -> tuple[type, dict] | None:
     """For the Trainer's `optimizer_cls_and_kwargs`: Adam without bias correction when `--adam_bias_correction
     false` (the ELECTRA recipe's default), None otherwise (the Trainer's own optimiser). The Trainer still makes
     the parameter groups (no weight decay on biases and LayerNorm weights) and the schedule."""
     if getattr(training_args, "adam_bias_correction", None) is not False:
         return None
-    deepspeed_config = getattr(training_args, "hf_deepspeed_config", None)
-    if deepspeed_config is not None and "optimizer" in deepspeed_config.config:
-        # DeepSpeed builds the optimiser its config names and would ignore this one without a word.
+    if deepspeed_builds_optimizer(training_args):
         raise UserInputError(
             "--adam_bias_correction false (the electra recipe's default: Adam without bias correction) cannot run "
             "under a DeepSpeed config that names its own optimizer, which DeepSpeed would use instead. Remove the "

@@ -16,7 +16,7 @@ from ..data.streaming import StreamingBlocks
 from ..errors import UserInputError
 from ..objectives import PretrainingObjective, get_objective
 from .distributed import weights_are_finite
-from .optimizers import move_to_learning_rate
+from .optimizers import deepspeed_builds_optimizer, move_to_learning_rate
 
 logger = logging.getLogger(__name__)
 
@@ -55,8 +55,7 @@ def _check_fresh_heads_learning_rate(trainer: PretrainingTrainer) -> None:
     """--fresh_heads_learning_rate applies to the heads a checkpoint lacked, through the Trainer's optimiser: said
     when there is none (nothing to apply it to), refused when DeepSpeed builds its own optimiser (it would be
     ignored)."""
-    deepspeed_config = getattr(trainer.args, "hf_deepspeed_config", None)
-    if deepspeed_config is not None and "optimizer" in deepspeed_config.config:
+    if deepspeed_builds_optimizer(trainer.args):
         raise UserInputError(
             "--fresh_heads_learning_rate needs the Trainer's optimiser, but the DeepSpeed config names its own "
             "(its `optimizer` section), which would train every weight at one learning rate. Remove the config's "
