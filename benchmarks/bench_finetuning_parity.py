@@ -64,7 +64,7 @@ sys.path.insert(0, str(ROOT))  # the run_*.py scripts live at the top of the pro
 import run_glue  # noqa: E402
 import run_race  # noqa: E402
 import run_squad  # noqa: E402
-from spanroberta.records import load_average, provenance, read_records, write_record  # noqa: E402
+from spanroberta.records import RunStart, read_records, start_run, write_record  # noqa: E402
 from spanroberta.tasks.glue import get_glue_task, read_glue_tsv  # noqa: E402
 
 BENCHMARK = "finetuning-parity"
@@ -391,6 +391,7 @@ class Outcome:
     wall_seconds: float = 0.0
     cpu_seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    started: RunStart | None = None  # the run's provenance and opening load average
 
 
 def baseline_trainer(
@@ -487,7 +488,7 @@ def run_side(side: str, task: str, files: dict[str, Path], size: TaskSize, seed:
     """One fine-tuning run, timed from reading the data to the scores (wall and this process's CPU time)."""
     out = work / f"{task}-{side}-{seed}"
     hp = hyperparameters(size, seed)
-    load_before = load_average()
+    started = start_run(PROCESS_START)
     wall, cpu = time.perf_counter(), time.process_time()
     if side == "spanroberta":
         outcome = project_run(task, files, size, hp, out)
@@ -496,8 +497,8 @@ def run_side(side: str, task: str, files: dict[str, Path], size: TaskSize, seed:
     else:
         outcome = baseline_classification(task, files, size, hp, out)
     outcome.wall_seconds, outcome.cpu_seconds = time.perf_counter() - wall, time.process_time() - cpu
-    # Wall time is an upper bound when other jobs share the cores: the load average around the run says so.
-    outcome.extra["load_average"] = {"before": load_before, "after": load_average()}
+    # Wall time is an upper bound when other jobs share the cores: the record's load average says so.
+    outcome.started = started
     return outcome
 
 
@@ -550,10 +551,11 @@ def compare_inputs(size_name: str) -> None:
     """One record per task (settings.kind "inputs"): where the two sides' model inputs differ, and how much."""
     for task, compare in (("squad", compare_squad_features), ("race", compare_race_inputs)):
         size = PRESETS[size_name]["tasks"][task]
+        started = start_run(PROCESS_START)
         results = compare(size)
         settings = {"kind": "inputs", "size": size_name, "task": task, "checkpoint": CHECKPOINT_NAME,
                     "task_size": asdict(size)}  # fmt: skip
-        path = write_record(BENCHMARK, settings, results, name=f"{size_name}-{task}-inputs")
+        path = write_record(BENCHMARK, settings, results, started=started, name=f"{size_name}-{task}-inputs")
         print(f"{task}: {results} -> {path}", flush=True)
 
 
@@ -566,12 +568,12 @@ def run_record(size_name: str, task: str, side: str, seed: int, size: TaskSize, 
     example counts), the task size and the TrainingArguments both sides got. results: `metrics` (official keys:
     exact_match and f1 in percent for SQuAD; accuracy, and f1 for MRPC, as fractions), `primary` (the task's
     headline metric, named by `primary_metric`), `floor` (the evaluation set's majority-class score), the mean
-    training loss, optimizer steps, the Trainer's training seconds, the run's wall and CPU seconds, and the load
-    average before and after it."""
+    training loss, optimizer steps, the Trainer's training seconds and the run's wall and CPU seconds. The record's
+    provenance is the process's, read when it started; its load average, the run's own."""
     settings = {
         "kind": "run", "size": size_name, "task": task, "side": side, "seed": seed, "checkpoint": CHECKPOINT_NAME,
         "data": {split: {"file": path.name, "examples": len(read_rows(path))} for split, path in files.items()},
-        "task_size": asdict(size), "hyperparameters": hyperparameters(size, seed), "code": CODE_AT_START,
+        "task_size": asdict(size), "hyperparameters": hyperparameters(size, seed),
     }  # fmt: skip
     results = {
         "metrics": outcome.metrics, "primary_metric": PRIMARY[task], "primary": outcome.metrics[PRIMARY[task]],
@@ -579,12 +581,13 @@ def run_record(size_name: str, task: str, side: str, seed: int, size: TaskSize, 
         "train_seconds": outcome.train_seconds, "wall_seconds": outcome.wall_seconds,
         "cpu_seconds": outcome.cpu_seconds, **outcome.extra,
     }  # fmt: skip
-    return write_record(BENCHMARK, settings, results, name=f"{size_name}-{task}-{side}-seed{seed}")
+    return write_record(BENCHMARK, settings, results, started=outcome.started,
+                        name=f"{size_name}-{task}-{side}-seed{seed}")  # fmt: skip
 
 
-# The code a run measured is the code its process started with: the record's own git_commit is read when it is
-# written, which can be later in a long benchmark.
-CODE_AT_START = {key: value for key, value in provenance().items() if key in ("git_commit", "git_dirty")}
+# The code a run measured is the code its process started with, read once here: a long benchmark's later runs
+# name it too, even if the tree changes meanwhile.
+PROCESS_START = start_run()
 
 
 def newest_runs(records: Sequence[dict]) -> dict[tuple[str, str, str, int], dict]:
@@ -800,9 +803,11 @@ def main(args: list[str] | None = None) -> None:
 
 def write_summary(size_name: str) -> None:
     """The summary record of a size (settings.kind "summary"; results: `summarize`'s entry per task), and the table."""
+    started = start_run(PROCESS_START)
     records = read_records(BENCHMARK)
     summary = summarize(records).get(size_name, {})
-    path = write_record(BENCHMARK, {"kind": "summary", "size": size_name}, summary, name=f"{size_name}-summary")
+    path = write_record(BENCHMARK, {"kind": "summary", "size": size_name}, summary, started=started,
+                        name=f"{size_name}-summary")  # fmt: skip
     print(render_parity(records), f"\nSummary: {path}", sep="")
 
 

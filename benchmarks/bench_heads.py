@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from common import VOCAB_SIZE, announce
 
 from spanroberta.models.modeling_efficient import fused_decoder_cross_entropy
-from spanroberta.records import load_average, write_record
+from spanroberta.records import start_run, write_record
 
 SHAPES = {"small": (583, 256), "base": (307, 768)}
 
@@ -63,7 +63,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    results: dict = {"load_average": {"before": load_average()}, "shapes": []}
+    started = start_run()
+    results: dict = {"shapes": []}
     print("| shape | precision | plain s (median) | fused s (median) | fused speed-up |")
     print("|---|---|---|---|---|")
     for name, (rows, hidden) in SHAPES.items():
@@ -77,9 +78,8 @@ def main() -> None:
             })  # fmt: skip
             speed_up = results["shapes"][-1]["speed_up"]
             print(f"| {name} ({rows} x {hidden}) | {precision} | {plain_s:.3f} | {fused_s:.3f} | {speed_up:.2f}x |")
-    results["load_average"]["after"] = load_average()
     settings = {"repeats": args.repeats, "threads": torch.get_num_threads(), "vocab_size": VOCAB_SIZE}
-    announce(write_record("heads", settings, results))
+    announce(write_record("heads", settings, results, started=started))
 
 
 if __name__ == "__main__":

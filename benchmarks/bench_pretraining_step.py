@@ -58,7 +58,7 @@ from spanroberta.models.configuration_spanroberta import SpanRobertaConfig
 from spanroberta.models.conventions import IGNORE_INDEX
 from spanroberta.data.collator import DataCollatorForSpanMasking
 from spanroberta.models.modeling_spanroberta import SpanRobertaForPreTraining
-from spanroberta.records import load_average, write_record
+from spanroberta.records import start_run, write_record
 from spanroberta.training.arguments import PretrainingArguments
 
 # The two configurations: (model size, sequence length, batch size).
@@ -197,7 +197,7 @@ def main() -> None:
         rows = batches_of_rows(load_blocks(tokenizer, length), batch_size, count=4)
         for precision in precisions:
             bf16 = precision == "bf16"
-            load_before = load_average()
+            started = start_run()
             with tempfile.TemporaryDirectory() as output_dir:
                 names = SIDES + (tuple(ABLATIONS) if args.ablations else ())
                 sides = {name: build_side(name, encoder, tokenizer, rows, args.device, output_dir) for name in names}
@@ -214,10 +214,9 @@ def main() -> None:
                         "precision": precision, "device": args.device, "steps": args.steps, "warmup": args.warmup,
                         "threads": torch.get_num_threads(), "sides": list(names)}  # fmt: skip
             results = measure(batch_size * length, sides, timings, args.device)
-            results["load_average"] = {"before": load_before, "after": load_average()}
             report(settings, results)
             name = f"{config_name}-{precision}-{args.device}"
-            announce(write_record("pretraining_step", settings, results, name=name))
+            announce(write_record("pretraining_step", settings, results, started=started, name=name))
             del sides
 
 
@@ -266,7 +265,6 @@ def report(settings: dict, results: dict) -> None:
     for name in SIDES:
         if results["sides"][name].get("mfu") is not None:
             print(f"{name}: MFU {100 * results['sides'][name]['mfu']:.1f}%")
-    print(f"load average before/after: {results['load_average']['before']} / {results['load_average']['after']}")
 
 
 if __name__ == "__main__":

@@ -54,7 +54,7 @@ from transformers import (
     TrainingArguments,
 )
 
-from spanroberta.records import load_average, write_record
+from spanroberta.records import start_run, write_record
 
 BASELINE = "transformers run_mlm-style"
 
@@ -205,7 +205,7 @@ def main() -> None:
     for name in args.config:
         args.config_name = name
         size, length, batch = CONFIGS[name]
-        load_before = load_average()
+        started = start_run()
         windows = {}
         with tempfile.TemporaryDirectory() as tmp:
             if not args.no_baseline:
@@ -218,7 +218,7 @@ def main() -> None:
                     "precision": args.precision, "torch_compile": args.torch_compile, "steps": args.steps,
                     "logging_steps": args.logging_steps, "skip_windows": args.skip_windows,
                     "workers": args.workers, "recipes": args.recipes}  # fmt: skip
-        results = {"load_average": {"before": load_before, "after": load_average()}, "runs": {}}
+        results = {"runs": {}}
         for run, rates in windows.items():
             rate = steady(rates, args.skip_windows)
             ratio = rate / steady(windows[BASELINE], args.skip_windows) if BASELINE in windows else None
@@ -226,7 +226,7 @@ def main() -> None:
                                     "ratio_to_baseline": ratio}  # fmt: skip
             print(f"| {name}, {args.precision} | {run} | {rate:,.0f} | {f'{ratio:.2f}x' if ratio else '-'} |")
         label = f"{name}-{args.precision}" + ("-compile" if args.torch_compile else "")
-        announce(write_record("trainer", settings, results, name=label))
+        announce(write_record("trainer", settings, results, started=started, name=label))
 
 
 if __name__ == "__main__":

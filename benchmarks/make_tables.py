@@ -30,7 +30,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere: spanroberta of this checkout
 
-from spanroberta.records import read_records  # noqa: E402
+from spanroberta.records import read_records, record_load_average  # noqa: E402
 
 # Markers stand on lines of their own (a marker quoted inside a sentence is text).
 REGION = re.compile(r"^<!-- generated:(?P<name>[\w.-]+) -->\n(?P<body>.*?)^<!-- /generated:(?P=name) -->$", re.S | re.M)
@@ -91,9 +91,11 @@ def _n(value: float | None, digits: int = 0) -> str:
 
 
 def _load(record: dict[str, Any]) -> str:
-    load = record["results"].get("load_average", {})
-    before, after = load.get("before") or ["?"], load.get("after") or ["?"]
-    return f"{before[0]} → {after[0]}"
+    """The 1-minute load average at the run's start and end, or that the record's script did not read it."""
+    start, end = record_load_average(record)
+    if start is None and end is None:
+        return "not recorded"
+    return f"{(start or ['?'])[0]} → {(end or ['?'])[0]}"
 
 
 def _date(record: dict[str, Any]) -> str:
@@ -394,13 +396,8 @@ def render_ablation(context: Context, name: str) -> str:
         return _none_yet(_ablation_command(name))
     record = records[-1]
     content = record["results"]
-    # run_ablation.py records the config's values as `config` and its wall time; a record written from a finished
-    # ablation's results.json holds the config's content as `config_content` and the units' summed time.
-    config = record["settings"].get("config_content") or record["settings"]["config"]
-    if "wall_seconds" in content:
-        time = f"wall time {_n(content['wall_seconds'])} s with the load average going {_load(record)}"
-    else:
-        time = f"the units' time summed {_n(content['total_unit_seconds'])} s"
+    config = record["settings"]["config"]
+    time = f"wall time {_n(content['wall_seconds'])} s with the load average going {_load(record)}"
     about = (f"Latest record: {context.link(record)} ({_date(record)}; {record['machine']['cpu']}, "
              f"{record['machine']['gpu'] or 'no GPU'}); {time}, an upper bound on a shared machine. Fine-tuning "
              f"seeds {config['seeds']}; scores on a 0-100 scale.")  # fmt: skip
