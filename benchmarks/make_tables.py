@@ -11,7 +11,7 @@ record of each setting. A region whose name this script does not know is an erro
     python benchmarks/make_tables.py --check    # exit 1 and name each stale region, without writing
 
 Known regions: the names in RENDERERS (headline, gpu, pretraining-step, heads, collator, trainer, data-prep,
-corpus-scaling, tasks, finetuning-parity, qa-pipeline), and ablation-<config> for each
+corpus-scaling, tasks, finetuning-parity, parity-findings, qa-pipeline), and ablation-<config> for each
 configs/ablations/<config>.yaml.
 """
 
@@ -212,6 +212,7 @@ def render_headline(context: Context) -> str:
         + (f". Not met: {'; '.join(missed)}" if missed else "")
         + (f". Not measured: {'; '.join(unmeasured)}" if unmeasured else "") + ".",
         f"{sum(row[1] == 'no record' for row in gpu)} of the {len(gpu)} GPU figures are not measured yet.",
+        _parity_summary().headline_sentence(context.records("finetuning-parity")),
         "Ratios are spanroberta's throughput over the transformers baseline's (medians); details: "
         + ", ".join(context.page(label, "RESULTS.md", anchor) for label, anchor in SECTIONS)
         + f", {context.page('ablations', 'ABLATIONS.md', 'ablations')}. Wall times on a machine shared with other "
@@ -442,24 +443,27 @@ def render_tasks(context: Context) -> str:
     return _table(["task", "settings", "scores (0-100)", "train s", "record"], rows)
 
 
-def _parity_benchmark() -> Any:
-    """The parity benchmark's module: it owns its tables (it owns the records' structure). Importing it loads the
-    fine-tuning scripts, so only a file with a region that needs it pays for it. Benchmark scripts are siblings,
-    not a package."""
+def _parity_summary() -> Any:
+    """The parity benchmark's summary module: it owns its tables (its benchmark owns the records' structure).
+    Benchmark modules are siblings, not a package."""
     if str(ROOT / "benchmarks") not in sys.path:
         sys.path.insert(0, str(ROOT / "benchmarks"))
-    import bench_finetuning_parity
+    import parity_summary
 
-    return bench_finetuning_parity
+    return parity_summary
 
 
 def _parity_rows(context: Context) -> list[list[str]]:
     page = Path(os.path.relpath(context.root / "benchmarks" / "PARITY.md", context.markdown.parent)).as_posix()
-    return _parity_benchmark().headline_rows(context.records("finetuning-parity"), page)
+    return _parity_summary().headline_rows(context.records("finetuning-parity"), page)
 
 
 def render_finetuning_parity(context: Context) -> str:
-    return _parity_benchmark().render_parity(context.records("finetuning-parity"), link=context.link)
+    return _parity_summary().render_parity(context.records("finetuning-parity"), link=context.link)
+
+
+def render_parity_findings(context: Context) -> str:
+    return _parity_summary().render_findings(context.records("finetuning-parity"))
 
 
 def render_qa_pipeline(context: Context) -> str:
@@ -488,6 +492,7 @@ RENDERERS: dict[str, Callable[[Context], str]] = {
     "tasks": render_tasks,
     "qa-pipeline": render_qa_pipeline,
     "finetuning-parity": render_finetuning_parity,
+    "parity-findings": render_parity_findings,
     "headline": render_headline,
     "gpu": render_gpu,
     "pretraining-step": render_pretraining_step,
