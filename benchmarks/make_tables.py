@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from spanroberta.records import record_commit  # noqa: E402
 from tables_ablations import ablation_rows, render_ablation  # noqa: E402
 from tables_format import (  # noqa: E402
     Context,
@@ -125,7 +126,8 @@ def _gpu_row(context: Context, figure: str, benchmark: str, settings: dict[str, 
         latest = f"**{fmt_ratio(results['ratio_median'])}**" + (f", spanroberta MFU {100 * mfu:.1f}%" if mfu else "")
     else:
         latest = f"**{fmt_ratio(results['runs'].get(TRAINER_DEFAULT_RUN, {}).get('ratio_to_baseline'))}** (real tokens/s)"
-    return [figure, latest, f"measured on {record['machine']['gpu']}", context.link(record)]
+    where = f"measured on {record['machine']['gpu']} from commit `{record_commit(record)}`"
+    return [figure, latest, where, context.link(record)]
 
 
 def render_headline(context: Context) -> str:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spanroberta.records import read_records, record_load_average
+from spanroberta.records import read_records, record_commit, record_load_average
 
 
 @dataclass
@@ -51,8 +51,7 @@ def fmt_load(record: dict[str, Any]) -> str:
 
 
 def fmt_date(record: dict[str, Any]) -> str:
-    commit = (record.get("git_commit") or "?")[:7] + (" (dirty)" if record.get("git_dirty") else "")
-    return f"{record['date'][:16].replace('T', ' ')}, `{commit}`"
+    return f"{record['date'][:16].replace('T', ' ')}, `{record_commit(record)}`"
 
 
 def fmt_cell(text: str) -> str:

@@ -135,6 +135,16 @@ def record_load_average(record: dict[str, Any]) -> tuple[list[float] | None, lis
             legacy.get("after") or results.get("load_average_after"))  # fmt: skip
 
 
+def record_commit(record: dict[str, Any]) -> str:
+    """The commit of this repository a record was measured from, shortened, "(dirty)" when the tree had changes.
+
+    A record run on an exported copy of the repository (no git history) names the folder it ran from in
+    `git_commit`; its `measured_from.commit`, added with it, names the repository's commit instead."""
+    if record.get("measured_from"):
+        return record["measured_from"]["commit"][:7]
+    return (record.get("git_commit") or "?")[:7] + (" (dirty)" if record.get("git_dirty") else "")
+
+
 def check_record(record: dict[str, Any]) -> None:
     """Refuses (ValueError) a record that does not say how it was made: its provenance, and its load average at
     the start and the end of the run or an explicit `load_average.not_recorded`."""

@@ -11,6 +11,7 @@ from spanroberta.records import (
     RESULTS_DIR,
     check_record,
     read_records,
+    record_commit,
     record_load_average,
     start_run,
     write_record,
@@ -76,3 +77,9 @@ def test_every_committed_record_says_how_it_was_made(path: Path):
     check_record(record)
     start, end = record_load_average(record)
     assert (start is None) == (end is None)  # both read, or the record says neither was
+
+
+def test_a_record_from_an_exported_copy_names_the_repository_commit_it_was_measured_from():
+    record = {"git_commit": "c29d2b8796f9", "git_dirty": True, "measured_from": {"commit": "5103811f11f9"}}
+    assert record_commit(record) == "5103811"
+    assert record_commit({"git_commit": "abcdef123456", "git_dirty": True}) == "abcdef1 (dirty)"
