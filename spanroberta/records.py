@@ -26,7 +26,10 @@ from typing import Any
 # Version 2: provenance read when the run starts, and `load_average` {"at_start", "at_end"} beside it.
 RECORD_VERSION = 2
 PROVENANCE_KEYS = ("command", "git_commit", "git_dirty", "date", "machine", "packages")
-RESULTS_DIR = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+# $SPANROBERTA_RECORDS_DIR sends the records elsewhere (a rehearsal's records are not the project's figures).
+RESULTS_DIR = Path(
+    os.environ.get("SPANROBERTA_RECORDS_DIR") or Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+)
 _PACKAGES = ("torch", "transformers", "datasets", "tokenizers", "accelerate", "deepspeed", "numpy")
 
 
@@ -176,7 +179,8 @@ def write_record(
     """Writes one raw record to `<results_dir>/<benchmark>/<UTC time>-<name>.json` and returns its path; the time
     has microseconds, so names sort in the order written.
 
-    The default `results_dir` is benchmarks/results/ of the checkout spanroberta is imported from.
+    The default `results_dir` is benchmarks/results/ of the checkout spanroberta is imported from, or
+    $SPANROBERTA_RECORDS_DIR.
 
     `started` is what `start_run()` read when the run began: the record's provenance and opening load average;
     the closing load average is read here. `settings` are the inputs that define the measurement (model size,
