@@ -149,7 +149,8 @@ def render_headline(context: Context) -> str:
         "Ratios are spanroberta's throughput over the transformers baseline's (medians); details: "
         + ", ".join(context.page(label, "RESULTS.md", anchor) for label, anchor in SECTIONS)
         + f", {context.page('ablations', 'ABLATIONS.md', 'ablations')}. Wall times on a machine shared with other "
-        "jobs are upper bounds; each record holds its machine and load average.",
+        "jobs are upper bounds; each record holds its commit and machine, read when the run started, and the load "
+        "average at its start and end, or says that it was not recorded.",
     ]
     table = markdown_table(["figure", "latest", "target", "record"], rows + gpu + _parity_rows(context) + ablation_rows(context))
     return table + "\n\n" + "\n".join(summary)

@@ -59,8 +59,8 @@ COMMON_HYPERPARAMETERS = {"warmup_steps": 0.1, "weight_decay": 0.01, "lr_schedul
                           "per_device_eval_batch_size": 64}  # fmt: skip
 
 # cpu-small is sized for a 2-core CPU from the time of single training steps there; cpu trains longer on the
-# same CPU, within a few hours for both sides and 3 seeds (SQuAD and SST-2 leave their floors there, MRPC,
-# RTE and RACE hardly: benchmarks/PARITY.md); gpu runs the whole splits.
+# same CPU, within a few hours for both sides and 3 seeds (which tasks leave their floors there: the generated
+# findings of benchmarks/PARITY.md); gpu runs the whole splits.
 PRESETS: dict[str, dict[str, Any]] = {
     "cpu-small": {
         "seeds": (0, 1, 2),
