@@ -68,8 +68,12 @@ SECTIONS = (("pretraining step", "pretraining-step"), ("collator", "collator"), 
 
 # The GPU figures the project names: (figure, benchmark, settings of its records, the command that measures it).
 GPU_FIGURES = (
-    ("pretraining step, base, bf16, GPU", "pretraining_step", {"config": "base", "device": "cuda"},
+    ("pretraining step, base 4 x 512, bf16, GPU", "pretraining_step", {"config": "base", "device": "cuda"},
      "python benchmarks/bench_pretraining_step.py --config base --steps 20 --warmup 5"),
+    ("pretraining step, base 32 x 512, bf16, GPU", "pretraining_step", {"config": "base-gpu", "device": "cuda"},
+     "python benchmarks/bench_pretraining_step.py --config base-gpu large-gpu --steps 20 --warmup 5 --ablations"),
+    ("pretraining step, large 16 x 512, bf16, GPU", "pretraining_step", {"config": "large-gpu", "device": "cuda"},
+     "python benchmarks/bench_pretraining_step.py --config base-gpu large-gpu --steps 20 --warmup 5 --ablations"),
     ("Trainer path, base 32 x 512, bf16, GPU", "trainer", {"config": "base-gpu", "torch_compile": False},
      "python benchmarks/bench_trainer.py --config base-gpu large-gpu --precision bf16"),
     ("Trainer path, large 16 x 512, bf16, GPU", "trainer", {"config": "large-gpu", "torch_compile": False},
@@ -125,7 +129,11 @@ def _gpu_row(context: Context, figure: str, benchmark: str, settings: dict[str, 
         mfu = results["sides"]["spanroberta"].get("mfu")
         latest = f"**{fmt_ratio(results['ratio_median'])}**" + (f", spanroberta MFU {100 * mfu:.1f}%" if mfu else "")
     else:
-        latest = f"**{fmt_ratio(results['runs'].get(TRAINER_DEFAULT_RUN, {}).get('ratio_to_baseline'))}** (real tokens/s)"
+        run = results["runs"].get(TRAINER_DEFAULT_RUN, {})
+        mfu = run.get("mfu")
+        latest = f"**{fmt_ratio(run.get('ratio_to_baseline'))}** (real tokens/s)" + (
+            f", spanroberta MFU {100 * mfu:.1f}%" if mfu else ""
+        )
     where = f"measured on {record['machine']['gpu']} from commit `{record_commit(record)}`"
     return [figure, latest, where, context.link(record)]
 

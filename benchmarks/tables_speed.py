@@ -71,10 +71,12 @@ def render_trainer(context: Context) -> str:
         label = f"{settings['config']} ({settings['batch_size']} x {settings['seq_length']}), {settings['precision']}"
         label += ", torch_compile" if settings["torch_compile"] else ""
         for run, figures in record["results"]["runs"].items():
-            rows.append([fmt_date(record), label, str(settings["steps"]), run, fmt_number(figures["real_tokens_per_second"]),
-                         fmt_ratio(figures["ratio_to_baseline"]), fmt_load(record), context.link(record)])  # fmt: skip
+            mfu = figures.get("mfu")
+            rows.append([fmt_date(record), label, str(settings["steps"]), run,
+                         fmt_number(figures["real_tokens_per_second"]), fmt_ratio(figures["ratio_to_baseline"]),
+                         "-" if mfu is None else f"{100 * mfu:.1f}%", fmt_load(record), context.link(record)])  # fmt: skip
     header = ["date (UTC), commit", "config", "steps", "run", "real tokens/s (median window)", "vs baseline",
-              "load average", "record"]  # fmt: skip
+              "MFU", "load average", "record"]  # fmt: skip
     return markdown_table(header, rows)
 
 
