@@ -26,16 +26,17 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]  # run_squad.py at the top of the project, parity_tasks here
+
+import run_squad  # noqa: E402
 
 # The parity benchmark owns the SQuAD split by article and the checkpoint's location; reuse them.
-from bench_finetuning_parity import (  # noqa: E402
+from parity_tasks import (  # noqa: E402
     CHECKPOINT,
     CHECKPOINT_NAME,
     DATA,
     SQUAD_TRAIN_ARTICLES,
     TaskSize,
-    run_squad,
     squad_files,
 )
 
