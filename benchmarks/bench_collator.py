@@ -28,7 +28,7 @@ from common import REUTERS, announce, load_tokenizer, require_corpus, time_alter
 from transformers import DataCollatorForLanguageModeling
 
 from spanroberta.data.collator import DataCollatorForSpanMasking
-from spanroberta.records import load_average, write_record
+from spanroberta.records import start_run, write_record
 
 BATCH_SIZE, LENGTH = 128, 512
 HEADLINE = ("spanroberta span+SBO", "transformers token", "transformers whole-word")
@@ -66,7 +66,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    load_before = load_average()
+    started = start_run()
 
     tokenizer = load_tokenizer()
     windows = load_windows(tokenizer, BATCH_SIZE * 4)
@@ -95,7 +95,7 @@ def main() -> None:
         warmup=args.warmup,
     )
 
-    results: dict = {"load_average": {"before": load_before, "after": load_average()}, "collators": {}}
+    results: dict = {"collators": {}}
     for name, t in timings.items():
         results["collators"][name] = {**t.as_record(), "sequences_per_second_median": BATCH_SIZE / t.median,
                                       "sequences_per_second_best": BATCH_SIZE / t.best}  # fmt: skip
@@ -113,7 +113,7 @@ def main() -> None:
         print(f"span+SBO / {other}: {ratio['median']:.2f}x (medians), {ratio['best']:.2f}x (minimums)")
     settings = {"batch_size": BATCH_SIZE, "length": LENGTH, "batches": args.batches, "warmup": args.warmup,
                 "threads": torch.get_num_threads()}  # fmt: skip
-    announce(write_record("collator", settings, results))
+    announce(write_record("collator", settings, results, started=started))
 
 
 if __name__ == "__main__":

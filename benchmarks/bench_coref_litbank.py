@@ -23,7 +23,7 @@ BENCHMARKS = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCHMARKS.parent))
 
 import run_coref  # noqa: E402
-from spanroberta.records import write_record  # noqa: E402
+from spanroberta.records import start_run, write_record  # noqa: E402
 
 LITBANK = BENCHMARKS.parent.parent / "shared" / "data" / "coref" / "litbank"
 CPU_SETTINGS = {"max_segment_length": 128, "max_train_segments": 1, "ffnn_size": 150, "logging_steps": 10}
@@ -39,6 +39,7 @@ def main() -> None:
     args, extra = parser.parse_known_args()
     if not LITBANK.is_dir():
         raise SystemExit(f"LitBank is read from {LITBANK}, which is absent on this machine.")
+    started = start_run()
     settings = {**CPU_SETTINGS, "max_steps": args.max_steps, "seed": args.seed}
     flags = [f"--{name}={value}" for name, value in settings.items()]
     with tempfile.TemporaryDirectory() as output_dir:
@@ -55,7 +56,7 @@ def main() -> None:
                     documents="litbank/*.conll sorted by name", train_documents=args.train_documents,
                     eval_documents=args.eval_documents,
                     keep_singletons=True, extra_flags=extra)  # fmt: skip
-    print(write_record("coref-litbank", settings, results))
+    print(write_record("coref-litbank", settings, results, started=started))
 
 
 if __name__ == "__main__":

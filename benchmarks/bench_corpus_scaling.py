@@ -36,7 +36,7 @@ from pathlib import Path
 
 from common import CACHE, REUTERS, announce, load_tokenizer, require_corpus
 
-from spanroberta.records import load_average, write_record
+from spanroberta.records import start_run, write_record
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -164,7 +164,7 @@ def main() -> None:
     load_tokenizer()  # trains and caches it on first use
     args.work_dir.mkdir(parents=True, exist_ok=True)
 
-    load_before = load_average()
+    started = start_run()
     print(f"Prepared mode, {args.input_format} blocks of {args.max_seq_length}, 50,265-id byte-level BPE, "
           f"{args.num_proc} processes\n")
     print("| corpus | text | wall time | blocks | tokens | tokens/s | peak PSS (tree) | peak anonymous PSS (tree) |")
@@ -190,8 +190,8 @@ def main() -> None:
             shutil.rmtree(args.work_dir / "hf-cache", ignore_errors=True)
     settings = {"sizes_mb": args.sizes_mb, "num_proc": args.num_proc, "max_seq_length": args.max_seq_length,
                 "input_format": args.input_format}  # fmt: skip
-    results = {"load_average": {"before": load_before, "after": load_average()}, "sizes": sizes}
-    announce(write_record("corpus_scaling", settings, results))
+    results = {"sizes": sizes}
+    announce(write_record("corpus_scaling", settings, results, started=started))
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ from transformers import PreTrainedTokenizerBase
 
 from spanroberta.data.corpus import iter_documents, load_documents
 from spanroberta.data.formats import block_builder, prepare_blocks
-from spanroberta.records import load_average, write_record
+from spanroberta.records import start_run, write_record
 
 SCALED_CORPORA = Path(tempfile.gettempdir()) / "spanroberta_bench_corpus"
 
@@ -127,7 +127,7 @@ def main() -> None:
 
     require_corpus()
     load_tokenizer()  # trained and cached once, outside the timed runs
-    load_before = load_average()
+    started = start_run()
     print(f"\n## {args.mode}: {args.input_format}, max_seq_length {args.max_seq_length}, num_proc {args.num_proc}\n")
     # "time / linear": this scale's time over the first scale's scaled linearly (1.00 = exactly linear).
     print("| corpus | MB | blocks | tokens | time s | tokens/s | time / linear | peak RSS MiB |")
@@ -152,8 +152,8 @@ def main() -> None:
         )
     settings = {"mode": args.mode, "scales": args.scales, "input_format": args.input_format,
                 "max_seq_length": args.max_seq_length, "num_proc": args.num_proc}  # fmt: skip
-    results = {"load_average": {"before": load_before, "after": load_average()}, "scales": scales}
-    announce(write_record("data_prep", settings, results, name=args.mode))
+    results = {"scales": scales}
+    announce(write_record("data_prep", settings, results, started=started, name=args.mode))
 
 
 if __name__ == "__main__":

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from common import VOCAB_SIZE, announce
+from common import VOCAB_SIZE, announce, time_alternately
 
 from spanroberta.models.modeling_efficient import fused_decoder_cross_entropy
-from spanroberta.records import load_average, write_record
+from spanroberta.records import start_run, write_record
 
 SHAPES = {"small": (583, 256), "base": (307, 768)}
 
@@ -44,16 +44,17 @@ def time_heads(rows: int, hidden: int, precision: str, repeats: int) -> dict[str
     decoder = torch.nn.Linear(hidden, VOCAB_SIZE)
     x = torch.randn(rows, hidden)
     targets = torch.randint(0, VOCAB_SIZE, (rows,))
-    seconds = {plain: [], fused: []}
-    for i in range(repeats + 1):
-        for head in (plain, fused) if i % 2 else (fused, plain):
-            start = time.process_time()
+
+    def step(head: Callable) -> Callable[[int], None]:
+        def run(_: int) -> None:
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
                 loss = head(transform(x), decoder, targets)
             (loss / rows).backward()
-            if i:
-                seconds[head].append(time.process_time() - start)
-    return {"plain": seconds[plain], "fused": seconds[fused]}
+
+        return run
+
+    timings = time_alternately({"plain": step(plain), "fused": step(fused)}, repeats=repeats, warmup=1)
+    return {name: timing.cpu_seconds for name, timing in timings.items()}
 
 
 def main() -> None:
@@ -63,7 +64,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    results: dict = {"load_average": {"before": load_average()}, "shapes": []}
+    started = start_run()
+    results: dict = {"shapes": []}
     print("| shape | precision | plain s (median) | fused s (median) | fused speed-up |")
     print("|---|---|---|---|---|")
     for name, (rows, hidden) in SHAPES.items():
@@ -77,9 +79,8 @@ def main() -> None:
             })  # fmt: skip
             speed_up = results["shapes"][-1]["speed_up"]
             print(f"| {name} ({rows} x {hidden}) | {precision} | {plain_s:.3f} | {fused_s:.3f} | {speed_up:.2f}x |")
-    results["load_average"]["after"] = load_average()
     settings = {"repeats": args.repeats, "threads": torch.get_num_threads(), "vocab_size": VOCAB_SIZE}
-    announce(write_record("heads", settings, results))
+    announce(write_record("heads", settings, results, started=started))
 
 
 if __name__ == "__main__":

@@ -26,20 +26,21 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]  # run_squad.py at the top of the project, parity_tasks here
+
+import run_squad  # noqa: E402
 
 # The parity benchmark owns the SQuAD split by article and the checkpoint's location; reuse them.
-from bench_finetuning_parity import (  # noqa: E402
+from parity_tasks import (  # noqa: E402
     CHECKPOINT,
     CHECKPOINT_NAME,
     DATA,
     SQUAD_TRAIN_ARTICLES,
     TaskSize,
-    run_squad,
     squad_files,
 )
 
-from spanroberta.records import load_average, write_record  # noqa: E402
+from spanroberta.records import start_run, write_record  # noqa: E402
 
 BENCHMARK = "mrqa-squad"
 MRQA_FILE = DATA / "mrqa" / "SQuAD-dev.jsonl.gz"
@@ -85,7 +86,7 @@ def main() -> None:
 
     # Fine-tune and evaluate in-process with run_squad.py, timed (wall and this process's CPU time).
     out = work / "out"
-    load_before, wall, cpu = load_average(), time.perf_counter(), time.process_time()
+    started, wall, cpu = start_run(), time.perf_counter(), time.process_time()
     run_squad.main(["--model_name_or_path", str(CHECKPOINT), "--output_dir", str(out), "--overwrite_output_dir",
                     "--do_train", "--do_eval", "--train_file", str(train_file), "--validation_file",
                     str(validation_file), "--max_eval_samples", str(args.eval_samples),
@@ -104,9 +105,8 @@ def main() -> None:
     settings = {"checkpoint": CHECKPOINT_NAME, **vars(args),
                 "split": f"SQuAD v1.1 dev articles 1-{SQUAD_TRAIN_ARTICLES} train, MRQA's SQuAD-dev lines of "
                          f"articles {SQUAD_TRAIN_ARTICLES + 1}-{len(articles)} evaluate",
-                "eval_contexts": len(kept), "eval_questions_in_file": sum(len(line["qas"]) for line in kept),
-                "load_average_before": load_before, "load_average_after": load_average()}  # fmt: skip
-    path = write_record(BENCHMARK, settings, results)
+                "eval_contexts": len(kept), "eval_questions_in_file": sum(len(line["qas"]) for line in kept)}
+    path = write_record(BENCHMARK, settings, results, started=started)
     print(json.dumps(results, indent=2), f"\nrecord: {path}")
 
 

@@ -32,17 +32,21 @@ import tempfile
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from unittest import mock
 
 import torch
 from common import (
+    BENCH_CORPUS,
     Timings,
     announce,
     batches_of_rows,
     encoder_settings,
+    gpu_peak_flops,
     load_blocks,
     load_tokenizer,
+    mfu,
+    model_flops_per_step,
     time_alternately,
 )
 from transformers import (
@@ -55,32 +59,40 @@ from transformers import (
 
 from spanroberta.models import pretraining_heads
 from spanroberta.models.configuration_spanroberta import SpanRobertaConfig
-from spanroberta.models.conventions import IGNORE_INDEX
 from spanroberta.data.collator import DataCollatorForSpanMasking
 from spanroberta.models.modeling_spanroberta import SpanRobertaForPreTraining
-from spanroberta.records import load_average, write_record
+from spanroberta.records import start_run, write_record
 from spanroberta.training.arguments import PretrainingArguments
 
-# The two configurations: (model size, sequence length, batch size).
-CONFIGS = {"small": ("small", 128, 32), "base": ("base", 512, 4)}
-
-# Dense bf16 tensor-core peaks in TFLOP/s, for the MFU on a GPU.
-GPU_PEAK_TFLOPS = {"A100": 312.0, "H100": 989.0, "H200": 989.0}
+# The configurations: (model size, sequence length, batch size). small and base fit a CPU; the -gpu ones are the
+# Trainer benchmark's GPU batches; tiny is the GPU check's CPU rehearsal.
+CONFIGS = {"tiny": ("tiny", 64, 4), "small": ("small", 128, 32), "base": ("base", 512, 4),
+           "base-gpu": ("base", 512, 32), "large-gpu": ("large", 512, 16)}  # fmt: skip
 
 SIDES = ("spanroberta", "baseline")
 
 
-# Ablations, timed alongside with --ablations: spanroberta with one of its speed-ups undone, as
-# (extra model arguments, a patch applied around the step).
+@dataclass(frozen=True)
+class Ablation:
+    """spanroberta with one part changed: config and collator arguments, forward arguments, a patch around the step."""
+
+    config: dict = field(default_factory=dict)
+    collator: dict = field(default_factory=dict)
+    model_kwargs: dict = field(default_factory=dict)
+    patch: Callable[[], AbstractContextManager] = nullcontext
+
+
+# Ablations, timed alongside with --ablations: where the span + SBO step's time goes (on a GPU as on a CPU).
 ABLATIONS = {
     # Asking for the hidden states makes the encoder's last layer run at every position (modeling_efficient's
     # encode_at_positions does not apply); it costs no compute, they are kept for backward anyway.
-    "spanroberta-full-last-layer": ({"output_hidden_states": True}, nullcontext),
-    # The heads' decoders followed by a plain cross-entropy, instead of the fused one.
-    "spanroberta-unfused-heads": (
-        {},
-        lambda: mock.patch.object(pretraining_heads, "fuses_decoder_cross_entropy", lambda *args: False),
+    "spanroberta-full-last-layer": Ablation(model_kwargs={"output_hidden_states": True}),
+    # The heads' decoders followed by a plain cross-entropy, instead of the fused one (fused on CPU only).
+    "spanroberta-unfused-heads": Ablation(
+        patch=lambda: mock.patch.object(pretraining_heads, "fuses_decoder_cross_entropy", lambda *args: False)
     ),
+    # No SBO head and no SBO targets: what the span boundary objective costs a step.
+    "spanroberta-no-sbo": Ablation(config={"use_sbo": False}, collator={"return_sbo_targets": False}),
 }
 
 
@@ -92,16 +104,16 @@ class Side:
     optimizer: torch.optim.Optimizer
     batches: list[dict[str, torch.Tensor]]
     collate_seconds: Timings
-    model_kwargs: dict
-    patch: Callable[[], AbstractContextManager]
+    ablation: Ablation
 
 
 def build_side(name: str, encoder: dict, tokenizer, rows: list, device: str, output_dir: str) -> Side:
     """`name` is "baseline" or starts with "spanroberta"; `rows` are batches of blocks (lists of ids)."""
     torch.manual_seed(0)
+    ablation = ABLATIONS.get(name, Ablation())
     if name.startswith("spanroberta"):
-        model = SpanRobertaForPreTraining(SpanRobertaConfig(**encoder))
-        collator = DataCollatorForSpanMasking(tokenizer, label_layout="slots")
+        model = SpanRobertaForPreTraining(SpanRobertaConfig(**encoder, **ablation.config))
+        collator = DataCollatorForSpanMasking(tokenizer, label_layout="slots", **ablation.collator)
         args = PretrainingArguments(output_dir=output_dir, report_to=[])
     else:
         model = RobertaForMaskedLM(RobertaConfig(**encoder))
@@ -115,49 +127,19 @@ def build_side(name: str, encoder: dict, tokenizer, rows: list, device: str, out
         batch = collator([{"input_ids": row} for row in batch_rows])
         seconds.append(time.perf_counter() - start)
         batches.append({key: value.to(device) for key, value in batch.items()})
-    return Side(model, optimizer, batches, Timings(seconds), *ABLATIONS.get(name, ({}, nullcontext)))
+    return Side(model, optimizer, batches, Timings(seconds), ablation)
 
 
 def train_step(side: Side, batch: dict[str, torch.Tensor], device: str, bf16: bool) -> None:
-    with side.patch():
+    with side.ablation.patch():
         with torch.autocast(device, dtype=torch.bfloat16) if bf16 else nullcontext():
-            loss = side.model(**batch, **side.model_kwargs).loss
+            loss = side.model(**batch, **side.ablation.model_kwargs).loss
         loss.backward()
     torch.nn.utils.clip_grad_norm_(side.model.parameters(), 1.0)
     side.optimizer.step()
     side.optimizer.zero_grad(set_to_none=True)
     if device == "cuda":
         torch.cuda.synchronize()
-
-
-def model_flops_per_step(config: RobertaConfig, batch: dict[str, torch.Tensor], dense_head: bool) -> float:
-    """Training FLOPs (forward + backward = 3 x forward) of one step, counting matmuls only: "6N + the
-    attention term + the heads at the predicted positions".
-
-    Encoder: 6 x its matmul weights per token (embedding lookups are free), plus attention's two L x L matmuls
-    (2 x 2 x L x H per token per layer forward), every layer counted in full. Heads: the MLM head at every
-    position (`dense_head`, the baseline) or at the predicted positions only, plus the SBO head at its targets.
-    """
-    tokens, length = batch["input_ids"].numel(), batch["input_ids"].shape[1]
-    hidden, vocab, layers = config.hidden_size, config.vocab_size, config.num_hidden_layers
-    per_layer = 4 * hidden * hidden + 2 * hidden * config.intermediate_size
-    encoder = 6 * layers * per_layer * tokens + 3 * layers * 4 * length * hidden * tokens
-    mlm_rows = tokens if dense_head else int((batch["labels"] != IGNORE_INDEX).sum())
-    mlm_head = 6 * (hidden * hidden + hidden * vocab) * mlm_rows
-    sbo_head = 0
-    if "sbo_relative_positions" in batch:
-        sbo_rows = int((batch["sbo_relative_positions"] != IGNORE_INDEX).sum())
-        sbo_input = 2 * hidden + config.sbo_position_embedding_size
-        sbo_head = 6 * (sbo_input * hidden + hidden * hidden + hidden * vocab) * sbo_rows
-    return float(encoder + mlm_head + sbo_head)
-
-
-def gpu_peak_flops() -> float | None:
-    name = torch.cuda.get_device_name()
-    for key, tflops in GPU_PEAK_TFLOPS.items():
-        if key in name:
-            return tflops * 1e12
-    return None
 
 
 def profile_step(sides: dict[str, Side], device: str, bf16: bool, rows: int) -> None:
@@ -197,7 +179,7 @@ def main() -> None:
         rows = batches_of_rows(load_blocks(tokenizer, length), batch_size, count=4)
         for precision in precisions:
             bf16 = precision == "bf16"
-            load_before = load_average()
+            started = start_run()
             with tempfile.TemporaryDirectory() as output_dir:
                 names = SIDES + (tuple(ABLATIONS) if args.ablations else ())
                 sides = {name: build_side(name, encoder, tokenizer, rows, args.device, output_dir) for name in names}
@@ -212,12 +194,12 @@ def main() -> None:
                 timings = time_alternately(steps, repeats=args.steps, warmup=args.warmup)
             settings = {"config": config_name, "model_size": size, "seq_length": length, "batch_size": batch_size,
                         "precision": precision, "device": args.device, "steps": args.steps, "warmup": args.warmup,
-                        "threads": torch.get_num_threads(), "sides": list(names)}  # fmt: skip
+                        "threads": torch.get_num_threads(), "sides": list(names),
+                        "corpus": BENCH_CORPUS.name}  # fmt: skip
             results = measure(batch_size * length, sides, timings, args.device)
-            results["load_average"] = {"before": load_before, "after": load_average()}
             report(settings, results)
             name = f"{config_name}-{precision}-{args.device}"
-            announce(write_record("pretraining_step", settings, results, name=name))
+            announce(write_record("pretraining_step", settings, results, started=started, name=name))
             del sides
 
 
@@ -246,7 +228,7 @@ def measure(tokens: int, sides: dict[str, Side], timings: dict[str, Timings], de
             flops /= len(side.batches)
             achieved = flops / timings[name].median
             results["sides"][name].update(model_flops_per_step=flops, flops_per_second=achieved,
-                                          mfu=achieved / peak if peak else None)  # fmt: skip
+                                          mfu=mfu(achieved, peak))  # fmt: skip
     return results
 
 
@@ -266,7 +248,6 @@ def report(settings: dict, results: dict) -> None:
     for name in SIDES:
         if results["sides"][name].get("mfu") is not None:
             print(f"{name}: MFU {100 * results['sides'][name]['mfu']:.1f}%")
-    print(f"load average before/after: {results['load_average']['before']} / {results['load_average']['after']}")
 
 
 if __name__ == "__main__":

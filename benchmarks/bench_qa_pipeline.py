@@ -28,15 +28,15 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]  # spanroberta of this checkout, parity_tasks here
 
-# The parity benchmark owns the SQuAD split by article (and puts the project on the path).
-from bench_finetuning_parity import DATA, SQUAD_TRAIN_ARTICLES  # noqa: E402
+# The parity benchmark owns the SQuAD split by article.
+from parity_tasks import DATA, SQUAD_TRAIN_ARTICLES  # noqa: E402
 from huggingface_hub import ModelCard  # noqa: E402
 from transformers import pipeline  # noqa: E402
 
 import spanroberta  # noqa: E402,F401  (registers pipeline("question-answering") in this process)
-from spanroberta.records import write_record  # noqa: E402
+from spanroberta.records import start_run, write_record  # noqa: E402
 
 BENCHMARK = "qa-pipeline"
 
@@ -92,6 +92,7 @@ def base_model(folder: Path) -> str | None:
 
 def main(args: list[str] | None = None) -> None:
     options = parse_args(args)
+    started = start_run()
     article = json.loads((DATA / "squad" / "dev-v1.1.json").read_text(encoding="utf-8"))["data"][options.article]
     paragraph = article["paragraphs"][0]
     asked = paragraph["qas"][: options.questions]
@@ -116,7 +117,7 @@ def main(args: list[str] | None = None) -> None:
         "with_spanroberta": {"pipeline_module": type(qa).__module__},
         "without_spanroberta": {"pipeline_module": plain["pipeline_module"], "same_answers": all(same)},
     }
-    path = write_record(BENCHMARK, settings, results)
+    path = write_record(BENCHMARK, settings, results, started=started)
     for entry in results["answers"]:
         print(f"Q: {entry['question']}\nA: {entry['answer']} (score {entry['score']:.3f}; gold {entry['gold']})")
     print(f"With spanroberta: {type(qa).__module__}; without: {plain['pipeline_module']}; same answers: {all(same)}\n"

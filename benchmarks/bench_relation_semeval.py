@@ -24,7 +24,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import run_relation  # noqa: E402
-from spanroberta.records import write_record  # noqa: E402
+from spanroberta.records import start_run, write_record  # noqa: E402
 from spanroberta.tasks.relation import ENCODINGS  # noqa: E402
 
 BENCHMARKS = Path(__file__).resolve().parent
@@ -69,7 +69,7 @@ def main() -> None:
             flags = ["--model_name_or_path", args.model, "--train_file", str(train), "--validation_file", str(dev),
                      "--do_train", "--do_eval", "--entity_markers", encoding, "--output_dir", str(output_dir),
                      *hyperparameters]  # fmt: skip
-            start = time.perf_counter()
+            started, start = start_run(), time.perf_counter()
             run_relation.main(flags)
             seconds = time.perf_counter() - start
             results = json.loads((output_dir / "all_results.json").read_text())
@@ -80,7 +80,8 @@ def main() -> None:
                 "learning_rate": args.learning_rate, "warmup": 0.1, "max_seq_length": args.max_seq_length,
                 "seed": args.seed, "device": "cpu", "run_relation_flags": hyperparameters,
             }  # fmt: skip
-            path = write_record("relation-semeval", settings, {**results, "wall_seconds": seconds}, name=encoding)
+            path = write_record("relation-semeval", settings, {**results, "wall_seconds": seconds},
+                                started=started, name=encoding)
             print(f"{encoding}: eval_f1 {results['eval_f1']:.4f} in {seconds:.0f} s -> {path}")
 
 

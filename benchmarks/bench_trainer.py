@@ -13,7 +13,11 @@ over the logging windows after the first `--skip-windows` (warm-up, compilation)
   token masking), `RobertaForMaskedLM`, `Trainer` with default `TrainingArguments`. Every token is real.
 
 Same tokenizer (a 50,265-id byte-level BPE trained on the corpus), encoder size, length, batch and precision.
-MFU is left to bench_pretraining_step.py, which counts each side's model FLOPs on a GPU.
+
+On a GPU each run's model FLOPs utilisation is recorded: model FLOPs per real token x real tokens/s over the card's
+dense bf16 peak (common.GPU_PEAK_BF16_FLOPS). The FLOPs per real token are counted (common.model_flops_per_step)
+on one batch of full blocks collated as each side masks them: the baseline's MLM head at every token, the spanbert
+recipe's heads at its span-masked targets and SBO targets. Other recipes and CPU runs record no MFU.
 
     python benchmarks/bench_trainer.py --config small --steps 60                 # CPU: small, 128 x 32
     python benchmarks/bench_trainer.py --config base --recipes spanbert --torch-compile
@@ -37,12 +41,17 @@ from pathlib import Path
 import datasets
 import torch
 from common import (
+    BENCH_CORPUS,
     BENCHMARKS,
-    REUTERS,
+    CACHE,
     announce,
+    batches_of_rows,
     encoder_settings,
+    gpu_peak_flops,
     load_blocks,
     load_tokenizer,
+    mfu,
+    model_flops_per_step,
     require_corpus,
 )
 from transformers import (
@@ -54,13 +63,16 @@ from transformers import (
     TrainingArguments,
 )
 
-from spanroberta.records import load_average, write_record
+from spanroberta.data.collator import DataCollatorForSpanMasking
+from spanroberta.models.configuration_spanroberta import SpanRobertaConfig
+from spanroberta.records import start_run, write_record
 
 BASELINE = "transformers run_mlm-style"
 
 # (model size, sequence length, batch size per device)
 CONFIGS = {
     "small": ("small", 128, 32),
+    "tiny": ("tiny", 64, 4),  # the GPU check's CPU rehearsal
     "base": ("base", 512, 4),
     "base-gpu": ("base", 512, 32),
     "large-gpu": ("large", 512, 16),
@@ -72,8 +84,8 @@ def run_spanroberta(recipe: str, size: str, length: int, batch: int, args, outpu
     command = [
         sys.executable,
         str(BENCHMARKS.parent / "run_pretraining.py"),
-        "--train_file", str(REUTERS),
-        "--tokenizer_name", str(BENCHMARKS / ".cache" / "bpe50k"),
+        "--train_file", str(BENCH_CORPUS),
+        "--tokenizer_name", str(CACHE / "bpe50k"),
         "--recipe", recipe,
         "--model_size", size,
         "--max_seq_length", str(length),
@@ -171,6 +183,22 @@ def _precision_flags(args) -> list[str]:
     return ["--bf16", "true"] + ([] if torch.cuda.is_available() else ["--use_cpu", "true"])
 
 
+def model_flops_per_real_token(run: str, size: str, length: int) -> float | None:
+    """The model FLOPs of one real token of `run` (see the module's docstring); None for a recipe not counted."""
+    tokenizer = load_tokenizer()
+    rows = batches_of_rows(load_blocks(tokenizer, length), batch_size=8, count=1)[0]
+    encoder = encoder_settings(tokenizer, size)
+    if run == BASELINE:
+        config, collator = RobertaConfig(**encoder), DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15)
+    elif run == "run_pretraining.py --recipe spanbert":
+        config, collator = SpanRobertaConfig(**encoder), DataCollatorForSpanMasking(tokenizer, label_layout="slots")
+    else:
+        return None
+    torch.manual_seed(0)
+    batch = collator([{"input_ids": row} for row in rows])
+    return model_flops_per_step(config, batch, dense_head=run == BASELINE) / float(batch["attention_mask"].sum())
+
+
 def steady(rates: list[float], skip: int) -> float:
     kept = rates[skip:] or rates
     return statistics.median(kept)
@@ -200,33 +228,43 @@ def main() -> None:
 
     require_corpus()
     load_tokenizer()  # trains and caches the BPE once, before any timing
-    print(f"| config | run | median real tokens/s over logging windows {args.skip_windows + 1}.. | vs baseline |")
-    print("|---|---|---|---|")
+    print(f"| config | run | median real tokens/s over logging windows {args.skip_windows + 1}.. | vs baseline | MFU |")
+    print("|---|---|---|---|---|")
     for name in args.config:
         args.config_name = name
-        size, length, batch = CONFIGS[name]
-        load_before = load_average()
-        windows = {}
-        with tempfile.TemporaryDirectory() as tmp:
-            if not args.no_baseline:
-                windows[BASELINE] = run_baseline(size, length, batch, args, tmp)
-            for recipe in args.recipes:
-                windows[f"run_pretraining.py --recipe {recipe}"] = run_spanroberta(
-                    recipe, size, length, batch, args, str(Path(tmp, recipe))
-                )
-        settings = {"config": name, "model_size": size, "seq_length": length, "batch_size": batch,
-                    "precision": args.precision, "torch_compile": args.torch_compile, "steps": args.steps,
-                    "logging_steps": args.logging_steps, "skip_windows": args.skip_windows,
-                    "workers": args.workers, "recipes": args.recipes}  # fmt: skip
-        results = {"load_average": {"before": load_before, "after": load_average()}, "runs": {}}
-        for run, rates in windows.items():
-            rate = steady(rates, args.skip_windows)
-            ratio = rate / steady(windows[BASELINE], args.skip_windows) if BASELINE in windows else None
-            results["runs"][run] = {"real_tokens_per_second_windows": rates, "real_tokens_per_second": rate,
-                                    "ratio_to_baseline": ratio}  # fmt: skip
-            print(f"| {name}, {args.precision} | {run} | {rate:,.0f} | {f'{ratio:.2f}x' if ratio else '-'} |")
-        label = f"{name}-{args.precision}" + ("-compile" if args.torch_compile else "")
-        announce(write_record("trainer", settings, results, name=label))
+        measure_config(name, args)
+
+
+def measure_config(name: str, args: argparse.Namespace) -> None:
+    """Both sides' runs of one config, and their record."""
+    size, length, batch = CONFIGS[name]
+    started = start_run()
+    windows = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        if not args.no_baseline:
+            windows[BASELINE] = run_baseline(size, length, batch, args, tmp)
+        for recipe in args.recipes:
+            windows[f"run_pretraining.py --recipe {recipe}"] = run_spanroberta(
+                recipe, size, length, batch, args, str(Path(tmp, recipe))
+            )
+    settings = {"config": name, "model_size": size, "seq_length": length, "batch_size": batch,
+                "precision": args.precision, "torch_compile": args.torch_compile, "steps": args.steps,
+                "logging_steps": args.logging_steps, "skip_windows": args.skip_windows,
+                "workers": args.workers, "recipes": args.recipes, "corpus": BENCH_CORPUS.name}  # fmt: skip
+    peak = gpu_peak_flops()
+    results = {"gpu_peak_flops": peak, "runs": {}}
+    for run, rates in windows.items():
+        rate = steady(rates, args.skip_windows)
+        ratio = rate / steady(windows[BASELINE], args.skip_windows) if BASELINE in windows else None
+        flops = model_flops_per_real_token(run, size, length)
+        utilisation = mfu(flops * rate, peak) if flops is not None else None
+        results["runs"][run] = {"real_tokens_per_second_windows": rates, "real_tokens_per_second": rate,
+                                "ratio_to_baseline": ratio, "model_flops_per_real_token": flops,
+                                "mfu": utilisation}  # fmt: skip
+        print(f"| {name}, {args.precision} | {run} | {rate:,.0f} | {f'{ratio:.2f}x' if ratio else '-'} "
+              f"| {f'{100 * utilisation:.1f}%' if utilisation is not None else '-'} |")  # fmt: skip
+    label = f"{name}-{args.precision}" + ("-compile" if args.torch_compile else "")
+    announce(write_record("trainer", settings, results, started=started, name=label))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,12 @@
-"""What the benchmark scripts share: the real corpus, a ~50K byte-level BPE, packed blocks, timing helpers, and
-where their raw records go (spanroberta.records, which also reads the load average).
+"""What the benchmark scripts share: the real corpus, a ~50K byte-level BPE, packed blocks, timing helpers, the
+model FLOPs of a pretraining step and the GPUs' peaks (for the model FLOPs utilisation), and where their raw records
+go (spanroberta.records, which also reads the load average).
 
 Everything expensive is cached under benchmarks/.cache (gitignored): the tokenizer trained on the Reuters
 bodies, and the packed blocks of each length as .npy files. Delete the folder to rebuild them.
+
+$SPANROBERTA_BENCH_CORPUS names another text file for the step and Trainer benchmarks to read instead of the
+Reuters bodies (the GPU check's CPU rehearsal reads the bundled demo corpus); it gets its own cache folder.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -25,12 +30,19 @@ BENCHMARKS = Path(__file__).resolve().parent
 CACHE = BENCHMARKS / ".cache"
 CORPUS = BENCHMARKS.parent.parent / "shared" / "data" / "corpus"
 REUTERS = CORPUS / "reuters_bodies.txt"
+BENCH_CORPUS = Path(os.environ.get("SPANROBERTA_BENCH_CORPUS") or REUTERS)
+if BENCH_CORPUS != REUTERS:
+    CACHE = CACHE / f"corpus-{BENCH_CORPUS.stem}"
 VOCAB_SIZE = 50265  # RoBERTa's (RoBERTa section 4.4)
+
+# Dense bf16 tensor-core peaks in FLOP/s, from NVIDIA's data sheets, by a fragment of the device name: H100 SXM and
+# H200 989 TFLOP/s, A100 312. An H100 PCIe (756) is not an SXM card: it gets no peak rather than a wrong one.
+GPU_PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12}
 
 
 def require_corpus() -> None:
-    if not REUTERS.is_file():
-        raise SystemExit(f"The benchmarks read real text from {REUTERS}, which is absent on this machine.")
+    if not BENCH_CORPUS.is_file():
+        raise SystemExit(f"The benchmarks read real text from {BENCH_CORPUS}, which is absent on this machine.")
 
 
 def load_tokenizer() -> PreTrainedTokenizerBase:
@@ -40,13 +52,13 @@ def load_tokenizer() -> PreTrainedTokenizerBase:
         from spanroberta.data.tokenizer import train_byte_level_bpe
 
         require_corpus()
-        lines = REUTERS.read_text(encoding="utf-8").split("\n")
+        lines = BENCH_CORPUS.read_text(encoding="utf-8").split("\n")
         train_byte_level_bpe(lines, vocab_size=VOCAB_SIZE, show_progress=False).save_pretrained(path)
     return RobertaTokenizerFast.from_pretrained(path)
 
 
 def load_blocks(tokenizer: PreTrainedTokenizerBase, length: int) -> np.ndarray:
-    """int64 [N, length]: the Reuters corpus as spanroberta's full-sentences blocks (RoBERTa section 4.2), each
+    """int64 [N, length]: the corpus (the Reuters bodies) as spanroberta's full-sentences blocks (RoBERTa section 4.2), each
     exactly `length` tokens (the few shorter group tails are dropped). Cached per length."""
     path = CACHE / f"reuters_blocks_{length}.npy"
     if not path.is_file():
@@ -54,7 +66,7 @@ def load_blocks(tokenizer: PreTrainedTokenizerBase, length: int) -> np.ndarray:
         from spanroberta.data.formats import prepare_blocks
 
         require_corpus()
-        documents = load_documents(train_files=[str(REUTERS)])
+        documents = load_documents(train_files=[str(BENCH_CORPUS)])
         blocks = prepare_blocks(documents, tokenizer, "full-sentences", max_seq_length=length)
         full = [row for row in blocks["input_ids"] if len(row) == length]
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -77,6 +89,47 @@ def encoder_settings(tokenizer: PreTrainedTokenizerBase, size: str) -> dict:
         layer_norm_eps=1e-5,
         max_position_embeddings=514,
     )
+
+
+def gpu_peak_flops() -> float | None:
+    """The dense bf16 peak of this process's GPU; None on CPU or for a card not in GPU_PEAK_BF16_FLOPS."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    name = torch.cuda.get_device_name()
+    if "PCIe" in name:
+        return None
+    return next((peak for fragment, peak in GPU_PEAK_BF16_FLOPS.items() if fragment in name), None)
+
+
+def model_flops_per_step(config: Any, batch: dict[str, Any], dense_head: bool) -> float:
+    """Training FLOPs (forward + backward = 3 x forward) of one step, counting matmuls only: "6N + the
+    attention term + the heads at the predicted positions".
+
+    Encoder: 6 x its matmul weights per token (embedding lookups are free), plus attention's two L x L matmuls
+    (2 x 2 x L x H per token per layer forward), every layer counted in full. Heads: the MLM head at every
+    position (`dense_head`, the baseline) or at the predicted positions only, plus the SBO head at its targets.
+    """
+    from spanroberta.models.conventions import IGNORE_INDEX
+
+    tokens, length = batch["input_ids"].numel(), batch["input_ids"].shape[1]
+    hidden, vocab, layers = config.hidden_size, config.vocab_size, config.num_hidden_layers
+    per_layer = 4 * hidden * hidden + 2 * hidden * config.intermediate_size
+    encoder = 6 * layers * per_layer * tokens + 3 * layers * 4 * length * hidden * tokens
+    mlm_rows = tokens if dense_head else int((batch["labels"] != IGNORE_INDEX).sum())
+    mlm_head = 6 * (hidden * hidden + hidden * vocab) * mlm_rows
+    sbo_head = 0
+    if "sbo_relative_positions" in batch:
+        sbo_rows = int((batch["sbo_relative_positions"] != IGNORE_INDEX).sum())
+        sbo_input = 2 * hidden + config.sbo_position_embedding_size
+        sbo_head = 6 * (sbo_input * hidden + hidden * hidden + hidden * vocab) * sbo_rows
+    return float(encoder + mlm_head + sbo_head)
+
+
+def mfu(model_flops_per_second: float, peak: float | None) -> float | None:
+    """Model FLOPs utilisation: the model FLOPs done per second over the card's peak (None without a peak)."""
+    return model_flops_per_second / peak if peak else None
 
 
 def batches_of_rows(blocks: np.ndarray, batch_size: int, count: int, seed: int = 0) -> list[list[list[int]]]:

@@ -1,8 +1,10 @@
 """Raw result records: every figure the project reports is a value in one of these JSON files.
 
 A record says what was run and where: the command line, the git commit (and whether the tree had uncommitted
-changes), the date, the machine (CPU model, logical CPUs, GPU), the package versions, the settings, and every measured
-value. Benchmarks and ablations write one per run under `benchmarks/results/<benchmark>/`; the tables of
+changes), the date, the machine (CPU model, logical CPUs, GPU), the package versions, the load average when the run
+started and when it ended, the settings, and every measured value. All of it but the closing load average is read
+when the run starts (`start_run()`), so a record names the code that ran, even if the tree changed while it ran.
+Benchmarks and ablations write one per run under `benchmarks/results/<benchmark>/`; the tables of
 benchmarks/RESULTS.md and benchmarks/ABLATIONS.md are generated from them (`python benchmarks/make_tables.py`), so a
 table never holds a number that no record holds.
 """
@@ -17,11 +19,17 @@ import re
 import subprocess
 import sys
 from importlib import metadata
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-RECORD_VERSION = 1
-RESULTS_DIR = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+# Version 2: provenance read when the run starts, and `load_average` {"at_start", "at_end"} beside it.
+RECORD_VERSION = 2
+PROVENANCE_KEYS = ("command", "git_commit", "git_dirty", "date", "machine", "packages")
+# $SPANROBERTA_RECORDS_DIR sends the records elsewhere (a rehearsal's records are not the project's figures).
+RESULTS_DIR = Path(
+    os.environ.get("SPANROBERTA_RECORDS_DIR") or Path(__file__).resolve().parent.parent / "benchmarks" / "results"
+)
 _PACKAGES = ("torch", "transformers", "datasets", "tokenizers", "accelerate", "deepspeed", "numpy")
 
 
@@ -95,6 +103,66 @@ def provenance() -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class RunStart:
+    """What `start_run()` read before a measurement began: its provenance and the load average then."""
+
+    provenance: dict[str, Any]
+    load_average: list[float]
+
+
+def start_run(process: RunStart | None = None) -> RunStart:
+    """Call first thing in a run and hand the result to `write_record` at its end.
+
+    A process that runs several measurements one after another passes the RunStart it read when it began as
+    `process`: each run then names the code the process loaded (its commit, dirty flag, command, packages), with
+    its own start date and load average."""
+    if process is None:
+        return RunStart(provenance(), load_average())
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return RunStart({**process.provenance, "date": now}, load_average())
+
+
+def record_load_average(record: dict[str, Any]) -> tuple[list[float] | None, list[float] | None]:
+    """(at start, at end) of a record, None where the record says it was not recorded.
+
+    Records before version 2 kept it in their results as {"before", "after"} (or, for mrqa-squad,
+    `load_average_before` and `load_average_after`); records whose script did not read it say so in
+    `load_average.not_recorded`, with null figures."""
+    load = record.get("load_average")
+    if load is not None:
+        return load.get("at_start"), load.get("at_end")
+    results = record.get("results", {})
+    legacy = results.get("load_average") or {}
+    return (legacy.get("before") or results.get("load_average_before"),
+            legacy.get("after") or results.get("load_average_after"))  # fmt: skip
+
+
+def record_commit(record: dict[str, Any]) -> str:
+    """The commit of this repository a record was measured from, shortened, "(dirty)" when the tree had changes.
+
+    A record run on an exported copy of the repository (no git history) names the folder it ran from in
+    `git_commit`; its `measured_from.commit`, added with it, names the repository's commit instead."""
+    if record.get("measured_from"):
+        return record["measured_from"]["commit"][:7]
+    return (record.get("git_commit") or "?")[:7] + (" (dirty)" if record.get("git_dirty") else "")
+
+
+def check_record(record: dict[str, Any]) -> None:
+    """Refuses (ValueError) a record that does not say how it was made: its provenance, and its load average at
+    the start and the end of the run or an explicit `load_average.not_recorded`."""
+    missing = [key for key in PROVENANCE_KEYS if key not in record]
+    start, end = record_load_average(record)
+    if (start is None or end is None) and not (record.get("load_average") or {}).get("not_recorded"):
+        missing.append("load_average (at_start and at_end, or not_recorded)")
+    if missing:
+        raise ValueError(
+            f"The record of {record.get('benchmark', 'a benchmark')} lacks {', '.join(missing)}: a record must say "
+            "how it was made. Call spanroberta.records.start_run() when the run starts and pass its result to "
+            "write_record(..., started=...) at the end."
+        )
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "run"
 
@@ -104,19 +172,27 @@ def write_record(
     settings: dict[str, Any],
     results: dict[str, Any],
     *,
+    started: RunStart,
     name: str | None = None,
     results_dir: str | Path | None = None,
 ) -> Path:
     """Writes one raw record to `<results_dir>/<benchmark>/<UTC time>-<name>.json` and returns its path; the time
     has microseconds, so names sort in the order written.
 
-    The default `results_dir` is benchmarks/results/ of the checkout spanroberta is imported from.
+    The default `results_dir` is benchmarks/results/ of the checkout spanroberta is imported from, or
+    $SPANROBERTA_RECORDS_DIR.
 
-    `settings` are the inputs that define the measurement (model size, steps, data split, seeds, ...);
-    `results` every measured value, unrounded. Values must be JSON-serialisable.
+    `started` is what `start_run()` read when the run began: the record's provenance and opening load average;
+    the closing load average is read here. `settings` are the inputs that define the measurement (model size,
+    steps, data split, seeds, ...); `results` every measured value, unrounded. Values must be JSON-serialisable.
     """
-    record = {"record_version": RECORD_VERSION, "benchmark": benchmark, **provenance(),
+    if not isinstance(started, RunStart):
+        raise TypeError("write_record(..., started=...) takes the RunStart that start_run() returned when the run "
+                        f"began, not {type(started).__name__}.")  # fmt: skip
+    record = {"record_version": RECORD_VERSION, "benchmark": benchmark, **started.provenance,
+              "load_average": {"at_start": started.load_average, "at_end": load_average()},
               "settings": settings, "results": results}  # fmt: skip
+    check_record(record)
     folder = Path(results_dir) if results_dir is not None else RESULTS_DIR
     folder = folder / _slug(benchmark)
     folder.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,7 @@
-"""benchmarks/bench_finetuning_parity.py's summary and table, from hand-made run records: the newest record of a
-run replaces older ones, each side gets its mean and spread over seeds, and the difference its noise."""
+"""The fine-tuning parity benchmark's summary and tables (benchmarks/parity_summary.py), from hand-made run records:
+the newest record of a run replaces older ones, each side gets its mean and spread over seeds, the difference its
+noise, and sides that agree at the floor are told apart from parity met. And the committed PARITY.md's findings are
+what the committed records give."""
 
 import math
 import statistics
@@ -11,12 +13,13 @@ from conftest import PROJECT_ROOT
 
 sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
 
-import bench_finetuning_parity as parity  # noqa: E402
+import parity_summary as parity  # noqa: E402
 
 
-def record(side, seed, primary, date, task="mrpc", kind="run", wall=None, size="cpu-small"):
+def record(side, seed, primary, date, task="mrpc", kind="run", wall=None, size="cpu-small", floor=0.5):
     return {"date": date, "settings": {"kind": kind, "size": size, "task": task, "side": side, "seed": seed},
-            "results": {"primary": primary, "floor": 0.8, "wall_seconds": 10.0 + seed if wall is None else wall,
+            "results": {"primary": primary, "floor": floor, "wall_seconds": 10.0 + seed if wall is None else wall,
+                        "train_loss": 0.5,
                         "cpu_seconds": 9.0,
                         "train_seconds": 8.0,
                         "train_steps": 24}}  # fmt: skip
@@ -57,9 +60,9 @@ def test_one_seed_gives_no_noise_estimate_and_a_missing_side_says_so():
     assert parity.render_parity([]).startswith("No fine-tuning parity run")
 
 
-def runs(task, scores, walls, size="cpu"):
+def runs(task, scores, walls, size="cpu", floor=0.5):
     """Run records of both sides over seeds 0..n-1: `scores` and `walls` map a side to its values."""
-    return [record(side, seed, score, "2026-01-02", task=task, wall=wall, size=size)
+    return [record(side, seed, score, "2026-01-02", task=task, wall=wall, size=size, floor=floor)
             for side in ("spanroberta", "transformers") for seed, (score, wall) in enumerate(zip(scores[side], walls[side]))]  # fmt: skip
 
 
@@ -77,3 +80,35 @@ def test_the_headline_judges_scores_and_wall_time_by_the_seeds_noise_at_the_larg
     assert "slower beyond noise" in rows["fine-tuning parity, RTE accuracy, cpu"][2]
     assert "wall 1.50x" in rows["fine-tuning parity, RTE accuracy, cpu"][1]
     assert rows["fine-tuning parity, MRPC f1, cpu"][3] == "[6 run records](PARITY.md)"
+
+
+def test_sides_that_agree_at_the_floor_are_unproven_not_met():
+    """RTE agrees within noise and time, but its scores are within two standard errors of the majority class:
+    'agrees, at the floor', counted as unproven; MRPC, well clear of its floor, is met."""
+    walls = {"spanroberta": [100, 101, 99], "transformers": [100, 101, 99]}
+    records = runs("mrpc", {"spanroberta": [0.80, 0.82, 0.81], "transformers": [0.80, 0.82, 0.81]}, walls)
+    records += runs("rte", {"spanroberta": [0.52, 0.55, 0.53], "transformers": [0.52, 0.55, 0.53]}, walls, floor=0.527)
+    summary = parity.summarize(records)["cpu"]
+    assert summary["mrpc"]["clear_of_floor"] and not summary["rte"]["clear_of_floor"]
+    assert parity.verdict(summary["mrpc"]) == "met" and parity.verdict(summary["rte"]) == "agrees, at the floor"
+    rows = {row[0]: row for row in parity.headline_rows(records, "PARITY.md")}
+    assert rows["fine-tuning parity, RTE accuracy, cpu"][2].startswith("**agrees, at the floor**")
+    assert "floor 52.7" in rows["fine-tuning parity, RTE accuracy, cpu"][1]
+    sentence = parity.headline_sentence(records)
+    assert "met on 1 of 2 tasks (MRPC)" in sentence and "unproven on RTE" in sentence
+    findings = parity.render_findings(records)
+    assert "Clear of the floor on both sides: MRPC. At the floor: RTE" in findings
+    assert "seed by seed: MRPC, RTE." in findings and "0 of the 12 runs recorded the load average" in findings
+
+
+def test_squad_records_without_a_floor_take_the_empty_answer_floor():
+    scores = {"spanroberta": [30.0, 35.0, 32.0], "transformers": [30.0, 35.0, 32.0]}
+    walls = {"spanroberta": [10, 10, 10], "transformers": [10, 10, 10]}
+    entry = parity.summarize(runs("squad", scores, walls, floor=None))["cpu"]["squad"]
+    assert entry["floor"] == 0.0 and parity.verdict(entry) == "met"
+
+
+def test_a_task_whose_sides_differ_is_named_in_the_findings():
+    walls = {"spanroberta": [10, 10, 10], "transformers": [10, 10, 10]}
+    records = runs("race", {"spanroberta": [0.30, 0.34, 0.32], "transformers": [0.31, 0.33, 0.32]}, walls, floor=0.25)
+    assert "Different run by run: RACE middle" in parity.render_findings(records)

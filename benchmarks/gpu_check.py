@@ -1,0 +1,202 @@
+#!/usr/bin/env python
+"""One prepared check of a fresh single-GPU machine, in at most 8 minutes, every input local (no network):
+
+1. `prepare`: the benchmarks' tokenizer and packed blocks, built once (benchmarks/common.py);
+2. `cuda-tests`: `pytest -m cuda tests`, the tests that need a GPU;
+3. `trainer-eager` and `trainer-compiled`: bench_trainer.py, the spanbert recipe against its run_mlm-style
+   baseline, base 32 x 512, bf16, a short run, without and with `--torch-compile` (both sides compiled);
+4. `step`: bench_pretraining_step.py at the GPU batch (base 32 x 512) with its ablations and MFU;
+5. `squad-smoke`: all-MiniLM-L6-v2 (`make checkpoint`) fine-tuned by run_squad.py for about a minute on the first
+   36 articles of SQuAD v1.1 dev (../shared/data), evaluated on the 12 held-out articles.
+
+Each stage runs in its own process under its own time limit (cut further so the whole check stays within its
+budget): a stage that fails or hangs is reported in the table, and the others still run. The benchmark stages
+write their records to benchmarks/results/ as usual; the check writes one more, `gpu-check`, with every stage's
+status, time and headline figures, and prints the table last.
+
+    make gpu-check                                     # python benchmarks/gpu_check.py
+    python benchmarks/gpu_check.py --toy               # CPU rehearsal: tiny model, bundled demo corpus, seconds
+
+`--toy` rehearses every stage on a CPU (tests/test_gpu_check.py runs it): the tiny model size on the bundled demo
+corpus, a few steps each, records to a temporary folder (or --records_dir). It skips the compiled stage (compiling
+on a CPU takes minutes) and the SQuAD smoke when the checkpoint or the shared data is absent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BENCHMARKS = Path(__file__).resolve().parent
+ROOT = BENCHMARKS.parent
+sys.path.insert(0, str(ROOT))
+
+from parity_tasks import CHECKPOINT, DATA, TaskSize, squad_files  # noqa: E402
+
+from spanroberta.data.demo_corpus import DEMO_CORPUS_FILE  # noqa: E402
+from spanroberta.records import read_records, start_run, write_record  # noqa: E402
+
+BUDGET_SECONDS = 480  # the whole check, every stage included
+
+
+@dataclass
+class Stage:
+    """One step of the check: a command, its own time limit, and where its figures come from."""
+
+    name: str
+    command: list[str]
+    timeout: int
+    benchmark: str | None = None  # the benchmark whose new record holds the stage's figures
+    scores: Path | None = None  # or the run_squad.py scores file that does
+    skip: str | None = None  # why the stage does not run, if it does not
+    outcome: dict[str, Any] = field(default_factory=dict)
+
+
+def _python(script: str, *flags: str) -> list[str]:
+    return [sys.executable, str(BENCHMARKS / script), *flags]
+
+
+def stages(toy: bool, work: Path) -> list[Stage]:
+    """The check's stages, at GPU size or, with `toy`, at the CPU rehearsal's size."""
+    if toy:
+        trainer = ["--config", "tiny", "--recipes", "spanbert", "--precision", "fp32", "--steps", "4",
+                   "--logging-steps", "2", "--skip-windows", "0"]  # fmt: skip
+        step = ["--config", "tiny", "--precision", "fp32", "--steps", "2", "--warmup", "1", "--threads", "1"]
+        tests = ["tests/test_records.py"]  # the selection's mechanics; the CUDA tests skip on a CPU anyway
+    else:
+        trainer = ["--config", "base-gpu", "--recipes", "spanbert", "--precision", "bf16", "--steps", "40",
+                   "--logging-steps", "5", "--skip-windows", "2"]  # fmt: skip
+        step = ["--config", "base-gpu", "--steps", "10", "--warmup", "3"]
+        tests = ["tests"]
+    prepare = ("from common import load_blocks, load_tokenizer; "
+               f"load_blocks(load_tokenizer(), {64 if toy else 512})")  # fmt: skip
+    return [
+        Stage("prepare", [sys.executable, "-c", prepare], 60),
+        Stage("cuda-tests", [sys.executable, "-m", "pytest", "-q", "-m", "cuda", *tests], 80),
+        Stage("trainer-eager", _python("bench_trainer.py", *trainer), 150 if toy else 90, benchmark="trainer"),
+        Stage("trainer-compiled", _python("bench_trainer.py", *trainer, "--torch-compile"), 120, benchmark="trainer",
+              skip="compiling on a CPU takes minutes; the GPU check runs it" if toy else None),
+        Stage("step", _python("bench_pretraining_step.py", *step, "--ablations"), 60 if toy else 50,
+              benchmark="pretraining_step"),
+        squad_smoke(toy, work),
+    ]  # fmt: skip
+
+
+def squad_smoke(toy: bool, work: Path) -> Stage:
+    """run_squad.py on the parity benchmark's article split: the first 36 SQuAD v1.1 dev articles train (a sample
+    of them in the rehearsal), the last 12 evaluate."""
+    absent = [str(path) for path in (CHECKPOINT / "config.json", DATA / "squad" / "dev-v1.1.json") if not path.is_file()]
+    if absent:
+        return Stage("squad-smoke", [], 0, skip=f"absent: {', '.join(absent)} (`make checkpoint`, ../shared/data)")
+    size = TaskSize(32, 16, 128, 8, 1e-4, 1) if toy else TaskSize(None, None, 384, 32, 1e-4, 1)
+    files = squad_files(work, size)
+    flags = ["--model_name_or_path", str(CHECKPOINT), "--output_dir", str(work / "squad"), "--overwrite_output_dir",
+             "--do_train", "--do_eval", "--train_file", str(files["train"]), "--validation_file",
+             str(files["validation"]), "--max_seq_length", str(size.max_seq_length), "--doc_stride", "128",
+             "--per_device_train_batch_size", str(size.batch_size), "--per_device_eval_batch_size", "64",
+             "--learning_rate", str(size.learning_rate), "--num_train_epochs", "1", "--warmup_steps", "0.1",
+             "--save_strategy", "no", "--report_to", "none", "--seed", "0"]  # fmt: skip
+    flags += ["--use_cpu", "true"] if toy else ["--bf16", "true"]
+    return Stage("squad-smoke", [sys.executable, str(ROOT / "run_squad.py"), *flags], 90,
+                 scores=work / "squad" / "all_results.json")
+
+
+def run_stage(stage: Stage, seconds_left: float, env: dict[str, str], logs: Path) -> None:
+    """Runs one stage under min(its limit, what is left of the budget); its status, time and log go to
+    `stage.outcome`."""
+    if stage.skip:
+        stage.outcome = {"status": f"skipped: {stage.skip}", "seconds": 0.0}
+        return
+    limit = max(1, int(min(stage.timeout, seconds_left)))
+    log = logs / f"{stage.name}.log"
+    start = time.perf_counter()
+    with log.open("w", encoding="utf-8") as output:
+        try:
+            done = subprocess.run(stage.command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT,
+                                  timeout=limit, check=False)  # fmt: skip
+            # pytest's exit 5: nothing selected (no CUDA test in the selection).
+            status = {0: "passed", 5: "passed (no test selected)"}.get(done.returncode, f"failed (exit {done.returncode})")
+        except subprocess.TimeoutExpired:
+            status = f"timed out after {limit} s"
+    stage.outcome = {"status": status, "seconds": time.perf_counter() - start, "limit_seconds": limit,
+                     "log": str(log)}  # fmt: skip
+
+
+def figures(stage: Stage, records_before: dict[str, int], records_dir: Path | None) -> str:
+    """The stage's headline figures: from the record its benchmark wrote, or run_squad.py's scores."""
+    if stage.skip:
+        return ""
+    if stage.benchmark:
+        records = read_records(stage.benchmark, records_dir)[records_before.get(stage.benchmark, 0):]
+        if not records:
+            return "no record"
+        results = records[-1]["results"]
+        stage.outcome["record"] = str(records[-1]["path"])
+        if stage.benchmark == "pretraining_step":
+            span = results["sides"]["spanroberta"]
+            return f"{results['ratio_median']:.2f}x tokens/s vs baseline" + _percent(", MFU ", span.get("mfu"))
+        run = results["runs"].get("run_pretraining.py --recipe spanbert", {})
+        ratio = run.get("ratio_to_baseline")
+        return (f"{ratio:.2f}x real tokens/s vs baseline" if ratio else "no ratio") + _percent(", MFU ", run.get("mfu"))
+    if stage.scores is None or not stage.scores.is_file():
+        return ""
+    found = json.loads(stage.scores.read_text(encoding="utf-8"))
+    stage.outcome["scores"] = {key: found[key] for key in ("exact_match", "f1", "train_runtime") if key in found}
+    return f"EM {found.get('exact_match', float('nan')):.1f}, F1 {found.get('f1', float('nan')):.1f} (held-out articles)"
+
+
+def _percent(prefix: str, value: float | None) -> str:
+    return "" if value is None else f"{prefix}{100 * value:.1f}%"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--toy", action="store_true", help="Rehearse every stage on a CPU at toy size.")
+    parser.add_argument("--records_dir", type=Path, help="Where records go (default: benchmarks/results; with "
+                        "--toy, a temporary folder).")  # fmt: skip
+    options = parser.parse_args(argv)
+    started, clock = start_run(), time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="gpu-check-") as folder:
+        work = Path(folder)
+        records_dir = options.records_dir or (work / "records" if options.toy else None)
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+               "PYTHONPATH": os.pathsep.join([str(ROOT), str(BENCHMARKS)])}  # fmt: skip
+        if records_dir:
+            env["SPANROBERTA_RECORDS_DIR"] = str(records_dir)
+        if options.toy:
+            env |= {"SPANROBERTA_BENCH_CORPUS": str(DEMO_CORPUS_FILE), "CUDA_VISIBLE_DEVICES": ""}
+        checked = stages(options.toy, work)
+        before = {name: len(read_records(name, records_dir)) for name in ("trainer", "pretraining_step")}
+        for stage in checked:
+            run_stage(stage, BUDGET_SECONDS - (time.perf_counter() - clock), env, work)
+            stage.outcome["figures"] = figures(stage, before, records_dir)
+            before = {name: len(read_records(name, records_dir)) for name in before}
+        results = {"stages": {stage.name: stage.outcome for stage in checked},
+                   "total_seconds": time.perf_counter() - clock}  # fmt: skip
+        settings = {"toy": options.toy, "budget_seconds": BUDGET_SECONDS,
+                    "commands": {stage.name: stage.command for stage in checked}}  # fmt: skip
+        path = write_record("gpu-check", settings, results, started=started, results_dir=records_dir)
+    print_table(checked, results["total_seconds"], path)
+    return 0 if all(stage.outcome["status"].startswith(("passed", "skipped")) for stage in checked) else 1
+
+
+def print_table(checked: list[Stage], total: float, record: Path) -> None:
+    print(f"\nGPU check: {total:.0f} s of {BUDGET_SECONDS} s; record {record.name} (stage logs and, with --toy, "
+          "records in a temporary folder are deleted at the end)\n")
+    print("| stage | status | seconds | figures |")
+    print("|---|---|---|---|")
+    for stage in checked:
+        outcome = stage.outcome
+        print(f"| {stage.name} | {outcome['status']} | {outcome['seconds']:.0f} | {outcome.get('figures', '')} |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""benchmarks/gpu_check.py rehearsed on a CPU at toy size (--toy), so that the prepared GPU check cannot rot: every
+stage runs or says why it is skipped, a failing or hanging stage is reported without stopping the rest, and the
+records go to the folder asked for, never to the project's benchmarks/results/."""
+
+import sys
+
+import pytest
+
+from conftest import PROJECT_ROOT
+
+sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
+
+import gpu_check  # noqa: E402
+
+from spanroberta.records import RESULTS_DIR, read_records  # noqa: E402
+
+
+def test_the_toy_check_runs_every_stage_and_prints_the_table_last(tmp_path, capsys):
+    committed = {name: len(read_records(name)) for name in ("trainer", "pretraining_step", "gpu-check")}
+    assert gpu_check.main(["--toy", "--records_dir", str(tmp_path)]) == 0
+    table = capsys.readouterr().out.strip().splitlines()
+    stages = [line.split(" | ")[0].removeprefix("| ") for line in table if line.startswith("| ") and "---" not in line]
+    assert stages == ["stage", "prepare", "cuda-tests", "trainer-eager", "trainer-compiled", "step", "squad-smoke"]
+    assert table[-1].startswith("| squad-smoke |")  # the table comes last
+
+    record = read_records("gpu-check", tmp_path)[-1]
+    outcomes = record["results"]["stages"]
+    for name in ("prepare", "cuda-tests", "trainer-eager", "step"):
+        assert outcomes[name]["status"].startswith("passed"), outcomes[name]
+    assert outcomes["trainer-compiled"]["status"].startswith("skipped")
+    assert outcomes["squad-smoke"]["status"].startswith(("passed", "skipped: absent"))
+    assert "vs baseline" in outcomes["trainer-eager"]["figures"] and "vs baseline" in outcomes["step"]["figures"]
+    assert read_records("trainer", tmp_path) and read_records("pretraining_step", tmp_path)
+    assert record["load_average"]["at_end"] is not None and record["settings"]["toy"] is True
+    assert {name: len(read_records(name, RESULTS_DIR)) for name in committed} == committed
+
+
+@pytest.mark.parametrize(
+    "code, limit, status",
+    [("raise SystemExit(3)", 30, "failed (exit 3)"), ("import time; time.sleep(30)", 1, "timed out after 1 s")],
+)
+def test_a_failing_or_hanging_stage_is_reported_not_fatal(tmp_path, code, limit, status):
+    stage = gpu_check.Stage("broken", [sys.executable, "-c", code], timeout=limit)
+    gpu_check.run_stage(stage, seconds_left=60, env={}, logs=tmp_path)
+    assert stage.outcome["status"] == status
+    assert gpu_check.figures(stage, {}, tmp_path) == ""
+
+
+def test_a_stage_never_runs_past_what_is_left_of_the_budget(tmp_path):
+    stage = gpu_check.Stage("slow", [sys.executable, "-c", "import time; time.sleep(30)"], timeout=100)
+    gpu_check.run_stage(stage, seconds_left=1.5, env={}, logs=tmp_path)
+    assert stage.outcome["status"] == "timed out after 1 s" and stage.outcome["limit_seconds"] == 1
