@@ -101,6 +101,18 @@ def test_sides_that_agree_at_the_floor_are_unproven_not_met():
     assert "seed by seed: MRPC, RTE." in findings and "0 of the 12 runs recorded the load average" in findings
 
 
+def test_a_score_a_hair_above_the_floor_is_not_clear_of_it():
+    """Both sides beat always-"paraphrase" by a point, steadily: above the floor beyond noise, but less than a tenth
+    of the way to a perfect score, so still at the floor."""
+    walls = {"spanroberta": [100, 101, 99], "transformers": [100, 101, 99]}
+    scores = [0.821, 0.822, 0.820]
+    entry = parity.summarize(runs("mrpc", {"spanroberta": scores, "transformers": scores}, walls, floor=0.812))
+    assert parity.verdict(entry["cpu"]["mrpc"]) == "agrees, at the floor"
+    clear = [0.835, 0.836, 0.834]
+    entry = parity.summarize(runs("mrpc", {"spanroberta": clear, "transformers": clear}, walls, floor=0.812))
+    assert parity.verdict(entry["cpu"]["mrpc"]) == "met"
+
+
 def test_squad_records_without_a_floor_take_the_empty_answer_floor():
     scores = {"spanroberta": [30.0, 35.0, 32.0], "transformers": [30.0, 35.0, 32.0]}
     walls = {"spanroberta": [10, 10, 10], "transformers": [10, 10, 10]}
