@@ -41,10 +41,8 @@ import numpy as np
 from transformers import PreTrainedTokenizerBase
 
 from ..models.configuration_spanroberta import SENTENCE_LABELS
+from ..objectives.recipes import INPUT_FORMATS, PAIR_FORMATS
 from .masking_units import UNITS_COLUMN, MaskingUnits, split_unit_marks
-
-INPUT_FORMATS: tuple[str, ...] = ("full-sentences", "doc-sentences", "segment-pair", "sentence-pair")
-PAIR_FORMATS: tuple[str, ...] = ("segment-pair", "sentence-pair")
 
 # A document is a list of sentences, a sentence a list of token ids.
 Document = list[list[int]]

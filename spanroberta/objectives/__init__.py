@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..data.formats import PAIR_FORMATS
 from ..errors import UserInputError
-from .recipes import get_recipe
+from .recipes import PAIR_FORMATS, get_recipe
 from .base import PretrainingObjective, ResolvedRecipe
 from .masked_lm import MaskedLanguageModeling
 from .replaced_token_detection import ReplacedTokenDetection

@@ -105,6 +105,10 @@ RECIPES: dict[str, Recipe] = {
 }
 
 ENCODERS = ("roberta", "albert")
+# The input formats of RoBERTa section 4.2 (`data/formats.py` builds each), and those that build pairs for a
+# sentence-level objective (NSP or SOP).
+INPUT_FORMATS: tuple[str, ...] = ("full-sentences", "doc-sentences", "segment-pair", "sentence-pair")
+PAIR_FORMATS: tuple[str, ...] = ("segment-pair", "sentence-pair")
 # Tokenizers trained on the corpus when none is given, with the vocabulary size --tokenizer_vocab_size defaults to
 # (recipes set it through flag_defaults): RoBERTa's byte-level BPE (50,265), ALBERT's SentencePiece unigram (30,000).
 TOKENIZERS = ("byte-level-bpe", "unigram")

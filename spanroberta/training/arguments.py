@@ -9,11 +9,10 @@ from transformers import TrainingArguments
 from ..models.configuration_span_albert import CROSS_LAYER_SHARING
 from ..models.configuration_spanroberta import SENTENCE_OBJECTIVES
 from ..data.collator import MASKING_SCHEMES
-from ..data.formats import INPUT_FORMATS
 from ..data.masking_units import PMI_MIN_COUNT, PMI_VOCABULARY_SIZE, UNIT_SCHEMES, check_unit_settings
 from ..errors import UserInputError
 from ..models.sizes import MODEL_SIZES
-from ..objectives.recipes import RECIPES
+from ..objectives.recipes import INPUT_FORMATS, RECIPES
 from .trainer import NONFINITE_LOSS_POLICIES
 from .validation import check_range, min_block_length_for_targets
 
