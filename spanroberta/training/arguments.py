@@ -8,7 +8,7 @@ from transformers import TrainingArguments
 
 from ..models.configuration_span_albert import CROSS_LAYER_SHARING
 from ..models.configuration_spanroberta import SENTENCE_OBJECTIVES
-from ..data.collator import MASKING_SCHEMES
+from ..data.collator import MASKING_SCHEMES, check_masking_rates
 from ..data.masking_units import PMI_MIN_COUNT, PMI_VOCABULARY_SIZE, UNIT_SCHEMES, check_unit_settings
 from ..errors import UserInputError
 from ..models.sizes import MODEL_SIZES
@@ -240,8 +240,7 @@ class PretrainingDataArguments:
         for flag in ("documents_per_group", "shuffle_buffer_size", "max_seq_length", "dupe_factor", "max_span_length",
                      "max_train_samples", "max_eval_samples", "pmi_vocabulary_size", "pmi_min_count"):  # fmt: skip
             check_range(flag, getattr(self, flag), 1)
-        check_range("mlm_probability", self.mlm_probability, maximum=1, above=0)
-        check_range("geometric_p", self.geometric_p, maximum=1, above=0)
+        check_masking_rates(self.mlm_probability, self.geometric_p, flag_prefix="--")
         check_range("validation_split_percentage", self.validation_split_percentage, 0, 99)
         shortest = min_block_length_for_targets(self.mlm_probability)
         if self.max_seq_length < shortest:
