@@ -15,7 +15,6 @@ import torch.nn.functional as F
 from transformers import PreTrainedTokenizerBase
 
 from spanroberta.data.masking import (
-    mix32,
     ngram_length_probabilities,
     random_token_ids,
     replace_masked_tokens,
@@ -29,6 +28,7 @@ from spanroberta.data.masking import (
     word_starts,
 )
 from spanroberta.data.masking_units import UNIT_SCHEMES, UNITS_COLUMN
+from spanroberta.data.random_streams import mix32
 from spanroberta.errors import UserInputError
 from spanroberta.models.configuration_spanroberta import SENTENCE_LABELS, SpanRobertaConfig, first_position_id
 from spanroberta.models.spans import in_slots, prediction_slots, sbo_targets
@@ -66,9 +66,9 @@ class DataCollatorForSpanMasking:
       -100 in unused slots. Fixed shapes let a compiled training step run without host synchronisation, so
       `run_pretraining.py` uses this layout;
     - when `return_sbo_targets` (default: in the slot layout only, since stock masked LMs take no SBO inputs),
-      `sbo_left_positions`, `sbo_right_positions` and `sbo_relative_positions` (see `models/spans.py`'s `sbo_targets`), in
-      the same layout as `labels`: per token ([batch, length]) or per slot, -100 where a token or slot is not
-      an SBO target;
+      `sbo_left_positions`, `sbo_right_positions` and `sbo_relative_positions` (see `models/spans.py`'s
+      `sbo_targets`), in the same layout as `labels`: per token ([batch, length]) or per slot, -100 where a token
+      or slot is not an SBO target;
     - `token_type_ids` (padded with 0), `next_sentence_label` and `sentence_order_label` when the examples
       carry them.
 

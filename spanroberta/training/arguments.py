@@ -68,8 +68,9 @@ class PretrainingModelArguments:
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow code shipped with a Hub checkpoint."})
     attn_implementation: str | None = field(
         default=None,
-        metadata={"help": "Attention kernel: sdpa, eager, flex_attention, flash_attention_2 or flash_attention_3 (these two "
-                  "need the flash-attn package and a GPU). Default: transformers' choice (sdpa where available)."},
+        metadata={"help": "Attention kernel: sdpa, eager, flex_attention, flash_attention_2 or flash_attention_3 "
+                  "(these two need the flash-attn package and a GPU). Default: transformers' choice (sdpa where "
+                  "available)."},
     )
     embedding_size: int | None = field(
         default=None,
@@ -155,7 +156,7 @@ class PretrainingDataArguments:
         default=None,
         metadata={
             "help": "--masking named-entity/noun-phrase: the spaCy pipeline that finds the spans (an installed one, "
-            "e.g. en_core_web_sm, or a pipeline folder); needs `pip install spanroberta[spacy]`."
+            "e.g. en_core_web_sm, or a pipeline folder); needs `pip install -e \".[spacy]\"` in the checkout."
         },
     )
     pmi_vocabulary_size: int = field(
