@@ -10,8 +10,14 @@ import importlib
 import transformers
 
 from .data.collator import DataCollatorForSpanMasking
-from .models import configuration_coreference, configuration_relation, configuration_span_albert
-from .models import configuration_spanroberta
+from .models import (
+    configuration_coreference,
+    configuration_relation,
+    configuration_span_albert,
+    configuration_spanroberta,
+    modeling_span_albert,
+    modeling_spanroberta,
+)
 from .models.configuration_coreference import CorefConfig
 from .models.configuration_relation import RelationClassifierConfig
 from .models.configuration_span_albert import SpanAlbertConfig
@@ -21,7 +27,6 @@ from .models.modeling_electra_pretraining import ElectraForReplacedTokenDetectio
 from .models.modeling_relation import EncoderForRelationClassification
 from .models.modeling_span_albert import *  # noqa: F403  (its __all__: the SpanALBERT classes)
 from .models.modeling_spanroberta import *  # noqa: F403  (its __all__: the SpanRoBERTa classes and shared heads)
-from .models import modeling_span_albert, modeling_spanroberta
 from .pipelines.question_answering import register_question_answering_pipeline
 
 __version__ = "0.1.0"
