@@ -355,7 +355,6 @@ class SlotLabelsForMaskedLM:
         token_type_ids: torch.LongTensor | None = None,
         position_ids: torch.LongTensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
-        *,
         labels: torch.LongTensor | None = None,
         mlm_positions: torch.LongTensor | None = None,
         **kwargs,

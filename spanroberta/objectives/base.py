@@ -4,11 +4,10 @@ objective is one module of this package, whose class `register_objective` regist
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import torch
@@ -118,7 +117,7 @@ def register_objective(name: str, recipes: dict[str, Recipe]) -> Callable[[Objec
             raise ValueError(f"Two objectives are named {name!r}: {type(OBJECTIVES[name])} and {objective_class}.")
         OBJECTIVES[name] = objective_class()
         for recipe_name, recipe in recipes.items():
-            add_recipe(recipe_name, dataclasses.replace(recipe, objective=name))
+            add_recipe(recipe_name, replace(recipe, objective=name))
         return objective_class
 
     return register
