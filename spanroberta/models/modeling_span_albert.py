@@ -115,16 +115,13 @@ class SpanAlbertForPreTraining(SpanPreTrainingMixin, MlmDecoderAsOutputEmbedding
     """
 
     mlm_head_name = "predictions"
-    _tied_weights_keys = {
-        "predictions.decoder.weight": "albert.embeddings.word_embeddings.weight",
-        "predictions.decoder.bias": "predictions.bias",
-    }
 
     def __init__(self, config: SpanAlbertConfig):
         super().__init__(config)
         self.albert = SpanAlbertModel(config, add_pooling_layer=self._has_sentence_head())
         self.predictions = AlbertMLMHead(config)
         self.sop_classifier = AlbertSOPHead(config) if self._has_sentence_head() else None
+        self._tie_mlm_decoder()
         self._add_sbo_head()
         self.post_init()
 

@@ -134,16 +134,13 @@ class SpanRobertaForPreTraining(SpanPreTrainingMixin, MlmDecoderAsOutputEmbeddin
     """
 
     mlm_head_name = "lm_head"
-    _tied_weights_keys = {
-        "lm_head.decoder.weight": "roberta.embeddings.word_embeddings.weight",
-        "lm_head.decoder.bias": "lm_head.bias",
-    }
 
     def __init__(self, config: SpanRobertaConfig):
         super().__init__(config)
         self.roberta = SpanRobertaModel(config, add_pooling_layer=self._has_sentence_head())
         self.lm_head = RobertaLMHead(config)
         self.sentence_head = nn.Linear(config.hidden_size, 2) if self._has_sentence_head() else None
+        self._tie_mlm_decoder()
         self._add_sbo_head()
         self.post_init()
 

@@ -330,9 +330,19 @@ class SpanPreTrainingMixin:
 
 class MlmDecoderAsOutputEmbeddings:
     """The output embeddings of spanroberta's own pretraining classes: the decoder of their MLM head, the module
-    named `mlm_head_name` (RoBERTa's `lm_head`, ALBERT's `predictions`: the names transformers' checkpoints use)."""
+    named `mlm_head_name` (RoBERTa's `lm_head`, ALBERT's `predictions`: the names transformers' checkpoints use),
+    tied to the word embeddings, its bias to the head's, as transformers' RoBERTa and ALBERT tie them."""
 
     mlm_head_name: str
+
+    def _tie_mlm_decoder(self) -> None:
+        """Declares the ties (called in `__init__`, before `post_init` reads them)."""
+        head, encoder = self.mlm_head_name, self.base_model_prefix
+        self._tied_weights_keys = {
+            **(self._tied_weights_keys or {}),
+            f"{head}.decoder.weight": f"{encoder}.embeddings.word_embeddings.weight",
+            f"{head}.decoder.bias": f"{head}.bias",
+        }
 
     def get_output_embeddings(self) -> nn.Module:
         return getattr(self, self.mlm_head_name).decoder
