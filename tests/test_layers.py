@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = ROOT / "spanroberta"
 
-# Top to bottom. A module belongs to the first entry that is its name or a package above it. The run_*.py scripts
+# Top to bottom. A module belongs to the longest entry that is its name or a package above it. The run_*.py scripts
 # sit above the package; inside it, the package's own __init__ (the Auto-class registrations) and the ablation
 # driver, which runs the scripts, sit at the top. The data stage reads a resolved recipe, so objectives (and the
 # recipes, with the names of the input formats they choose from) sit below data.
