@@ -7,8 +7,8 @@
     accelerate launch --config_file configs/accelerate/multi_gpu.yaml run_pretraining.py ...   # 8 GPUs
     python run_pretraining.py ... --resume_from_checkpoint true # continue a run that was killed
 
-`python run_pretraining.py --help` lists every flag; README.md's "Scaling" section has the multi-GPU, multi-node,
-DeepSpeed, streaming and prepared-data commands.
+`python run_pretraining.py --help` lists every flag; docs/distributed.md has the multi-GPU, multi-node, DeepSpeed,
+streaming and prepared-data commands.
 
 Bad input (a missing, empty or non-UTF-8 file, an unknown setting, a tokenizer without a mask token, blocks longer
 than the model's positions, ...) and a diverging loss end the run with a one-paragraph message and exit status 1;

@@ -5,110 +5,68 @@ Importing the package registers the config and every head with transformers' Aut
 the extractive `pipeline("question-answering")` that transformers 5 removed.
 """
 
-from transformers import (
-    AutoConfig,
-    AutoModel,
-    AutoModelForMaskedLM,
-    AutoModelForMultipleChoice,
-    AutoModelForPreTraining,
-    AutoModelForQuestionAnswering,
-    AutoModelForSequenceClassification,
-    AutoModelForTokenClassification,
-)
+import importlib
 
+import transformers
+
+from .data.collator import DataCollatorForSpanMasking
+from .models import (
+    configuration_coreference,
+    configuration_relation,
+    configuration_span_albert,
+    configuration_spanroberta,
+    modeling_span_albert,
+    modeling_spanroberta,
+)
+from .models.configuration_coreference import CorefConfig
+from .models.configuration_relation import RelationClassifierConfig
 from .models.configuration_span_albert import SpanAlbertConfig
 from .models.configuration_spanroberta import SpanRobertaConfig
-from .models.configuration_coreference import CorefConfig
-from .data.collator import DataCollatorForSpanMasking
 from .models.modeling_coreference import CorefModel
 from .models.modeling_electra_pretraining import ElectraForReplacedTokenDetection
-from .models.modeling_spanroberta import (
-    SpanRobertaForMaskedLM,
-    SpanRobertaForMultipleChoice,
-    SpanRobertaForPreTraining,
-    SpanRobertaForQuestionAnswering,
-    SpanRobertaForSequenceClassification,
-    SpanRobertaForTokenClassification,
-    SpanRobertaModel,
-    SpanRobertaPreTrainedModel,
-)
-from .models.configuration_relation import RelationClassifierConfig
 from .models.modeling_relation import EncoderForRelationClassification
-from .models.pretraining_heads import SpanBoundaryHead, SpanRobertaForPreTrainingOutput
-from .models.modeling_span_albert import (
-    SpanAlbertForMaskedLM,
-    SpanAlbertForMultipleChoice,
-    SpanAlbertForPreTraining,
-    SpanAlbertForQuestionAnswering,
-    SpanAlbertForSequenceClassification,
-    SpanAlbertForTokenClassification,
-    SpanAlbertModel,
-    SpanAlbertPreTrainedModel,
-)
+from .models.modeling_span_albert import *  # noqa: F403  (its __all__: the SpanALBERT classes)
+from .models.modeling_spanroberta import *  # noqa: F403  (its __all__: the SpanRoBERTa classes and shared heads)
 from .pipelines.question_answering import register_question_answering_pipeline
 
 __version__ = "0.1.0"
 
-AutoConfig.register(SpanRobertaConfig.model_type, SpanRobertaConfig, exist_ok=True)
-for _auto_class, _model_class in (
-    (AutoModel, SpanRobertaModel),
-    (AutoModelForPreTraining, SpanRobertaForPreTraining),
-    (AutoModelForMaskedLM, SpanRobertaForMaskedLM),
-    (AutoModelForSequenceClassification, SpanRobertaForSequenceClassification),
-    (AutoModelForQuestionAnswering, SpanRobertaForQuestionAnswering),
-    (AutoModelForMultipleChoice, SpanRobertaForMultipleChoice),
-    (AutoModelForTokenClassification, SpanRobertaForTokenClassification),
-):
-    _auto_class.register(SpanRobertaConfig, _model_class, exist_ok=True)
 
-# The ALBERT encoder (factorised embeddings, cross-layer sharing) under the same heads.
-AutoConfig.register(SpanAlbertConfig.model_type, SpanAlbertConfig, exist_ok=True)
-for _auto_class, _model_class in (
-    (AutoModel, SpanAlbertModel),
-    (AutoModelForPreTraining, SpanAlbertForPreTraining),
-    (AutoModelForMaskedLM, SpanAlbertForMaskedLM),
-    (AutoModelForSequenceClassification, SpanAlbertForSequenceClassification),
-    (AutoModelForQuestionAnswering, SpanAlbertForQuestionAnswering),
-    (AutoModelForMultipleChoice, SpanAlbertForMultipleChoice),
-    (AutoModelForTokenClassification, SpanAlbertForTokenClassification),
-):
-    _auto_class.register(SpanAlbertConfig, _model_class, exist_ok=True)
+def _register_with_auto_classes(auto_map: dict[str, str]) -> None:
+    """Registers the config and every head that a checkpoint's `auto_map` names (Auto class -> "module.Class" of
+    spanroberta/models/) with transformers' Auto classes: the classes remote code would load, loaded locally."""
+    classes = {}
+    for auto_class, class_path in auto_map.items():
+        module_name, _, class_name = class_path.rpartition(".")
+        classes[auto_class] = getattr(importlib.import_module(f"{__name__}.models.{module_name}"), class_name)
+    config_class = classes.pop("AutoConfig")
+    transformers.AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
+    for auto_class, model_class in classes.items():
+        getattr(transformers, auto_class).register(config_class, model_class, exist_ok=True)
 
-# End-to-end coreference over any encoder (run_coref.py).
-AutoConfig.register(CorefConfig.model_type, CorefConfig, exist_ok=True)
-AutoModel.register(CorefConfig, CorefModel, exist_ok=True)
-# Relation classification from the entity start markers, over any encoder (run_relation.py).
-AutoConfig.register(RelationClassifierConfig.model_type, RelationClassifierConfig, exist_ok=True)
-AutoModelForSequenceClassification.register(RelationClassifierConfig, EncoderForRelationClassification, exist_ok=True)
+
+# RoBERTa's and ALBERT's encoders with every head; end-to-end coreference over any encoder (run_coref.py);
+# relation classification from the entity start markers, over any encoder (run_relation.py).
+for _configuration in (
+    configuration_spanroberta,
+    configuration_span_albert,
+    configuration_coreference,
+    configuration_relation,
+):
+    _register_with_auto_classes(_configuration.AUTO_MAP)
 
 # transformers 5 removed pipeline("question-answering"); importing spanroberta brings it back.
 register_question_answering_pipeline()
 
 __all__ = [
     "SpanRobertaConfig",
-    "SpanRobertaPreTrainedModel",
-    "SpanRobertaModel",
-    "SpanBoundaryHead",
-    "SpanRobertaForPreTraining",
-    "SpanRobertaForPreTrainingOutput",
-    "SpanRobertaForMaskedLM",
-    "SpanRobertaForSequenceClassification",
-    "SpanRobertaForQuestionAnswering",
-    "SpanRobertaForMultipleChoice",
-    "SpanRobertaForTokenClassification",
-    "DataCollatorForSpanMasking",
-    "ElectraForReplacedTokenDetection",
     "SpanAlbertConfig",
-    "SpanAlbertPreTrainedModel",
-    "SpanAlbertModel",
-    "SpanAlbertForPreTraining",
-    "SpanAlbertForMaskedLM",
-    "SpanAlbertForSequenceClassification",
-    "SpanAlbertForQuestionAnswering",
-    "SpanAlbertForMultipleChoice",
-    "SpanAlbertForTokenClassification",
     "CorefConfig",
     "CorefModel",
     "RelationClassifierConfig",
     "EncoderForRelationClassification",
+    "DataCollatorForSpanMasking",
+    "ElectraForReplacedTokenDetection",
+    *modeling_spanroberta.__all__,
+    *modeling_span_albert.__all__,
 ]

@@ -1,65 +1,62 @@
-"""Imports flow one way: each module of spanroberta/ imports only its own layer or the layers below it, and no two
-modules import each other (directly or round a longer loop). Every import counts, a deferred one inside a function
-too (deferring an import hides a cycle from Python, not from the reader), except those under `if TYPE_CHECKING:`."""
+"""Imports flow one way: each module imports only its own layer or the layers below it, and no two modules import
+each other (directly or round a longer loop). The run_*.py scripts form the top layer, above the package.
+
+Every import counts: a deferred one inside a function (deferring an import hides a cycle from Python, not from the
+reader), and one under `if TYPE_CHECKING:` too. An annotation that names a higher layer's type makes the lower
+module's contract a higher module's business: its reader must go up to learn what a parameter is, and a change up
+there changes the module below without a line of it changing. A lower layer names its own types, or reads the
+fields it needs from an argument typed `Any` and says whose object it is (as `data/sources.py` does with the
+run's flags). Imports by name at run time (`importlib.import_module`, as the ablation driver loads the scripts
+beside it) are not seen here."""
 
 import ast
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "spanroberta"
+ROOT = Path(__file__).resolve().parents[1]
 
-# Top to bottom. A module belongs to the first entry that is its name or a package above it. The run_*.py scripts sit
-# above all of these; the package's own __init__ (the Auto-class registrations) and the ablation driver, which runs
-# the scripts, sit at the top inside it.
+# Top to bottom. A module belongs to the longest entry that is its name or a package above it. The run_*.py scripts
+# sit above the package; inside it, the package's own __init__ (the Auto-class registrations) and the ablation
+# driver, which runs the scripts, sit at the top. The data stage reads a resolved recipe, so objectives (and the
+# recipes, with the names of the input formats they choose from) sit below data.
 LAYERS = [
+    ["run_*"],
     ["spanroberta", "spanroberta.ablation"],
     ["spanroberta.training"],
-    ["spanroberta.data", "spanroberta.tasks", "spanroberta.objectives"],
+    ["spanroberta.data", "spanroberta.tasks"],
+    ["spanroberta.objectives"],
     ["spanroberta.models", "spanroberta.metrics", "spanroberta.pipelines"],
     ["spanroberta.errors", "spanroberta.hub", "spanroberta.records"],
 ]
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def layer_of(module: str) -> int:
     """The index of the layer `module` belongs to (the longest matching prefix wins: spanroberta.data is not the
-    package root's layer)."""
+    package root's layer; a script's name matches the pattern run_*)."""
     matches = [
         (len(prefix), index)
         for index, layer in enumerate(LAYERS)
         for prefix in layer
-        if module == prefix or module.startswith(prefix + ".")
+        if module == prefix or module.startswith(prefix + ".") or fnmatch(module, prefix)
     ]
     assert matches, f"{module} is in no layer: add it to LAYERS"
     return max(matches)[1]
 
 
-MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
-
-
-def imported_modules(module: str) -> set[str]:
-    """The spanroberta modules `module` imports, anywhere in its file: `from .x import y` counts as the module
-    `x.y` when that is a module, else as `x`."""
-    path = MODULES[module]
+def imported_modules(module: str, modules: dict[str, Path]) -> set[str]:
+    """The modules of `modules` (name -> file) that `module` imports, anywhere in its file: `from .x import y`
+    counts as the module `x.y` when that is a module, else as `x`."""
+    path = modules[module]
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    tree = ast.parse(path.read_text(), filename=str(path))
-    # Imports under `if TYPE_CHECKING:` name types for annotations only: the module runs without them.
-    annotations_only = {
-        id(inner)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
-        for statement in node.body
-        for inner in ast.walk(statement)
-    }
     found = set()
-    for node in ast.walk(tree):
-        if id(node) in annotations_only:
-            continue
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -67,40 +64,42 @@ def imported_modules(module: str) -> set[str]:
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                 base = ".".join(anchor + ([base] if base else []))
-            names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base for alias in node.names]
+            names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
         else:
             continue
         for name in names:
             # `import spanroberta.data.masking` names the module; strip attributes down to the nearest module
-            while name and name not in MODULES:
+            while name and name not in modules:
                 name = name.rpartition(".")[0]
             if name and name != module:
                 found.add(name)
     return found
 
 
-IMPORTS = {module: imported_modules(module) for module in MODULES}
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """Module name -> the modules it imports, for the run_*.py scripts and the spanroberta package under `root`."""
+    paths = [*sorted(root.glob("run_*.py")), *sorted((root / "spanroberta").rglob("*.py"))]
+    modules = {module_name(path, root): path for path in paths}
+    return {module: imported_modules(module, modules) for module in modules}
 
 
-def test_every_module_is_in_a_layer():
-    assert MODULES and all(layer_of(module) >= 0 for module in MODULES)
+def upward_imports(imports: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Module -> the modules of higher layers it imports, for the modules that import any."""
+    upward = {
+        module: sorted(name for name in names if layer_of(name) < layer_of(module)) for module, names in imports.items()
+    }
+    return {module: names for module, names in upward.items() if names}
 
 
-@pytest.mark.parametrize("module", sorted(MODULES))
-def test_a_module_imports_only_its_layer_and_the_layers_below(module):
-    upward = sorted(name for name in IMPORTS[module] if layer_of(name) < layer_of(module))
-    assert not upward, f"{module} (layer {LAYERS[layer_of(module)]}) imports a higher layer: {upward}"
-
-
-def test_no_modules_import_each_other():
-    """No cycle of imports, of any length (Tarjan's strongly connected components of the import graph)."""
+def import_cycles(imports: dict[str, set[str]]) -> list[list[str]]:
+    """The cycles of imports, of any length (Tarjan's strongly connected components of the import graph)."""
     index, low, stack, on_stack, cycles = {}, {}, [], set(), []
 
     def visit(module):
         index[module] = low[module] = len(index)
         stack.append(module)
         on_stack.add(module)
-        for name in IMPORTS[module]:
+        for name in imports[module]:
             if name not in index:
                 visit(name)
                 low[module] = min(low[module], low[name])
@@ -114,7 +113,52 @@ def test_no_modules_import_each_other():
             if len(component) > 1:
                 cycles.append(sorted(component))
 
-    for module in MODULES:
+    for module in imports:
         if module not in index:
             visit(module)
+    return cycles
+
+
+IMPORTS = import_graph(ROOT)
+
+
+def test_every_module_is_in_a_layer():
+    assert any(module.startswith("run_") for module in IMPORTS)
+    assert all(layer_of(module) >= 0 for module in IMPORTS)
+
+
+@pytest.mark.parametrize("module", sorted(IMPORTS))
+def test_a_module_imports_only_its_layer_and_the_layers_below(module):
+    upward = upward_imports({module: IMPORTS[module]})
+    assert not upward, f"{module} (layer {LAYERS[layer_of(module)]}) imports a higher layer: {upward[module]}"
+
+
+def test_no_modules_import_each_other():
+    cycles = import_cycles(IMPORTS)
     assert not cycles, f"modules that import each other: {cycles}"
+
+
+def test_the_checks_see_annotation_and_deferred_imports_and_loops(tmp_path):
+    """A models module that imports training under `if TYPE_CHECKING:` and data inside a function, and two
+    modules that import each other: both checks refuse them, and no package module imports a script."""
+    files = {
+        "run_tool.py": "import spanroberta.models.lower\n",
+        "spanroberta/__init__.py": "",
+        "spanroberta/training/arguments.py": "",
+        "spanroberta/data/collator.py": "",
+        "spanroberta/models/lower.py": (
+            "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from ..training.arguments import Flags\n\n\n"
+            "def build():\n    from ..data import collator\n    from . import other\n"
+        ),
+        "spanroberta/models/other.py": "from .lower import build\n",
+        "spanroberta/models/uses_script.py": "import run_tool\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    imports = import_graph(tmp_path)
+    assert upward_imports(imports) == {
+        "spanroberta.models.lower": ["spanroberta.data.collator", "spanroberta.training.arguments"],
+        "spanroberta.models.uses_script": ["run_tool"],
+    }
+    assert import_cycles(imports) == [["spanroberta.models.lower", "spanroberta.models.other"]]

@@ -15,7 +15,6 @@ import torch.nn.functional as F
 from transformers import PreTrainedTokenizerBase
 
 from spanroberta.data.masking import (
-    mix32,
     ngram_length_probabilities,
     random_token_ids,
     replace_masked_tokens,
@@ -29,6 +28,8 @@ from spanroberta.data.masking import (
     word_starts,
 )
 from spanroberta.data.masking_units import UNIT_SCHEMES, UNITS_COLUMN
+from spanroberta.data.random_streams import mix32
+from spanroberta.errors import UserInputError
 from spanroberta.models.configuration_spanroberta import SENTENCE_LABELS, SpanRobertaConfig, first_position_id
 from spanroberta.models.spans import in_slots, prediction_slots, sbo_targets
 
@@ -65,9 +66,9 @@ class DataCollatorForSpanMasking:
       -100 in unused slots. Fixed shapes let a compiled training step run without host synchronisation, so
       `run_pretraining.py` uses this layout;
     - when `return_sbo_targets` (default: in the slot layout only, since stock masked LMs take no SBO inputs),
-      `sbo_left_positions`, `sbo_right_positions` and `sbo_relative_positions` (see `models/spans.py`'s `sbo_targets`), in
-      the same layout as `labels`: per token ([batch, length]) or per slot, -100 where a token or slot is not
-      an SBO target;
+      `sbo_left_positions`, `sbo_right_positions` and `sbo_relative_positions` (see `models/spans.py`'s
+      `sbo_targets`), in the same layout as `labels`: per token ([batch, length]) or per slot, -100 where a token
+      or slot is not an SBO target;
     - `token_type_ids` (padded with 0), `next_sentence_label` and `sentence_order_label` when the examples
       carry them.
 
@@ -115,10 +116,7 @@ class DataCollatorForSpanMasking:
             )
         if self.return_sbo_targets is None:
             self.return_sbo_targets = self.label_layout == "slots"
-        if not 0.0 < self.mlm_probability <= 1.0:
-            raise ValueError(f"mlm_probability={self.mlm_probability} must be in (0, 1].")
-        if not 0.0 < self.geometric_p <= 1.0:
-            raise ValueError(f"geometric_p={self.geometric_p} must be in (0, 1].")
+        check_masking_rates(self.mlm_probability, self.geometric_p)
         if self.max_span_length < 1 or self.max_span_targets < 1:
             raise ValueError("max_span_length and max_span_targets must be at least 1.")
         if self.max_predictions_per_seq is not None and self.max_predictions_per_seq < 1:
@@ -310,6 +308,15 @@ class DataCollatorForSpanMasking:
         worker = torch.utils.data.get_worker_info()
         # DataLoader workers each hold a copy of the generator in the same state: tell their draws apart.
         return keys if worker is None else mix32(keys ^ worker.id)
+
+
+def check_masking_rates(mlm_probability: float, geometric_p: float, flag_prefix: str = "") -> None:
+    """Refuses a share of tokens to predict (`mlm_probability`) or a span-length parameter (`geometric_p`, of
+    Geo(p)) outside (0, 1]. The collator checks its own settings with it, and run_pretraining.py's flags
+    (`flag_prefix` "--") before any data is read."""
+    for name, value in (("mlm_probability", mlm_probability), ("geometric_p", geometric_p)):
+        if not 0 < value <= 1:
+            raise UserInputError(f"{flag_prefix}{name} must be above 0 and at most 1, not {value}.")
 
 
 def _restarting_positions(document_ids: torch.Tensor, first_position_id: int) -> torch.Tensor:

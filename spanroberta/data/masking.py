@@ -4,11 +4,11 @@ functions.
 Everything here works on token ids and per-row integer keys; no tokenizer object is touched in the hot path
 (the tokenizer is read once, into the bool tables built by `word_start_table` and `special_token_table`).
 
-Randomness is counter-based: every random number is a hash of (row key, stream, position), where the row key
-is itself a hash of (seed, epoch, example index), as fairseq derives its masks from (seed, epoch, index).
-An example's mask is therefore a pure function of that triple: it does not depend on the batch the example
-lands in, on its padding, on the order of the batch, nor on how many random numbers other code drew before
-(so a run resumed from a checkpoint masks exactly as an uninterrupted one).
+Randomness is counter-based (`random_streams.py`): every random number is a hash of (row key, stream, position),
+where the row key is itself a hash of (seed, epoch, example index), as fairseq derives its masks from (seed,
+epoch, index). An example's mask is therefore a pure function of that triple: it does not depend on the batch
+the example lands in, on its padding, on the order of the batch, nor on how many random numbers other code drew
+before (so a run resumed from a checkpoint masks exactly as an uninterrupted one).
 
 Typical use (what `DataCollatorForSpanMasking` does):
 
@@ -21,7 +21,6 @@ Typical use (what `DataCollatorForSpanMasking` does):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
 
 import torch
 import torch.nn.functional as F
@@ -29,55 +28,17 @@ from transformers import PreTrainedTokenizerBase
 
 from ..models.conventions import IGNORE_INDEX
 from ..models.spans import run_starts, sbo_targets  # noqa: F401  (sbo_targets: part of masking's interface)
-
-_MASK32 = 0xFFFFFFFF
-_GOLDEN = 0x9E3779B9  # 2**32 / golden ratio: consecutive positions land far apart before hashing
+from .random_streams import MASK32, Stream, mix32, mix32_int, randint, random_bits, uniform
 
 # Word-start markers: byte-level BPE ("Ġ" = a leading space), SentencePiece ("▁"), WordPiece ("##" continues).
 _BPE_MARKER, _SENTENCEPIECE_MARKER, _WORDPIECE_CONTINUATION = "Ġ", "▁", "##"
 
 
-class Stream(IntEnum):
-    """Independent random streams: the same (row key, position) gives unrelated numbers in each."""
-
-    SPAN_START = 1
-    SPAN_LENGTH = 2
-    REPLACEMENT = 3
-    RANDOM_TOKEN = 4
-    BUDGET = 5
-    TOKEN_SELECTION = 6
-    UNIT_ORDER = 7
-    WORD_FILL_ORDER = 8
-
-
 # ---------------------------------------------------------------------------------------------------------
-# Counter-based random numbers
+# Row keys (the random numbers themselves: random_streams.py)
 
-
-def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
-    """(x * c) mod 2**32 for x in [0, 2**32). `c` is split into 16-bit halves so no int64 product overflows
-    (an overflowing int64 multiply is undefined behaviour in the C++ kernels, even if it usually wraps)."""
-    return (x * (c & 0xFFFF) + (((x * (c >> 16)) & 0xFFFF) << 16)) & _MASK32
-
-
-def mix32(x: torch.Tensor) -> torch.Tensor:
-    """The "lowbias32" avalanche hash (Chris Wellons' hash prospector), a bijection on 32-bit values.
-
-    Takes and returns int64 tensors holding values in [0, 2**32); every step is exact integer arithmetic.
-    """
-    x = x ^ (x >> 16)
-    x = _mul32(x, 0x7FEB352D)
-    x = x ^ (x >> 15)
-    x = _mul32(x, 0x846CA68B)
-    return x ^ (x >> 16)
-
-
-def _mix32_int(value: int) -> int:
-    return int(mix32(torch.tensor(value & _MASK32, dtype=torch.long)))
-
-
-_STREAM_SALTS = {stream: _mix32_int(int(stream) * _GOLDEN) for stream in Stream}
-_ROW_KEY_SALT = _mix32_int(0x5EED)
+# Mixed into the seed, so that row keys differ from the other hashes of the same numbers.
+_ROW_KEY_SALT = mix32_int(0x5EED)
 
 
 def row_keys(seed: int, epochs: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
@@ -86,25 +47,9 @@ def row_keys(seed: int, epochs: torch.Tensor, indices: torch.Tensor) -> torch.Te
     Values are taken modulo 2**32 (so an index past 4 billion wraps around).
     """
     indices = torch.as_tensor(indices, dtype=torch.long)
-    key = mix32(torch.full_like(indices, (seed & _MASK32) ^ _ROW_KEY_SALT))
-    key = mix32(key ^ (torch.as_tensor(epochs, dtype=torch.long) & _MASK32))
-    return mix32(key ^ (indices & _MASK32))
-
-
-def random_bits(keys: torch.Tensor, stream: Stream, positions: torch.Tensor) -> torch.Tensor:
-    """32 random bits (int64 in [0, 2**32)) for each row key [B] and position ([N] or [B, N]): shape [B, N]."""
-    stream_keys = mix32(keys ^ _STREAM_SALTS[stream])
-    return mix32((stream_keys[:, None] + positions * _GOLDEN) & _MASK32)
-
-
-def uniform(bits: torch.Tensor) -> torch.Tensor:
-    """Uniform floats in [0, 1) from random bits: the top 24 bits, which a float32 holds exactly."""
-    return (bits >> 8).to(torch.float32) * 2.0**-24
-
-
-def randint(bits: torch.Tensor, high: torch.Tensor | int) -> torch.Tensor:
-    """Uniform integers in [0, high) from random bits (multiply-shift; exact in int64 for high < 2**31)."""
-    return (bits * high) >> 32
+    key = mix32(torch.full_like(indices, (seed & MASK32) ^ _ROW_KEY_SALT))
+    key = mix32(key ^ (torch.as_tensor(epochs, dtype=torch.long) & MASK32))
+    return mix32(key ^ (indices & MASK32))
 
 
 # ---------------------------------------------------------------------------------------------------------

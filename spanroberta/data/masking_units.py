@@ -3,7 +3,8 @@ the blocks, so that masking itself stays a fast, pure function of (ids, word sta
 
 - `SpacyUnits`: named entities (`doc.ents`) or noun phrases (`doc.noun_chunks`) of a spaCy pipeline, as
   SpanBERT section 5.1 found them (Table 6, "Named Entities" and "Noun Phrases"). spaCy is an optional extra:
-  `pip install spanroberta[spacy]`, then a pipeline (`python -m spacy download en_core_web_sm`, or a folder).
+  `pip install -e ".[spacy]"` in the checkout, then a pipeline (`python -m spacy download en_core_web_sm`, or a
+  folder).
 - `PmiUnits`: the word n-grams (n = 2..5) whose words co-occur far more often than chance, ranked by PMI_n on
   the training corpus itself (Levine et al. 2021, "PMI-Masking: Principled Masking of Correlated Spans",
   section 3).
@@ -163,7 +164,8 @@ def _overlapping_span(offsets: np.ndarray, spans: np.ndarray) -> np.ndarray:
 def load_spacy_pipeline(spacy_model: str, scheme: str):
     """`spacy.load(spacy_model)`, with a one-paragraph error saying what to install when it cannot be loaded."""
     require_package(
-        "spacy", f"--masking {scheme}", install="`pip install spanroberta[spacy]` (or `pip install spacy`), then an "
+        "spacy", f"--masking {scheme}",
+        install="`pip install -e \".[spacy]\"` in the checkout (or `pip install spacy`), then an "
         "English pipeline, e.g. `python -m spacy download en_core_web_sm`, passed as --spacy_model en_core_web_sm",
     )  # fmt: skip
     import spacy

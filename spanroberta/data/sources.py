@@ -6,6 +6,10 @@
 
 `load_pretraining_data` returns the tokenizer, the model config (built by the caller's `build_config` as soon as
 the tokenizer exists, so that a bad setting stops the run before any block is made) and the masking datasets.
+
+The data stage sits below training: `model_args`, `data_args` and `training_args` are the run's flags (the
+dataclasses of `training/arguments.py`, or anything with their fields), read by field name, and the config builder
+is handed down by the caller, so that nothing here imports training.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import datasets
 from torch.utils.data import Dataset
@@ -24,6 +28,7 @@ from transformers import AutoTokenizer, PretrainedConfig, PreTrainedTokenizerBas
 
 from ..errors import UserInputError
 from ..hub import hub_kwargs
+from ..objectives.base import ResolvedRecipe
 from . import prepared
 from .corpus import iter_documents, load_documents
 from .formats import PAIR_FORMATS, block_builder, prepare_blocks, tokenize_documents
@@ -41,10 +46,6 @@ from .masking_units import (
 )
 from .streaming import StreamingBlocks
 from .tokenizer import train_byte_level_bpe, train_sentencepiece_unigram
-
-if TYPE_CHECKING:
-    from ..objectives import ResolvedRecipe
-    from ..training.arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 
 logger = logging.getLogger(__name__)
 
@@ -68,9 +69,9 @@ class PretrainingData:
 class _Run:
     """The arguments every mode reads."""
 
-    model_args: PretrainingModelArguments
-    data_args: PretrainingDataArguments
-    training_args: PretrainingArguments
+    model_args: Any
+    data_args: Any
+    training_args: Any
     recipe: ResolvedRecipe
     build_config: BuildConfig
 
@@ -113,9 +114,9 @@ class _Run:
 
 
 def load_pretraining_data(
-    model_args: PretrainingModelArguments,
-    data_args: PretrainingDataArguments,
-    training_args: PretrainingArguments,
+    model_args: Any,
+    data_args: Any,
+    training_args: Any,
     recipe: ResolvedRecipe,
     build_config: BuildConfig,
 ) -> PretrainingData:
@@ -144,7 +145,7 @@ def load_pretraining_data(
     return PretrainingData(tokenizer=tokenizer, config=config, train=train, eval=eval_dataset)
 
 
-def load_tokenizer(model_args: PretrainingModelArguments) -> PreTrainedTokenizerBase | None:
+def load_tokenizer(model_args: Any) -> PreTrainedTokenizerBase | None:
     """The tokenizer named by --tokenizer_name or --model_name_or_path, or None when neither is given."""
     name = model_args.tokenizer_name or model_args.model_name_or_path
     if not name:
@@ -161,7 +162,7 @@ def load_tokenizer(model_args: PretrainingModelArguments) -> PreTrainedTokenizer
 
 
 def load_or_train_tokenizer(
-    model_args: PretrainingModelArguments, documents: datasets.Dataset, kind: str = "byte-level-bpe"
+    model_args: Any, documents: datasets.Dataset, kind: str = "byte-level-bpe"
 ) -> PreTrainedTokenizerBase:
     """The given tokenizer, or one of `kind` (recipes.TOKENIZERS) trained on `documents`."""
     tokenizer = load_tokenizer(model_args)
@@ -211,7 +212,7 @@ def _reused_prepared_data(run: _Run) -> tuple:
 
 
 def _document_splits(
-    data_args: PretrainingDataArguments, seed: int, cache_dir: str | None
+    data_args: Any, seed: int, cache_dir: str | None
 ) -> tuple[datasets.Dataset, datasets.Dataset | None]:
     """Training documents and evaluation documents (--validation_file, or a held-out share, or none)."""
     documents = load_documents(
@@ -231,7 +232,7 @@ def _document_splits(
     return documents, None
 
 
-def _validation_documents(data_args: PretrainingDataArguments, cache_dir: str | None) -> datasets.Dataset:
+def _validation_documents(data_args: Any, cache_dir: str | None) -> datasets.Dataset:
     return load_documents(
         train_files=data_args.validation_file.split(","),
         text_column_name=data_args.text_column_name,

@@ -2,12 +2,12 @@
 spanroberta's pretraining heads.
 
 This file is copied next to every saved checkpoint (see `auto_map`); it imports only the configuration file it
-shares the heads' checks with.
+shares the heads' settings and checks with.
 """
 
 from transformers import AlbertConfig
 
-from .configuration_spanroberta import check_head_settings
+from .configuration_spanroberta import SpanHeadSettings, check_head_settings
 
 # ALBERT section 3.1 and Table 4: share every layer's parameters, or only the feed-forward networks, or only the
 # attention, or nothing. "all" is ALBERT's own scheme.
@@ -25,7 +25,7 @@ AUTO_MAP = {
 }
 
 
-class SpanAlbertConfig(AlbertConfig):
+class SpanAlbertConfig(SpanHeadSettings, AlbertConfig):
     r"""
     Configuration of a SpanALBERT model: an ALBERT encoder (Lan et al. 2019) under spanroberta's pretraining heads.
     The defaults are ALBERT-base's (v2): 12 layers, hidden 768, 12 heads, FFN 3072, embeddings E = 128, a 30,000
@@ -56,11 +56,6 @@ class SpanAlbertConfig(AlbertConfig):
     attention_probs_dropout_prob: float = 0.0
 
     cross_layer_sharing: str | None = None
-    use_sbo: bool = True
-    max_span_targets: int = 15
-    sbo_position_embedding_size: int = 200
-    sbo_loss_weight: float = 1.0
-    sentence_objective: str = "none"
     efficient_pretraining: bool = True
     answerability_head: bool = False
 

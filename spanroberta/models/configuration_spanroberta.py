@@ -3,6 +3,8 @@
 This file is copied next to every saved checkpoint (see `auto_map`), so it imports nothing from spanroberta.
 """
 
+from dataclasses import dataclass
+
 from transformers import PretrainedConfig, RobertaConfig
 
 # The sentence-level objectives and the name of each one's label in a batch (and of the forward argument that takes
@@ -29,6 +31,20 @@ AUTO_MAP = {
 }
 
 
+@dataclass(repr=False, kw_only=True)
+class SpanHeadSettings:
+    """The settings of the pretraining heads (see `SpanRobertaConfig`), which every encoder's config carries:
+    spanroberta's configs inherit them, and a continued stock encoder's config gets them set
+    (`modeling_any_encoder.add_span_head_settings`). The defaults are SpanBERT's (section 3.2; 15 targets a span
+    and 200-wide position embeddings in its released code)."""
+
+    use_sbo: bool = True
+    max_span_targets: int = 15
+    sbo_position_embedding_size: int = 200
+    sbo_loss_weight: float = 1.0
+    sentence_objective: str = "none"
+
+
 def check_head_settings(config) -> None:
     """Checks the pretraining heads' settings, which every encoder's config carries (RoBERTa's and ALBERT's)."""
     if config.sentence_objective not in SENTENCE_OBJECTIVES:
@@ -48,7 +64,7 @@ def first_position_id(config: PretrainedConfig) -> int:
     return 0
 
 
-class SpanRobertaConfig(RobertaConfig):
+class SpanRobertaConfig(SpanHeadSettings, RobertaConfig):
     r"""
     Configuration of a SpanRoBERTa model: a RoBERTa encoder (every encoder setting is RoBERTa's) plus the
     pretraining heads of SpanBERT (Joshi et al. 2019) and an optional sentence-level head.
@@ -84,11 +100,6 @@ class SpanRobertaConfig(RobertaConfig):
     layer_norm_eps: float = 1e-5
     max_position_embeddings: int = 514
 
-    use_sbo: bool = True
-    max_span_targets: int = 15
-    sbo_position_embedding_size: int = 200
-    sbo_loss_weight: float = 1.0
-    sentence_objective: str = "none"
     efficient_pretraining: bool = True
     answerability_head: bool = False
 
@@ -99,4 +110,11 @@ class SpanRobertaConfig(RobertaConfig):
         self.auto_map = {**AUTO_MAP, **(getattr(self, "auto_map", None) or {})}
 
 
-__all__ = ["SpanRobertaConfig", "SENTENCE_LABELS", "SENTENCE_OBJECTIVES", "check_head_settings", "first_position_id"]
+__all__ = [
+    "SpanRobertaConfig",
+    "SpanHeadSettings",
+    "SENTENCE_LABELS",
+    "SENTENCE_OBJECTIVES",
+    "check_head_settings",
+    "first_position_id",
+]

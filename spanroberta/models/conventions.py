@@ -6,7 +6,7 @@ This file ships with every checkpoint beside the model files that import it; it 
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 # The target that no loss reads (unused prediction slots, unmasked tokens, unlabelled sequences): transformers'
 # and PyTorch's `ignore_index` default.
@@ -36,4 +36,12 @@ def returns_mean_loss(target: _Target) -> _Target:
     return target
 
 
-__all__ = ["IGNORE_INDEX", "normalises_loss_by_item_counts", "returns_mean_loss"]
+def register_for_auto_classes(auto_map: dict[str, str], namespace: dict[str, Any]) -> None:
+    """Marks the config and every head that `auto_map` names (Auto class -> "module.Class", each class found in
+    `namespace`, the modelling file's globals) as custom code: save_pretrained then copies their files next to the
+    weights, and the saved config's auto_map points each Auto class at them."""
+    for auto_class, class_path in auto_map.items():
+        namespace[class_path.rpartition(".")[2]].register_for_auto_class(auto_class)
+
+
+__all__ = ["IGNORE_INDEX", "normalises_loss_by_item_counts", "register_for_auto_classes", "returns_mean_loss"]

@@ -21,6 +21,7 @@ start at 0, so `first_position_id(config)`, and with it the collator, answers 0 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 from dataclasses import dataclass
@@ -33,21 +34,16 @@ from torch import nn
 from transformers import PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import ModelOutput
 
+from .configuration_spanroberta import SpanHeadSettings
 from .packing import packed_attention_mask
-from .pretraining_heads import SpanBoundaryHead, SpanPreTrainingMixin
+from .pretraining_heads import SpanPreTrainingMixin
 
 SBO_HEAD_FILE = "sbo_head.safetensors"
 SBO_PREFIX = "sbo_head."
 
 # The settings of the pretraining heads that a continued encoder's config carries (as SpanRobertaConfig's do),
-# with their defaults: SpanBERT's (section 3.2; max_pair_targets 15 and 200-wide position embeddings in its code).
-SPAN_HEAD_DEFAULTS = {
-    "use_sbo": True,
-    "max_span_targets": 15,
-    "sbo_position_embedding_size": 200,
-    "sbo_loss_weight": 1.0,
-    "sentence_objective": "none",
-}
+# with their defaults.
+SPAN_HEAD_DEFAULTS = {setting.name: setting.default for setting in dataclasses.fields(SpanHeadSettings)}
 
 
 @dataclass(frozen=True)
@@ -139,19 +135,14 @@ class EncoderSpanPreTrainingMixin(SpanPreTrainingMixin):
         # resolved here, once, rather than on every call (which would also cut a compiled graph).
         self._mlm_layout = self._find_mlm_head()
         self._encoder_arguments = frozenset(inspect.signature(self.base_model.forward).parameters)
-        self.sbo_head = SpanBoundaryHead(self._sbo_head_shape()) if self.config.use_sbo else None
-        if self.sbo_head is not None:
-            embeddings = self.get_input_embeddings().weight
-            embeddings_name = next(name for name, p in self.named_parameters() if p is embeddings)
-            tied = dict(getattr(self, "_tied_weights_keys", None) or {})
-            self._tied_weights_keys = {**tied, f"{SBO_PREFIX}decoder.weight": embeddings_name}
+        self._add_sbo_head()
         super().post_init()
 
     @property
     def family(self) -> EncoderFamily:
         return ENCODER_FAMILIES[type(self.config).model_type]
 
-    def _sbo_head_shape(self) -> SimpleNamespace:
+    def _sbo_head_settings(self) -> SimpleNamespace:
         config = self.config
         return SimpleNamespace(
             hidden_size=config.hidden_size,
@@ -162,12 +153,6 @@ class EncoderSpanPreTrainingMixin(SpanPreTrainingMixin):
             layer_norm_eps=getattr(config, "layer_norm_eps", getattr(config, "norm_eps", 1e-12)),
             embedding_size=self.get_input_embeddings().embedding_dim,
         )
-
-    @torch.no_grad()
-    def _init_weights(self, module: nn.Module) -> None:
-        super()._init_weights(module)
-        if isinstance(module, SpanBoundaryHead):
-            nn.init.zeros_(module.decoder.bias)
 
     def _find_mlm_head(self) -> MlmHeadLayout:
         for layout in self.family.mlm_heads:

@@ -19,7 +19,6 @@ This file is copied next to every saved checkpoint (see `auto_map`), with the fi
 from __future__ import annotations
 
 import torch
-from torch import nn
 from transformers.modeling_outputs import BaseModelOutputWithPooling
 from transformers.models.albert.modeling_albert import (
     AlbertForMaskedLM,
@@ -33,10 +32,10 @@ from transformers.models.albert.modeling_albert import (
     AlbertSOPHead,
 )
 
-from .configuration_span_albert import SpanAlbertConfig
-from .conventions import returns_mean_loss
+from .configuration_span_albert import AUTO_MAP, SpanAlbertConfig
+from .conventions import register_for_auto_classes, returns_mean_loss
 from .packing import packed_attention_mask
-from .pretraining_heads import SlotLabelsForMaskedLM, SpanBoundaryHead, SpanPreTrainingMixin
+from .pretraining_heads import MlmDecoderAsOutputEmbeddings, SlotLabelsForMaskedLM, SpanPreTrainingMixin
 
 # The submodules of an AlbertLayer that each scheme shares across layers. The FFN's output layer norm goes with
 # the FFN, as the attention's goes with the attention. The attention's parameter-holding children are shared
@@ -53,12 +52,6 @@ SHARED_SUBMODULES: dict[str, tuple[str, ...]] = {
 class SpanAlbertPreTrainedModel(AlbertPreTrainedModel):
     config_class = SpanAlbertConfig
     config: SpanAlbertConfig
-
-    @torch.no_grad()
-    def _init_weights(self, module: nn.Module) -> None:
-        super()._init_weights(module)
-        if isinstance(module, SpanBoundaryHead):
-            nn.init.zeros_(module.decoder.bias)
 
     def post_init(self) -> None:
         self._share_layers()
@@ -113,7 +106,7 @@ class SpanAlbertModel(SpanAlbertPreTrainedModel, AlbertModel):
         )
 
 
-class SpanAlbertForPreTraining(SpanPreTrainingMixin, SpanAlbertPreTrainedModel):
+class SpanAlbertForPreTraining(SpanPreTrainingMixin, MlmDecoderAsOutputEmbeddings, SpanAlbertPreTrainedModel):
     """ALBERT's MLM head (`predictions`) + SBO head + optional NSP/SOP head (ALBERT's `sop_classifier` on its
     pooler), every loss from `SpanPreTrainingMixin`.
 
@@ -121,28 +114,16 @@ class SpanAlbertForPreTraining(SpanPreTrainingMixin, SpanAlbertPreTrainedModel):
     and SOP head; the SBO head starts fresh.
     """
 
-    _tied_weights_keys = {
-        "predictions.decoder.weight": "albert.embeddings.word_embeddings.weight",
-        "predictions.decoder.bias": "predictions.bias",
-    }
-    _sbo_tied_weights_keys = {"sbo_head.decoder.weight": "albert.embeddings.word_embeddings.weight"}
+    mlm_head_name = "predictions"
 
     def __init__(self, config: SpanAlbertConfig):
         super().__init__(config)
-        has_sentence_head = config.sentence_objective != "none"
-        self.albert = SpanAlbertModel(config, add_pooling_layer=has_sentence_head)
+        self.albert = SpanAlbertModel(config, add_pooling_layer=self._has_sentence_head())
         self.predictions = AlbertMLMHead(config)
-        self.sbo_head = SpanBoundaryHead(config) if config.use_sbo else None
-        self.sop_classifier = AlbertSOPHead(config) if has_sentence_head else None
-        if config.use_sbo:
-            self._tied_weights_keys = {**self._tied_weights_keys, **self._sbo_tied_weights_keys}
+        self.sop_classifier = AlbertSOPHead(config) if self._has_sentence_head() else None
+        self._tie_mlm_decoder()
+        self._add_sbo_head()
         self.post_init()
-
-    def get_output_embeddings(self) -> nn.Module:
-        return self.predictions.decoder
-
-    def set_output_embeddings(self, new_embeddings: nn.Module) -> None:
-        self.predictions.decoder = new_embeddings
 
     def _mlm_features(self, states: torch.Tensor) -> torch.Tensor:
         head = self.predictions
@@ -185,12 +166,9 @@ class SpanAlbertForTokenClassification(SpanAlbertPreTrainedModel, AlbertForToken
     pass
 
 
-# As modeling_spanroberta: registering marks the classes as custom code, so save_pretrained copies this file and
-# those it imports next to the weights; the config's auto_map points every Auto class at them.
-SpanAlbertConfig.register_for_auto_class()
-for _auto_class, _class_path in SpanAlbertConfig().auto_map.items():
-    if _auto_class != "AutoConfig":
-        globals()[_class_path.split(".")[-1]].register_for_auto_class(_auto_class)
+# Registering marks the classes as custom code, so save_pretrained copies this file and those it imports next to
+# the weights; the config's auto_map then points every Auto class at them.
+register_for_auto_classes(AUTO_MAP, globals())
 
 __all__ = [
     "SpanAlbertPreTrainedModel",

@@ -46,11 +46,12 @@ from transformers.models.roberta.modeling_roberta import (
     RobertaPreTrainedModel,
 )
 
-from .configuration_spanroberta import SpanRobertaConfig
-from .conventions import returns_mean_loss
+from .configuration_spanroberta import AUTO_MAP, SpanRobertaConfig
+from .conventions import register_for_auto_classes, returns_mean_loss
 from .modeling_efficient import encode_at_positions, reads_last_layer_at_positions
 from .packing import is_flash_attention, packed_attention_mask
 from .pretraining_heads import (
+    MlmDecoderAsOutputEmbeddings,
     SlotLabelsForMaskedLM,
     SpanBoundaryHead,
     SpanPreTrainingMixin,
@@ -61,12 +62,6 @@ from .pretraining_heads import (
 class SpanRobertaPreTrainedModel(RobertaPreTrainedModel):
     config_class = SpanRobertaConfig
     config: SpanRobertaConfig
-
-    @torch.no_grad()
-    def _init_weights(self, module: nn.Module) -> None:
-        super()._init_weights(module)
-        if isinstance(module, SpanBoundaryHead):
-            nn.init.zeros_(module.decoder.bias)
 
 
 class SpanRobertaModel(SpanRobertaPreTrainedModel, RobertaModel):
@@ -132,34 +127,22 @@ class SpanRobertaModel(SpanRobertaPreTrainedModel, RobertaModel):
         return outputs if return_dict is not False else outputs.to_tuple()
 
 
-class SpanRobertaForPreTraining(SpanPreTrainingMixin, SpanRobertaPreTrainedModel):
+class SpanRobertaForPreTraining(SpanPreTrainingMixin, MlmDecoderAsOutputEmbeddings, SpanRobertaPreTrainedModel):
     """MLM head (RoBERTa's, same parameter names) + SBO head + optional NSP/SOP head.
 
     Continued pretraining from a RoBERTa checkpoint loads its encoder and MLM head; the SBO head starts fresh.
     """
 
-    _tied_weights_keys = {
-        "lm_head.decoder.weight": "roberta.embeddings.word_embeddings.weight",
-        "lm_head.decoder.bias": "lm_head.bias",
-    }
-    _sbo_tied_weights_keys = {"sbo_head.decoder.weight": "roberta.embeddings.word_embeddings.weight"}
+    mlm_head_name = "lm_head"
 
     def __init__(self, config: SpanRobertaConfig):
         super().__init__(config)
-        has_sentence_head = config.sentence_objective != "none"
-        self.roberta = SpanRobertaModel(config, add_pooling_layer=has_sentence_head)
+        self.roberta = SpanRobertaModel(config, add_pooling_layer=self._has_sentence_head())
         self.lm_head = RobertaLMHead(config)
-        self.sbo_head = SpanBoundaryHead(config) if config.use_sbo else None
-        self.sentence_head = nn.Linear(config.hidden_size, 2) if has_sentence_head else None
-        if config.use_sbo:
-            self._tied_weights_keys = {**self._tied_weights_keys, **self._sbo_tied_weights_keys}
+        self.sentence_head = nn.Linear(config.hidden_size, 2) if self._has_sentence_head() else None
+        self._tie_mlm_decoder()
+        self._add_sbo_head()
         self.post_init()
-
-    def get_output_embeddings(self) -> nn.Module:
-        return self.lm_head.decoder
-
-    def set_output_embeddings(self, new_embeddings: nn.Module) -> None:
-        self.lm_head.decoder = new_embeddings
 
     def _mlm_features(self, states: torch.Tensor) -> torch.Tensor:
         lm_head = self.lm_head
@@ -272,12 +255,9 @@ class SpanRobertaForQuestionAnswering(SpanRobertaPreTrainedModel, RobertaForQues
         )
 
 
-# Registering marks the classes as custom code, so save_pretrained copies this file and its configuration
-# next to the weights; the config's auto_map then points every Auto class at them.
-SpanRobertaConfig.register_for_auto_class()
-for _auto_class, _class_path in SpanRobertaConfig().auto_map.items():
-    if _auto_class != "AutoConfig":
-        globals()[_class_path.split(".")[-1]].register_for_auto_class(_auto_class)
+# Registering marks the classes as custom code, so save_pretrained copies this file and those it imports next to
+# the weights; the config's auto_map then points every Auto class at them.
+register_for_auto_classes(AUTO_MAP, globals())
 
 __all__ = [
     "SpanRobertaPreTrainedModel",

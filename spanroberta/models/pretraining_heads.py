@@ -23,6 +23,10 @@ from .packing import packed_sequence_ids
 from .spans import in_slots, prediction_slots, sbo_targets, write_at_slots
 
 
+# The span boundary objective's fields of a slot batch (`spans.sbo_targets`).
+SBO_FIELDS = ("sbo_left_positions", "sbo_right_positions", "sbo_relative_positions")
+
+
 class SpanBoundaryHead(nn.Module):
     """y_i = f(h_{s-1}, h_{e+1}, p_{i-s+1}) (SpanBERT section 3.2, equation 1).
 
@@ -109,6 +113,26 @@ class SpanPreTrainingMixin:
 
     config: SpanRobertaConfig
     sbo_head: SpanBoundaryHead | None
+
+    def _add_sbo_head(self) -> None:
+        """Adds `self.sbo_head` when `config.use_sbo` (else None), its decoder tied to the word embeddings as the MLM
+        decoder is (stored once in a checkpoint). Called in `__init__` once the encoder exists, before `post_init`."""
+        self.sbo_head = SpanBoundaryHead(self._sbo_head_settings()) if self.config.use_sbo else None
+        if self.sbo_head is not None:
+            embeddings = self.get_input_embeddings().weight
+            embeddings_name = next(name for name, parameter in self.named_parameters() if parameter is embeddings)
+            tied = dict(getattr(self, "_tied_weights_keys", None) or {})
+            self._tied_weights_keys = {**tied, "sbo_head.decoder.weight": embeddings_name}
+
+    def _sbo_head_settings(self) -> SpanRobertaConfig:
+        """What the SBO head's shape is read from (`SpanBoundaryHead`): the config."""
+        return self.config
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        super()._init_weights(module)
+        if isinstance(module, SpanBoundaryHead):
+            nn.init.zeros_(module.decoder.bias)
 
     def forward(
         self,
@@ -304,11 +328,35 @@ class SpanPreTrainingMixin:
         return counts
 
 
+class MlmDecoderAsOutputEmbeddings:
+    """The output embeddings of spanroberta's own pretraining classes: the decoder of their MLM head, the module
+    named `mlm_head_name` (RoBERTa's `lm_head`, ALBERT's `predictions`: the names transformers' checkpoints use),
+    tied to the word embeddings, its bias to the head's, as transformers' RoBERTa and ALBERT tie them."""
+
+    mlm_head_name: str
+
+    def _tie_mlm_decoder(self) -> None:
+        """Declares the ties (called in `__init__`, before `post_init` reads them)."""
+        head, encoder = self.mlm_head_name, self.base_model_prefix
+        self._tied_weights_keys = {
+            **(self._tied_weights_keys or {}),
+            f"{head}.decoder.weight": f"{encoder}.embeddings.word_embeddings.weight",
+            f"{head}.decoder.bias": f"{head}.bias",
+        }
+
+    def get_output_embeddings(self) -> nn.Module:
+        return getattr(self, self.mlm_head_name).decoder
+
+    def set_output_embeddings(self, new_embeddings: nn.Module) -> None:
+        getattr(self, self.mlm_head_name).decoder = new_embeddings
+
+
 class SlotLabelsForMaskedLM:
     """Lets a transformers masked LM (dense logits, `[batch, length, vocab]`) also take the prediction slots of
     `DataCollatorForSpanMasking`: `labels` `[batch, slots]` with `mlm_positions` are laid out as transformers'
     `[batch, length]` labels (-100 elsewhere), which gives the loss of the same mask in either layout. The SBO fields
-    a slot batch may carry are accepted and unused: a masked LM has no SBO head (`SpanRobertaForPreTraining` has)."""
+    a slot batch may carry are dropped: a masked LM has no SBO head (`SpanRobertaForPreTraining` has). The stock
+    arguments stay named, since the Trainer keeps only the dataset columns a forward names."""
 
     def forward(
         self,
@@ -319,18 +367,16 @@ class SlotLabelsForMaskedLM:
         inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
         mlm_positions: torch.LongTensor | None = None,
-        sbo_left_positions: torch.LongTensor | None = None,
-        sbo_right_positions: torch.LongTensor | None = None,
-        sbo_relative_positions: torch.LongTensor | None = None,
         **kwargs,
     ):
         if labels is not None and mlm_positions is not None:
             shape = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
             unlabelled = torch.full(shape, IGNORE_INDEX, dtype=labels.dtype, device=labels.device)
             labels = write_at_slots(unlabelled, mlm_positions.clamp(min=0), labels, labels != IGNORE_INDEX)
+        stock_inputs = {name: value for name, value in kwargs.items() if name not in SBO_FIELDS}
         return super().forward(
             input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-            position_ids=position_ids, inputs_embeds=inputs_embeds, labels=labels, **kwargs,
+            position_ids=position_ids, inputs_embeds=inputs_embeds, labels=labels, **stock_inputs,
         )  # fmt: skip
 
 

@@ -1,27 +1,21 @@
 """Pretraining objectives, one module each: `masked_lm` (MLM + SBO + NSP/SOP) and `replaced_token_detection`
-(ELECTRA). A recipe names its objective (`Recipe.objective`); the run resolves the recipe with the user's
-overrides (`resolve_recipe`) and asks the objective (`get_objective`) for everything that differs between them."""
+(ELECTRA). Each registers itself and the recipes it trains (`base.register_objective`); importing the package
+imports every module of it, so a new objective is one new module here. The run resolves the recipe with the
+user's overrides (`resolve_recipe`) and asks the objective (`get_objective`) for everything that differs between
+them."""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from typing import Any
 
-from ..data.formats import PAIR_FORMATS
 from ..errors import UserInputError
-from .recipes import get_recipe
-from .base import PretrainingObjective, ResolvedRecipe
-from .masked_lm import MaskedLanguageModeling
-from .replaced_token_detection import ReplacedTokenDetection
+from .base import OBJECTIVES, PretrainingObjective, ResolvedRecipe, get_objective
+from .recipes import PAIR_FORMATS, get_recipe
 
-# By module name, as recipes name them (`Recipe.objective`).
-OBJECTIVES: dict[str, PretrainingObjective] = {
-    "masked_lm": MaskedLanguageModeling(),
-    "replaced_token_detection": ReplacedTokenDetection(),
-}
-
-
-def get_objective(name: str) -> PretrainingObjective:
-    return OBJECTIVES[name]
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
 
 
 def resolve_recipe(model_args: Any, data_args: Any) -> ResolvedRecipe:

@@ -1,21 +1,25 @@
-"""What a pretraining objective answers for the run and the trainer. Each objective is one module of this package;
+"""What a pretraining objective answers for the run and the trainer, and the registry of objectives. Each
+objective is one module of this package, whose class `register_objective` registers with the recipes it trains;
 `training/pretraining.py` and `training/trainer.py` ask it, and never which objective it is."""
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
 
 import torch
 from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase, Trainer
 
 from ..models.conventions import IGNORE_INDEX
+from .recipes import Recipe, add_recipe
 
 
 @dataclass(frozen=True)
 class ResolvedRecipe:
-    """A recipe (`objectives.recipes.RECIPES`) with the user's overrides applied."""
+    """A recipe (`recipes.RECIPES`) with the user's overrides applied."""
 
     masking: str
     sbo: bool
@@ -24,7 +28,7 @@ class ResolvedRecipe:
     static_masking: bool
     encoder: str = "roberta"
     tokenizer: str = "byte-level-bpe"
-    # The name of the objective that trains the encoder (`objectives.OBJECTIVES`).
+    # The name of the objective that trains the encoder (`OBJECTIVES`).
     objective: str = "masked_lm"
     mask_replace_prob: float = 0.8
     random_replace_prob: float = 0.1
@@ -98,6 +102,33 @@ class PretrainingObjective(ABC):
         """How to use the saved model, for its model card."""
 
 
+# Objective name -> the objective, as `register_objective` registered them.
+OBJECTIVES: dict[str, PretrainingObjective] = {}
+ObjectiveClass = TypeVar("ObjectiveClass", bound=type[PretrainingObjective])
+
+
+def register_objective(name: str, recipes: dict[str, Recipe]) -> Callable[[ObjectiveClass], ObjectiveClass]:
+    """Class decorator: registers an instance of the objective as `name` (`get_objective(name)`) and `recipes`
+    (--recipe name -> recipe) as trained by it. The package imports every module of its own, so a new objective's
+    module registers itself and nothing else is edited."""
+
+    def register(objective_class: ObjectiveClass) -> ObjectiveClass:
+        if name in OBJECTIVES:
+            raise ValueError(f"Two objectives are named {name!r}: {type(OBJECTIVES[name])} and {objective_class}.")
+        OBJECTIVES[name] = objective_class()
+        for recipe_name, recipe in recipes.items():
+            add_recipe(recipe_name, replace(recipe, objective=name))
+        return objective_class
+
+    return register
+
+
+def get_objective(name: str) -> PretrainingObjective:
+    if name not in OBJECTIVES:
+        raise ValueError(f"Unknown objective {name!r}; registered objectives: {', '.join(OBJECTIVES)}.")
+    return OBJECTIVES[name]
+
+
 def accumulate_classification(
     sums: dict[str, torch.Tensor], head: str, logits: torch.Tensor, targets: torch.Tensor
 ) -> None:
@@ -112,6 +143,19 @@ def accumulate_masked_lm(sums: dict[str, torch.Tensor], labels: torch.Tensor, ml
     """Adds the masked LM's sums over every predicted token (`labels` not -100) to `sums`."""
     predicted = labels != IGNORE_INDEX
     accumulate_classification(sums, "mlm", mlm_logits[predicted], labels[predicted])
+
+
+def masked_lm_metrics(totals: dict[str, float]) -> dict[str, float]:
+    """mlm_loss, mlm_accuracy and perplexity (exp of the MLM loss) from the sums of `accumulate_masked_lm`
+    (none when nothing was predicted)."""
+    if not totals["mlm_count"]:
+        return {}
+    loss = totals["mlm_loss"] / totals["mlm_count"]
+    return {
+        "mlm_loss": loss,
+        "mlm_accuracy": totals["mlm_correct"] / totals["mlm_count"],
+        "perplexity": math.exp(min(loss, 50.0)),
+    }
 
 
 def zero_sums(names: list[str], device: torch.device) -> dict[str, torch.Tensor]:

@@ -6,7 +6,6 @@ loaded, are `objectives.checkpoint_loading`'s). The spanbert, roberta, bert and 
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -24,13 +23,17 @@ from ..models.configuration_spanroberta import SENTENCE_LABELS, SpanRobertaConfi
 from ..models.conventions import IGNORE_INDEX
 from ..models.modeling_any_encoder import ENCODER_FAMILIES
 from ..models.sizes import get_model_size
-from .base import PretrainingObjective, ResolvedRecipe, accumulate_classification, accumulate_masked_lm, zero_sums
-from .checkpoint_loading import (
-    any_encoder_config,
-    checkpoint_encoder,
-    load_any_encoder,
-    load_checked,
+from .base import (
+    PretrainingObjective,
+    ResolvedRecipe,
+    accumulate_classification,
+    accumulate_masked_lm,
+    masked_lm_metrics,
+    register_objective,
+    zero_sums,
 )
+from .checkpoint_loading import any_encoder_config, checkpoint_encoder, load_any_encoder, load_checked
+from .recipes import Recipe
 
 # The config of each encoder (recipes.ENCODERS); AutoModelForPreTraining maps it to its pretraining model.
 ENCODER_CONFIGS = {"roberta": SpanRobertaConfig, "albert": SpanAlbertConfig}
@@ -44,6 +47,40 @@ _ENCODER_NOTES = {
 }
 
 
+MASKED_LM_RECIPES = {
+    # SpanBERT section 3: span masking + SBO, single-sequence training without NSP (section 3.3).
+    "spanbert": Recipe(
+        "span masking + span boundary objective, no NSP, doc-sentences (SpanBERT)",
+        masking="span",
+        sbo=True,
+        input_format="doc-sentences",
+    ),
+    # RoBERTa section 4: dynamic token masking (4.1), full-sentences without NSP (4.2): the defaults of Recipe.
+    "roberta": Recipe("dynamic token masking, full-sentences, no NSP, no SBO (RoBERTa)"),
+    # BERT as RoBERTa re-implements it (RoBERTa sections 4.1-4.2): static masking, segment pairs with NSP.
+    "bert": Recipe(
+        "static token masking (10 duplicates), segment-pair + NSP (BERT)",
+        sentence_objective="nsp",
+        input_format="segment-pair",
+        static_masking=True,
+    ),
+    # ALBERT (Lan et al. 2019), base: factorised embeddings E = 128 and every layer shared (section 3.1, the
+    # SpanAlbertConfig defaults), sentence-order prediction on segment pairs (3.1), n-gram masking (4.1), blocks of
+    # 512 and a 30,000-id SentencePiece vocabulary (4.1). Optimiser: transformers offers no LAMB, so the
+    # RoBERTa AdamW defaults stay (docs/pretraining.md).
+    "albert": Recipe(
+        "n-gram masking, segment-pair + SOP, ALBERT encoder (E = 128, all layers shared) (ALBERT)",
+        masking="ngram",
+        sentence_objective="sop",
+        input_format="segment-pair",
+        encoder="albert",
+        tokenizer="unigram",
+        flag_defaults=(("tokenizer_vocab_size", 30000), ("max_seq_length", 512)),
+    ),
+}
+
+
+@register_objective("masked_lm", MASKED_LM_RECIPES)
 class MaskedLanguageModeling(PretrainingObjective):
     def build_config(
         self, model_args: Any, recipe: ResolvedRecipe, tokenizer: PreTrainedTokenizerBase
@@ -125,11 +162,8 @@ class MaskedLanguageModeling(PretrainingObjective):
     def evaluation_metrics(self, totals: dict[str, float], model: PreTrainedModel) -> dict[str, float]:
         """loss, mlm_loss, mlm_accuracy, perplexity (exp of the MLM loss), sbo_ and nsp_/sop_ loss and accuracy;
         `loss` sums the heads as training does."""
-        metrics = {}
+        metrics = masked_lm_metrics(totals)
         if totals["mlm_count"]:
-            metrics["mlm_loss"] = totals["mlm_loss"] / totals["mlm_count"]
-            metrics["mlm_accuracy"] = totals["mlm_correct"] / totals["mlm_count"]
-            metrics["perplexity"] = math.exp(min(metrics["mlm_loss"], 50.0))
             metrics["loss"] = metrics["mlm_loss"]
         if totals["sbo_count"]:
             metrics["sbo_loss"] = totals["sbo_loss"] / totals["sbo_count"]

@@ -21,13 +21,45 @@ from ..models.modeling_electra_pretraining import (
     generator_config,
 )
 from ..models.sizes import ELECTRA_SIZES
-from .base import PretrainingObjective, ResolvedRecipe, accumulate_masked_lm, zero_sums
+from .base import (
+    PretrainingObjective,
+    ResolvedRecipe,
+    accumulate_masked_lm,
+    masked_lm_metrics,
+    register_objective,
+    zero_sums,
+)
 from .checkpoint_loading import check_loading_report
+from .recipes import Recipe
 
 # Sums over the real tokens of the evaluation set; the generator's MLM sums are the masked-LM objective's.
 DETECTION_SUMS = ("rtd_loss", "rtd_correct", "rtd_count", "rtd_true_positive", "rtd_predicted", "rtd_replaced")
 
 
+ELECTRA_RECIPES = {
+    # ELECTRA (Clark et al. 2020) sections 3.1-3.2 and appendix A: token masking at 15%, masked tokens 85% [MASK]
+    # and 15% unchanged (no random tokens: the generator provides them), no NSP.
+    "electra": Recipe(
+        "replaced token detection: generator MLM + 50 x discriminator loss (ELECTRA)",
+        mask_replace_prob=0.85,
+        random_replace_prob=0.0,
+        # ELECTRA's optimiser (appendix Table 6): Adam without bias correction (BERT's and ELECTRA's
+        # AdamWeightDecayOptimizer), beta2 0.999, epsilon 1e-6, weight decay 0.01, 10,000 warm-up steps (1% of
+        # its 1M), linear decay, gradient clipping at 1 (the Trainer's default). A run of under 10,000 steps warms
+        # up over a tenth of them, and then corrects Adam's bias (run_length.fit_to_run_length: the uncorrected
+        # first updates need 1,000 warm-up steps). The size-dependent settings: models.sizes.ELECTRA_SIZES.
+        flag_defaults=(
+            ("adam_bias_correction", False),
+            ("adam_beta2", 0.999),
+            ("adam_epsilon", 1e-6),
+            ("weight_decay", 0.01),
+            ("warmup_steps", 10_000),
+        ),
+    ),
+}
+
+
+@register_objective("replaced_token_detection", ELECTRA_RECIPES)
 class ReplacedTokenDetection(PretrainingObjective):
     def flag_defaults(self, arguments: tuple, processes: int) -> dict[str, Any]:
         """ELECTRA's Table 6 for the model size: mask rate, learning rate, and the batch size reached through
@@ -122,11 +154,7 @@ class ReplacedTokenDetection(PretrainingObjective):
         """The generator's MLM loss, accuracy and perplexity; the discriminator's loss and accuracy over real
         tokens, its precision and recall on replaced tokens, and the share of replaced tokens (1 minus it is the
         accuracy of always answering "original"); `loss` = MLM + lambda x discriminator loss, as in training."""
-        metrics = {}
-        if totals["mlm_count"]:
-            metrics["mlm_loss"] = totals["mlm_loss"] / totals["mlm_count"]
-            metrics["mlm_accuracy"] = totals["mlm_correct"] / totals["mlm_count"]
-            metrics["perplexity"] = math.exp(min(metrics["mlm_loss"], 50.0))
+        metrics = masked_lm_metrics(totals)
         if totals["rtd_count"]:
             metrics.update({
                 "discriminator_loss": totals["rtd_loss"] / totals["rtd_count"],

@@ -8,12 +8,11 @@ from transformers import TrainingArguments
 
 from ..models.configuration_span_albert import CROSS_LAYER_SHARING
 from ..models.configuration_spanroberta import SENTENCE_OBJECTIVES
-from ..data.collator import MASKING_SCHEMES
-from ..data.formats import INPUT_FORMATS
+from ..data.collator import MASKING_SCHEMES, check_masking_rates
 from ..data.masking_units import PMI_MIN_COUNT, PMI_VOCABULARY_SIZE, UNIT_SCHEMES, check_unit_settings
 from ..errors import UserInputError
 from ..models.sizes import MODEL_SIZES
-from ..objectives.recipes import RECIPES
+from ..objectives.recipes import INPUT_FORMATS, RECIPES
 from .trainer import NONFINITE_LOSS_POLICIES
 from .validation import check_range, min_block_length_for_targets
 
@@ -69,8 +68,9 @@ class PretrainingModelArguments:
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow code shipped with a Hub checkpoint."})
     attn_implementation: str | None = field(
         default=None,
-        metadata={"help": "Attention kernel: sdpa, eager, flex_attention, flash_attention_2 or flash_attention_3 (these two "
-                  "need the flash-attn package and a GPU). Default: transformers' choice (sdpa where available)."},
+        metadata={"help": "Attention kernel: sdpa, eager, flex_attention, flash_attention_2 or flash_attention_3 "
+                  "(these two need the flash-attn package and a GPU). Default: transformers' choice (sdpa where "
+                  "available)."},
     )
     embedding_size: int | None = field(
         default=None,
@@ -156,7 +156,7 @@ class PretrainingDataArguments:
         default=None,
         metadata={
             "help": "--masking named-entity/noun-phrase: the spaCy pipeline that finds the spans (an installed one, "
-            "e.g. en_core_web_sm, or a pipeline folder); needs `pip install spanroberta[spacy]`."
+            "e.g. en_core_web_sm, or a pipeline folder); needs `pip install -e \".[spacy]\"` in the checkout."
         },
     )
     pmi_vocabulary_size: int = field(
@@ -241,8 +241,7 @@ class PretrainingDataArguments:
         for flag in ("documents_per_group", "shuffle_buffer_size", "max_seq_length", "dupe_factor", "max_span_length",
                      "max_train_samples", "max_eval_samples", "pmi_vocabulary_size", "pmi_min_count"):  # fmt: skip
             check_range(flag, getattr(self, flag), 1)
-        check_range("mlm_probability", self.mlm_probability, maximum=1, above=0)
-        check_range("geometric_p", self.geometric_p, maximum=1, above=0)
+        check_masking_rates(self.mlm_probability, self.geometric_p, flag_prefix="--")
         check_range("validation_split_percentage", self.validation_split_percentage, 0, 99)
         shortest = min_block_length_for_targets(self.mlm_probability)
         if self.max_seq_length < shortest:
