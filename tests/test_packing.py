@@ -1,7 +1,8 @@
 """Packed rows: several sequences per row, position ids restarting at each (transformers' padding-free convention).
 
 The model computes each packed sequence exactly as it would alone, under every attention implementation that takes
-packed rows (sdpa and eager; flex_attention on CUDA, refused on CPU; flash attention through flattening); the
+packed rows (sdpa, eager and varlen_sdpa; flex_attention on CUDA, refused on CPU; flash attention through
+flattening); the
 collator never lets a span, or the boundaries of its SBO targets, cross from one packed sequence to another; and
 `pack_sequences` keeps blocks whole and rows full."""
 
@@ -29,7 +30,7 @@ LENGTH = 24
 
 
 def tiny_config(**overrides) -> SpanRobertaConfig:
-    settings = dict(vocab_size=VOCAB, num_attention_heads=4, intermediate_size=48, max_span_targets=3)
+    settings = dict(vocab_size=VOCAB, num_attention_heads=2, intermediate_size=48, max_span_targets=3)
     return tiny_span_config(**{**settings, **overrides})
 
 
@@ -76,7 +77,7 @@ def encoders(attn_implementation: str, device: str = "cpu"):
 
 
 @pytest.mark.parametrize("length", [24, 128, 200, 256], ids=lambda n: f"rows of {n}")
-@pytest.mark.parametrize("attn_implementation", ["sdpa", "eager"])
+@pytest.mark.parametrize("attn_implementation", ["sdpa", "eager", "varlen_sdpa"])
 def test_a_packed_sequence_gets_the_hidden_states_it_has_alone(attn_implementation, length):
     """On CPU, batches of 1 to 5 rows, rows a multiple of 128 long or not, ending at their end or mid-block."""
     encoder, reference = encoders(attn_implementation)
@@ -104,7 +105,7 @@ def test_flex_attention_on_cuda_gives_a_packed_sequence_its_hidden_states_alone(
         assert_each_sequence_has_its_hidden_states_alone(encoder, reference, rows, length, device="cuda")
 
 
-@pytest.mark.parametrize("attn_implementation", ["sdpa", "eager"])
+@pytest.mark.parametrize("attn_implementation", ["sdpa", "eager", "varlen_sdpa"])
 @pytest.mark.parametrize("efficient", [True, False], ids=["efficient", "reference"])
 def test_packed_pretraining_equals_the_sequences_unpacked(attn_implementation, efficient):
     """Losses, logits at every target and gradients of a packed batch are those of its sequences one per row,
@@ -178,8 +179,8 @@ def test_the_packed_mask_refuses_flash_attention_which_takes_no_mask(implementat
 
     encoder = SimpleNamespace(config=SimpleNamespace(_attn_implementation=implementation))
     assert packing.is_flash_attention(encoder.config) and not packing.takes_dense_mask(encoder.config)
-    with pytest.raises(ValueError, match="sdpa, eager or flex_attention"):
-        packing.packed_attention_mask(encoder, None, torch.arange(4)[None])
+    with pytest.raises(ValueError, match="use sdpa, eager, varlen_sdpa or flex_attention"):
+        packing.packed_attention_inputs(encoder, None, torch.arange(4)[None])
 
 
 @pytest.fixture
