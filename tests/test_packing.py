@@ -105,6 +105,79 @@ def test_flex_attention_on_cuda_gives_a_packed_sequence_its_hidden_states_alone(
         assert_each_sequence_has_its_hidden_states_alone(encoder, reference, rows, length, device="cuda")
 
 
+# The variable-length kernel against sdpa and eager under the block-diagonal mask, one attention call
+
+
+VARLEN_CASES = {
+    "rows with padding tails": [[7, 5, 9], [12, 8], [4, 6, 5, 4]],
+    "one document a row": [[24], [20], [17]],
+    "one row": [[10, 14]],
+}
+
+
+def attention_inputs(rows, dtype=torch.float32, device="cpu", head_dim=16, heads=2):
+    """Packed positions and padding of `rows` (rows of LENGTH), and random query, key, value [batch, heads,
+    LENGTH, head_dim] that require gradients."""
+    batch, _ = packed_batch(rows, LENGTH, VOCAB, seed=len(rows))
+    generator = torch.Generator().manual_seed(0)
+    states = [
+        torch.randn(len(rows), heads, LENGTH, head_dim, generator=generator).to(device, dtype).requires_grad_()
+        for _ in range(3)
+    ]
+    return batch["position_ids"].to(device), batch["attention_mask"].to(device), states
+
+
+def block_diagonal_mask(position_ids, attention_mask):
+    """Bool [batch, 1, length, length]: packed_sequence_mask_function's mask, written out."""
+    sequence_ids, real = packing.packed_sequence_ids(position_ids), attention_mask.bool()
+    same = sequence_ids[:, None, :, None] == sequence_ids[:, None, None, :]
+    return same & (real[:, None, None, :] | ~real[:, None, :, None])
+
+
+def varlen_and_masked(rows, reference, dropout=0.0, dtype=torch.float32, device="cpu"):
+    """(output, gradients) of varlen_sdpa on packed rows and of `reference` ("sdpa" or "eager") under the
+    block-diagonal mask, at real tokens only, for the same random upstream gradient."""
+    from transformers.models.roberta.modeling_roberta import eager_attention_forward
+
+    from spanroberta.models.varlen_attention import packed_sequence_offsets, varlen_sdpa_attention_forward
+
+    position_ids, attention_mask, states = attention_inputs(rows, dtype, device)
+    module = torch.nn.Module().train(dropout > 0)
+    module.is_causal = False
+    offsets = packed_sequence_offsets(position_ids, attention_mask)
+    varlen, _ = varlen_sdpa_attention_forward(
+        module, *states, None, dropout=dropout, cu_seq_lens_q=offsets, max_length_q=LENGTH
+    )
+    mask = block_diagonal_mask(position_ids, attention_mask)
+    if reference == "eager":
+        mask = torch.zeros(mask.shape, dtype=dtype, device=device).masked_fill(~mask, torch.finfo(dtype).min)
+    attention = eager_attention_forward if reference == "eager" else sdpa_attention_forward
+    masked, _ = attention(module, *states, mask, dropout=0.0, scaling=states[0].shape[-1] ** -0.5)
+    real = attention_mask.bool()[..., None, None]
+    upstream = torch.randn(varlen.shape, generator=torch.Generator().manual_seed(1)).to(device, dtype) * real
+    results = []
+    for output in (varlen, masked):
+        gradients = torch.autograd.grad((output * upstream).sum(), states)
+        results.append((output * real, gradients))
+    return results
+
+
+@pytest.mark.parametrize("rows", VARLEN_CASES.values(), ids=VARLEN_CASES.keys())
+@pytest.mark.parametrize("reference", ["sdpa", "eager"])
+def test_varlen_attention_equals_the_block_diagonal_mask_with_gradients(rows, reference):
+    (varlen, varlen_gradients), (masked, masked_gradients) = varlen_and_masked(rows, reference)
+    torch.testing.assert_close(varlen, masked, rtol=1e-5, atol=1e-5)
+    for name, got, want in zip("qkv", varlen_gradients, masked_gradients):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, msg=f"gradient of {name}")
+
+
+def test_varlen_attention_applies_dropout():
+    """Training with attention dropout changes the output (the kernel applies it, rather than ignoring it)."""
+    (dropped, gradients), (plain, _) = varlen_and_masked(VARLEN_CASES["rows with padding tails"], "sdpa", 0.5)
+    assert not torch.allclose(dropped, plain) and torch.isfinite(dropped).all()
+    assert all(torch.isfinite(gradient).all() for gradient in gradients)
+
+
 @pytest.mark.parametrize("attn_implementation", ["sdpa", "eager", "varlen_sdpa"])
 @pytest.mark.parametrize("efficient", [True, False], ids=["efficient", "reference"])
 def test_packed_pretraining_equals_the_sequences_unpacked(attn_implementation, efficient):

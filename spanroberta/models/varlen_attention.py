@@ -63,7 +63,7 @@ def varlen_sdpa_attention_forward(
     batch_size, num_heads, length, _ = query.shape
 
     def jagged(states: torch.Tensor) -> torch.Tensor:
-        tokens = states.transpose(1, 2).reshape(batch_size * length, num_heads, -1)
+        tokens = states.transpose(1, 2).contiguous().view(batch_size * length, num_heads, -1)
         # max_seqlen, an upper bound, spares the kernels a device synchronisation to find the longest sequence.
         nested = torch.nested.nested_tensor_from_jagged(tokens, cu_seq_lens_q, min_seqlen=1, max_seqlen=max_length_q)
         return nested.transpose(1, 2)  # [sequences, heads, ragged length, head_dim]
