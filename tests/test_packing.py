@@ -12,7 +12,18 @@ import re
 
 import pytest
 import torch
-from conftest import dense, packed_batch, shared_data, tiny_span_config, unpacked_batch
+from conftest import (
+    VARLEN_CASES,
+    dense,
+    masked_output,
+    outputs_and_gradients,
+    packed_attention_case,
+    packed_batch,
+    shared_data,
+    tiny_span_config,
+    unpacked_batch,
+    varlen_output,
+)
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.modeling_flash_attention_utils import prepare_fa_kwargs_from_position_ids
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
@@ -96,10 +107,12 @@ def test_flex_attention_refuses_packed_rows_on_cpu():
     assert "\n" not in str(error.value)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="flex_attention packs rows on CUDA only")
+@pytest.mark.cuda
 @pytest.mark.parametrize("length", [24, 200])
-def test_flex_attention_on_cuda_gives_a_packed_sequence_its_hidden_states_alone(length):
-    encoder, reference = encoders("flex_attention", device="cuda")
+@pytest.mark.parametrize("attn_implementation", ["flex_attention", "varlen_sdpa"])
+def test_on_cuda_a_packed_sequence_gets_the_hidden_states_it_has_alone(attn_implementation, length):
+    """flex_attention packs rows on CUDA only; the CUDA kernels need heads of 16 or more (these are 16)."""
+    encoder, reference = encoders(attn_implementation, device="cuda")
     for batch_size in range(1, 6):
         rows = random_rows(batch_size, length, seed=batch_size)
         assert_each_sequence_has_its_hidden_states_alone(encoder, reference, rows, length, device="cuda")
@@ -108,58 +121,14 @@ def test_flex_attention_on_cuda_gives_a_packed_sequence_its_hidden_states_alone(
 # The variable-length kernel against sdpa and eager under the block-diagonal mask, one attention call
 
 
-VARLEN_CASES = {
-    "rows with padding tails": [[7, 5, 9], [12, 8], [4, 6, 5, 4]],
-    "one document a row": [[24], [20], [17]],
-    "one row": [[10, 14]],
-}
-
-
-def attention_inputs(rows, dtype=torch.float32, device="cpu", head_dim=16, heads=2):
-    """Packed positions and padding of `rows` (rows of LENGTH), and random query, key, value [batch, heads,
-    LENGTH, head_dim] that require gradients."""
-    batch, _ = packed_batch(rows, LENGTH, VOCAB, seed=len(rows))
-    generator = torch.Generator().manual_seed(0)
-    states = [
-        torch.randn(len(rows), heads, LENGTH, head_dim, generator=generator).to(device, dtype).requires_grad_()
-        for _ in range(3)
-    ]
-    return batch["position_ids"].to(device), batch["attention_mask"].to(device), states
-
-
-def block_diagonal_mask(position_ids, attention_mask):
-    """Bool [batch, 1, length, length]: packed_sequence_mask_function's mask, written out."""
-    sequence_ids, real = packing.packed_sequence_ids(position_ids), attention_mask.bool()
-    same = sequence_ids[:, None, :, None] == sequence_ids[:, None, None, :]
-    return same & (real[:, None, None, :] | ~real[:, None, :, None])
-
-
-def varlen_and_masked(rows, reference, dropout=0.0, dtype=torch.float32, device="cpu"):
-    """(output, gradients) of varlen_sdpa on packed rows and of `reference` ("sdpa" or "eager") under the
-    block-diagonal mask, at real tokens only, for the same random upstream gradient."""
-    from transformers.models.roberta.modeling_roberta import eager_attention_forward
-
-    from spanroberta.models.varlen_attention import packed_sequence_offsets, varlen_sdpa_attention_forward
-
-    position_ids, attention_mask, states = attention_inputs(rows, dtype, device)
-    module = torch.nn.Module().train(dropout > 0)
-    module.is_causal = False
-    offsets = packed_sequence_offsets(position_ids, attention_mask)
-    varlen, _ = varlen_sdpa_attention_forward(
-        module, *states, None, dropout=dropout, cu_seq_lens_q=offsets, max_length_q=LENGTH
-    )
-    mask = block_diagonal_mask(position_ids, attention_mask)
-    if reference == "eager":
-        mask = torch.zeros(mask.shape, dtype=dtype, device=device).masked_fill(~mask, torch.finfo(dtype).min)
-    attention = eager_attention_forward if reference == "eager" else sdpa_attention_forward
-    masked, _ = attention(module, *states, mask, dropout=0.0, scaling=states[0].shape[-1] ** -0.5)
-    real = attention_mask.bool()[..., None, None]
-    upstream = torch.randn(varlen.shape, generator=torch.Generator().manual_seed(1)).to(device, dtype) * real
-    results = []
-    for output in (varlen, masked):
-        gradients = torch.autograd.grad((output * upstream).sum(), states)
-        results.append((output * real, gradients))
-    return results
+def varlen_and_masked(rows, reference):
+    """(output, gradients) of varlen_sdpa on packed rows of LENGTH and of `reference` ("sdpa" or "eager") under
+    the block-diagonal mask, at real tokens only, heads of 16."""
+    position_ids, attention_mask, states = packed_attention_case(rows, LENGTH, VOCAB)
+    real = attention_mask.bool()
+    varlen = outputs_and_gradients(varlen_output(states, position_ids, attention_mask), states, real)
+    masked = outputs_and_gradients(masked_output(states, position_ids, attention_mask, reference), states, real)
+    return varlen, masked
 
 
 @pytest.mark.parametrize("rows", VARLEN_CASES.values(), ids=VARLEN_CASES.keys())
@@ -173,7 +142,11 @@ def test_varlen_attention_equals_the_block_diagonal_mask_with_gradients(rows, re
 
 def test_varlen_attention_applies_dropout():
     """Training with attention dropout changes the output (the kernel applies it, rather than ignoring it)."""
-    (dropped, gradients), (plain, _) = varlen_and_masked(VARLEN_CASES["rows with padding tails"], "sdpa", 0.5)
+    position_ids, attention_mask, states = packed_attention_case(VARLEN_CASES["rows with padding tails"], LENGTH, VOCAB)
+    dropped, gradients = outputs_and_gradients(
+        varlen_output(states, position_ids, attention_mask, dropout=0.5), states, attention_mask.bool()
+    )
+    plain = varlen_output(states, position_ids, attention_mask) * attention_mask.bool()[..., None, None]
     assert not torch.allclose(dropped, plain) and torch.isfinite(dropped).all()
     assert all(torch.isfinite(gradient).all() for gradient in gradients)
 
