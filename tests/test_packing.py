@@ -499,3 +499,30 @@ def test_packed_doc_sentences_rows_are_almost_all_real_tokens():
     assert real / (512 * len(rows)) >= 0.95, real / (512 * len(rows))
     # without packing, padding to 512 would waste most of the row
     assert real / (512 * len(unpacked)) < 0.6
+
+
+# --------------------------------------------------------------------------------------------------------
+# varlen_sdpa in stock encoders (continued BERT and DistilBERT checkpoints), through attn_implementation
+
+
+@pytest.mark.parametrize("family", ["bert", "distilbert"])
+def test_varlen_sdpa_keeps_packed_sequences_apart_in_stock_encoders(family):
+    from transformers import BertConfig, BertModel, DistilBertConfig, DistilBertModel
+
+    torch.manual_seed(0)
+    if family == "bert":
+        config = BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                            intermediate_size=64, attn_implementation="varlen_sdpa")  # fmt: skip
+        encoder = BertModel(config).eval()
+    else:
+        config = DistilBertConfig(vocab_size=VOCAB, dim=32, n_layers=1, n_heads=2, hidden_dim=64,
+                                  attn_implementation="varlen_sdpa")  # fmt: skip
+        encoder = DistilBertModel(config).eval()
+    first, second = torch.randint(5, VOCAB, (1, 7)), torch.randint(5, VOCAB, (1, 5))
+    position_ids = torch.cat([torch.arange(7), torch.arange(5)])[None]
+    packed = packing.packed_attention_inputs(encoder, None, position_ids)
+    assert packed["attention_mask"] is None and packed["cu_seq_lens_q"].tolist() == [0, 7, 12]
+    with torch.no_grad():
+        together = encoder(torch.cat([first, second], 1), position_ids=position_ids, **packed).last_hidden_state
+        alone = torch.cat([encoder(first).last_hidden_state, encoder(second).last_hidden_state], 1)
+    torch.testing.assert_close(together, alone, rtol=1e-5, atol=1e-5)
