@@ -19,11 +19,11 @@ from transformers import PretrainedConfig, PreTrainedTokenizerBase, set_seed
 
 from ..data.collator import DataCollatorForSpanMasking
 from ..data.demo_corpus import demo_corpus_path
-from ..data.sources import load_pretraining_data
+from ..data.sources import PretrainingData, load_pretraining_data
 from ..errors import UserInputError
 from ..models.configuration_spanroberta import first_position_id
 from ..objectives import PretrainingObjective, ResolvedRecipe, get_objective, resolve_recipe
-from .attention import packs_rows, plan_attention
+from .attention import AttentionPlan, packs_rows, plan_attention
 from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from .checkpoints import resume_checkpoint
 from .cli import apply_defaults
@@ -118,30 +118,42 @@ def run_pretraining(
         logger.info("Prepared the data in %s.", data_args.prepared_data_dir)
         return None
 
+    trainer = _build_trainer(objective, recipe, model_args, data_args, training_args, data,
+                             _RunSettingsSources(given, chosen, attention))  # fmt: skip
+
+    # Train (resuming where a killed run stopped), save, evaluate, describe.
+    train_result = trainer.train(resume_from_checkpoint=resume_checkpoint(trainer))
+    _save_and_evaluate(trainer, train_result.metrics, objective, data.tokenizer)
+    write_model_card(trainer, recipe, objective, data_args)
+    if training_args.push_to_hub:
+        trainer.push_to_hub()
+    return trainer
+
+
+def _build_trainer(
+    objective: PretrainingObjective,
+    recipe: ResolvedRecipe,
+    model_args: PretrainingModelArguments,
+    data_args: PretrainingDataArguments,
+    training_args: PretrainingArguments,
+    data: PretrainingData,
+    settings: _RunSettingsSources,
+) -> PretrainingTrainer:
+    """The model, its collators and the Trainer, once the run's length is fitted and its settings reported."""
     # The model: from the checkpoint, or freshly initialised.
     model = objective.build_model(model_args, data.config, data.tokenizer)
     drop_unused_weight_conversions(model)
 
-    # Masking, laid out in the objective's prediction slots.
-    collator = _span_masking_collator(data.tokenizer, model.config, recipe, objective, data_args, training_args)
-    # The evaluation's masks may follow another scheme (--eval_masking), so that runs trained with different
-    # schemes predict the same held-out tokens.
-    eval_collator = (
-        _span_masking_collator(data.tokenizer, model.config, recipe, objective, data_args, training_args,
-                               masking=data_args.eval_masking)
-        if data_args.eval_masking not in (None, recipe.masking) else None
-    )  # fmt: skip
+    # Masking, laid out in the objective's prediction slots; the evaluation's may follow another scheme.
+    masking = functools.partial(_span_masking_collator, data.tokenizer, model.config, recipe, objective, data_args,
+                                training_args)  # fmt: skip
+    collator = masking()
+    # --eval_masking: runs trained with different schemes predict the same held-out tokens.
+    eval_collator = masking(data_args.eval_masking) if data_args.eval_masking not in (None, recipe.masking) else None
 
-    # Warm-up, bias correction and logging fitted to the run, before the Trainer builds its optimiser from them.
-    fitted = fit_to_run_length(training_args, given, data.train)
-    set_by = {**(chosen or {}), **dict.fromkeys(fitted, "fitted to the run"), **dict.fromkeys(given or (), "you")}
-    if attention.chosen_by:
-        set_by["attn_implementation"] = attention.chosen_by
-    if training_args.should_log:
-        # Printed, not logged: transformers' default verbosity hides info logs, and this line says what a step costs.
-        print(run_settings(training_args, data.train, set_by, model.config._attn_implementation))
+    _fit_and_report_run_settings(training_args, data.train, model.config, settings)
     _check_evaluation_data(data.eval, training_args)
-    trainer = PretrainingTrainer(
+    return PretrainingTrainer(
         model=model,
         args=training_args,
         train_dataset=data.train,
@@ -153,13 +165,30 @@ def run_pretraining(
         objective=objective,
     )
 
-    # Train (resuming where a killed run stopped), save, evaluate, describe.
-    train_result = trainer.train(resume_from_checkpoint=resume_checkpoint(trainer))
-    _save_and_evaluate(trainer, train_result.metrics, objective, data.tokenizer)
-    write_model_card(trainer, recipe, objective, data_args)
-    if training_args.push_to_hub:
-        trainer.push_to_hub()
-    return trainer
+
+@dataclasses.dataclass(frozen=True)
+class _RunSettingsSources:
+    """Who set the run's settings: the flags given, what the recipe or demo chose, and the attention plan."""
+
+    given: Collection[str] | None
+    chosen: Mapping[str, str] | None
+    attention: AttentionPlan
+
+
+def _fit_and_report_run_settings(
+    training_args: PretrainingArguments, train_dataset: Dataset, config: PretrainedConfig, sources: _RunSettingsSources
+) -> None:
+    """Warm-up, bias correction and logging fitted to the run (before the Trainer builds its optimiser from them),
+    then the line of run settings, each with who set it."""
+    given, attention = sources.given, sources.attention
+    fitted = fit_to_run_length(training_args, given, train_dataset)
+    set_by = {**(sources.chosen or {}), **dict.fromkeys(fitted, "fitted to the run")}
+    set_by.update(dict.fromkeys(given or (), "you"))
+    if attention.chosen_by:
+        set_by["attn_implementation"] = attention.chosen_by
+    if training_args.should_log:
+        # Printed, not logged: transformers' default verbosity hides info logs, and this line says what a step costs.
+        print(run_settings(training_args, train_dataset, set_by, config._attn_implementation))
 
 
 def _check_evaluation_data(eval_dataset: Dataset | None, training_args: PretrainingArguments) -> None:
