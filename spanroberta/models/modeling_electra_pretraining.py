@@ -99,6 +99,8 @@ class ElectraForReplacedTokenDetection(ElectraForPreTraining):
         super().__init__(config)
         if generator_config.embedding_size != config.embedding_size or generator_config.vocab_size != config.vocab_size:
             raise ValueError("The generator's embedding size and vocabulary must be the discriminator's (shared).")
+        # Packed rows reach both encoders in the form of the discriminator's attention (see `forward`).
+        generator_config._attn_implementation = self.config._attn_implementation
         self.generator = ElectraForMaskedLM(generator_config)
         self.share_embeddings()
 

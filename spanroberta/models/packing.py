@@ -46,7 +46,11 @@ FLEX_ATTENTION_ON_CPU = (
 def is_flash_attention(config) -> bool:
     """Whether the config runs a flash attention kernel (transformers names them flash_attention_2, _3, ...,
     and kernels from the Hub "kernels-community/flash-attn..."): they take no mask, only `cu_seqlens`."""
-    return "flash" in (config._attn_implementation or "")
+    return _is_flash(config._attn_implementation)
+
+
+def _is_flash(attn_implementation: str | None) -> bool:
+    return "flash" in (attn_implementation or "")
 
 
 def takes_dense_mask(config) -> bool:
@@ -62,10 +66,13 @@ def packed_sequence_ids(position_ids: torch.Tensor) -> torch.Tensor:
     return (torch.diff(position_ids, prepend=first, dim=-1) != 1).cumsum(-1)
 
 
-def packed_rows_refusal(attn_implementation: str | None, device: torch.device | str) -> str | None:
+def packed_rows_refusal(
+    attn_implementation: str | None, device: torch.device | str, flattens_rows: bool = False
+) -> str | None:
     """Why packed rows cannot run under this attention implementation on `device` (None: they can; None as the
-    implementation is transformers' default, sdpa)."""
-    if "flash" in (attn_implementation or ""):
+    implementation is transformers' default, sdpa). `flattens_rows`: the encoder runs flash attention on packed
+    rows by flattening the batch (`SpanRobertaModel`)."""
+    if _is_flash(attn_implementation) and not flattens_rows:
         return (
             f"Packed rows (position_ids that restart at each sequence) need an attention mask or sequence offsets, "
             f"which {attn_implementation} does not take in this encoder: use sdpa, eager, {VARLEN_SDPA} or "

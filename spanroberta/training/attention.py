@@ -96,9 +96,10 @@ def _packed_rows_attention(
         if default is None or sliding_window:
             return plan
         return AttentionPlan(default, f"packed rows on {torch.device(device).type}")
-    refusal = packed_rows_refusal(attention, device)
-    if refusal is not None and not (flattens_rows and "flash" in attention):
-        raise UserInputError(f"{refusal} Or train one document per row: --pack_documents false.")
+    refusal = packed_rows_refusal(attention, device, flattens_rows)
+    if refusal is not None:
+        hint = "" if "--pack_documents false" in refusal else " Or train one document per row: --pack_documents false."
+        raise UserInputError(refusal + hint)
     if attention == VARLEN_SDPA and sliding_window:
         raise UserInputError(
             f"--attn_implementation {VARLEN_SDPA} runs every layer over whole sequences, and this encoder has "
