@@ -18,6 +18,18 @@ SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
 # The run_*.py scripts live at the top level; tests import them and call their main().
 sys.path.insert(0, str(PROJECT_ROOT))
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `cuda` skip where there is no CUDA GPU."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if item.get_closest_marker("cuda"):
+            item.add_marker(skip)
+
+
 TINY_TEXT = [
     "The quick brown fox jumps over the lazy dog near the river bank.",
     "Researchers pretrain encoders with span masking and a span boundary objective.",
@@ -243,3 +255,78 @@ def unpacked_batch(batch, sequences, pad_id=1):
                 piece = torch.where(inside, piece - start, piece)
             out[name][i, :n] = piece
     return to_slots(out)
+
+
+# Packed rows through one attention call: varlen_sdpa against a reference under the block-diagonal mask
+
+# Sequence lengths per row (rows of 24 tokens).
+VARLEN_CASES = {
+    "rows with padding tails": [[7, 5, 9], [12, 8], [4, 6, 5, 4]],
+    "one document a row": [[24], [20], [17]],
+    "one row": [[10, 14]],
+}
+
+
+def packed_attention_case(rows, length, vocab, dtype=None, device="cpu", head_dim=16, heads=2):
+    """Packed positions and padding of `rows` (see `packed_batch`), and random query, key, value [batch, heads,
+    length, head_dim] that require gradients."""
+    import torch
+
+    batch, _ = packed_batch(rows, length, vocab, seed=len(rows))
+    generator = torch.Generator().manual_seed(0)
+    states = [
+        torch.randn(len(rows), heads, length, head_dim, generator=generator)
+        .to(device, dtype or torch.float32)
+        .requires_grad_()
+        for _ in range(3)
+    ]
+    return batch["position_ids"].to(device), batch["attention_mask"].to(device), states
+
+
+def _attention_module(training):
+    import torch
+
+    module = torch.nn.Module().train(training)
+    module.is_causal = False
+    return module
+
+
+def varlen_output(states, position_ids, attention_mask, dropout=0.0):
+    """varlen_sdpa's output [batch, length, heads, head_dim] on packed rows."""
+    from spanroberta.models.varlen_attention import packed_sequence_offsets, varlen_sdpa_attention_forward
+
+    offsets = packed_sequence_offsets(position_ids, attention_mask)
+    module = _attention_module(dropout > 0)
+    length = position_ids.shape[-1]
+    return varlen_sdpa_attention_forward(
+        module, *states, None, dropout=dropout, cu_seq_lens_q=offsets, max_length_q=length
+    )[0]
+
+
+def masked_output(states, position_ids, attention_mask, reference="sdpa"):
+    """`reference`'s output ("sdpa" or "eager") under the block-diagonal mask of packed rows, written out."""
+    import torch
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.models.roberta.modeling_roberta import eager_attention_forward
+
+    from spanroberta.models.packing import packed_sequence_ids
+
+    sequence_ids, real = packed_sequence_ids(position_ids), attention_mask.bool()
+    mask = sequence_ids[:, None, :, None] == sequence_ids[:, None, None, :]
+    mask = mask & (real[:, None, None, :] | ~real[:, None, :, None])
+    dtype = states[0].dtype
+    if reference == "eager":
+        mask = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, torch.finfo(dtype).min)
+    attention = eager_attention_forward if reference == "eager" else sdpa_attention_forward
+    return attention(_attention_module(False), *states, mask, dropout=0.0, scaling=states[0].shape[-1] ** -0.5)[0]
+
+
+def outputs_and_gradients(output, states, real):
+    """(output at real tokens, zero elsewhere; the gradients of `states` for a fixed random upstream gradient at
+    real tokens)."""
+    import torch
+
+    real = real[..., None, None]
+    upstream = torch.randn(output.shape, generator=torch.Generator().manual_seed(1)).to(output.device, output.dtype)
+    gradients = torch.autograd.grad((output * upstream * real).sum(), states)
+    return output * real, gradients

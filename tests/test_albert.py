@@ -206,8 +206,10 @@ def test_hidden_states_and_attentions_come_once_per_layer(scheme):
     assert len(output.attentions) == TINY["num_hidden_layers"]
 
 
-def test_packed_rows_are_computed_as_alone():
-    model = SpanAlbertModel(tiny_config(cross_layer_sharing="attention")).eval()
+@pytest.mark.parametrize("attn_implementation", ["sdpa", "varlen_sdpa"])
+def test_packed_rows_are_computed_as_alone(attn_implementation):
+    model = SpanAlbertModel(tiny_config(cross_layer_sharing="attention", attn_implementation=attn_implementation))
+    model.eval()
     a, b = random_batch(TINY["vocab_size"], 1, 7, seed=2), random_batch(TINY["vocab_size"], 1, 5, seed=3)
     packed = torch.cat([a["input_ids"], b["input_ids"]], dim=1)
     position_ids = torch.cat([torch.arange(7), torch.arange(5)])[None]  # ALBERT's positions start at 0

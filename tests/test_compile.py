@@ -1,6 +1,8 @@
 """torch.compile of the pretraining step: one whole graph (no graph break, so no host synchronisation such as
 .item(), .nonzero() or a branch on a tensor's value), the eager numbers, and no recompilation from one batch to
 the next when the batches mask different numbers of tokens (the prediction slots keep every shape fixed).
+Under varlen_sdpa packed rows break the graph once (the documents' offsets are read on the host), and batches
+with different numbers of documents reuse what was compiled.
 
 The backend is aot_eager (dynamo's graph capture and AOTAutograd's forward and backward graphs, run eagerly):
 what decides graph breaks and recompilations, without inductor's code generation, which takes about a minute for
@@ -100,3 +102,22 @@ def test_a_batch_without_targets_compiles_and_gives_zero(tiny_tokenizer, batches
     output, gradients = step(model, batch, compiled)
     assert all(bool(torch.isfinite(g).all()) for g in gradients.values())
     assert output.loss.item() == 0.0 and output.mlm_loss.item() == 0.0 and output.sbo_loss.item() == 0.0
+
+
+def test_under_varlen_sdpa_packed_batches_compile_once_and_are_reused():
+    """varlen_sdpa reads the documents' offsets on the host (a graph break), so packed rows do not compile whole
+    under it; batches whose rows hold different numbers of documents still reuse what the first two compiled."""
+    from conftest import packed_batch
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    model = make_model(90, 1, attn_implementation="varlen_sdpa")
+    compiled = torch.compile(model, backend="aot_eager")
+    layouts = [[[20, 30, 14], [64], [10, 20, 30]], [[32, 32], [8, 16, 24, 16], [40, 20]],
+               [[16, 16, 16, 16], [50], [30, 30]], [[12, 40], [20, 20, 20], [60]]]  # fmt: skip
+    graphs = []
+    for seed, rows in enumerate(layouts):
+        step(model, packed_batch(rows, LENGTH, 90, seed=seed, num_slots=40)[0], compiled)
+        graphs.append(counters["stats"]["unique_graphs"])
+    assert graphs[1] == graphs[2] == graphs[3], graphs

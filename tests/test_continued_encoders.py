@@ -41,7 +41,7 @@ from spanroberta.data.tokenizer import train_byte_level_bpe
 from spanroberta.errors import UserInputError
 from spanroberta.models.modeling_any_encoder import SBO_HEAD_FILE
 from spanroberta.training.arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
-from spanroberta.objectives.checkpoint_loading import without_packing_where_unsupported
+from spanroberta.training.attention import plan_attention
 from spanroberta.training.cli import parse_arguments
 from spanroberta.training import pretraining
 from spanroberta.objectives import get_objective, resolve_recipe
@@ -231,11 +231,12 @@ def test_packed_sequences_encode_as_they_do_alone(family, checkpoints):
 
 
 def test_deberta_trains_on_unpacked_rows(checkpoints):
-    model_args, data_args, _ = parse("--model_name_or_path", str(checkpoints["deberta-v2"]))
-    assert data_args.pack_documents
-    assert not without_packing_where_unsupported(model_args, data_args, "doc-sentences").pack_documents
+    model_args, data_args, training_args = parse("--model_name_or_path", str(checkpoints["deberta-v2"]))
+    recipe = resolve_recipe(model_args, data_args)
+    assert data_args.pack_documents and recipe.input_format == "doc-sentences"
+    assert not plan_attention(model_args, data_args, recipe, training_args.device)[0].pack_documents
     bert_args, _, _ = parse("--model_name_or_path", str(checkpoints["bert"]))
-    assert without_packing_where_unsupported(bert_args, data_args, "doc-sentences").pack_documents
+    assert plan_attention(bert_args, data_args, recipe, training_args.device)[0].pack_documents
 
 
 @pytest.mark.parametrize("family", FAMILIES)

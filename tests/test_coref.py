@@ -181,7 +181,7 @@ def test_pruning_skips_crossing_spans_and_sorts():
 
 def tiny_coref_model(**settings):
     torch.manual_seed(0)
-    encoder = BertModel(BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+    encoder = BertModel(BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=1, num_attention_heads=1,
                                    intermediate_size=32, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
     return CorefModel.from_encoder(encoder, ffnn_size=8, feature_size=4, max_span_width=3, **settings)
 

@@ -160,10 +160,24 @@ def test_gradient_accumulation_is_exact(tiny_tokenizer, monkeypatch):
         torch.testing.assert_close(p.grad, g, rtol=1e-4, atol=1e-6)
 
 
-def test_packed_rows_give_each_sequence_what_it_gets_alone(monkeypatch):
+@pytest.mark.parametrize("attn_implementation", ["eager", "varlen_sdpa"])
+def test_the_generator_takes_the_discriminators_attention(attn_implementation):
+    """Packed rows reach both encoders in the discriminator's attention's form, as run_pretraining.py builds them
+    (the attention set on the discriminator's config only)."""
+    config = ElectraConfig(vocab_size=50, embedding_size=16, hidden_size=32, num_hidden_layers=1,
+                           num_attention_heads=2, intermediate_size=64)  # fmt: skip
+    config._attn_implementation = attn_implementation
+    model = ElectraForReplacedTokenDetection(config, generator_config(config, 0.5))
+    assert model.generator.config._attn_implementation == attn_implementation
+
+
+@pytest.mark.parametrize("attn_implementation", ["sdpa", "varlen_sdpa"])
+def test_packed_rows_give_each_sequence_what_it_gets_alone(monkeypatch, attn_implementation):
     monkeypatch.setattr(modeling_electra_pretraining, "sample_replacements", lambda logits: logits.argmax(-1))
     torch.manual_seed(0)
     model = tiny_model(50).eval()
+    model.set_attn_implementation(attn_implementation)
+    assert {m.config._attn_implementation for m in (model.electra, model.generator)} == {attn_implementation}
     first, second = torch.randint(5, 50, (10,)), torch.randint(5, 50, (12,))
     packed = model(
         input_ids=torch.cat([first, second])[None], attention_mask=torch.ones(1, 22, dtype=torch.long),

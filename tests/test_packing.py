@@ -1,7 +1,8 @@
 """Packed rows: several sequences per row, position ids restarting at each (transformers' padding-free convention).
 
 The model computes each packed sequence exactly as it would alone, under every attention implementation that takes
-packed rows (sdpa and eager; flex_attention on CUDA, refused on CPU; flash attention through flattening); the
+packed rows (sdpa, eager and varlen_sdpa; flex_attention on CUDA, refused on CPU; flash attention through
+flattening); the
 collator never lets a span, or the boundaries of its SBO targets, cross from one packed sequence to another; and
 `pack_sequences` keeps blocks whole and rows full."""
 
@@ -11,7 +12,18 @@ import re
 
 import pytest
 import torch
-from conftest import dense, packed_batch, shared_data, tiny_span_config, unpacked_batch
+from conftest import (
+    VARLEN_CASES,
+    dense,
+    masked_output,
+    outputs_and_gradients,
+    packed_attention_case,
+    packed_batch,
+    shared_data,
+    tiny_span_config,
+    unpacked_batch,
+    varlen_output,
+)
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.modeling_flash_attention_utils import prepare_fa_kwargs_from_position_ids
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
@@ -29,7 +41,7 @@ LENGTH = 24
 
 
 def tiny_config(**overrides) -> SpanRobertaConfig:
-    settings = dict(vocab_size=VOCAB, num_attention_heads=4, intermediate_size=48, max_span_targets=3)
+    settings = dict(vocab_size=VOCAB, num_attention_heads=2, intermediate_size=48, max_span_targets=3)
     return tiny_span_config(**{**settings, **overrides})
 
 
@@ -76,7 +88,7 @@ def encoders(attn_implementation: str, device: str = "cpu"):
 
 
 @pytest.mark.parametrize("length", [24, 128, 200, 256], ids=lambda n: f"rows of {n}")
-@pytest.mark.parametrize("attn_implementation", ["sdpa", "eager"])
+@pytest.mark.parametrize("attn_implementation", ["sdpa", "eager", "varlen_sdpa"])
 def test_a_packed_sequence_gets_the_hidden_states_it_has_alone(attn_implementation, length):
     """On CPU, batches of 1 to 5 rows, rows a multiple of 128 long or not, ending at their end or mid-block."""
     encoder, reference = encoders(attn_implementation)
@@ -95,16 +107,51 @@ def test_flex_attention_refuses_packed_rows_on_cpu():
     assert "\n" not in str(error.value)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="flex_attention packs rows on CUDA only")
+@pytest.mark.cuda
 @pytest.mark.parametrize("length", [24, 200])
-def test_flex_attention_on_cuda_gives_a_packed_sequence_its_hidden_states_alone(length):
-    encoder, reference = encoders("flex_attention", device="cuda")
+@pytest.mark.parametrize("attn_implementation", ["flex_attention", "varlen_sdpa"])
+def test_on_cuda_a_packed_sequence_gets_the_hidden_states_it_has_alone(attn_implementation, length):
+    """flex_attention packs rows on CUDA only; the CUDA kernels need heads of 16 or more (these are 16)."""
+    encoder, reference = encoders(attn_implementation, device="cuda")
     for batch_size in range(1, 6):
         rows = random_rows(batch_size, length, seed=batch_size)
         assert_each_sequence_has_its_hidden_states_alone(encoder, reference, rows, length, device="cuda")
 
 
-@pytest.mark.parametrize("attn_implementation", ["sdpa", "eager"])
+# The variable-length kernel against sdpa and eager under the block-diagonal mask, one attention call
+
+
+def varlen_and_masked(rows, reference):
+    """(output, gradients) of varlen_sdpa on packed rows of LENGTH and of `reference` ("sdpa" or "eager") under
+    the block-diagonal mask, at real tokens only, heads of 16."""
+    position_ids, attention_mask, states = packed_attention_case(rows, LENGTH, VOCAB)
+    real = attention_mask.bool()
+    varlen = outputs_and_gradients(varlen_output(states, position_ids, attention_mask), states, real)
+    masked = outputs_and_gradients(masked_output(states, position_ids, attention_mask, reference), states, real)
+    return varlen, masked
+
+
+@pytest.mark.parametrize("rows", VARLEN_CASES.values(), ids=VARLEN_CASES.keys())
+@pytest.mark.parametrize("reference", ["sdpa", "eager"])
+def test_varlen_attention_equals_the_block_diagonal_mask_with_gradients(rows, reference):
+    (varlen, varlen_gradients), (masked, masked_gradients) = varlen_and_masked(rows, reference)
+    torch.testing.assert_close(varlen, masked, rtol=1e-5, atol=1e-5)
+    for name, got, want in zip("qkv", varlen_gradients, masked_gradients):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, msg=f"gradient of {name}")
+
+
+def test_varlen_attention_applies_dropout():
+    """Training with attention dropout changes the output (the kernel applies it, rather than ignoring it)."""
+    position_ids, attention_mask, states = packed_attention_case(VARLEN_CASES["rows with padding tails"], LENGTH, VOCAB)
+    dropped, gradients = outputs_and_gradients(
+        varlen_output(states, position_ids, attention_mask, dropout=0.5), states, attention_mask.bool()
+    )
+    plain = varlen_output(states, position_ids, attention_mask) * attention_mask.bool()[..., None, None]
+    assert not torch.allclose(dropped, plain) and torch.isfinite(dropped).all()
+    assert all(torch.isfinite(gradient).all() for gradient in gradients)
+
+
+@pytest.mark.parametrize("attn_implementation", ["sdpa", "eager", "varlen_sdpa"])
 @pytest.mark.parametrize("efficient", [True, False], ids=["efficient", "reference"])
 def test_packed_pretraining_equals_the_sequences_unpacked(attn_implementation, efficient):
     """Losses, logits at every target and gradients of a packed batch are those of its sequences one per row,
@@ -178,8 +225,8 @@ def test_the_packed_mask_refuses_flash_attention_which_takes_no_mask(implementat
 
     encoder = SimpleNamespace(config=SimpleNamespace(_attn_implementation=implementation))
     assert packing.is_flash_attention(encoder.config) and not packing.takes_dense_mask(encoder.config)
-    with pytest.raises(ValueError, match="sdpa, eager or flex_attention"):
-        packing.packed_attention_mask(encoder, None, torch.arange(4)[None])
+    with pytest.raises(ValueError, match="use sdpa, eager, varlen_sdpa or flex_attention"):
+        packing.packed_attention_inputs(encoder, None, torch.arange(4)[None])
 
 
 @pytest.fixture
@@ -452,3 +499,30 @@ def test_packed_doc_sentences_rows_are_almost_all_real_tokens():
     assert real / (512 * len(rows)) >= 0.95, real / (512 * len(rows))
     # without packing, padding to 512 would waste most of the row
     assert real / (512 * len(unpacked)) < 0.6
+
+
+# --------------------------------------------------------------------------------------------------------
+# varlen_sdpa in stock encoders (continued BERT and DistilBERT checkpoints), through attn_implementation
+
+
+@pytest.mark.parametrize("family", ["bert", "distilbert"])
+def test_varlen_sdpa_keeps_packed_sequences_apart_in_stock_encoders(family):
+    from transformers import BertConfig, BertModel, DistilBertConfig, DistilBertModel
+
+    torch.manual_seed(0)
+    if family == "bert":
+        config = BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                            intermediate_size=64, attn_implementation="varlen_sdpa")  # fmt: skip
+        encoder = BertModel(config).eval()
+    else:
+        config = DistilBertConfig(vocab_size=VOCAB, dim=32, n_layers=1, n_heads=2, hidden_dim=64,
+                                  attn_implementation="varlen_sdpa")  # fmt: skip
+        encoder = DistilBertModel(config).eval()
+    first, second = torch.randint(5, VOCAB, (1, 7)), torch.randint(5, VOCAB, (1, 5))
+    position_ids = torch.cat([torch.arange(7), torch.arange(5)])[None]
+    packed = packing.packed_attention_inputs(encoder, None, position_ids)
+    assert packed["attention_mask"] is None and packed["cu_seq_lens_q"].tolist() == [0, 7, 12]
+    with torch.no_grad():
+        together = encoder(torch.cat([first, second], 1), position_ids=position_ids, **packed).last_hidden_state
+        alone = torch.cat([encoder(first).last_hidden_state, encoder(second).last_hidden_state], 1)
+    torch.testing.assert_close(together, alone, rtol=1e-5, atol=1e-5)

@@ -35,7 +35,7 @@ from transformers import PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import ModelOutput
 
 from .configuration_spanroberta import SpanHeadSettings
-from .packing import packed_attention_mask
+from .packing import packed_attention_inputs
 from .pretraining_heads import SpanPreTrainingMixin
 
 SBO_HEAD_FILE = "sbo_head.safetensors"
@@ -186,10 +186,10 @@ class EncoderSpanPreTrainingMixin(SpanPreTrainingMixin):
             if value is not None and name in self._encoder_arguments
         }
         if inputs.get("position_ids") is not None:
-            inputs["attention_mask"] = self._packed_attention_mask(inputs.get("attention_mask"), inputs["position_ids"])
+            inputs.update(self._packed_attention_inputs(inputs.get("attention_mask"), inputs["position_ids"]))
         return self.base_model(**inputs, return_dict=True, **kwargs)
 
-    def _packed_attention_mask(self, attention_mask: torch.Tensor | None, position_ids: torch.Tensor):
+    def _packed_attention_inputs(self, attention_mask: torch.Tensor | None, position_ids: torch.Tensor) -> dict:
         packing = self.family.packing
         if packing is None:
             raise ValueError(
@@ -197,7 +197,7 @@ class EncoderSpanPreTrainingMixin(SpanPreTrainingMixin):
                 "per row."
             )
         per_attention_type = packing == "mask_per_attention_type"
-        return packed_attention_mask(self, attention_mask, position_ids, per_attention_type=per_attention_type)
+        return packed_attention_inputs(self, attention_mask, position_ids, per_attention_type=per_attention_type)
 
     # Saving and loading: the stock checkpoint, and the SBO head beside it.
 

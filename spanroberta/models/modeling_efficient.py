@@ -8,7 +8,8 @@ all off.
   of a row (the predicted slots, their span boundaries, the first token), so the last layer computes its keys and
   values everywhere but its queries, attention output and feed-forward network only there: about two thirds of
   that layer's FLOPs saved. Every other layer is RoBERTa's, called as RobertaModel calls it, and the attention
-  goes through the configured implementation (sdpa or eager; others take the reference path).
+  goes through the configured implementation (sdpa, eager or varlen_sdpa; others take the reference path). The
+  last layer's few queries take a dense mask under each of them (varlen_sdpa is sdpa there).
 - `fused_decoder_cross_entropy`: each head's decoder and cross-entropy in one pass, on CPU under autocast, where
   it was measured to pay (benchmarks/RESULTS.md).
 
@@ -24,7 +25,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.roberta.modeling_roberta import RobertaLayer, RobertaModel, eager_attention_forward
 
 from .conventions import IGNORE_INDEX
-from .packing import packed_attention_mask, packed_sequence_ids, takes_dense_mask
+from .packing import packed_attention_inputs, packed_sequence_ids, takes_dense_mask
 
 
 def reads_last_layer_at_positions(encoder: RobertaModel, kwargs: dict) -> bool:
@@ -55,11 +56,12 @@ def encode_at_positions(encoder: RobertaModel, inputs: dict, positions: torch.Te
     )
     if position_ids is None:
         mask = create_bidirectional_mask(config=encoder.config, inputs_embeds=hidden, attention_mask=attention_mask)
+        packed = {"attention_mask": mask}
     else:
-        mask = packed_attention_mask(encoder, attention_mask, position_ids, hidden)
+        packed = packed_attention_inputs(encoder, attention_mask, position_ids, hidden)
     *layers, last_layer = encoder.encoder.layer
     for layer in layers:
-        hidden = layer(hidden, mask)
+        hidden = layer(hidden, **packed)
     sequence_ids = None if position_ids is None else packed_sequence_ids(position_ids)
     return _layer_at_positions(last_layer, hidden, _query_mask(attention_mask, sequence_ids, positions), positions)
 

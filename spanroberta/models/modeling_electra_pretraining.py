@@ -37,7 +37,7 @@ from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTrainin
 from transformers.modeling_outputs import ModelOutput
 
 from .conventions import IGNORE_INDEX, normalises_loss_by_item_counts
-from .packing import packed_attention_mask
+from .packing import packed_attention_inputs
 from .pretraining_heads import SpanPreTrainingMixin, decoder_cross_entropy, gather, normalised_loss
 from .spans import write_at_slots
 
@@ -99,6 +99,8 @@ class ElectraForReplacedTokenDetection(ElectraForPreTraining):
         super().__init__(config)
         if generator_config.embedding_size != config.embedding_size or generator_config.vocab_size != config.vocab_size:
             raise ValueError("The generator's embedding size and vocabulary must be the discriminator's (shared).")
+        # Packed rows reach both encoders in the form of the discriminator's attention (see `forward`).
+        generator_config._attn_implementation = self.config._attn_implementation
         self.generator = ElectraForMaskedLM(generator_config)
         self.share_embeddings()
 
@@ -141,9 +143,10 @@ class ElectraForReplacedTokenDetection(ElectraForPreTraining):
             )
         kwargs = {name: value for name, value in kwargs.items() if name not in ("return_dict", "return_loss")}
         real = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
+        packed = {"attention_mask": attention_mask}
         if position_ids is not None:  # packed rows; both encoders share the discriminator's attention settings
-            attention_mask = packed_attention_mask(self.electra, attention_mask, position_ids)
-        encoder_inputs = dict(attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=position_ids)
+            packed = packed_attention_inputs(self.electra, attention_mask, position_ids)
+        encoder_inputs = dict(**packed, token_type_ids=token_type_ids, position_ids=position_ids)
         result = ElectraForReplacedTokenDetectionOutput()
         result.mlm_logits, result.generator_loss = self._generator_loss(  # [batch, slots, V]
             input_ids, encoder_inputs, mlm_positions, labels, num_items_in_batch, kwargs

@@ -34,7 +34,7 @@ from transformers.models.albert.modeling_albert import (
 
 from .configuration_span_albert import AUTO_MAP, SpanAlbertConfig
 from .conventions import register_for_auto_classes, returns_mean_loss
-from .packing import packed_attention_mask
+from .packing import packed_attention_inputs
 from .pretraining_heads import MlmDecoderAsOutputEmbeddings, SlotLabelsForMaskedLM, SpanPreTrainingMixin
 
 # The submodules of an AlbertLayer that each scheme shares across layers. The FFN's output layer norm goes with
@@ -94,11 +94,12 @@ class SpanAlbertModel(SpanAlbertPreTrainedModel, AlbertModel):
         inputs_embeds: torch.Tensor | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPooling:
+        packed = {"attention_mask": attention_mask}
         if position_ids is not None:
-            attention_mask = packed_attention_mask(self, attention_mask, position_ids, inputs_embeds)
+            packed = packed_attention_inputs(self, attention_mask, position_ids, inputs_embeds)
         return super().forward(
             input_ids=input_ids,
-            attention_mask=attention_mask,
+            **packed,
             token_type_ids=token_type_ids,
             position_ids=position_ids,
             inputs_embeds=inputs_embeds,

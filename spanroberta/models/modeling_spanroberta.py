@@ -49,7 +49,7 @@ from transformers.models.roberta.modeling_roberta import (
 from .configuration_spanroberta import AUTO_MAP, SpanRobertaConfig
 from .conventions import register_for_auto_classes, returns_mean_loss
 from .modeling_efficient import encode_at_positions, reads_last_layer_at_positions
-from .packing import is_flash_attention, packed_attention_mask
+from .packing import is_flash_attention, packed_attention_inputs
 from .pretraining_heads import (
     MlmDecoderAsOutputEmbeddings,
     SlotLabelsForMaskedLM,
@@ -68,8 +68,8 @@ class SpanRobertaModel(SpanRobertaPreTrainedModel, RobertaModel):
     """RoBERTa's encoder, under spanroberta's config, that also takes packed rows.
 
     With `position_ids`, each run of consecutive positions is one sequence (see `packing.py`) and attends
-    only to itself: through a block-diagonal mask for sdpa and eager, a block mask for flex_attention, and for
-    flash attention by flattening the batch into one row whose restarting positions transformers' kernels turn
+    only to itself: through its sequences' offsets for varlen_sdpa, a block-diagonal mask for sdpa and eager, a
+    block mask for flex_attention, and for flash attention by flattening the batch into one row whose restarting positions transformers' kernels turn
     into `cu_seqlens`. Without `position_ids`, or as a decoder (`config.is_decoder`, which packing does not
     serve), it is exactly RobertaModel.
     """
@@ -88,8 +88,8 @@ class SpanRobertaModel(SpanRobertaPreTrainedModel, RobertaModel):
             return super().forward(attention_mask=attention_mask, position_ids=position_ids, **inputs, **kwargs)
         if self.flattens_packed_rows():
             return self._flattened_forward(attention_mask, position_ids, inputs, kwargs)
-        mask = packed_attention_mask(self, attention_mask, position_ids, inputs_embeds)
-        return super().forward(attention_mask=mask, position_ids=position_ids, **inputs, **kwargs)
+        packed = packed_attention_inputs(self, attention_mask, position_ids, inputs_embeds)
+        return super().forward(position_ids=position_ids, **packed, **inputs, **kwargs)
 
     def flattens_packed_rows(self) -> bool:
         """Whether packed rows are isolated by flattening the batch (flash attention reads `cu_seqlens` from the

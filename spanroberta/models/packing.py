@@ -1,10 +1,15 @@
 """Packed rows and the attention implementations they meet, for every encoder (RoBERTa's, ALBERT's, ELECTRA's).
 
 Several sequences may share a row when `position_ids` restart at each of them (transformers' padding-free
-convention, as `DataCollatorWithFlattening` emits it). Every sequence then attends only to itself, through the mask
-of `packed_attention_mask` in the configured attention implementation's own form (a block-diagonal mask for sdpa
-and eager, a block mask for flex_attention). Flash attention takes no mask: `SpanRobertaModel` flattens the batch
-instead, which the other encoders do not. flex_attention packs rows on CUDA only (FLEX_ATTENTION_ON_CPU says why).
+convention, as `DataCollatorWithFlattening` emits it). Every sequence then attends only to itself, through the
+inputs `packed_attention_inputs` gives the encoder in its configured attention implementation's own form: the
+offsets of the sequences for varlen_sdpa (`varlen_attention.py`, a variable-length kernel with no mask), else a
+mask (block-diagonal for sdpa and eager, a block mask for flex_attention). Flash attention takes no mask:
+`SpanRobertaModel` flattens the batch instead, which the other encoders do not.
+
+Which implementations run packed rows on which device, which one runs them by default, and which cannot apply
+attention dropout is said here once (`packed_rows_refusal`, `default_packed_attention`, `refuses_dropout`);
+training decides a run's packing from them (training/attention.py).
 
 This file ships with every checkpoint beside the model files that import it; it imports nothing from spanroberta.
 """
@@ -15,8 +20,16 @@ import torch
 from transformers import PreTrainedModel
 from transformers.masking_utils import create_bidirectional_mask, create_bidirectional_sliding_window_mask
 
-# Attention implementations whose functions take a dense [batch, 1, queries, keys] mask.
-_DENSE_MASK_ATTENTION = ("sdpa", "eager")
+from .varlen_attention import VARLEN_SDPA, packed_sequence_offsets
+
+# Attention implementations whose functions take a dense [batch, 1, queries, keys] mask (varlen_sdpa takes one
+# where rows are not packed).
+_DENSE_MASK_ATTENTION = ("sdpa", "eager", VARLEN_SDPA)
+# The attention implementations pretraining accepts (--attn_implementation); flash attention needs the flash-attn
+# package and a GPU.
+ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager", VARLEN_SDPA, "flex_attention", "flash_attention_2", "flash_attention_3")
+# Attention implementations that apply no attention dropout: transformers' flex_attention refuses dropout > 0.
+_DROPOUT_FREE_ATTENTION = ("flex_attention",)
 # flex_attention works in blocks of this many queries and keys (torch's _DEFAULT_SPARSE_BLOCK_SIZE, the block size of
 # the BlockMask transformers builds): a kernel may call a mask function at any index of a row's last block.
 _FLEX_BLOCK_SIZE = 128
@@ -33,7 +46,11 @@ FLEX_ATTENTION_ON_CPU = (
 def is_flash_attention(config) -> bool:
     """Whether the config runs a flash attention kernel (transformers names them flash_attention_2, _3, ...,
     and kernels from the Hub "kernels-community/flash-attn..."): they take no mask, only `cu_seqlens`."""
-    return "flash" in (config._attn_implementation or "")
+    return _is_flash(config._attn_implementation)
+
+
+def _is_flash(attn_implementation: str | None) -> bool:
+    return "flash" in (attn_implementation or "")
 
 
 def takes_dense_mask(config) -> bool:
@@ -49,9 +66,33 @@ def packed_sequence_ids(position_ids: torch.Tensor) -> torch.Tensor:
     return (torch.diff(position_ids, prepend=first, dim=-1) != 1).cumsum(-1)
 
 
-def refuses_packed_rows(attn_implementation: str | None, device: torch.device) -> bool:
-    """Whether packed rows are refused under this attention implementation on `device` (FLEX_ATTENTION_ON_CPU)."""
-    return attn_implementation == "flex_attention" and torch.device(device).type == "cpu"
+def packed_rows_refusal(
+    attn_implementation: str | None, device: torch.device | str, flattens_rows: bool = False
+) -> str | None:
+    """Why packed rows cannot run under this attention implementation on `device` (None: they can; None as the
+    implementation is transformers' default, sdpa). `flattens_rows`: the encoder runs flash attention on packed
+    rows by flattening the batch (`SpanRobertaModel`)."""
+    if _is_flash(attn_implementation) and not flattens_rows:
+        return (
+            f"Packed rows (position_ids that restart at each sequence) need an attention mask or sequence offsets, "
+            f"which {attn_implementation} does not take in this encoder: use sdpa, eager, {VARLEN_SDPA} or "
+            "flex_attention, or train without packing (--pack_documents false, or a pair input format)."
+        )
+    if attn_implementation == "flex_attention" and torch.device(device).type == "cpu":
+        return FLEX_ATTENTION_ON_CPU
+    return None
+
+
+def default_packed_attention(device: torch.device | str) -> str | None:
+    """The attention implementation that runs packed rows when none is asked for: on CUDA the variable-length
+    kernel (sdpa's block-diagonal mask would keep attention off its flash kernel); on CPU transformers' default,
+    sdpa with the mask, which is exact and faster there than torch's nested-tensor math kernel."""
+    return VARLEN_SDPA if torch.device(device).type == "cuda" else None
+
+
+def refuses_dropout(attn_implementation: str | None) -> bool:
+    """Whether this attention implementation cannot apply attention dropout in training."""
+    return attn_implementation in _DROPOUT_FREE_ATTENTION
 
 
 def packed_sequence_mask_function(sequence_ids: torch.Tensor, real: torch.Tensor):
@@ -77,28 +118,35 @@ def packed_sequence_mask_function(sequence_ids: torch.Tensor, real: torch.Tensor
     return inner_mask
 
 
-def packed_attention_mask(
+def packed_attention_inputs(
     encoder: PreTrainedModel,
     attention_mask: torch.Tensor | None,
     position_ids: torch.Tensor,
     inputs_embeds: torch.Tensor | None = None,
     per_attention_type: bool = False,
-):
-    """The mask of packed rows [batch, length] for `encoder` (RoBERTa's, ALBERT's, ELECTRA's, or a continued stock
-    encoder's), in its configured attention implementation's own form (see `packed_sequence_mask_function`);
-    `attention_mask` (2D, 1 for real tokens) marks the padding. The mask takes the dtype of `inputs_embeds`, else of
-    the word embeddings. `per_attention_type`: one mask per layer type, as encoders that alternate full and
-    sliding-window attention (ModernBERT) take them."""
+) -> dict:
+    """What `encoder` (RoBERTa's, ALBERT's, ELECTRA's, or a continued stock encoder's) takes, beside its
+    `position_ids`, to keep the sequences of packed rows [batch, length] apart, in its configured attention
+    implementation's form: {"attention_mask": the mask} (see `packed_sequence_mask_function`), or for varlen_sdpa
+    no mask and the sequences' offsets, as transformers' attention functions read them. `attention_mask` (2D, 1
+    for real tokens) marks the padding. The mask takes the dtype of `inputs_embeds`, else of the word embeddings.
+    `per_attention_type`: one mask per layer type, as encoders that alternate full and sliding-window attention
+    (ModernBERT) take them."""
     config = encoder.config
-    if is_flash_attention(config):
-        raise ValueError(
-            f"Packed rows (position_ids that restart at each sequence) need an attention mask, which "
-            f"{config._attn_implementation} does not take: use sdpa, eager or flex_attention, or train without "
-            "packing (--pack_documents false, or a pair input format)."
-        )
     device = position_ids.device if inputs_embeds is None else inputs_embeds.device
-    if refuses_packed_rows(config._attn_implementation, device):
-        raise ValueError(FLEX_ATTENTION_ON_CPU)
+    refusal = packed_rows_refusal(config._attn_implementation, device)
+    if refusal is not None:
+        raise ValueError(refusal)
+    if config._attn_implementation == VARLEN_SDPA:
+        if per_attention_type:
+            raise ValueError(
+                f"{VARLEN_SDPA} runs every layer over whole sequences, and {config.model_type} has sliding-window "
+                "layers: use sdpa (or eager) for its packed rows."
+            )
+        offsets = packed_sequence_offsets(position_ids, attention_mask)
+        length = position_ids.shape[-1]  # the longest a sequence can be
+        return {"attention_mask": None, "cu_seq_lens_q": offsets, "cu_seq_lens_k": offsets,
+                "max_length_q": length, "max_length_k": length}  # fmt: skip
     if inputs_embeds is None:
         # create_bidirectional_mask reads only the shape, dtype and device of the embeddings.
         inputs_embeds = encoder.get_input_embeddings().weight.new_empty((*position_ids.shape, 0))
@@ -110,19 +158,22 @@ def packed_attention_mask(
         "and_mask_function": packed_sequence_mask_function(packed_sequence_ids(position_ids), real),
     }
     if per_attention_type:
-        return {
+        return {"attention_mask": {
             "full_attention": create_bidirectional_mask(**mask_inputs),
             "sliding_attention": create_bidirectional_sliding_window_mask(**mask_inputs),
-        }
-    return create_bidirectional_mask(**mask_inputs)
+        }}  # fmt: skip
+    return {"attention_mask": create_bidirectional_mask(**mask_inputs)}
 
 
 __all__ = [
+    "ATTENTION_IMPLEMENTATIONS",
     "FLEX_ATTENTION_ON_CPU",
     "is_flash_attention",
-    "refuses_packed_rows",
+    "packed_rows_refusal",
+    "default_packed_attention",
+    "refuses_dropout",
     "takes_dense_mask",
     "packed_sequence_ids",
     "packed_sequence_mask_function",
-    "packed_attention_mask",
+    "packed_attention_inputs",
 ]

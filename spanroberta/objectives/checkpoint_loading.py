@@ -11,8 +11,6 @@
   absent as a whole; its decoder is tied to the word embeddings as the family's own is. transformers' own load
   report (and its "checkpoint seem corrupted" line about the absent MLM bias) is left out for these loads: this
   check reports the same facts, and says which of them are expected.
-- `without_packing_where_unsupported`: families whose attention cannot keep a packed row's sequences apart train
-  on one sequence per row.
 
 `objectives/masked_lm.py` builds its models through this module, which therefore imports nothing of the objectives
 or of `training.arguments` (whose trainer import reaches the objectives): the arguments are duck-typed.
@@ -319,21 +317,3 @@ def _starts_fresh(head: FreshHead, missing: set[str]) -> bool:
         return head.required <= missing
     return any(name.startswith(head.prefixes) for name in missing)
 
-
-def without_packing_where_unsupported(
-    model_args: Any, data_args: Any, input_format: str
-) -> Any:
-    """`data_args` with packing turned off (and a warning) when the checkpoint's family cannot keep a packed row's
-    sequences apart (EncoderFamily.packing is None: DeBERTa-v2), so that doc-sentences rows hold one sequence."""
-    source = model_args.model_name_or_path or model_args.config_name
-    if not source or input_format != "doc-sentences" or not data_args.pack_documents:
-        return data_args
-    model_type = checkpoint_model_type(source, model_args)
-    if model_type not in ENCODER_FAMILIES or ENCODER_FAMILIES[model_type].packing is not None:
-        return data_args
-    logger.warning(
-        "%s cannot keep the sequences of a packed row apart (its attention builds its mask from a padding mask "
-        "only), so doc-sentences rows hold one document's block each, padded (--pack_documents false).",
-        model_type,
-    )
-    return dataclasses.replace(data_args, pack_documents=False)

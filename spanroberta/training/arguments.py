@@ -8,6 +8,7 @@ from transformers import TrainingArguments
 
 from ..models.configuration_span_albert import CROSS_LAYER_SHARING
 from ..models.configuration_spanroberta import SENTENCE_OBJECTIVES
+from ..models.packing import ATTENTION_IMPLEMENTATIONS
 from ..data.collator import MASKING_SCHEMES, check_masking_rates
 from ..data.masking_units import PMI_MIN_COUNT, PMI_VOCABULARY_SIZE, UNIT_SCHEMES, check_unit_settings
 from ..errors import UserInputError
@@ -68,9 +69,13 @@ class PretrainingModelArguments:
     trust_remote_code: bool = field(default=False, metadata={"help": "Allow code shipped with a Hub checkpoint."})
     attn_implementation: str | None = field(
         default=None,
-        metadata={"help": "Attention kernel: sdpa, eager, flex_attention, flash_attention_2 or flash_attention_3 "
-                  "(these two need the flash-attn package and a GPU). Default: transformers' choice (sdpa where "
-                  "available)."},
+        metadata={
+            "help": "Attention kernel: sdpa, eager, varlen_sdpa (packed rows through torch's variable-length kernel), "
+            "flex_attention (no attention dropout: needs --config_overrides attention_probs_dropout_prob=0 where the "
+            "model has some), flash_attention_2 or flash_attention_3 (these two need the flash-attn package and a "
+            "GPU). Default: varlen_sdpa for packed rows on CUDA, else transformers' choice (sdpa).",
+            "choices": list(ATTENTION_IMPLEMENTATIONS),
+        },
     )
     embedding_size: int | None = field(
         default=None,

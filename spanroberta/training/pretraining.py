@@ -7,6 +7,7 @@ What differs between objectives (MLM + SBO, ELECTRA's replaced token detection) 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from collections.abc import Collection, Mapping
@@ -18,12 +19,11 @@ from transformers import PretrainedConfig, PreTrainedTokenizerBase, set_seed
 
 from ..data.collator import DataCollatorForSpanMasking
 from ..data.demo_corpus import demo_corpus_path
-from ..data.sources import load_pretraining_data
+from ..data.sources import PretrainingData, load_pretraining_data
 from ..errors import UserInputError
 from ..models.configuration_spanroberta import first_position_id
-from ..models.packing import FLEX_ATTENTION_ON_CPU, refuses_packed_rows
 from ..objectives import PretrainingObjective, ResolvedRecipe, get_objective, resolve_recipe
-from ..objectives.checkpoint_loading import without_packing_where_unsupported
+from .attention import AttentionPlan, packs_rows, plan_attention
 from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from .checkpoints import resume_checkpoint
 from .cli import apply_defaults
@@ -105,9 +105,9 @@ def run_pretraining(
     recipe = resolve_recipe(model_args, data_args)
     objective = get_objective(recipe.objective)
     logger.info("Recipe: %s", recipe)
-    # DeBERTa-v2 cannot keep a packed row's sequences apart: its doc-sentences rows hold one block each.
-    data_args = without_packing_where_unsupported(model_args, data_args, recipe.input_format)
-    _check_packed_attention(model_args, data_args, recipe, training_args)
+    # Whether rows are packed and the attention that runs them, refused here if it could not train the run.
+    data_args, attention = plan_attention(model_args, data_args, recipe, training_args.device)
+    model_args = dataclasses.replace(model_args, attn_implementation=attention.attn_implementation)
 
     # Tokenizer, model config and blocks. The main process reads (or prepares) the data first; the others then
     # find it in the cache or on disk. The config is built, and checked, before any block is made.
@@ -118,28 +118,42 @@ def run_pretraining(
         logger.info("Prepared the data in %s.", data_args.prepared_data_dir)
         return None
 
+    trainer = _build_trainer(objective, recipe, model_args, data_args, training_args, data,
+                             _RunSettingsSources(given, chosen, attention))  # fmt: skip
+
+    # Train (resuming where a killed run stopped), save, evaluate, describe.
+    train_result = trainer.train(resume_from_checkpoint=resume_checkpoint(trainer))
+    _save_and_evaluate(trainer, train_result.metrics, objective, data.tokenizer)
+    write_model_card(trainer, recipe, objective, data_args)
+    if training_args.push_to_hub:
+        trainer.push_to_hub()
+    return trainer
+
+
+def _build_trainer(
+    objective: PretrainingObjective,
+    recipe: ResolvedRecipe,
+    model_args: PretrainingModelArguments,
+    data_args: PretrainingDataArguments,
+    training_args: PretrainingArguments,
+    data: PretrainingData,
+    settings: _RunSettingsSources,
+) -> PretrainingTrainer:
+    """The model, its collators and the Trainer, once the run's length is fitted and its settings reported."""
     # The model: from the checkpoint, or freshly initialised.
     model = objective.build_model(model_args, data.config, data.tokenizer)
     drop_unused_weight_conversions(model)
 
-    # Masking, laid out in the objective's prediction slots.
-    collator = _span_masking_collator(data.tokenizer, model.config, recipe, objective, data_args, training_args)
-    # The evaluation's masks may follow another scheme (--eval_masking), so that runs trained with different
-    # schemes predict the same held-out tokens.
-    eval_collator = (
-        _span_masking_collator(data.tokenizer, model.config, recipe, objective, data_args, training_args,
-                               masking=data_args.eval_masking)
-        if data_args.eval_masking not in (None, recipe.masking) else None
-    )  # fmt: skip
+    # Masking, laid out in the objective's prediction slots; the evaluation's may follow another scheme.
+    masking = functools.partial(_span_masking_collator, data.tokenizer, model.config, recipe, objective, data_args,
+                                training_args)  # fmt: skip
+    collator = masking()
+    # --eval_masking: runs trained with different schemes predict the same held-out tokens.
+    eval_collator = masking(data_args.eval_masking) if data_args.eval_masking not in (None, recipe.masking) else None
 
-    # Warm-up, bias correction and logging fitted to the run, before the Trainer builds its optimiser from them.
-    fitted = fit_to_run_length(training_args, given, data.train)
-    set_by = {**(chosen or {}), **dict.fromkeys(fitted, "fitted to the run"), **dict.fromkeys(given or (), "you")}
-    if training_args.should_log:
-        # Printed, not logged: transformers' default verbosity hides info logs, and this line says what a step costs.
-        print(run_settings(training_args, data.train, set_by))
+    _fit_and_report_run_settings(training_args, data.train, model.config, settings)
     _check_evaluation_data(data.eval, training_args)
-    trainer = PretrainingTrainer(
+    return PretrainingTrainer(
         model=model,
         args=training_args,
         train_dataset=data.train,
@@ -151,13 +165,30 @@ def run_pretraining(
         objective=objective,
     )
 
-    # Train (resuming where a killed run stopped), save, evaluate, describe.
-    train_result = trainer.train(resume_from_checkpoint=resume_checkpoint(trainer))
-    _save_and_evaluate(trainer, train_result.metrics, objective, data.tokenizer)
-    write_model_card(trainer, recipe, objective, data_args)
-    if training_args.push_to_hub:
-        trainer.push_to_hub()
-    return trainer
+
+@dataclasses.dataclass(frozen=True)
+class _RunSettingsSources:
+    """Who set the run's settings: the flags given, what the recipe or demo chose, and the attention plan."""
+
+    given: Collection[str] | None
+    chosen: Mapping[str, str] | None
+    attention: AttentionPlan
+
+
+def _fit_and_report_run_settings(
+    training_args: PretrainingArguments, train_dataset: Dataset, config: PretrainedConfig, sources: _RunSettingsSources
+) -> None:
+    """Warm-up, bias correction and logging fitted to the run (before the Trainer builds its optimiser from them),
+    then the line of run settings, each with who set it."""
+    given, attention = sources.given, sources.attention
+    fitted = fit_to_run_length(training_args, given, train_dataset)
+    set_by = {**(sources.chosen or {}), **dict.fromkeys(fitted, "fitted to the run")}
+    set_by.update(dict.fromkeys(given or (), "you"))
+    if attention.chosen_by:
+        set_by["attn_implementation"] = attention.chosen_by
+    if training_args.should_log:
+        # Printed, not logged: transformers' default verbosity hides info logs, and this line says what a step costs.
+        print(run_settings(training_args, train_dataset, set_by, config._attn_implementation))
 
 
 def _check_evaluation_data(eval_dataset: Dataset | None, training_args: PretrainingArguments) -> None:
@@ -168,19 +199,6 @@ def _check_evaluation_data(eval_dataset: Dataset | None, training_args: Pretrain
             "evaluation data. Give --validation_file (streaming mode evaluates only on it) or "
             "--validation_split_percentage above 0, or use --eval_strategy no."
         )
-
-
-def _check_packed_attention(
-    model_args: PretrainingModelArguments,
-    data_args: PretrainingDataArguments,
-    recipe: ResolvedRecipe,
-    training_args: PretrainingArguments,
-) -> None:
-    """Packed rows under an attention that cannot keep them apart here (flex_attention on CPU) are refused before
-    any data is read or model built, rather than at the first step."""
-    packs = recipe.input_format == "doc-sentences" and data_args.pack_documents
-    if packs and refuses_packed_rows(model_args.attn_implementation, training_args.device):
-        raise UserInputError(f"{FLEX_ATTENTION_ON_CPU} Or train one document per row: --pack_documents false.")
 
 
 def _build_config(
@@ -274,8 +292,7 @@ def _check_positions(config: PretrainedConfig, max_seq_length: int, model_args: 
 
 def _fixed_length(recipe: ResolvedRecipe, data_args: PretrainingDataArguments) -> bool:
     """Whether (nearly) every row is max_seq_length long: full-sentences blocks and packed doc-sentences rows."""
-    packed = recipe.input_format == "doc-sentences" and data_args.pack_documents
-    return packed or recipe.input_format == "full-sentences"
+    return packs_rows(recipe, data_args) or recipe.input_format == "full-sentences"
 
 
 def _setup_logging(training_args: PretrainingArguments) -> None:

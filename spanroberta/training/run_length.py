@@ -55,10 +55,13 @@ def fit_to_run_length(args: TrainingArguments, given: Collection[str] | None, tr
     return {name for name, value in before.items() if getattr(args, name, None) != value}
 
 
-def run_settings(args: TrainingArguments, train_dataset: object, set_by: dict[str, str]) -> str:
+def run_settings(
+    args: TrainingArguments, train_dataset: object, set_by: dict[str, str], attn_implementation: str | None = None
+) -> str:
     """One line saying what the run will train with: the effective batch (per device x accumulation x processes),
-    the accumulation, learning rate, warm-up and total steps, each with who set it (`set_by`: flag name -> "you",
-    "recipe <name>", "demo", "fitted to the run"; transformers' default otherwise). A recipe that accumulates
+    the accumulation, learning rate, warm-up, total steps and attention implementation, each with who set it
+    (`set_by`: flag name -> "you", "recipe <name>", "demo", "fitted to the run", or for the attention why it was
+    chosen; transformers' default otherwise). A recipe that accumulates
     gradients to reach its paper's batch multiplies the cost of every step: said before the first one."""
     processes = training_processes(args)
     total = planned_steps(args, train_dataset)
@@ -80,6 +83,7 @@ def run_settings(args: TrainingArguments, train_dataset: object, set_by: dict[st
           if getattr(args, "fresh_heads_learning_rate", None) is not None else []),
         setting("warmup_steps", args.get_warmup_steps(total) if total else args.warmup_steps),
         length,
+        *([setting("attn_implementation", attn_implementation)] if attn_implementation else []),
     ])  # fmt: skip
 
 

@@ -1,0 +1,144 @@
+"""Whether a pretraining run packs its rows, and which attention implementation runs them: decided here once,
+before any data is read, from the facts `models/packing.py` states about each implementation.
+
+- Rows are packed (several documents a row, positions restarting at each) under the doc-sentences input format
+  with --pack_documents, unless the encoder family cannot keep a packed row's sequences apart (DeBERTa-v2/v3):
+  its rows then hold one document each, with a warning.
+- Packed rows under an implementation that cannot run them here (flash attention outside spanroberta's RoBERTa
+  encoder, flex_attention on CPU) are refused.
+- With no --attn_implementation, packed rows on CUDA run through varlen_sdpa (each document alone through a
+  variable-length kernel); elsewhere transformers' default (sdpa, with a block-diagonal mask on packed rows).
+- An implementation that cannot apply attention dropout (flex_attention) is refused when the model keeps some:
+  the recipe is never changed silently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+import torch
+from transformers import ElectraConfig, PretrainedConfig
+
+from ..errors import UserInputError
+from ..hub import hub_kwargs
+from ..models.modeling_any_encoder import ENCODER_FAMILIES
+from ..models.packing import (
+    ATTENTION_IMPLEMENTATIONS,
+    default_packed_attention,
+    packed_rows_refusal,
+    refuses_dropout,
+)
+from ..models.varlen_attention import VARLEN_SDPA
+from ..objectives.base import ResolvedRecipe
+from ..objectives.checkpoint_loading import ROBERTA_MODEL_TYPES, checkpoint_model_type
+from ..objectives.masked_lm import ENCODER_CONFIGS
+
+logger = logging.getLogger(__name__)
+
+# Config fields that hold attention dropout (ModernBERT's is attention_dropout).
+_ATTENTION_DROPOUT_FIELDS = ("attention_probs_dropout_prob", "attention_dropout")
+# BERT's attention dropout, which a checkpoint's config that names none gets from its class.
+_BERT_ATTENTION_DROPOUT = 0.1
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionPlan:
+    """The run's attention: `attn_implementation` (None: transformers' default, sdpa), and who chose it
+    ("you", or why it was chosen for you; None for transformers' default)."""
+
+    attn_implementation: str | None
+    chosen_by: str | None
+
+
+def packs_rows(recipe: ResolvedRecipe, data_args: Any) -> bool:
+    """Whether the run's rows hold several documents each (doc-sentences rows under --pack_documents)."""
+    return recipe.input_format == "doc-sentences" and data_args.pack_documents
+
+
+def plan_attention(
+    model_args: Any, data_args: Any, recipe: ResolvedRecipe, device: torch.device
+) -> tuple[Any, AttentionPlan]:
+    """`data_args` with packing turned off where the encoder family cannot pack, and the run's attention; refuses
+    (UserInputError) an attention implementation that could not train this run, before any data is read."""
+    source = model_args.model_name_or_path or model_args.config_name
+    model_type = checkpoint_model_type(source, model_args) if source else None
+    family = ENCODER_FAMILIES.get(model_type)
+    if family is not None and family.packing is None and packs_rows(recipe, data_args):
+        logger.warning(
+            "%s cannot keep the sequences of a packed row apart (its attention builds its mask from a padding mask "
+            "only), so doc-sentences rows hold one document's block each, padded (--pack_documents false).",
+            model_type,
+        )
+        data_args = dataclasses.replace(data_args, pack_documents=False)
+    attention = model_args.attn_implementation
+    plan = AttentionPlan(attention, "you" if attention else None)
+    if packs_rows(recipe, data_args):
+        # Only spanroberta's RoBERTa encoder runs packed rows under flash attention (it flattens the batch).
+        flattens_rows = recipe.objective == "masked_lm" and (
+            model_type in ROBERTA_MODEL_TYPES if model_type else recipe.encoder == "roberta"
+        )
+        sliding_window = family is not None and family.packing == "mask_per_attention_type"
+        plan = _packed_rows_attention(plan, device, flattens_rows, sliding_window)
+    _check_dropout(plan.attn_implementation, model_args, recipe)
+    return data_args, plan
+
+
+def _packed_rows_attention(
+    plan: AttentionPlan, device: torch.device, flattens_rows: bool, sliding_window: bool
+) -> AttentionPlan:
+    """The attention of packed rows: the one asked for if it can run them, else refused; none asked for, the
+    device's default for packed rows, where the encoder takes it."""
+    attention = plan.attn_implementation
+    if attention is None:
+        default = default_packed_attention(device)
+        if default is None or sliding_window:
+            return plan
+        return AttentionPlan(default, f"packed rows on {torch.device(device).type}")
+    refusal = packed_rows_refusal(attention, device, flattens_rows)
+    if refusal is not None:
+        hint = "" if "--pack_documents false" in refusal else " Or train one document per row: --pack_documents false."
+        raise UserInputError(refusal + hint)
+    if attention == VARLEN_SDPA and sliding_window:
+        raise UserInputError(
+            f"--attn_implementation {VARLEN_SDPA} runs every layer over whole sequences, and this encoder has "
+            "sliding-window layers: use sdpa or eager for its packed rows, or --pack_documents false."
+        )
+    return plan
+
+
+def _check_dropout(attention: str | None, model_args: Any, recipe: ResolvedRecipe) -> None:
+    if not refuses_dropout(attention):
+        return
+    dropout = _attention_dropout(model_args, recipe)
+    if dropout > 0:
+        others = ", ".join(other for other in ATTENTION_IMPLEMENTATIONS if not refuses_dropout(other))
+        raise UserInputError(
+            f"--attn_implementation {attention} cannot apply attention dropout, and this model keeps an attention "
+            f"dropout of {dropout:g} in training, as its recipe or checkpoint has it; the run would stop at its "
+            f"first step. Choose another attention implementation ({others}), or "
+            "train without attention dropout, a change to the recipe: --config_overrides "
+            "attention_probs_dropout_prob=0."
+        )
+
+
+def _attention_dropout(model_args: Any, recipe: ResolvedRecipe) -> float:
+    """The attention dropout the run's model will have: --config_overrides', else the checkpoint's (or
+    --config_name's), else the recipe's encoder's built from scratch."""
+    overrides = dict(
+        pair.split("=", 1) for pair in (model_args.config_overrides or "").split(",") if "=" in pair
+    )
+    given = [overrides[name] for name in _ATTENTION_DROPOUT_FIELDS if name in overrides]
+    if given:
+        try:
+            return max(float(value) for value in given)
+        except ValueError:
+            pass  # not a number: building the config refuses it, in its own words
+    source = model_args.config_name or model_args.model_name_or_path
+    if source:
+        values, _ = PretrainedConfig.get_config_dict(source, **hub_kwargs(model_args))
+        fields = [values[name] for name in _ATTENTION_DROPOUT_FIELDS if name in values]
+        return max(fields) if fields else _BERT_ATTENTION_DROPOUT
+    config_class = ElectraConfig if recipe.objective == "replaced_token_detection" else ENCODER_CONFIGS[recipe.encoder]
+    return config_class().attention_probs_dropout_prob
