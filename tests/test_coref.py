@@ -267,11 +267,12 @@ def test_predicted_clusters_follow_best_antecedents():
 GAP_TSV = (
     "ID\tText\tPronoun\tPronoun-offset\tA\tA-offset\tA-coref\tB\tB-offset\tB-coref\tURL\n"
     "test-1\tMary Ann met Kate. She waved.\tShe\t19\tMary Ann\t0\tFALSE\tKate\t13\tTRUE\thttp://x\n"
+    "test-2\tMary met John. His mother smiled.\tHis\t15\tMary\t0\tFALSE\tJohn\t9\tTRUE\thttp://x\n"
 )
 
 
 def test_gap_reader_and_decision(tmp_path):
-    (example,) = read_gap(write(tmp_path, "gap.tsv", GAP_TSV))
+    example, _ = read_gap(write(tmp_path, "gap.tsv", GAP_TSV))
     # Words: Mary(0) Ann(1) met(2) Kate(3) .(4) She(5) waved(6) .(7)
     assert example.document.sentences == [["Mary", "Ann", "met", "Kate", "."], ["She", "waved", "."]]
     assert (example.pronoun_words, example.a_words, example.b_words) == ((5, 5), (0, 1), (3, 3))
@@ -281,6 +282,23 @@ def test_gap_reader_and_decision(tmp_path):
     bad = write(tmp_path, "bad.tsv", GAP_TSV.replace("\t13\t", "\t12\t"))
     with pytest.raises(UserInputError, match="test-1: B 'Kate' is not at character 12"):
         read_gap(bad)
+
+
+def test_gap_decision_takes_the_cluster_of_the_exact_pronoun_and_names_by_containment(tmp_path):
+    mary_ann, example = read_gap(write(tmp_path, "gap.tsv", GAP_TSV))
+    # Words: Mary(0) met(1) John(2) .(3) His(4) mother(5) smiled(6) .(7)
+    assert (example.pronoun_words, example.a_words, example.b_words) == ((4, 4), (0, 0), (2, 2))
+    # "His mother" merely overlaps the pronoun: the cluster {Mary, His mother} is not the pronoun's.
+    decision = gap_decision(example, [[(0, 0), (4, 5)]])
+    assert (decision.predicted_a, decision.predicted_b) == (False, False)
+    # The first cluster holding the exact pronoun span decides, even when a later one holds it too.
+    decision = gap_decision(example, [[(2, 2), (4, 4)], [(0, 0), (4, 4)]])
+    assert (decision.predicted_a, decision.predicted_b) == (False, True)
+    # A mention inside the name's words ("Ann" of "Mary Ann"), or holding them, resolves it; one only overlapping
+    # them ("Ann met") does not.
+    assert gap_decision(mary_ann, [[(1, 1), (5, 5)]]).predicted_a
+    assert gap_decision(example, [[(0, 1), (4, 4)]]).predicted_a
+    assert not gap_decision(mary_ann, [[(1, 2), (5, 5)]]).predicted_a
 
 
 # run_coref.py end to end.

@@ -75,22 +75,20 @@ def _gap_example(path: Path, row: dict[str, str]) -> GapExample:
                       flags["A-coref"], flags["B-coref"])  # fmt: skip
 
 
-def _overlaps(span: Span, other: Span) -> bool:
-    return span[0] <= other[1] and other[0] <= span[1]
+def _nested(span: Span, other: Span) -> bool:
+    """Whether one span lies inside the other (either way)."""
+    return (other[0] <= span[0] and span[1] <= other[1]) or (span[0] <= other[0] and other[1] <= span[1])
 
 
 def gap_decision(example: GapExample, clusters: Sequence[list[Span]]) -> GapDecision:
-    """A (or B) is resolved as the pronoun's antecedent when one predicted cluster holds a mention overlapping the
-    pronoun's word and another mention overlapping A's (B's) words; both, one or neither may be."""
-    linked = {"a": False, "b": False}
-    for cluster in clusters:
-        pronoun_mentions = [span for span in cluster if _overlaps(span, example.pronoun_words)]
-        if not pronoun_mentions:
-            continue
-        others = [span for span in cluster if span not in pronoun_mentions]
-        linked["a"] |= any(_overlaps(span, example.a_words) for span in others)
-        linked["b"] |= any(_overlaps(span, example.b_words) for span in others)
-    return GapDecision(example.pronoun, example.a_coref, example.b_coref, linked["a"], linked["b"])
+    """Joshi et al.'s rule (`to_gap_tsv.py` of their coreference code): the pronoun's cluster is the first predicted
+    cluster holding the pronoun's exact span; A (or B) is resolved as its antecedent when a mention of that cluster
+    lies inside A's (B's) words or holds them. Both, one or neither may be. A cluster that only overlaps the
+    pronoun (a mention "His mother" for the pronoun "His") is not the pronoun's."""
+    cluster = next((cluster for cluster in clusters if example.pronoun_words in cluster), [])
+    linked_a = any(_nested(span, example.a_words) for span in cluster)
+    linked_b = any(_nested(span, example.b_words) for span in cluster)
+    return GapDecision(example.pronoun, example.a_coref, example.b_coref, linked_a, linked_b)
 
 
 def write_gap_predictions(path: Path, examples: Sequence[GapExample], decisions: Sequence[GapDecision]) -> None:
