@@ -180,7 +180,7 @@ def resolve_gap(trainer: CorefTrainer, examples: list, max_segment_length: int, 
     decisions = [gap_decision(example, found) for example, found in zip(examples, clusters)]
     metrics = {f"gap_{name}": value for name, value in gap_scores(decisions).items()}
     metrics["gap_examples"] = len(decisions)
-    trainer.log_metrics("gap", metrics)
+    trainer.log_metrics("gap", {name: "-" if value is None else value for name, value in metrics.items()})
     trainer.save_metrics("gap", metrics)
     if trainer.is_world_process_zero():
         output_dir.mkdir(parents=True, exist_ok=True)

@@ -99,4 +99,7 @@ def test_gap_scores_by_gender_and_bias():
     # Overall: TP 2, FP 2, FN 1: precision 1/2, recall 2/3, F1 4/7.
     assert scores["overall_f1"] == pytest.approx(4 / 7)
     assert scores["bias"] == pytest.approx((2 / 3) / 0.5)
-    assert gap_scores([])["bias"] == 0.0
+    # gap_scorer.py prints "-" for the bias when either F1 is 0: undefined, not 0.
+    assert gap_scores([])["bias"] is None
+    no_feminine_hit = [decisions[0], GapDecision("she", gold_a=True, gold_b=False, predicted_a=False, predicted_b=False)]
+    assert gap_scores(no_feminine_hit)["feminine_f1"] == 0.0 and gap_scores(no_feminine_hit)["bias"] is None
