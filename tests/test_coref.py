@@ -98,6 +98,18 @@ def test_jsonlines_reader_and_round_trip(tmp_path):
     assert written == {**record, "clusters": [[[0, 0], [3, 4]]]}
 
 
+def test_conll_reader_reads_joined_brackets_as_the_reference_scorer(tmp_path):
+    cells = [("Ann", "(1(3"), ("Lee", "1)"), ("and", "-"), ("her", "(2)|(4"), ("dog", "4)3)")]
+    lines = [f"j\t0\t{i}\t{word}\t_\t{cell}" for i, (word, cell) in enumerate(cells)]
+    path = write(tmp_path, "joined.conll", "#begin document (j); part 0\n" + "\n".join(lines) + "\n\n#end document\n")
+    (document,) = read_coref_documents(str(path))
+    # Clusters in id order: 1 "Ann Lee", 2 "her", 3 "Ann Lee and her dog", 4 "her dog".
+    assert document.clusters == [[(0, 1)], [(3, 3)], [(0, 4)], [(3, 4)]]
+    bad = write(tmp_path, "bad.conll", "#begin document (b); part 0\nb 0 0 Hi - (1)x\n#end document\n")
+    with pytest.raises(UserInputError, match="line 2: '\\(1\\)x' is not a cell of coreference brackets"):
+        read_coref_documents(str(bad))
+
+
 @pytest.mark.parametrize(
     "name, text, expected",
     [

@@ -5,9 +5,10 @@ Layouts read:
 - CoNLL-2012 (OntoNotes, LitBank): `#begin document (NAME); part P` ... `#end document`, one token a line (columns
   split by tabs, or by spaces where a line has no tab), a blank line after each sentence, the word in column 4,
   the speaker in column 10 where a line has more than 10 columns, and the cluster brackets in the last column:
-  `(12` opens a mention of cluster 12, `12)` closes it, `(12)` is a one-word mention, several joined by `|`; `-`,
-  `_` or nothing for none. A file may hold several documents. The document key is `NAME_P` (P as a number:
-  `part 000` gives `NAME_0`), as e2e-coref's.
+  `(12` opens a mention of cluster 12, `12)` closes it, `(12)` is a one-word mention, several joined by `|` or side
+  by side (`(1(3`, `1)3)`), read as the reference scorer reads them; `-`, `_` or nothing for none. A file may
+  hold several documents. The document key is `NAME_P` (P as a number: `part 000` gives `NAME_0`), as
+  e2e-coref's.
 - JSON lines (Lee et al.'s e2e-coref and Joshi et al.'s code before subword tokenization): one document a line,
   `{"doc_key", "sentences": [[word, ...], ...], "speakers": (same shape, optional), "clusters": [[[start, end],
   ...], ...]}` with word indices over the whole document, ends inclusive.
@@ -98,7 +99,21 @@ def read_coref_documents(spec: str) -> list[CorefDocument]:
 
 _BEGIN_MARK = "#begin document"
 _BEGIN = re.compile(r"#begin document \(?(.*?)\)?;?(?: part (\d+))?\s*$")
-_BRACKET = re.compile(r"(\()?(\d+)(\))?")
+# The reference scorer's (v8.01, CorScorer.pm `GetCoreference`) reading of a cell: double antecedents `(1+2)`
+# dropped, then every one-word mention `(12)`, then every opening `(12`, then every closing `12)`, each removed
+# from the cell as it is found, whatever joins them (`|` or nothing: `(1(3`, `1)3)`, `(1)|(3`).
+_DOUBLE_ANTECEDENT = re.compile(r"\((\d+\+\d)\)")
+_ONE_WORD, _OPENING, _CLOSING = re.compile(r"\((\d+)\)"), re.compile(r"\((\d+)"), re.compile(r"(\d+)\)")
+
+
+def _take_all(pattern: re.Pattern, cell: str) -> tuple[list[str], str]:
+    """Perl's `while ($cell =~ s/pattern//)`: the first group of each match, and the cell without the matches (each
+    removed before the next is searched, as the scorer does)."""
+    found = []
+    while match := pattern.search(cell):
+        found.append(match.group(1))
+        cell = cell[:match.start()] + cell[match.end():]
+    return found, cell
 
 
 class _ConllDocumentBuilder:
@@ -121,38 +136,38 @@ class _ConllDocumentBuilder:
             return
         columns = line.split("\t") if "\t" in line else line.split()
         if len(columns) < 5:
-            raise input_error(self.path, self.doc_key, f"line {line_number} has {len(columns)} columns; a CoNLL-2012 token "
-                         "line has the word in column 4 and the coreference brackets in the last one.")  # fmt: skip
+            raise input_error(self.path, self.doc_key, f"line {line_number} has {len(columns)} columns; a CoNLL-2012 "
+                              "token line has the word in column 4 and the coreference brackets in the last one.")
         word_index = len(self.word_lines)
         self.word_lines.append(len(self.lines) - 1)
         self.sentences[-1].append(columns[3])
         self.speakers[-1].append(columns[9] if len(columns) > 10 else "-")
-        for part in columns[-1].strip().split("|"):
-            if part not in NO_MENTION:
-                self._bracket(part, word_index, line_number)
+        self._brackets(columns[-1].strip(), word_index, line_number)
 
-    def _bracket(self, part: str, word_index: int, line_number: int) -> None:
-        match = _BRACKET.fullmatch(part)
-        if match is None or not (match.group(1) or match.group(3)):
-            raise input_error(self.path, self.doc_key, f"line {line_number}: {part!r} is not a coreference bracket "
-                         "(`(12`, `12)` or `(12)`, several joined by `|`).")  # fmt: skip
-        cluster = int(match.group(2))
-        if match.group(1) and match.group(3):
+    def _brackets(self, cell: str, word_index: int, line_number: int) -> None:
+        _, rest = _take_all(_DOUBLE_ANTECEDENT, cell)
+        one_word, rest = _take_all(_ONE_WORD, rest)
+        openings, rest = _take_all(_OPENING, rest)
+        closings, rest = _take_all(_CLOSING, rest)
+        if rest.strip("|-_ "):
+            raise input_error(self.path, self.doc_key, f"line {line_number}: {cell!r} is not a cell of coreference "
+                              "brackets (`(12`, `12)` or `(12)`, several joined by `|` or side by side; `-` for none).")
+        for cluster in map(int, one_word):
             self.clusters[cluster].append((word_index, word_index))
-        elif match.group(1):
+        for cluster in map(int, openings):
             self.open[cluster].append(word_index)
-        elif not self.open[cluster]:
-            raise input_error(self.path, self.doc_key, f"line {line_number}: `{part}` closes a mention of cluster {cluster} "
-                         "that was never opened (unbalanced brackets).")  # fmt: skip
-        else:
+        for cluster in map(int, closings):
+            if not self.open[cluster]:
+                raise input_error(self.path, self.doc_key, f"line {line_number}: `{cluster})` closes a mention of "
+                                  f"cluster {cluster} that was never opened (unbalanced brackets).")  # fmt: skip
             self.clusters[cluster].append((self.open[cluster].pop(), word_index))
 
     def finish(self, end_line: str) -> CorefDocument:
         self.lines.append(end_line)
         unclosed = sorted(cluster for cluster, starts in self.open.items() if starts)
         if unclosed:
-            raise input_error(self.path, self.doc_key, f"mentions of cluster(s) {', '.join(map(str, unclosed))} are opened "
-                         "but never closed (unbalanced brackets).")  # fmt: skip
+            raise input_error(self.path, self.doc_key, f"mentions of cluster(s) {', '.join(map(str, unclosed))} are "
+                              "opened but never closed (unbalanced brackets).")
         sentences = [sentence for sentence in self.sentences if sentence]
         if not sentences:
             raise input_error(self.path, self.doc_key, "the document has no words.")
@@ -169,7 +184,8 @@ def read_conll_file(path: Path) -> list[CorefDocument]:
             line = raw.rstrip("\n")
             if line.startswith(_BEGIN_MARK):
                 if builder is not None:
-                    raise input_error(path, builder.doc_key, f"line {line_number} begins a document before `#end document`.")
+                    raise input_error(path, builder.doc_key,
+                                      f"line {line_number} begins a document before `#end document`.")
                 match = _BEGIN.match(line)
                 name, part = (match.group(1), match.group(2)) if match else (line[len(_BEGIN_MARK):].strip(), None)
                 builder = _ConllDocumentBuilder(path, f"{name}_{int(part or 0)}", line)
@@ -181,7 +197,8 @@ def read_conll_file(path: Path) -> list[CorefDocument]:
             elif builder is not None:
                 builder.add(line, line_number)
             elif line.strip() and not line.startswith("#"):
-                raise input_error(path, None, f"line {line_number} is outside any `#begin document` ... `#end document`.")
+                raise input_error(path, None,
+                                  f"line {line_number} is outside any `#begin document` ... `#end document`.")
     if builder is not None:
         raise input_error(path, builder.doc_key, "the file ends before the document's `#end document`.")
     return documents
@@ -193,12 +210,13 @@ def read_jsonlines_file(path: Path) -> list[CorefDocument]:
     for line_number, record in read_json_lines(path, error=UserInputError):
         doc_key = record.get("doc_key", f"at line {line_number}")
         if "subtoken_map" in record:
-            raise input_error(path, doc_key, "this document is already split into subwords (it has `subtoken_map`, as "
-                         "Joshi et al.'s preprocessed files do); give the word-level file (sentences of words).")
+            raise input_error(path, doc_key, "this document is already split into subwords (it has `subtoken_map`, "
+                              "as Joshi et al.'s preprocessed files do); give the word-level file (sentences of "
+                              "words).")
         for name in ("doc_key", "sentences", "clusters"):
             if name not in record:
-                raise input_error(path, doc_key, f"line {line_number} lacks the field `{name}` (each line needs doc_key, "
-                             "sentences and clusters; speakers is optional).")  # fmt: skip
+                raise input_error(path, doc_key, f"line {line_number} lacks the field `{name}` (each line needs "
+                                  "doc_key, sentences and clusters; speakers is optional).")
         sentences = record["sentences"]
         if not isinstance(sentences, list) or not all(isinstance(s, list) for s in sentences) or not any(sentences):
             raise input_error(path, doc_key, "`sentences` must be a non-empty list of lists of words.")
@@ -220,8 +238,8 @@ def _checked_cluster(path: Path, doc_key: str, cluster: Any, num_words: int) -> 
             raise input_error(path, doc_key, f"{span!r} in `clusters` is not a [start, end] pair of word indices.")
         start, end = span
         if not 0 <= start <= end < num_words:
-            raise input_error(path, doc_key, f"the span [{start}, {end}] is out of range: the document has {num_words} "
-                         "words, and spans are [start, end] word indices with inclusive ends.")  # fmt: skip
+            raise input_error(path, doc_key, f"the span [{start}, {end}] is out of range: the document has "
+                              f"{num_words} words, and spans are [start, end] word indices with inclusive ends.")
         spans.append((start, end))
     return sorted(spans)
 
