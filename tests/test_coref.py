@@ -193,7 +193,7 @@ def test_pruning_skips_crossing_spans_and_sorts():
 
 def tiny_coref_model(**settings):
     torch.manual_seed(0)
-    encoder = BertModel(BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+    encoder = BertModel(BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=1, num_attention_heads=1,
                                    intermediate_size=32, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
     return CorefModel.from_encoder(encoder, ffnn_size=8, feature_size=4, max_span_width=3, **settings)
 
@@ -222,6 +222,22 @@ def test_model_loss_is_finite_and_saved_model_predicts_the_same(tmp_path):
     loaded = CorefModel.from_pretrained(tmp_path).eval()
     batch = tiny_batch()
     assert torch.allclose(model(**batch).antecedent_scores, loaded(**batch).antecedent_scores)
+
+
+def test_dropout_spares_the_encoder_output_and_drops_both_sides_of_the_coarse_score():
+    model = tiny_coref_model(dropout=0.5).train()
+    batch = tiny_batch()
+    # The tiny encoder has no dropout of its own, so its states are the same on every call.
+    states = model.encoder(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+    seen, dropped_shapes = {}, []
+    model.head_scorer.register_forward_hook(lambda module, inputs, output: seen.update(tokens=inputs[0]))
+    model.dropout.register_forward_hook(lambda module, inputs, output: dropped_shapes.append(tuple(inputs[0].shape)))
+    output = model(**batch)
+    # As in Joshi et al.'s code, the span layers read the encoder's states without a dropout of their own ...
+    assert torch.equal(seen["tokens"], states[batch["content_mask"].bool()])
+    # ... and the coarse score g_i' W_c g_j drops out both the projected and the plain kept-span representations.
+    span_size = 3 * states.shape[-1] + model.config.feature_size
+    assert dropped_shapes.count((len(output.top_span_starts), span_size)) == 2
 
 
 def test_saved_model_loads_with_remote_code_without_spanroberta(tmp_path):
