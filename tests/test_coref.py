@@ -367,6 +367,32 @@ def test_run_coref_trains_evaluates_and_resolves_gap(tmp_path, spanroberta_check
     assert all(set(line[1:]) <= {"TRUE", "FALSE"} for line in lines)
 
 
+@pytest.mark.parametrize(
+    "preset, given, expected",
+    [
+        # Joshi et al.'s experiments.conf: (segment length, segments a window, encoder lr, task lr).
+        ("spanbert_base", [], (384, 3, 2e-5, 1e-4)),
+        ("bert_base", [], (128, 11, 1e-5, 2e-4)),
+        ("bert_base", ["--max_segment_length", 16, "--task_learning_rate", 1e-3], (16, 11, 1e-5, 1e-3)),
+    ],
+)  # fmt: skip
+def test_presets_set_what_the_flags_do_not(tmp_path, spanroberta_checkpoint, monkeypatch, preset, given, expected):
+    import run_coref as script
+
+    segment_lengths, encode = set(), script.encode_document
+    monkeypatch.setattr(script, "encode_document", lambda document, tokenizer, length: (
+        segment_lengths.add(length), encode(document, tokenizer, length))[1])  # fmt: skip
+    data = write(tmp_path, "data.conll", CONLL)
+    out = tmp_path / "out"
+    run_coref("--model_name_or_path", spanroberta_checkpoint, "--train_file", data, "--do_train", "--max_steps", 1,
+              "--preset", preset, *given, "--output_dir", out)  # fmt: skip
+    arguments = torch.load(out / "training_args.bin", weights_only=False)
+    config = json.loads((out / "config.json").read_text())
+    assert segment_lengths == {expected[0]}
+    # The training window's segments bound the segment distances the model embeds.
+    assert (config["max_segment_distance"], arguments.learning_rate, arguments.task_learning_rate) == expected[1:]
+
+
 def test_task_layers_get_their_own_learning_rate(tmp_path):
     from transformers import TrainingArguments
 
