@@ -10,8 +10,9 @@ lines, from any encoder checkpoint (spanroberta, RoBERTa, BERT, ...) or a saved 
     python run_coref.py --model_name_or_path out --gap_file gap-development.tsv --output_dir gap_out
     accelerate launch run_coref.py ...                 # several GPUs
 
-Each document is one batch. Defaults follow Joshi et al.'s BERT-base configuration (encoder lr 1e-5, task lr 2e-4,
-20 epochs, 384-subword segments, 11 segments per training document); see docs/coreference.md. The CoNLL metrics go
+Each document is one batch, 20 epochs. --preset picks Joshi et al.'s released settings: spanbert_base (the default:
+384-subword segments, 3 per training document, encoder lr 2e-5, task lr 1e-4) or bert_base (128 x 11, 1e-5 / 2e-4);
+flags given override it; see docs/coreference.md. The CoNLL metrics go
 to OUTPUT_DIR/eval_results.json (eval_muc_*, eval_b_cubed_*, eval_ceaf_phi4_*, eval_conll_f1), the predicted
 clusters to OUTPUT_DIR/eval_predictions.conll (or .jsonlines, the input's layout), GAP's scores to
 OUTPUT_DIR/gap_results.json and its decisions to OUTPUT_DIR/gap_predictions.tsv (the official scorer's input).
@@ -37,8 +38,8 @@ from spanroberta.tasks.coreference import (
     write_coref_documents,
     write_gap_predictions,
 )
-from spanroberta.training.cli import parse_arguments, with_defaults
-from spanroberta.training.coreference import CorefTrainer, predict_documents
+from spanroberta.training.cli import apply_defaults, parse_arguments, with_defaults
+from spanroberta.training.coreference import COREF_PRESETS, DEFAULT_COREF_PRESET, CorefTrainer, predict_documents
 from spanroberta.training.distributed import finish_processes
 from spanroberta.training.finetuning import (
     FinetuningArguments,
@@ -67,11 +68,20 @@ class CorefDataArguments:
     gap_file: str | None = field(
         default=None, metadata={"help": "GAP's TSV: resolve each pronoun to A, B or neither and score it."}
     )
+    preset: str = field(
+        default=DEFAULT_COREF_PRESET,
+        metadata={"help": "Joshi et al.'s released settings for the segment length, segments per training document and "
+                  "both learning rates: spanbert_base (384, 3, 2e-5, 1e-4) or bert_base (128, 11, 1e-5, 2e-4). "
+                  "Those flags, given, override it.", "choices": list(COREF_PRESETS)},
+    )
     max_segment_length: int = field(
-        default=384, metadata={"help": "Subwords per segment, special tokens included (Joshi et al.: 384 or 512)."}
+        default=COREF_PRESETS[DEFAULT_COREF_PRESET]["max_segment_length"],
+        metadata={"help": "Subwords per segment, special tokens included (default: the --preset's)."},
     )
     max_train_segments: int = field(
-        default=11, metadata={"help": "Longer training documents give a random window of this many segments."}
+        default=COREF_PRESETS[DEFAULT_COREF_PRESET]["max_train_segments"],
+        metadata={"help": "Longer training documents give a random window of this many segments (default: the "
+                  "--preset's)."},
     )
     keep_singletons: bool = field(
         default=False,
@@ -93,7 +103,9 @@ class CorefHeadArguments:
     max_top_antecedents: int = field(default=50, metadata={"help": "Antecedents kept per mention (coarse scores)."})
     ffnn_size: int = field(default=3000, metadata={"help": "Hidden units of each scorer."})
     coref_depth: int = field(default=2, metadata={"help": "Rounds of antecedent scoring (1: no higher-order)."})
-    coref_dropout: float = field(default=0.3, metadata={"help": "Dropout of the task layers and encoder states."})
+    coref_dropout: float = field(
+        default=0.3, metadata={"help": "Dropout of the task layers (not of the encoder's output)."}
+    )
     mention_loss_weight: float | None = field(
         default=None,
         metadata={"help": "Weight of a mention-detection loss (default: 1 with --keep_singletons, else 0)."},
@@ -108,13 +120,16 @@ class CorefHeadArguments:
 @dataclass
 class _CorefTrainingArguments(FinetuningArguments):
     task_learning_rate: float = field(
-        default=2e-4, metadata={"help": "Learning rate of the task layers (--learning_rate is the encoder's)."}
+        default=COREF_PRESETS[DEFAULT_COREF_PRESET]["task_learning_rate"],
+        metadata={"help": "Learning rate of the task layers (--learning_rate is the encoder's; default: the "
+                  "--preset's)."},
     )
 
 
-# Joshi et al.'s BERT-base configuration: encoder lr 1e-5 (task 2e-4), 20 epochs, linear decay after a 10% warm-up,
-# one document a batch.
-COREF_TRAINING_DEFAULTS = {"learning_rate": 1e-5, "num_train_epochs": 20, "warmup_steps": 0.1,
+# Joshi et al.'s: 20 epochs, linear decay after a 10% warm-up, one document a batch; the encoder's learning rate is
+# the --preset's.
+COREF_TRAINING_DEFAULTS = {"learning_rate": COREF_PRESETS[DEFAULT_COREF_PRESET]["learning_rate"],
+                           "num_train_epochs": 20, "warmup_steps": 0.1,
                            "per_device_train_batch_size": 1, "per_device_eval_batch_size": 1}  # fmt: skip
 CorefTrainingArguments = with_defaults(_CorefTrainingArguments, COREF_TRAINING_DEFAULTS, "CorefTrainingArguments",
                                        __name__)  # fmt: skip
@@ -180,7 +195,7 @@ def resolve_gap(trainer: CorefTrainer, examples: list, max_segment_length: int, 
     decisions = [gap_decision(example, found) for example, found in zip(examples, clusters)]
     metrics = {f"gap_{name}": value for name, value in gap_scores(decisions).items()}
     metrics["gap_examples"] = len(decisions)
-    trainer.log_metrics("gap", metrics)
+    trainer.log_metrics("gap", {name: "-" if value is None else value for name, value in metrics.items()})
     trainer.save_metrics("gap", metrics)
     if trainer.is_world_process_zero():
         output_dir.mkdir(parents=True, exist_ok=True)
@@ -190,7 +205,9 @@ def resolve_gap(trainer: CorefTrainer, examples: list, max_segment_length: int, 
 def main(args: list[str] | None = None) -> None:
     # Everything is read and checked before a model is loaded, so bad input fails fast.
     with user_errors("run_coref.py", also=(ValueError, FileNotFoundError)):
-        (model_args, data_args, head_args, training_args), given = parse_arguments(ARGUMENT_CLASSES, args)
+        arguments, given = parse_arguments(ARGUMENT_CLASSES, args)
+        model_args, data_args, head_args, training_args = apply_defaults(
+            arguments, COREF_PRESETS[arguments[1].preset], given)  # fmt: skip
         check_finetuning_run(model_args, training_args, given, {})
         splits = read_splits(data_args, training_args)
         gap_examples = read_gap(Path(data_args.gap_file)) if data_args.gap_file else []

@@ -31,9 +31,9 @@ from spanroberta.metrics.relation import SCORERS
 from spanroberta.tasks.relation import (
     ENCODINGS,
     RelationTask,
+    add_entity_markers,
     check_labels,
     encode_relations,
-    entity_markers,
     predicted_labels,
     read_relation_file,
     relation_compute_metrics,
@@ -158,7 +158,7 @@ def main(args: list[str] | None = None) -> None:
 
     # SpanBERT's type markers become special tokens (never split, never lower-cased); the punctuation markers
     # are ordinary text.
-    tokenizer.add_tokens(entity_markers(examples.get("train", []), task.encoding), special_tokens=True)
+    add_entity_markers(tokenizer, examples.get("train", []), task.encoding)
     model = load_relation_model(model_args, config, tokenizer, around_encoder)
     encoded = {phase: encode_relations(phase_examples, tokenizer, task.encoding, data_args.max_seq_length,
                                        task.label2id)

@@ -98,6 +98,18 @@ def test_jsonlines_reader_and_round_trip(tmp_path):
     assert written == {**record, "clusters": [[[0, 0], [3, 4]]]}
 
 
+def test_conll_reader_reads_joined_brackets_as_the_reference_scorer(tmp_path):
+    cells = [("Ann", "(1(3"), ("Lee", "1)"), ("and", "-"), ("her", "(2)|(4"), ("dog", "4)3)")]
+    lines = [f"j\t0\t{i}\t{word}\t_\t{cell}" for i, (word, cell) in enumerate(cells)]
+    path = write(tmp_path, "joined.conll", "#begin document (j); part 0\n" + "\n".join(lines) + "\n\n#end document\n")
+    (document,) = read_coref_documents(str(path))
+    # Clusters in id order: 1 "Ann Lee", 2 "her", 3 "Ann Lee and her dog", 4 "her dog".
+    assert document.clusters == [[(0, 1)], [(3, 3)], [(0, 4)], [(3, 4)]]
+    bad = write(tmp_path, "bad.conll", "#begin document (b); part 0\nb 0 0 Hi - (1)x\n#end document\n")
+    with pytest.raises(UserInputError, match="line 2: '\\(1\\)x' is not a cell of coreference brackets"):
+        read_coref_documents(str(bad))
+
+
 @pytest.mark.parametrize(
     "name, text, expected",
     [
@@ -212,6 +224,22 @@ def test_model_loss_is_finite_and_saved_model_predicts_the_same(tmp_path):
     assert torch.allclose(model(**batch).antecedent_scores, loaded(**batch).antecedent_scores)
 
 
+def test_dropout_spares_the_encoder_output_and_drops_both_sides_of_the_coarse_score():
+    model = tiny_coref_model(dropout=0.5).train()
+    batch = tiny_batch()
+    # The tiny encoder has no dropout of its own, so its states are the same on every call.
+    states = model.encoder(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+    seen, dropped_shapes = {}, []
+    model.head_scorer.register_forward_hook(lambda module, inputs, output: seen.update(tokens=inputs[0]))
+    model.dropout.register_forward_hook(lambda module, inputs, output: dropped_shapes.append(tuple(inputs[0].shape)))
+    output = model(**batch)
+    # As in Joshi et al.'s code, the span layers read the encoder's states without a dropout of their own ...
+    assert torch.equal(seen["tokens"], states[batch["content_mask"].bool()])
+    # ... and the coarse score g_i' W_c g_j drops out both the projected and the plain kept-span representations.
+    span_size = 3 * states.shape[-1] + model.config.feature_size
+    assert dropped_shapes.count((len(output.top_span_starts), span_size)) == 2
+
+
 def test_saved_model_loads_with_remote_code_without_spanroberta(tmp_path):
     model = tiny_coref_model().eval()
     model.save_pretrained(tmp_path / "ckpt")
@@ -267,11 +295,12 @@ def test_predicted_clusters_follow_best_antecedents():
 GAP_TSV = (
     "ID\tText\tPronoun\tPronoun-offset\tA\tA-offset\tA-coref\tB\tB-offset\tB-coref\tURL\n"
     "test-1\tMary Ann met Kate. She waved.\tShe\t19\tMary Ann\t0\tFALSE\tKate\t13\tTRUE\thttp://x\n"
+    "test-2\tMary met John. His mother smiled.\tHis\t15\tMary\t0\tFALSE\tJohn\t9\tTRUE\thttp://x\n"
 )
 
 
 def test_gap_reader_and_decision(tmp_path):
-    (example,) = read_gap(write(tmp_path, "gap.tsv", GAP_TSV))
+    example, _ = read_gap(write(tmp_path, "gap.tsv", GAP_TSV))
     # Words: Mary(0) Ann(1) met(2) Kate(3) .(4) She(5) waved(6) .(7)
     assert example.document.sentences == [["Mary", "Ann", "met", "Kate", "."], ["She", "waved", "."]]
     assert (example.pronoun_words, example.a_words, example.b_words) == ((5, 5), (0, 1), (3, 3))
@@ -281,6 +310,23 @@ def test_gap_reader_and_decision(tmp_path):
     bad = write(tmp_path, "bad.tsv", GAP_TSV.replace("\t13\t", "\t12\t"))
     with pytest.raises(UserInputError, match="test-1: B 'Kate' is not at character 12"):
         read_gap(bad)
+
+
+def test_gap_decision_takes_the_cluster_of_the_exact_pronoun_and_names_by_containment(tmp_path):
+    mary_ann, example = read_gap(write(tmp_path, "gap.tsv", GAP_TSV))
+    # Words: Mary(0) met(1) John(2) .(3) His(4) mother(5) smiled(6) .(7)
+    assert (example.pronoun_words, example.a_words, example.b_words) == ((4, 4), (0, 0), (2, 2))
+    # "His mother" merely overlaps the pronoun: the cluster {Mary, His mother} is not the pronoun's.
+    decision = gap_decision(example, [[(0, 0), (4, 5)]])
+    assert (decision.predicted_a, decision.predicted_b) == (False, False)
+    # The first cluster holding the exact pronoun span decides, even when a later one holds it too.
+    decision = gap_decision(example, [[(2, 2), (4, 4)], [(0, 0), (4, 4)]])
+    assert (decision.predicted_a, decision.predicted_b) == (False, True)
+    # A mention inside the name's words ("Ann" of "Mary Ann"), or holding them, resolves it; one only overlapping
+    # them ("Ann met") does not.
+    assert gap_decision(mary_ann, [[(1, 1), (5, 5)]]).predicted_a
+    assert gap_decision(example, [[(0, 1), (4, 4)]]).predicted_a
+    assert not gap_decision(mary_ann, [[(1, 2), (5, 5)]]).predicted_a
 
 
 # run_coref.py end to end.
@@ -315,9 +361,36 @@ def test_run_coref_trains_evaluates_and_resolves_gap(tmp_path, spanroberta_check
               "--gap_file", gap, "--output_dir", again)  # fmt: skip
     assert json.loads((again / "eval_results.json").read_text())["eval_documents"] == 2
     gap_results = json.loads((again / "gap_results.json").read_text())
-    assert gap_results["gap_examples"] == 1 and 0.0 <= gap_results["gap_overall_f1"] <= 1.0
-    (line,) = (again / "gap_predictions.tsv").read_text().splitlines()
-    assert line.split("\t")[0] == "test-1" and set(line.split("\t")[1:]) <= {"TRUE", "FALSE"}
+    assert gap_results["gap_examples"] == 2 and 0.0 <= gap_results["gap_overall_f1"] <= 1.0
+    lines = [line.split("\t") for line in (again / "gap_predictions.tsv").read_text().splitlines()]
+    assert [line[0] for line in lines] == ["test-1", "test-2"]
+    assert all(set(line[1:]) <= {"TRUE", "FALSE"} for line in lines)
+
+
+@pytest.mark.parametrize(
+    "preset, given, expected",
+    [
+        # Joshi et al.'s experiments.conf: (segment length, segments a window, encoder lr, task lr).
+        ("spanbert_base", [], (384, 3, 2e-5, 1e-4)),
+        ("bert_base", [], (128, 11, 1e-5, 2e-4)),
+        ("bert_base", ["--max_segment_length", 16, "--task_learning_rate", 1e-3], (16, 11, 1e-5, 1e-3)),
+    ],
+)  # fmt: skip
+def test_presets_set_what_the_flags_do_not(tmp_path, spanroberta_checkpoint, monkeypatch, preset, given, expected):
+    import run_coref as script
+
+    segment_lengths, encode = set(), script.encode_document
+    monkeypatch.setattr(script, "encode_document", lambda document, tokenizer, length: (
+        segment_lengths.add(length), encode(document, tokenizer, length))[1])  # fmt: skip
+    data = write(tmp_path, "data.conll", CONLL)
+    out = tmp_path / "out"
+    run_coref("--model_name_or_path", spanroberta_checkpoint, "--train_file", data, "--do_train", "--max_steps", 1,
+              "--preset", preset, *given, "--output_dir", out)  # fmt: skip
+    arguments = torch.load(out / "training_args.bin", weights_only=False)
+    config = json.loads((out / "config.json").read_text())
+    assert segment_lengths == {expected[0]}
+    # The training window's segments bound the segment distances the model embeds.
+    assert (config["max_segment_distance"], arguments.learning_rate, arguments.task_learning_rate) == expected[1:]
 
 
 def test_task_layers_get_their_own_learning_rate(tmp_path):

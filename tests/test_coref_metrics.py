@@ -99,4 +99,19 @@ def test_gap_scores_by_gender_and_bias():
     # Overall: TP 2, FP 2, FN 1: precision 1/2, recall 2/3, F1 4/7.
     assert scores["overall_f1"] == pytest.approx(4 / 7)
     assert scores["bias"] == pytest.approx((2 / 3) / 0.5)
-    assert gap_scores([])["bias"] == 0.0
+    # gap_scorer.py prints "-" for the bias when either F1 is 0: undefined, not 0.
+    assert gap_scores([])["bias"] is None
+    no_feminine_hit = [decisions[0], GapDecision("she", gold_a=True, gold_b=False, predicted_a=False, predicted_b=False)]
+    assert gap_scores(no_feminine_hit)["feminine_f1"] == 0.0 and gap_scores(no_feminine_hit)["bias"] is None
+
+
+def test_a_gold_mention_in_two_predicted_entities_counts_in_the_first_only():
+    gold = [[(0, 0), (2, 2)], [(4, 4), (6, 6)]]
+    # (2, 2) is predicted in two entities: as the reference scorer, the second loses it.
+    repeated = [[(0, 0), (2, 2)], [(2, 2), (4, 4), (6, 6)]]
+    assert coref_scores([(gold, repeated)]) == coref_scores([(gold, gold)])
+    assert coref_scores([(gold, repeated)])["conll_f1"] == pytest.approx(1.0)
+    # A twinless mention (8, 8) predicted twice stays in both entities.
+    evaluator = CorefEvaluator()
+    evaluator.add(gold, [[(0, 0), (2, 2), (8, 8)], [(4, 4), (6, 6), (8, 8)]])
+    assert evaluator.counts["b_cubed"].precision_denominator == 6

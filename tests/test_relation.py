@@ -17,6 +17,7 @@ from spanroberta.tasks.relation import (
     SEMEVAL_LABELS,
     TACRED_LABELS,
     RelationExample,
+    add_entity_markers,
     encode_relations,
     marked_text,
     read_relation_file,
@@ -141,6 +142,35 @@ def test_encoding_points_at_the_start_markers_and_keeps_them_in_a_window():
     encoded = encode_relations(examples, tokenizer, "spanbert_types", max_seq_length=16)[0]
     tokens = tokenizer.convert_ids_to_tokens(encoded["input_ids"])
     assert "[SUBJ-PERSON]" in tokens and "[OBJ-CITY]" in tokens and "entity_positions" not in encoded
+
+
+def byte_level_bpe_tokenizer():
+    from spanroberta.data.tokenizer import train_byte_level_bpe
+
+    return train_byte_level_bpe(TINY_TEXT, vocab_size=400, min_frequency=1, show_progress=False)
+
+
+@pytest.mark.parametrize("build", [byte_level_bpe_tokenizer, wordpiece_tokenizer])
+def test_type_markers_leave_no_stray_piece_around_them(build):
+    tokenizer = build()
+    merkel = example(["Angela", "Merkel", "was", "born", "in", "Hamburg", ",", "Germany"], (0, 1), (5, 5))
+    add_entity_markers(tokenizer, [merkel], "spanbert_types")
+    encoded = encode_relations([merkel], tokenizer, "spanbert_types", max_seq_length=64)[0]
+    subject, obj = tokenizer.convert_tokens_to_ids(["[SUBJ-PERSON]", "[OBJ-CITY]"])
+
+    def pieces(text):
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    # Between and after the markers, the words' own pieces as in running text: no lone space piece (byte-level
+    # BPE's `Ġ`) before the object's marker.
+    assert encoded["input_ids"][1:-1] == [subject, *pieces(" was born in"), obj, *pieces(" , Germany")]
+
+
+def test_ptb_brackets_are_read_as_brackets(tmp_path):
+    record = {**tacred_records(1)[0], "token": ["-LRB-", "Bill", "-rrb-", "-LSB-", "-RSB-", "-LCB-", "-RCB-"],
+              "subj_start": 1, "subj_end": 1, "obj_start": 4, "obj_end": 4}  # fmt: skip
+    (read,) = read_relation_file(write_json(tmp_path / "ptb.json", [record]))
+    assert read.tokens == ("(", "Bill", ")", "[", "]", "{", "}")
 
 
 def test_reads_json_lists_and_json_lines(tmp_path):

@@ -13,7 +13,8 @@ denominator.
 Scores are summed over documents, as the scorer does: each metric adds up its numerators and denominators over
 all documents, then divides (a micro average over documents; `CorefEvaluator`). Singletons (entities of one
 mention) are kept or dropped on both sides by `keep_singletons`: LitBank annotates them, OntoNotes does not.
-An empty side gives 0, never a division error.
+An empty side gives 0, never a division error. A gold mention that several predicted entities hold is kept in the
+first of them only, as the scorer's `IdentifMentions` does (a twinless one stays in each, as there too).
 """
 
 from __future__ import annotations
@@ -60,6 +61,23 @@ def _divide(numerator: float, denominator: float) -> float:
 def _as_sets(entities: Iterable[Entity], keep_singletons: bool) -> list[frozenset]:
     sets = [frozenset(entity) for entity in entities]
     return [entity for entity in sets if entity and (keep_singletons or len(entity) > 1)]
+
+
+def _first_holders_only(predicted: Iterable[Entity], gold: Sequence[frozenset]) -> list[list[Mention]]:
+    """`predicted` with each gold mention removed from every entity after the first that holds it."""
+    gold_mentions = set().union(*gold)
+    seen: set[Mention] = set()
+    entities = []
+    for entity in predicted:
+        kept = []
+        for mention in entity:
+            if mention in seen:
+                continue
+            if mention in gold_mentions:
+                seen.add(mention)
+            kept.append(mention)
+        entities.append(kept)
+    return entities
 
 
 def _entity_of(entities: Sequence[frozenset]) -> dict[Mention, int]:
@@ -131,7 +149,7 @@ class CorefEvaluator:
     def add(self, gold: Iterable[Entity], predicted: Iterable[Entity]) -> None:
         """One document's gold and predicted entities (each an iterable of mentions)."""
         gold_sets = _as_sets(gold, self.keep_singletons)
-        predicted_sets = _as_sets(predicted, self.keep_singletons)
+        predicted_sets = _as_sets(_first_holders_only(predicted, gold_sets), self.keep_singletons)
         for name in METRICS:
             self.counts[name] = self.counts[name] + _COUNTERS[name](gold_sets, predicted_sets)
 

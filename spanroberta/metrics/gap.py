@@ -4,7 +4,8 @@ section 5, and its gap_scorer.py).
 Each example makes two binary decisions, whether the pronoun corefers with name A and whether with name B; every
 decision counts as a true positive, false positive or false negative (true negatives are not used). Precision,
 recall and F1 are computed over all decisions, then over the examples with a masculine pronoun (he, him, his) and
-with a feminine one (she, her, hers) alone, and the bias is the feminine F1 over the masculine F1.
+with a feminine one (she, her, hers) alone, and the bias is the feminine F1 over the masculine F1: undefined
+(None here, "-" in the official scorecard) when either F1 is 0.
 """
 
 from __future__ import annotations
@@ -38,20 +39,21 @@ def _precision_recall_f1(decisions: list[GapDecision]) -> dict[str, float]:
     return {"precision": precision, "recall": recall, "f1": f1}
 
 
-def gap_scores(decisions: Iterable[GapDecision]) -> dict[str, float]:
-    """`{overall,masculine,feminine}_{precision,recall,f1}` and `bias` (feminine F1 / masculine F1; 0 when the
-    masculine F1 is 0), all fractions. A pronoun neither masculine nor feminine counts in the overall score only."""
+def gap_scores(decisions: Iterable[GapDecision]) -> dict[str, float | None]:
+    """`{overall,masculine,feminine}_{precision,recall,f1}` and `bias` (feminine F1 / masculine F1), all fractions.
+    The bias is None when either F1 is 0, where gap_scorer.py prints "-". A pronoun neither masculine nor
+    feminine counts in the overall score only."""
     decisions = list(decisions)
     groups = {
         "overall": decisions,
         "masculine": [d for d in decisions if d.pronoun.lower() in MASCULINE_PRONOUNS],
         "feminine": [d for d in decisions if d.pronoun.lower() in FEMININE_PRONOUNS],
     }
-    results = {}
+    results: dict[str, float | None] = {}
     for group, members in groups.items():
         results.update({f"{group}_{name}": value for name, value in _precision_recall_f1(members).items()})
-    masculine = results["masculine_f1"]
-    results["bias"] = results["feminine_f1"] / masculine if masculine else 0.0
+    masculine, feminine = results["masculine_f1"], results["feminine_f1"]
+    results["bias"] = feminine / masculine if masculine and feminine else None
     return results
 
 

@@ -29,13 +29,16 @@ class CorefConfig(PretrainedConfig):
         feature_size (`int`, defaults to 20):
             Size of the width, distance, speaker and segment-distance embeddings (Lee et al. 2017).
         dropout (`float`, defaults to 0.3):
-            Dropout on the encoder's states and in the scorers (Joshi et al.'s `dropout_rate`).
+            Dropout of the task layers where Joshi et al.'s code applies its `dropout_rate`: the width and pair-feature
+            embeddings, each scorer's hidden layer, and both sides of the coarse bilinear score; not the encoder's
+            output (the encoder keeps its own dropout).
         coref_depth (`int`, defaults to 2):
             Rounds of antecedent scoring; each round after the first refines the span representations with the
             previous round's antecedent distribution (higher-order inference, Lee et al. 2018 section 2).
         max_segment_distance (`int`, defaults to 11):
             Segment distances between a mention and its antecedent are clipped to this minus 1 (Joshi et al.'s
-            `max_training_sentences`, 11 for BERT-base with 384-subword segments).
+            `max_training_sentences`: 11 in their `bert_base` setting of 128-subword segments, 3 in `spanbert_base`
+            of 384; run_coref.py sets it to --max_train_segments).
         use_speaker_features, use_segment_distance (`bool`, default True):
             Whether phi(i, j) holds the same-speaker and the segment-distance embeddings.
         mention_loss_weight (`float`, defaults to 0.0):

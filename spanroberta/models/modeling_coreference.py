@@ -161,7 +161,8 @@ class CorefModel(PreTrainedModel):
         (from 1); without them no loss is computed."""
         states = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state  # [S, L, H]
         content = content_mask.bool()
-        tokens = self.dropout(states[content])  # [T, H]
+        # No dropout here: Joshi et al.'s code reads the encoder's output as it is (the encoder has its own).
+        tokens = states[content]  # [T, H]
         segment_of_token = torch.arange(len(input_ids), device=tokens.device)[:, None].expand_as(content)[content]
 
         starts, ends = self._candidate_spans(sentence_map, word_map)  # [C]
@@ -233,7 +234,8 @@ class CorefModel(PreTrainedModel):
         num_spans = len(spans)
         earlier = torch.arange(num_spans, device=spans.device)
         earlier = earlier[:, None] > earlier[None, :]  # [K, K]
-        bilinear = self.dropout(self.coarse_projection(spans)) @ spans.T  # [K, K]
+        # Dropout on both sides, each with its own mask, as Joshi et al.'s `get_fast_antecedent_scores`.
+        bilinear = self.dropout(self.coarse_projection(spans)) @ self.dropout(spans).T  # [K, K]
         fast = (mention_scores[:, None] + mention_scores[None, :] + bilinear).masked_fill(~earlier, float("-inf"))
         top = min(self.config.max_top_antecedents, num_spans)
         fast_scores, antecedents = fast.topk(top, dim=1)  # [K, A]

@@ -3,11 +3,13 @@ distributed in for SpanBERT's code: reading and checking the files, the label se
 encodings, and the predictions file.
 
 An example is `{id, relation, token[], subj_start, subj_end, obj_start, obj_end, subj_type, obj_type}`, the spans
-inclusive token ranges; a file holds a JSON list of them or one a line (JSON lines). The two encodings:
+inclusive token ranges; a file holds a JSON list of them or one a line (JSON lines). TACRED's Penn Treebank bracket
+tokens (-LRB- -RRB- -LSB- -RSB- -LCB- -RCB-) are read as the brackets they stand for, as SpanBERT's run_tacred.py
+(`convert_token`) and Zhou and Chen's code read them. The two encodings:
 
 - `spanbert_types` (SpanBERT, Joshi et al. 2020, section 4.3 "Relation Extraction"): each entity's words are
   replaced by one marker of its role and type, `[SUBJ-PERSON] was born in [OBJ-CITY] , Michigan`; the markers are
-  added to the tokenizer as special tokens, and a [CLS] classifier reads the sequence
+  added to the tokenizer as special tokens (`add_entity_markers`), and a [CLS] classifier reads the sequence
   (`AutoModelForSequenceClassification`).
 - `typed_entity_markers` (Zhou and Chen 2021, "typed entity marker (punct)"): the words stay and are wrapped with
   their type in punctuation, `@ * person * Bill Gates @ founded # ^ organization ^ Microsoft #`; the classifier
@@ -26,6 +28,7 @@ from typing import Any
 
 import numpy as np
 from datasets import Dataset
+from tokenizers import AddedToken
 from transformers import EvalPrediction, PreTrainedTokenizerBase
 
 from spanroberta.errors import InputFileNotFoundError, UserInputError, utf8_errors
@@ -63,6 +66,8 @@ NEGATIVE_LABELS = {"tacred": "no_relation", "semeval": "Other"}
 _INVENTORIES = (TACRED_LABELS, SEMEVAL_LABELS)
 
 _FIELDS = ("id", "token", "subj_start", "subj_end", "obj_start", "obj_end", "subj_type", "obj_type")
+# TACRED's tokens are Penn Treebank's, with brackets escaped.
+PTB_BRACKETS = {"-lrb-": "(", "-rrb-": ")", "-lsb-": "[", "-rsb-": "]", "-lcb-": "{", "-rcb-": "}"}
 
 
 @dataclass(frozen=True)
@@ -144,7 +149,8 @@ def _parse_example(record: Any, where: str, path: Path, labeled: bool) -> Relati
         )
     relation = record.get("relation")
     return RelationExample(
-        id=str(record["id"]), tokens=tuple(tokens), subject=spans["subj"], object=spans["obj"],
+        id=str(record["id"]), tokens=tuple(PTB_BRACKETS.get(token.lower(), token) for token in tokens),
+        subject=spans["subj"], object=spans["obj"],
         subject_type=str(record["subj_type"]), object_type=str(record["obj_type"]),
         relation=None if relation is None else str(relation),
     )  # fmt: skip
@@ -198,6 +204,17 @@ def entity_markers(examples: Sequence[RelationExample], encoding: str) -> list[s
     subjects = dict.fromkeys([*TACRED_SUBJECT_TYPES, *(e.subject_type for e in examples)])
     objects = dict.fromkeys([*TACRED_OBJECT_TYPES, *(e.object_type for e in examples)])
     return [f"[SUBJ-{t}]" for t in subjects] + [f"[OBJ-{t}]" for t in objects]
+
+
+def add_entity_markers(
+    tokenizer: PreTrainedTokenizerBase, examples: Sequence[RelationExample], encoding: str
+) -> None:
+    """Adds `entity_markers(examples, encoding)` to the tokenizer as special tokens (never split, never
+    lower-cased). Each takes in the space before it (`lstrip`): byte-level BPE and SentencePiece would otherwise
+    make that space a piece of its own (`Ġ`, `▁`) before every marker inside a sentence; WordPiece drops it anyway."""
+    markers = entity_markers(examples, encoding)
+    tokenizer.add_tokens([AddedToken(marker, lstrip=True, rstrip=False, normalized=False, special=True)
+                          for marker in markers], special_tokens=True)  # fmt: skip
 
 
 def marked_text(example: RelationExample, encoding: str) -> tuple[str, int, int]:

@@ -1,6 +1,6 @@
 """The Trainer of run_coref.py: one learning rate for the encoder and a larger one for the task layers (Joshi et al.
-2019, "BERT for Coreference Resolution: Baselines and Analysis": 1e-5 and 2e-4 in their BERT-base configuration),
-and an evaluation that predicts each document's clusters and scores them with the CoNLL metrics."""
+2019, "BERT for Coreference Resolution: Baselines and Analysis"), and an evaluation that predicts each document's
+clusters and scores them with the CoNLL metrics; and the presets of Joshi et al.'s released settings."""
 
 from __future__ import annotations
 
@@ -14,6 +14,17 @@ from transformers import Trainer
 from ..metrics.coreference import CorefEvaluator
 from ..tasks.coreference import CorefDocument, DocumentCollator, Span, predicted_clusters
 from .optimizers import move_to_learning_rate
+
+# Joshi et al.'s released settings (`experiments.conf` of their coreference code) as run_coref.py's flags:
+# max_segment_len, max_training_sentences, bert_learning_rate and task_learning_rate. Both train 20 epochs with
+# 3000-unit scorers; `spanbert_base` is the one released for SpanBERT-base (Joshi et al. 2020, section 4.2).
+COREF_PRESETS = {
+    "bert_base": {"max_segment_length": 128, "max_train_segments": 11, "learning_rate": 1e-5,
+                  "task_learning_rate": 2e-4},
+    "spanbert_base": {"max_segment_length": 384, "max_train_segments": 3, "learning_rate": 2e-5,
+                      "task_learning_rate": 1e-4},
+}  # fmt: skip
+DEFAULT_COREF_PRESET = "spanbert_base"
 
 # The model's inputs, as the collator gives them; the gold mentions are left out when predicting.
 _INPUTS = ("input_ids", "attention_mask", "content_mask", "sentence_map", "word_map", "speaker_ids")
