@@ -30,15 +30,14 @@ from dataclasses import dataclass, field
 from datasets import Dataset
 from transformers import AutoModelForQuestionAnswering, DataCollatorWithPadding, Trainer, set_seed
 
-from spanroberta.tasks.squad import (
+from spanroberta.tasks.squad.features import prepare_eval_features, prepare_train_features
+from spanroberta.tasks.squad.postprocessing import (
     load_null_score_threshold,
-    load_squad_splits,
     predict_and_score,
-    prepare_eval_features,
-    prepare_train_features,
     save_null_score_threshold,
     save_qa_checkpoint,
 )
+from spanroberta.tasks.squad.reading import load_squad_splits
 from spanroberta.training.cli import parse_arguments
 from spanroberta.training.distributed import finish_processes
 from spanroberta.errors import UserInputError

@@ -507,7 +507,7 @@ def run_side(side: str, task: str, files: dict[str, Path], size: TaskSize, seed:
 def compare_squad_features(size: TaskSize) -> dict[str, Any]:
     """Both sides' training windows of every question of the 36 training articles, question by question:
     how many questions get the same number of windows, the same input ids, and the same answer labels."""
-    from spanroberta.tasks.squad import prepare_train_features
+    from spanroberta.tasks.squad.features import prepare_train_features
 
     tokenizer = AutoTokenizer.from_pretrained(CHECKPOINT)
     with tempfile.TemporaryDirectory() as folder:

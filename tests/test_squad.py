@@ -18,13 +18,9 @@ from test_squad_metrics import OFFICIAL_V2_0, run_official
 from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
 from spanroberta.metrics.squad import V1_KEYS, V2_KEYS, squad_v1_evaluate, squad_v2_evaluate
 from spanroberta.pipelines.question_answering import context_offsets, encode_windows
-from spanroberta.tasks.squad import (
-    THRESHOLD_FILE,
-    SquadFormatError,
-    check_squad_dataset,
-    prepare_train_features,
-    read_squad_file,
-)
+from spanroberta.tasks.squad.features import prepare_train_features
+from spanroberta.tasks.squad.postprocessing import THRESHOLD_FILE
+from spanroberta.tasks.squad.reading import SquadFormatError, check_squad_dataset, read_squad_file
 
 WINDOW_ARGS = ["--max_seq_length", "128", "--doc_stride", "32", "--max_query_length", "32"]
 FAST_ARGS = [

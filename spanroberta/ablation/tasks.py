@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import UserInputError
 from ..tasks.glue import GLUE_TASKS, get_glue_task
-from ..tasks.squad import is_mrqa_file
+from ..tasks.squad.reading import is_mrqa_file
 
 
 @dataclass(frozen=True)
