@@ -478,8 +478,7 @@ def project_run(task: str, files: dict[str, Path], size: TaskSize, hp: dict, out
     results = json.loads((out / "all_results.json").read_text())
     state = json.loads((out / "trainer_state.json").read_text())
     keys = ("exact_match", "f1") if task == "squad" else ("accuracy", "f1")
-    prefix = "" if task == "squad" else "eval_"
-    metrics = {key: results[prefix + key] for key in keys if prefix + key in results}
+    metrics = {key: results[f"eval_{key}"] for key in keys if f"eval_{key}" in results}
     return Outcome(metrics, results["train_loss"], state["global_step"], results["train_runtime"])
 
 

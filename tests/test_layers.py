@@ -9,11 +9,13 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "spanroberta"
 
-# Top to bottom. A module belongs to the first entry that is its name or a package above it. The run_*.py scripts sit
-# above all of these; the package's own __init__ (the Auto-class registrations) and the ablation driver, which runs
-# the scripts, sit at the top inside it.
+# Top to bottom. A module belongs to the entry that is its name or the nearest package above it. The run_*.py scripts
+# sit above all of these; the package's own __init__ (the Auto-class registrations) and the ablation driver, which
+# runs the fine-tuning tasks and pretraining, sit at the top inside it; the tasks' declarations (each a
+# FineTuningTask, run by training's life cycle) sit above training, while the tasks' data code sits below it.
 LAYERS = [
     ["spanroberta", "spanroberta.ablation"],
+    ["spanroberta.tasks.finetuning"],
     ["spanroberta.training"],
     ["spanroberta.data", "spanroberta.tasks", "spanroberta.objectives"],
     ["spanroberta.models", "spanroberta.metrics", "spanroberta.pipelines"],
