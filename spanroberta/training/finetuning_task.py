@@ -8,7 +8,9 @@ what its model card says. `run_task(task, args)` runs the rest, so that every sc
 seeding, resuming, metric files and card) and a script is its task's declaration handed to `run_task`.
 
 Metrics: every split's metrics are saved as `{split}_results.json` (eval_results.json, predict_results.json, ...)
-with keys that start with the split's name and an underscore (eval_f1, eval_samples), as the Trainer writes its own.
+with keys that start with the split's name and an underscore (eval_f1, eval_samples), as the Trainer writes its own
+(with the training epoch beside them). Their scale is the one each task's official scorer uses: percentages for SQuAD
+and MRQA (as transformers' run_qa.py), fractions for the others (as its run_glue.py).
 """
 
 from __future__ import annotations
@@ -163,8 +165,8 @@ def sample_limits(data_args: Any) -> dict[str, int | None]:
 
 
 def _check_metric_keys(task: FineTuningTask, split: str, metrics: dict[str, float]) -> None:
-    """Every key of `{split}_results.json` starts with the split's name, as the Trainer's own do: readers of the
-    files (the ablation's tables) rely on it."""
-    stray = sorted(name for name in metrics if not name.startswith(f"{split}_"))
+    """Every key of `{split}_results.json` starts with the split's name, as the Trainer's own do (besides the epoch
+    the Trainer adds): readers of the files (the ablation's tables) rely on it."""
+    stray = sorted(name for name in metrics if not name.startswith(f"{split}_") and name != "epoch")
     if stray:
         raise AssertionError(f"{task.script} scored {split} metrics without the {split}_ prefix: {', '.join(stray)}")
