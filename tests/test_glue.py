@@ -9,8 +9,8 @@ from datasets import Dataset, DatasetDict
 
 import run_glue
 from conftest import checked_eval_results, parsed, shared_data
-from spanroberta.tasks.glue import (
 from spanroberta.tasks.finetuning.glue import GLUE
+from spanroberta.tasks.glue import (
     get_glue_task,
     load_glue,
     read_glue_file,

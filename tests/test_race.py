@@ -11,8 +11,8 @@ from transformers import AutoTokenizer
 
 import run_race
 from conftest import TINY_TEXT, checked_eval_results, parsed, shared_data
-from spanroberta.tasks.race import (
 from spanroberta.tasks.finetuning.race import RACE
+from spanroberta.tasks.race import (
     RaceEncoder,
     fill_in_option,
     load_race,
