@@ -13,6 +13,7 @@ import run_squad
 from conftest import TINY_TEXT, checked_eval_results, shared_data
 from test_squad import FAST_ARGS, pretrained, read_output  # noqa: F401  (pretrained is a fixture)
 from spanroberta.metrics.squad import mrqa_evaluate, squad_v1_evaluate
+from spanroberta.training import finetuning_task
 from spanroberta.tasks.squad.reading import SquadFormatError, is_mrqa_file, load_squad_splits, read_mrqa_file
 
 
@@ -166,7 +167,7 @@ def test_a_malformed_file_is_one_paragraph_before_any_model_loads(
     with pytest.raises(SquadFormatError) as error:
         read_mrqa_file(path)
     assert message in str(error.value)
-    monkeypatch.setattr(run_squad, "load_config_and_tokenizer", lambda *args: pytest.fail("a model was loaded"))
+    monkeypatch.setattr(finetuning_task, "load_config_and_tokenizer", lambda *args: pytest.fail("a model was loaded"))
     argv = ["--model_name_or_path", str(pretrained), "--output_dir", str(tmp_path / "out"),
             "--train_file", str(path), "--do_train", *FAST_ARGS]  # fmt: skip
     with pytest.raises(SystemExit) as stop:
