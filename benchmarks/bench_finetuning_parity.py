@@ -89,8 +89,7 @@ def project_run(task: str, files: dict[str, Path], size: TaskSize, hp: dict, out
     results = json.loads((out / "all_results.json").read_text())
     state = json.loads((out / "trainer_state.json").read_text())
     keys = ("exact_match", "f1") if task == "squad" else ("accuracy", "f1")
-    prefix = "" if task == "squad" else "eval_"
-    metrics = {key: results[prefix + key] for key in keys if prefix + key in results}
+    metrics = {key: results[f"eval_{key}"] for key in keys if f"eval_{key}" in results}
     return Outcome(metrics, results["train_loss"], state["global_step"], results["train_runtime"])
 
 
@@ -118,7 +117,7 @@ def run_side(side: str, task: str, files: dict[str, Path], size: TaskSize, seed:
 def compare_squad_features(size: TaskSize) -> dict[str, Any]:
     """Both sides' training windows of every question of the 36 training articles, question by question:
     how many questions get the same number of windows, the same input ids, and the same answer labels."""
-    from spanroberta.tasks.squad import prepare_train_features
+    from spanroberta.tasks.squad.features import prepare_train_features
 
     tokenizer = AutoTokenizer.from_pretrained(CHECKPOINT)
     with tempfile.TemporaryDirectory() as folder:

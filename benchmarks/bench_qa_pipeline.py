@@ -109,7 +109,8 @@ def main(args: list[str] | None = None) -> None:
     settings = {"model": "/".join(options.model.parts[-2:]), "model_class": type(qa.model).__name__,
                 "base_model": base_model(options.model), "article": article["title"], "article_index": options.article,
                 "questions": len(questions),
-                "model_scores": {key: evaluated[key] for key in ("exact_match", "f1") if key in evaluated}}  # fmt: skip
+                "model_scores": {key: evaluated[f"eval_{key}"]
+                                 for key in ("exact_match", "f1") if f"eval_{key}" in evaluated}}  # fmt: skip
     results = {
         "context": paragraph["context"],
         "answers": [{"question": question, "gold": sorted({a["text"] for a in entry["answers"]}), **answer}

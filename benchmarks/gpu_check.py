@@ -149,8 +149,9 @@ def figures(stage: Stage, records_before: dict[str, int], records_dir: Path | No
     if stage.scores is None or not stage.scores.is_file():
         return ""
     found = json.loads(stage.scores.read_text(encoding="utf-8"))
-    stage.outcome["scores"] = {key: found[key] for key in ("exact_match", "f1", "train_runtime") if key in found}
-    return f"EM {found.get('exact_match', float('nan')):.1f}, F1 {found.get('f1', float('nan')):.1f} (held-out articles)"
+    stage.outcome["scores"] = {key: found[key] for key in ("eval_exact_match", "eval_f1", "train_runtime") if key in found}
+    return (f"EM {found.get('eval_exact_match', float('nan')):.1f}, F1 {found.get('eval_f1', float('nan')):.1f} "
+            "(held-out articles)")
 
 
 def _percent(prefix: str, value: float | None) -> str:

@@ -1,6 +1,7 @@
 """Shared fixtures. Tests never touch the network: tiny models are built from configs and tiny
 tokenizers are trained on the spot."""
 
+import json
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -93,6 +94,20 @@ def drop_weight(checkpoint: Path, name: str) -> None:
     weights = load_file(str(checkpoint / "model.safetensors"))
     del weights[name]
     save_file(weights, str(checkpoint / "model.safetensors"), metadata={"format": "pt"})
+
+
+def parsed(task, args: list[str]) -> tuple[tuple, set[str]]:
+    """A fine-tuning task's arguments for `args` (presets applied) and the flags given, as its script parses them."""
+    run = task.parse(args)
+    return run.arguments, run.given
+
+
+def checked_eval_results(output_dir: Path) -> dict:
+    """A fine-tuning's eval_results.json, whose every key is `eval_*` (besides the Trainer's epoch): the one naming
+    convention of every script, which the ablation's tables read."""
+    results = json.loads((Path(output_dir) / "eval_results.json").read_text())
+    assert results and all(key.startswith("eval_") or key == "epoch" for key in results), sorted(results)
+    return results
 
 
 def shared_data(*parts: str) -> Path:

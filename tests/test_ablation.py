@@ -3,11 +3,13 @@ the plots), a second run that redoes nothing, an interrupted run that continues,
 shipped configs checked against the scripts' argument parsers."""
 
 import contextlib
+import importlib
 import io
 import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,14 +19,16 @@ import torch
 import yaml
 
 import run_ablation
+import run_pretraining
 from conftest import PROJECT_ROOT, TINY_TEXT
 from test_distributed import free_port
 from spanroberta.ablation.config import AblationConfig, AblationConfigError, check_values, load_config, script_arguments
 from spanroberta.ablation.results import records, results_markdown, summarize
-from spanroberta.ablation.tasks import TaskSpec, headline_metric, scores
+from spanroberta.ablation.tasks import REPORTS, TaskSpec, headline_metric, scores
 from spanroberta.ablation.units import start_flags
 from spanroberta.errors import UserInputError
 from spanroberta.records import read_records
+from spanroberta.tasks.finetuning import FINETUNING_TASKS, TASKS_BY_SCRIPT
 
 CONFIGS = PROJECT_ROOT / "configs" / "ablations"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -478,9 +482,10 @@ def test_relation_coref_and_mrqa_scores_come_from_the_table(tmp_path):
 
     # MRQA: several evaluation files; percentages already, each dataset's scores kept beside the macro averages
     mrqa = TaskSpec("mrqa", "run_squad.py", {"validation_file": "SQuAD-dev.jsonl.gz,NewsQA-dev.jsonl.gz"})
-    results = {"SQuAD_em": 80.0, "SQuAD_f1": 88.0, "NewsQA_em": 50.0, "NewsQA_f1": 60.0, "macro_em": 65.0,
-               "macro_f1": 74.0}  # fmt: skip
-    assert headline_metric(mrqa) == "macro_f1" and scores(mrqa, results) == results
+    percentages = {"SQuAD_em": 80.0, "SQuAD_f1": 88.0, "NewsQA_em": 50.0, "NewsQA_f1": 60.0, "macro_em": 65.0,
+                   "macro_f1": 74.0}  # fmt: skip
+    results = {f"eval_{name}": value for name, value in percentages.items()}
+    assert headline_metric(mrqa) == "macro_f1" and scores(mrqa, {**results, "eval_samples": 9}) == percentages
     # one MRQA file is told by its content; a SQuAD file (or one not there yet) is SQuAD
     (tmp_path / "dev.jsonl").write_text(json.dumps({"header": {"dataset": "SQuAD", "split": "dev"}}) + "\n")
     for file, headline in (("dev.jsonl", "macro_f1"), ("later.json", "f1")):
@@ -491,18 +496,38 @@ def test_relation_coref_and_mrqa_scores_come_from_the_table(tmp_path):
         scores(relation, {"eval_macro_f1": 0.5, "eval_loss": 1.0})
 
 
-def test_a_task_script_is_looked_up_when_a_config_is_read(tmp_path, monkeypatch):
-    """The table may name scripts a checkout lacks (the relation and coreference scripts come in separately): only
-    a config that uses one stops, in one paragraph, once it is read."""
-    with pytest.raises(AblationConfigError, match=r"run_nowhere.py is not in this checkout: run_ablation.py runs"):
-        script_arguments("run_nowhere.py")
-    (tmp_path / "run_half.py").write_text("def main(args=None):\n    pass\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(AblationConfigError, match=r"run_half.py .*cannot run as an ablation unit: it needs ARGUMENT"):
-        script_arguments("run_half.py")
+def test_every_script_of_the_table_is_a_task_of_the_package(tmp_path):
+    """A config's `script` names a task the package declares, with the script's own flags; another is refused."""
+    assert set(TASKS_BY_SCRIPT) == set(REPORTS)
+    for script, task in TASKS_BY_SCRIPT.items():
+        assert task.script == script and FINETUNING_TASKS[task.name] is task
+        assert script_arguments(script) == importlib.import_module(script.removesuffix(".py")).ARGUMENT_CLASSES
+    assert script_arguments("run_pretraining.py") == run_pretraining.ARGUMENT_CLASSES
     assert "task 'rc' has script 'run_qa.py'; each task needs `script`, one of run_squad.py, run_glue.py, " \
            "run_race.py, run_relation.py, run_coref.py" in refused(tmp_path, {**BASE, "tasks": {"rc": {
                "script": "run_qa.py"}}})  # fmt: skip
+
+
+def test_an_installed_package_runs_an_ablation_without_the_scripts(tiny_config, tmp_path):
+    """`python -m spanroberta.ablation` with only the package on the path (a copy of it, as an installation has), run
+    from a folder without the run_*.py scripts: one arm pretrained and fine-tuned on RTE."""
+    installed = tmp_path / "site-packages"
+    shutil.copytree(PROJECT_ROOT / "spanroberta", installed / "spanroberta",
+                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    config = json.loads(tiny_config.read_text())
+    config["pretraining"]["max_steps"] = 4
+    config.update(arms={"span-sbo": config["arms"]["span-sbo"]}, seeds=[1],
+                  tasks={"rte": {**config["tasks"]["rte"], "max_train_samples": 16, "max_eval_samples": 8}})
+    (tmp_path / "tiny.json").write_text(json.dumps(config))
+    environment = {**os.environ, "PYTHONPATH": str(installed)}
+    finished = subprocess.run([sys.executable, "-m", "spanroberta.ablation", "tiny.json", "--output_dir", "out"],
+                              cwd=tmp_path, env=environment, capture_output=True, text=True)  # fmt: skip
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert not list(tmp_path.glob("run_*.py"))
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert {(row["arm"], row["task"], row["seed"]) for row in results["finetuning"]} == {("span-sbo", "rte", 1)}
+    # No checkout around the package: no record is written.
+    assert not (installed / "benchmarks").exists() and "[ablation] record:" not in finished.stdout
 
 
 # --- the table: medians, ranges, missing runs, the best cell ---

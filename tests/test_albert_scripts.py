@@ -148,7 +148,7 @@ def test_run_squad_and_the_qa_pipeline_on_albert_checkpoints(checkpoint, transfo
         "--max_steps", "2", "--max_seq_length", "96", "--doc_stride", "16", "--max_query_length", "24",
         "--per_device_train_batch_size", "4", "--save_strategy", "no", "--report_to", "none", "--disable_tqdm", "true",
     ])  # fmt: skip
-    assert {"exact_match", "f1"} <= set(json.loads((out / "eval_results.json").read_text()))
+    assert {"eval_exact_match", "eval_f1"} <= set(json.loads((out / "eval_results.json").read_text()))
     predictions = json.loads((out / "predictions.json").read_text())
     assert len(predictions) == 8
     context = "The Denver Broncos defeated the Carolina Panthers in Super Bowl 50 at Levi's Stadium."

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import run_without_spanroberta, shared_data
+from conftest import checked_eval_results, run_without_spanroberta, shared_data
 from transformers import BertConfig, BertModel
 
 from spanroberta.errors import UserInputError
@@ -348,7 +348,7 @@ def test_run_coref_trains_evaluates_and_resolves_gap(tmp_path, spanroberta_check
     run_coref("--model_name_or_path", spanroberta_checkpoint, "--train_file", data, "--validation_file", data,
               "--eval_documents", "1:", "--do_train", "--do_eval", "--max_steps", 3, "--max_segment_length", 16,
               "--max_train_segments", 1, "--output_dir", out)  # fmt: skip
-    results = json.loads((out / "eval_results.json").read_text())
+    results = checked_eval_results(out)
     assert set(METRIC_KEYS) <= set(results) and all(0.0 <= results[key] <= 1.0 for key in METRIC_KEYS)
     assert results["eval_documents"] == 1
     # The predictions are a CoNLL file of the evaluated document, readable as input.

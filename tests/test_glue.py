@@ -8,7 +8,8 @@ import pytest
 from datasets import Dataset, DatasetDict
 
 import run_glue
-from conftest import shared_data
+from conftest import checked_eval_results, parsed, shared_data
+from spanroberta.tasks.finetuning.glue import GLUE
 from spanroberta.tasks.glue import (
     get_glue_task,
     load_glue,
@@ -180,18 +181,18 @@ def test_csv_and_json_lines_files(tmp_path):
 def test_roberta_preset_fills_in_what_the_user_did_not_give(tmp_path):
     base = ["--model_name_or_path", "x", "--output_dir", str(tmp_path),
             "--task_name", "rte", "--task_preset", "roberta"]
-    (_, data_args, training_args), _ = run_glue.parse_glue_arguments(base)
+    (_, data_args, training_args), _ = parsed(GLUE, base)
     assert (training_args.learning_rate, training_args.per_device_train_batch_size) == (2e-5, 16)
     assert training_args.num_train_epochs == 10 and training_args.weight_decay == 0.1
     assert (training_args.adam_beta2, training_args.adam_epsilon) == (0.98, 1e-6)
     # 6% warmup: transformers 5 reads a warmup_steps below 1 as a fraction of the total steps.
     assert training_args.get_warmup_steps(1000) == 60
     assert data_args.max_seq_length == 512
-    (_, data_args, training_args), _ = run_glue.parse_glue_arguments(
+    (_, data_args, training_args), _ = parsed(GLUE, 
         base + ["--learning_rate", "3e-5", "--per_device_train_batch_size=8", "--max_seq_length", "128"])
     assert (training_args.learning_rate, training_args.per_device_train_batch_size) == (3e-5, 8)
     assert data_args.max_seq_length == 128 and training_args.num_train_epochs == 10
-    (_, _, training_args), _ = run_glue.parse_glue_arguments(base[:-4] + ["--task_name", "mnli", "--task_preset", "roberta"])
+    (_, _, training_args), _ = parsed(GLUE, base[:-4] + ["--task_name", "mnli", "--task_preset", "roberta"])
     assert (training_args.learning_rate, training_args.per_device_train_batch_size) == (1e-5, 32)
 
 
@@ -237,7 +238,7 @@ def test_run_glue_trains_evaluates_and_predicts(task_name, spanroberta_checkpoin
         "--max_train_samples", "8", "--max_eval_samples", "8", "--max_predict_samples", "5", "--report_to", "none",
         "--save_strategy", "no", "--dataloader_pin_memory", "false",
     ])
-    results = json.loads((tmp_path / "eval_results.json").read_text())
+    results = checked_eval_results(tmp_path)
     assert metrics <= set(results) and results["eval_samples"] == 8
     lines = (tmp_path / submission).read_text().splitlines()
     assert lines[0] == "index\tprediction" and [line.split("\t")[0] for line in lines[1:]] == ["0", "1", "2", "3", "4"]

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 import run_squad
-from conftest import TINY_TEXT, shared_data
+from conftest import TINY_TEXT, checked_eval_results, shared_data
 from test_squad import FAST_ARGS, pretrained, read_output  # noqa: F401  (pretrained is a fixture)
 from spanroberta.metrics.squad import mrqa_evaluate, squad_v1_evaluate
-from spanroberta.tasks.squad import SquadFormatError, is_mrqa_file, load_squad_splits, read_mrqa_file
+from spanroberta.training import finetuning_task
+from spanroberta.tasks.squad.reading import SquadFormatError, is_mrqa_file, load_squad_splits, read_mrqa_file
 
 
 def mrqa_context(context: str, prefix: str) -> dict:
@@ -125,8 +126,8 @@ def test_run_squad_trains_on_the_union_and_scores_each_dataset(tmp_path, pretrai
     ])  # fmt: skip
     # the union of both training files trained: 4 + 4 one-sentence questions, one window each
     assert read_output(out, "train_results.json")["train_samples"] == 8
-    results = read_output(out, "eval_results.json")
-    assert set(results) == {"Alpha_em", "Alpha_f1", "Beta_em", "Beta_f1", "macro_em", "macro_f1"}
+    results = {key.removeprefix("eval_"): value for key, value in checked_eval_results(out).items()}
+    assert set(results) == {"Alpha_em", "Alpha_f1", "Beta_em", "Beta_f1", "macro_em", "macro_f1", "samples"}
     # each dataset is scored on its own questions against their gold answers, from the one predictions.json
     predictions = read_output(out, "predictions.json")
     gold = {name: read_mrqa_file(path)[2] for name, path in (("Alpha", dev_a), ("Beta", dev_b))}
@@ -136,7 +137,7 @@ def test_run_squad_trains_on_the_union_and_scores_each_dataset(tmp_path, pretrai
         assert results[f"{name}_em"] == pytest.approx(expected["exact_match"])
         assert results[f"{name}_f1"] == pytest.approx(expected["f1"])
     assert results["macro_f1"] == pytest.approx((results["Alpha_f1"] + results["Beta_f1"]) / 2)
-    assert metrics == pytest.approx(results)
+    assert metrics == pytest.approx({f"eval_{key}": value for key, value in results.items()})
 
 
 def header(dataset="X"):
@@ -166,7 +167,7 @@ def test_a_malformed_file_is_one_paragraph_before_any_model_loads(
     with pytest.raises(SquadFormatError) as error:
         read_mrqa_file(path)
     assert message in str(error.value)
-    monkeypatch.setattr(run_squad, "load_config_and_tokenizer", lambda *args: pytest.fail("a model was loaded"))
+    monkeypatch.setattr(finetuning_task, "load_config_and_tokenizer", lambda *args: pytest.fail("a model was loaded"))
     argv = ["--model_name_or_path", str(pretrained), "--output_dir", str(tmp_path / "out"),
             "--train_file", str(path), "--do_train", *FAST_ARGS]  # fmt: skip
     with pytest.raises(SystemExit) as stop:

@@ -10,7 +10,8 @@ from datasets import Dataset
 from transformers import AutoTokenizer
 
 import run_race
-from conftest import TINY_TEXT, shared_data
+from conftest import TINY_TEXT, checked_eval_results, parsed, shared_data
+from spanroberta.tasks.finetuning.race import RACE
 from spanroberta.tasks.race import (
     RaceEncoder,
     fill_in_option,
@@ -178,11 +179,11 @@ def test_predictions_file_agrees_with_the_metrics_on_near_ties(tmp_path):
 
 def test_race_defaults_follow_the_paper_and_flags_win(tmp_path):
     base = ["--model_name_or_path", "x", "--output_dir", str(tmp_path)]
-    (_, data_args, training_args), _ = run_race.parse_race_arguments(base)
+    (_, data_args, training_args), _ = parsed(RACE, base)
     assert (training_args.learning_rate, training_args.num_train_epochs) == (1e-5, 5)
     assert training_args.per_device_train_batch_size == 16 and training_args.adam_beta2 == 0.98
     assert (data_args.max_seq_length, data_args.max_qa_length) == (512, 128)
-    (_, _, training_args), _ = run_race.parse_race_arguments(base + ["--learning_rate", "2e-5", "--num_train_epochs", "3"])
+    (_, _, training_args), _ = parsed(RACE, base + ["--learning_rate", "2e-5", "--num_train_epochs", "3"])
     assert (training_args.learning_rate, training_args.num_train_epochs) == (2e-5, 3)
 
 
@@ -200,7 +201,7 @@ def test_run_race_trains_evaluates_and_predicts(spanroberta_checkpoint, tmp_path
     run_race.main(["--model_name_or_path", str(spanroberta_checkpoint), "--train_file", str(data), "--validation_file", str(data),
                    "--test_file", str(data), "--output_dir", str(out), "--do_train", "--do_eval", "--do_predict",
                    "--max_steps", "2", "--per_device_train_batch_size", "2", *COMMON])
-    results = json.loads((out / "eval_results.json").read_text())
+    results = checked_eval_results(out)
     predictions = [json.loads(line) for line in (out / "eval_predictions.jsonl").read_text().splitlines()]
     assert len(predictions) == results["eval_samples"] == 8
     for level in ("middle", "high"):

@@ -10,8 +10,9 @@ from tokenizers import BertWordPieceTokenizer
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, BertConfig, BertForMaskedLM, BertTokenizer
 
 import run_relation
-from conftest import TINY_TEXT, run_without_spanroberta, shared_data
+from conftest import TINY_TEXT, checked_eval_results, run_without_spanroberta, shared_data
 from spanroberta import EncoderForRelationClassification
+from spanroberta.tasks.finetuning import relation as relation_declaration
 from spanroberta.metrics.relation import semeval_score, tacred_score
 from spanroberta.tasks.relation import (
     SEMEVAL_LABELS,
@@ -210,7 +211,7 @@ def test_bad_input_stops_with_one_paragraph_before_any_model_loads(case, tmp_pat
     records = tacred_records(3)
     records[1].update(change)
     train = write_json(tmp_path / "train.json", records)
-    monkeypatch.setattr(run_relation, "load_model", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr(relation_declaration, "load_model", lambda *a, **k: pytest.fail("a model was loaded"))
     with pytest.raises(SystemExit, match=rf"^run_relation.py: error: {train}, item 2 \({message}") as error:
         run_relation.main(["--model_name_or_path", str(bert_checkpoint), "--train_file", str(train), "--do_train",
                            "--output_dir", str(tmp_path / "out")])  # fmt: skip
@@ -222,7 +223,7 @@ def test_an_unknown_label_in_evaluation_is_refused(tmp_path, bert_checkpoint, mo
     dev_records = [{**r, "relation": "likes"} for r in tacred_records(2)]
     dev_records[1]["relation"] = "hates"
     dev = write_json(tmp_path / "dev.jsonl", dev_records, lines=True)
-    monkeypatch.setattr(run_relation, "load_model", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr(relation_declaration, "load_model", lambda *a, **k: pytest.fail("a model was loaded"))
     with pytest.raises(SystemExit, match=rf"{dev}, id 'ex1': relation 'hates' is not one of the classifier's 2 labels"):
         run_relation.main(["--model_name_or_path", str(bert_checkpoint), "--train_file", str(train), "--do_train",
                            "--validation_file", str(dev), "--do_eval", "--negative_label", "none",
@@ -242,7 +243,7 @@ def read_predictions(path):
 
 def check_run(output_dir, score, negative_label):
     """The written metrics are the official scorer's over the written predictions, as fractions."""
-    results = json.loads((output_dir / "eval_results.json").read_text())
+    results = checked_eval_results(output_dir)
     predictions = read_predictions(output_dir / "eval_predictions.jsonl")
     expected = score([p["predicted"] for p in predictions], [p["gold"] for p in predictions], negative_label)
     assert {name: results[f"eval_{name}"] for name in expected} == pytest.approx(expected)

@@ -14,11 +14,13 @@ import run_coref
 import run_relation
 import run_squad
 import torch
-from conftest import TINY_TEXT
+from conftest import TINY_TEXT, parsed
 
 from spanroberta.errors import UserInputError
 from spanroberta.training import validation
 from spanroberta.training.checkpoints import _check_same_model
+from spanroberta.tasks.finetuning.glue import GLUE
+from spanroberta.tasks.finetuning.race import RACE
 
 SCRIPTS = {"run_pretraining.py": run_pretraining, "run_glue.py": run_glue, "run_squad.py": run_squad,
            "run_race.py": run_race, "run_relation.py": run_relation, "run_coref.py": run_coref}  # fmt: skip
@@ -290,7 +292,7 @@ def test_a_config_file_with_extra_flags(tmp_path, glue_args):
     config = tmp_path / "run.yaml"
     config.write_text(f"model_name_or_path: x\ntask_name: rte\noutput_dir: {tmp_path / 'out'}\nseed: 1\n"
                       "learning_rate: 3.0e-5\n")  # fmt: skip
-    (_, data_args, training_args), given = run_glue.parse_glue_arguments([str(config), "--seed", "2"])
+    (_, data_args, training_args), given = parsed(GLUE, [str(config), "--seed", "2"])
     assert (training_args.seed, training_args.learning_rate, data_args.task_name) == (2, 3e-5, "rte")
     assert {"seed", "learning_rate", "output_dir", "model_name_or_path"} <= given
 
@@ -306,11 +308,11 @@ def test_the_flags_of_transformers_example_scripts(tmp_path):
     from spanroberta.training.finetuning import padding
 
     base = ["--model_name_or_path", "x", "--output_dir", str(tmp_path)]
-    (model_args, _, training_args), _ = run_race.parse_race_arguments(
+    (model_args, _, training_args), _ = parsed(RACE, 
         [*base, "--overwrite_cache", "--pad_to_max_length", "--ignore_mismatched_sizes", "--overwrite_output_dir"])
     assert model_args.ignore_mismatched_sizes and training_args.overwrite_cache and training_args.overwrite_output_dir
     assert padding(training_args, 64) == {"padding": "max_length", "max_length": 64}
-    (_, _, training_args), _ = run_glue.parse_glue_arguments([*base, "--task_name", "rte", "--pad_to_max_length"])
+    (_, _, training_args), _ = parsed(GLUE, [*base, "--task_name", "rte", "--pad_to_max_length"])
     assert training_args.pad_to_max_length
     from spanroberta.training.arguments import (
         PretrainingArguments,

@@ -13,18 +13,14 @@ from datasets import Dataset
 from transformers import RobertaConfig, RobertaForQuestionAnswering
 
 import run_squad
-from conftest import shared_data
+from conftest import checked_eval_results, shared_data
 from test_squad_metrics import OFFICIAL_V2_0, run_official
 from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
 from spanroberta.metrics.squad import V1_KEYS, V2_KEYS, squad_v1_evaluate, squad_v2_evaluate
 from spanroberta.pipelines.question_answering import context_offsets, encode_windows
-from spanroberta.tasks.squad import (
-    THRESHOLD_FILE,
-    SquadFormatError,
-    check_squad_dataset,
-    prepare_train_features,
-    read_squad_file,
-)
+from spanroberta.tasks.squad.features import prepare_train_features
+from spanroberta.tasks.squad.postprocessing import THRESHOLD_FILE
+from spanroberta.tasks.squad.reading import SquadFormatError, check_squad_dataset, read_squad_file
 
 WINDOW_ARGS = ["--max_seq_length", "128", "--doc_stride", "32", "--max_query_length", "32"]
 FAST_ARGS = [
@@ -227,8 +223,10 @@ def test_squad_v1_end_to_end(tmp_path, pretrained):
         assert contexts[qid][nbest[qid][0]["answer_start"]:].startswith(answer)
         assert sum(entry["probability"] for entry in nbest[qid]) == pytest.approx(1.0)
     # The scores are the official ones of the files written.
-    assert tuple(read_output(out, "eval_results.json")) == tuple(sorted(V1_KEYS))
-    assert metrics == read_output(out, "eval_results.json") == squad_v1_evaluate(gold, predictions)
+    # eval_results.json: the official scores (percentages) after eval_, and the questions scored.
+    official = {f"eval_{key}": value for key, value in squad_v1_evaluate(gold, predictions).items()}
+    assert set(official) == {f"eval_{key}" for key in V1_KEYS}
+    assert metrics == checked_eval_results(out) == {**official, "eval_samples": 24}
     assert not (out / "null_odds.json").exists()
     # The checkpoint carries the pipeline's code and the model's.
     config = read_output(out, "config.json")
@@ -265,6 +263,8 @@ def test_squad_v2_end_to_end_with_the_answerability_head_and_a_kept_threshold(tm
             assert answer == ""
         else:
             assert answer and answer in contexts[qid]
+    assert {f"eval_{key}" for key in V2_KEYS} <= set(checked_eval_results(out))
+    metrics = {key.removeprefix("eval_"): value for key, value in metrics.items()}
     assert set(V2_KEYS) <= set(metrics) and metrics["null_score_diff_threshold"] == 0.0
     # exact and f1 are the official scores of predictions.json itself.
     official = squad_v2_evaluate(gold, predictions)
@@ -289,16 +289,16 @@ def test_squad_v2_end_to_end_with_the_answerability_head_and_a_kept_threshold(tm
     again = run_squad.main(
         ["--model_name_or_path", str(out), "--output_dir", str(tmp_path / "again"), "--do_eval", *common]
     )
-    assert again["null_score_diff_threshold"] == kept
+    assert again["eval_null_score_diff_threshold"] == kept
     answered = read_output(tmp_path / "again", "predictions.json")
     assert {qid for qid, answer in answered.items() if not answer} == {qid for qid in gold if null_odds[qid] > kept}
-    assert read_output(tmp_path / "again", THRESHOLD_FILE)["null_score_diff_threshold"] == again["best_f1_thresh"]
+    assert read_output(tmp_path / "again", THRESHOLD_FILE)["null_score_diff_threshold"] == again["eval_best_f1_thresh"]
     # An explicit threshold wins over the kept one.
     never = run_squad.main([
         "--model_name_or_path", str(out), "--output_dir", str(tmp_path / "never"), "--do_eval",
         "--null_score_diff_threshold", "1e9", *common,
     ])  # fmt: skip
-    assert never["null_score_diff_threshold"] == 1e9
+    assert never["eval_null_score_diff_threshold"] == 1e9
     assert all(read_output(tmp_path / "never", "predictions.json").values())
 
 

@@ -20,7 +20,7 @@ from spanroberta.data.streaming import StreamingBlocks
 from spanroberta.errors import UserInputError
 from spanroberta.training.arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from spanroberta.training.cli import parse_arguments
-from spanroberta.training.pretraining import apply_demo_settings
+from spanroberta.training.pretraining import apply_demo_settings, run_pretraining as pretraining_run
 
 DOCUMENTS_PER_GROUP = 4
 TINY_MODEL = ["--model_size", "tiny", "--config_overrides",
@@ -118,7 +118,7 @@ def test_prepared_data_is_made_once_memory_mapped_and_reused(corpus, tiny_tokeni
     corpus_copy = tmp_path / corpus.name
     corpus_copy.write_bytes(corpus.read_bytes())
     with caplog.at_level(logging.INFO, logger="spanroberta.data.prepared"):
-        trainer = run_pretraining.run_pretraining(*parse([*args, "--output_dir", str(tmp_path / "out")]))
+        trainer = pretraining_run(*parse([*args, "--output_dir", str(tmp_path / "out")]))
     assert "Reusing the prepared blocks" in caplog.text
     assert {path: path.stat().st_mtime_ns for path in prepared_dir.rglob("*") if path.is_file()} == files
     # memory-mapped from the folder's Arrow shards, not copied into memory or into a cache

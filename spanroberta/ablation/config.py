@@ -24,11 +24,12 @@ every arm's held-out blocks with one scheme: with the shared seed and data, ever
 tokens, and their eval MLM accuracies compare them whatever masking each trained with.
 
 A task's `script` is one of the fine-tuning scripts of tasks.py's REPORTS table (run_squad.py, run_glue.py,
-run_race.py, run_relation.py, run_coref.py), present beside run_ablation.py. Besides its script's flags, a task may
-give `metric` (the score its column shows) and, for run_squad.py, `split_by_article: {file: SQUAD_JSON,
-train_articles: N}` (train on the first N articles, evaluate on the rest). Every flag is checked against the
-argument classes of the script that reads it (its `ARGUMENT_CLASSES`), so a config cannot set a flag that no script
-has. Each problem is one paragraph (`AblationConfigError`, a UserInputError).
+run_race.py, run_relation.py, run_coref.py): it names the fine-tuning task the package declares for that script
+(spanroberta.tasks.finetuning), which the ablation runs itself, so that an installed package runs ablations without
+the scripts. Besides its script's flags, a task may give `metric` (the score its column shows) and, for run_squad.py,
+`split_by_article: {file: SQUAD_JSON, train_articles: N}` (train on the first N articles, evaluate on the rest).
+Every flag is checked against the argument classes of the script that reads it, so a config cannot set a flag that no
+script has. Each problem is one paragraph (`AblationConfigError`, a UserInputError).
 """
 
 from __future__ import annotations
@@ -36,10 +37,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
-import importlib
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,10 @@ import yaml
 from transformers import HfArgumentParser
 
 from ..errors import UserInputError
+from ..tasks.finetuning import task_of_script
+from ..training.finetuning_task import run_task
+from ..training.pretraining_command import ARGUMENT_CLASSES as PRETRAINING_ARGUMENTS
+from ..training.pretraining_command import pretrain
 from ..training.validation import check_model_sources
 from .tasks import FINETUNING_SCRIPTS, TaskSpec, known_metric, metric_names
 
@@ -131,27 +135,16 @@ def load_config(path: str | Path) -> AblationConfig:
 
 
 def script_arguments(script: str) -> tuple[type, ...]:
-    """The argument dataclasses of `script` (its `ARGUMENT_CLASSES`), from the module next to run_ablation.py. Looked
-    up when a config is read: a script of the table that this checkout lacks stops the config that uses it only."""
-    name = Path(script).stem
-    try:
-        module = importlib.import_module(name)
-    except ImportError as error:
-        if isinstance(error, ModuleNotFoundError) and error.name == name:
-            raise AblationConfigError(
-                f"{script} is not in this checkout: run_ablation.py runs the run_*.py scripts beside it. Run it from a "
-                f"checkout of spanroberta that has {script}, or remove the tasks that use it."
-            ) from None
-        raise AblationConfigError(
-            f"Could not import {script} ({error}): run_ablation.py runs the scripts in its own folder, so run it "
-            "from a checkout of spanroberta, where the run_*.py scripts are."
-        ) from None
-    if not isinstance(getattr(module, "ARGUMENT_CLASSES", None), tuple) or not callable(getattr(module, "main", None)):
-        raise AblationConfigError(
-            f"{script} ({module.__file__}) cannot run as an ablation unit: it needs ARGUMENT_CLASSES (the tuple of its "
-            "argument dataclasses, to check a config's flags) and main(args) (called with a unit's flags file)."
-        )
-    return module.ARGUMENT_CLASSES
+    """The argument dataclasses of `script`: run_pretraining.py's, or those of the fine-tuning task it runs."""
+    return PRETRAINING_ARGUMENTS if script == PRETRAINING_SCRIPT else task_of_script(script).argument_classes
+
+
+def script_command(script: str) -> Callable[[list[str]], Any]:
+    """What `python script ARGS` runs, as a function of ARGS: pretraining, or the fine-tuning task's life cycle."""
+    if script == PRETRAINING_SCRIPT:
+        return pretrain
+    task = task_of_script(script)
+    return lambda args: run_task(task, args)
 
 
 def script_flags(script: str) -> set[str]:

@@ -1,21 +1,20 @@
 """Runs an ablation's units in turn and writes its results.
 
-Each unit runs in this process, by calling its script's `main()` with the unit's flags.json, rather than as a
-subprocess. Under `accelerate launch run_ablation.py ...` every process of the launch runs this same loop, so every
-unit is trained by all processes together, exactly as `accelerate launch run_squad.py ...` would train it: the
-process group is made once and the Trainer of each unit reuses it, the launcher's settings (processes, machines,
-mixed precision, DeepSpeed) apply to every unit, and nothing has to rebuild a launcher command from the
-environment (the other way: process 0 spawning `accelerate launch` per unit while the others wait, would have to
-reconstruct every launcher setting, and would pay the interpreter and import start-up once per unit, a large part of
-a small unit). The cost: a crash of one unit (an out-of-memory error) ends the ablation; the units done stay done,
-and the same command continues. The main process decides which units are done (and broadcasts it), writes every
-file of the runner, and all processes wait for each other after every unit.
+Each unit runs in this process, by calling what its script runs (`config.script_command`: the package's pretraining
+command or fine-tuning task) with the unit's flags.json, rather than as a subprocess. Under `accelerate launch
+run_ablation.py ...` every process of the launch runs this same loop, so every unit is trained by all processes
+together, exactly as `accelerate launch run_squad.py ...` would train it: the process group is made once and the Trainer
+of each unit reuses it, the launcher's settings (processes, machines, mixed precision, DeepSpeed) apply to every unit,
+and nothing has to rebuild a launcher command from the environment (the other way: process 0 spawning `accelerate
+launch` per unit while the others wait, would have to reconstruct every launcher setting, and would pay the interpreter
+and import start-up once per unit, a large part of a small unit). The cost: a crash of one unit (an out-of-memory error)
+ends the ablation; the units done stay done, and the same command continues. The main process decides which units are
+done (and broadcasts it), writes every file of the runner, and all processes wait for each other after every unit.
 """
 
 from __future__ import annotations
 
 import gc
-import importlib
 import json
 import shutil
 import time
@@ -28,7 +27,7 @@ from accelerate.utils import broadcast_object_list
 
 from ..errors import UserInputError
 from ..training.distributed import finish_processes, process_group_kept
-from .config import AblationConfig
+from .config import AblationConfig, script_command
 from .plots import plot_pretraining_losses, plot_scores
 from .results import pretraining_figures, records, results_json, results_markdown
 from .tasks import scores
@@ -110,10 +109,11 @@ def _how_started(start: dict[str, str]) -> str:
 
 
 def _call_script(script: str, flags_file: Path, start: dict[str, str], unit: Unit) -> None:
-    """`script`'s main() on the flags file (then `start`'s flags); its user error becomes a UnitFailed."""
+    """What `script` runs (run_pretraining.py's command or a fine-tuning task's life cycle), on the flags file (then
+    `start`'s flags); its user error becomes a UnitFailed."""
     argv = [str(flags_file)] + [part for name, value in start.items() for part in (f"--{name}", value)]
     try:
-        importlib.import_module(Path(script).stem).main(argv)
+        script_command(script)(argv)
     except SystemExit as stop:
         if stop.code not in (None, 0):
             raise UnitFailed(

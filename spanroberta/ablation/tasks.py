@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import UserInputError
 from ..tasks.glue import GLUE_TASKS, get_glue_task
-from ..tasks.squad import is_mrqa_file
+from ..tasks.squad.reading import is_mrqa_file
 
 
 @dataclass(frozen=True)
@@ -34,13 +34,12 @@ class TaskSpec:
 
 @dataclass(frozen=True)
 class Report:
-    """What one kind of fine-tuning writes: its scores (their names in results.json), the one its column shows, the
-    prefix of their keys in eval_results.json, whether they are fractions (shown x100) or percentages, and, for
-    scores named after the data (MRQA's per-dataset ones), a pattern of further names."""
+    """What one kind of fine-tuning writes: its scores (their names in results.json; eval_results.json has them after
+    `eval_`), the one its column shows, whether they are fractions (shown x100) or percentages, and, for scores named
+    after the data (MRQA's per-dataset ones), a pattern of further names."""
 
     metrics: tuple[str, ...]
     headline: str
-    key_prefix: str = "eval_"
     fractions: bool = True
     named_by_data: str | None = None
 
@@ -51,12 +50,11 @@ _COREF_METRICS = tuple(f"{metric}_{part}" for metric in ("muc", "b_cubed", "ceaf
                        for part in ("precision", "recall", "f1"))  # fmt: skip
 REPORTS: dict[str, dict[str, Report]] = {
     "run_squad.py": {
-        "squad": Report(("exact_match", "f1"), "f1", key_prefix="", fractions=False),
+        "squad": Report(("exact_match", "f1"), "f1", fractions=False),
         "squad_v2": Report(("exact", "f1", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1"), "f1",
-                           key_prefix="", fractions=False),  # fmt: skip
+                           fractions=False),  # fmt: skip
         # Several MRQA evaluation files: each dataset's {dataset}_em/_f1, and their macro averages.
-        "mrqa": Report(("macro_em", "macro_f1"), "macro_f1", key_prefix="", fractions=False,
-                       named_by_data=r".+_(em|f1)"),  # fmt: skip
+        "mrqa": Report(("macro_em", "macro_f1"), "macro_f1", fractions=False, named_by_data=r".+_(em|f1)"),
     },
     "run_glue.py": {
         name: Report(tuple(f"{metric}{split.metric_suffix}" for split in task.eval_splits for metric in task.metrics),
@@ -68,6 +66,8 @@ REPORTS: dict[str, dict[str, Report]] = {
     "run_coref.py": {"coref": Report(_COREF_METRICS, "conll_f1")},
 }
 FINETUNING_SCRIPTS = tuple(REPORTS)
+# Every fine-tuning's eval_results.json key starts with it (spanroberta.training.finetuning_task).
+EVAL_PREFIX = "eval_"
 
 
 def report(task: TaskSpec) -> Report | None:
@@ -118,7 +118,7 @@ def scores(task: TaskSpec, eval_results: dict[str, float]) -> dict[str, float]:
     """The task's scores from its eval_results.json, on a 0-100 scale. Stops when the headline is missing: the
     script then writes other keys than the table says, and the task's column would stay empty."""
     found = report(task)
-    prefix = found.key_prefix
+    prefix = EVAL_PREFIX
     names = [name for name in found.metrics if prefix + name in eval_results]
     if found.named_by_data:
         written = [key[len(prefix) :] for key in eval_results if key.startswith(prefix)]

@@ -1,49 +1,25 @@
-"""SQuAD v1.1 and v2.0, and MRQA 2019's extractive QA files, as data, for run_squad.py.
+"""Reading SQuAD v1.1 and v2.0, and MRQA 2019's extractive QA files, into `datasets.Dataset`s with the Hub's columns.
 
-- Readers: the official nested JSON as the SQuAD site distributes it, flat JSON or JSON-lines records with
-  the Hub's columns (id, title, context, question, answers{text, answer_start}), Hub datasets
-  (rajpurkar/squad, rajpurkar/squad_v2), and MRQA's JSON lines (a header line, then one context a line with
-  its `qas`), gzipped or not, told apart by their content. Whatever the source, a split becomes a
-  `datasets.Dataset` with the Hub's columns; an unanswerable question has empty answer lists; MRQA files
-  also keep their gold answers, which MRQA's metric scores each file against. Every example is checked before any
-  training starts, and a bad one stops the run with an error naming the file, the line or position, and
-  the question id.
-- Features: question-context pairs split into overlapping windows (the span decoding's own
-  `encode_windows`), with the answer's token positions for training, or the character offsets that map
-  predictions back to the context for evaluation.
-- Post-processing: the model's scores over all windows of a question become `predictions.json`,
-  `nbest_predictions.json` and, for v2.0, `null_odds.json`, as the official evaluation scripts read them;
-  and the v2.0 no-answer threshold that maximised F1 is kept next to the checkpoint for later runs.
-
-The span decoding itself lives in spanroberta.pipelines.question_answering, shared with the pipeline.
+The official nested JSON as the SQuAD site distributes it, flat JSON or JSON-lines records with the Hub's columns
+(id, title, context, question, answers{text, answer_start}), Hub datasets (rajpurkar/squad, rajpurkar/squad_v2), and
+MRQA's JSON lines (a header line, then one context a line with its `qas`), gzipped or not, told apart by their
+content. An unanswerable question has empty answer lists; MRQA files also keep their gold answers, which MRQA's
+metric scores each file against. Every example is checked before any training starts, and a bad one stops the run
+with an error naming the file, the line or position, and the question id.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
-import shutil
-from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from datasets import Dataset, Features, List, Value, concatenate_datasets, load_dataset
-from transformers import PreTrainedTokenizerBase, Trainer
 
 from spanroberta.errors import utf8_errors
-from spanroberta.metrics.squad import mrqa_evaluate, squad_v1_evaluate, squad_v2_evaluate
-from spanroberta.pipelines import question_answering
-from spanroberta.pipelines.question_answering import (
-    WindowScores,
-    cls_index,
-    context_offsets,
-    decode_spans,
-    encode_windows,
-)
 from spanroberta.tasks.json_lines import open_text, read_json_lines
 
 logger = logging.getLogger(__name__)
@@ -57,14 +33,10 @@ SQUAD_FEATURES = Features(
         "answers": {"text": List(Value("string")), "answer_start": List(Value("int32"))},
     }
 )
-THRESHOLD_FILE = "null_score_threshold.json"
 
 
 class SquadFormatError(ValueError):
     """A SQuAD file or dataset that cannot be used as given; the message says where and why."""
-
-
-# --- reading and checking ---
 
 
 @dataclass(frozen=True)
@@ -376,305 +348,3 @@ def _checked_record(record: Any, where: str, require_answers: bool) -> dict[str,
         "question": question,
         "answers": {"text": texts, "answer_start": starts},
     }
-
-
-# --- features ---
-
-
-def answer_token_span(
-    offsets: Sequence[tuple[int, int] | None], start_char: int, end_char: int
-) -> tuple[int, int] | None:
-    """The first and last tokens of the answer context[start_char:end_char] in a window, or None when the
-    window does not hold the whole answer."""
-    context = [(position, offset) for position, offset in enumerate(offsets) if offset is not None]
-    if not context or context[0][1][0] > start_char or context[-1][1][1] < end_char:
-        return None
-    start = next(position for position, (_, end) in context if end > start_char)
-    end = max(position for position, (begin, _) in context if begin < end_char)
-    return (start, end) if start <= end else None
-
-
-def prepare_train_features(
-    examples: Mapping[str, list],
-    tokenizer: PreTrainedTokenizerBase,
-    max_seq_length: int,
-    doc_stride: int,
-    max_query_length: int,
-    with_is_impossible: bool = False,
-) -> dict[str, list]:
-    """Windows with their labels, for `Dataset.map(batched=True)`: start/end_positions of the first gold
-    answer, or of the first token (<s>) when the window does not hold it or the question has no answer
-    (BERT section 4.3). With `with_is_impossible`, also the answerability classifier's label, per window:
-    1 where the span label is that first token."""
-    encoding = encode_windows(
-        tokenizer, examples["question"], examples["context"], max_seq_length, doc_stride, max_query_length
-    )
-    features = {name: encoding[name] for name in tokenizer.model_input_names if name in encoding}
-    features.update(start_positions=[], end_positions=[])
-    if with_is_impossible:
-        features["is_impossible"] = []
-    for window, example in enumerate(encoding["overflow_to_sample_mapping"]):
-        null = cls_index(encoding["input_ids"][window], tokenizer.cls_token_id)
-        answers = examples["answers"][example]
-        span = None
-        if answers["answer_start"]:
-            start_char = answers["answer_start"][0]
-            span = answer_token_span(
-                context_offsets(encoding, window), start_char, start_char + len(answers["text"][0])
-            )
-        start, end = span if span is not None else (null, null)
-        features["start_positions"].append(start)
-        features["end_positions"].append(end)
-        if with_is_impossible:
-            features["is_impossible"].append(int(span is None))
-    return features
-
-
-def prepare_eval_features(
-    examples: Mapping[str, list],
-    tokenizer: PreTrainedTokenizerBase,
-    max_seq_length: int,
-    doc_stride: int,
-    max_query_length: int,
-) -> dict[str, list]:
-    """Windows for prediction, for `Dataset.map(batched=True)`: the model inputs plus `example_id` and
-    `offset_mapping` (character offsets of context tokens, None elsewhere), which post-processing needs and
-    the model must not see (`EVAL_ONLY_COLUMNS`)."""
-    encoding = encode_windows(
-        tokenizer, examples["question"], examples["context"], max_seq_length, doc_stride, max_query_length
-    )
-    features = {name: encoding[name] for name in tokenizer.model_input_names if name in encoding}
-    windows = range(len(encoding["input_ids"]))
-    features["example_id"] = [examples["id"][encoding["overflow_to_sample_mapping"][w]] for w in windows]
-    features["offset_mapping"] = [context_offsets(encoding, w) for w in windows]
-    return features
-
-
-EVAL_ONLY_COLUMNS = ("example_id", "offset_mapping")
-
-
-# --- post-processing ---
-
-
-@dataclass
-class SquadPredictions:
-    """Answers for a set of questions, as the official files hold them.
-
-    `predictions`: id -> answer ("" for no answer); `nbest`: id -> the best candidates with their
-    probabilities (softmax over the candidates' scores, as BERT's nbest_predictions.json; for v2.0 the null
-    answer "" is always listed); `null_odds`
-    (v2.0): id -> no-answer score minus best answer score, the official script's --na-prob-file;
-    `best_answers`: id -> the best non-empty answer, which the v2.0 scores use with the null odds.
-    """
-
-    predictions: dict[str, str] = field(default_factory=dict)
-    nbest: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    null_odds: dict[str, float] = field(default_factory=dict)
-    best_answers: dict[str, str] = field(default_factory=dict)
-
-
-def postprocess_predictions(
-    examples: Dataset,
-    features: Dataset,
-    start_logits: np.ndarray,
-    end_logits: np.ndarray,
-    *,
-    cls_token_id: int | None,
-    version_2_with_negative: bool,
-    n_best_size: int = 20,
-    max_answer_length: int = 30,
-    null_score_diff_threshold: float = 0.0,
-    answerability_logits: np.ndarray | None = None,
-) -> SquadPredictions:
-    """Turns the per-window logits of `features` into answers for `examples`.
-
-    A span scores start_logit + end_logit; the best over all windows of a question wins. For v2.0 the
-    question's null odds are null score - best span score (BERT's score_diff), plus, when the model has the
-    answerability classifier, its lowest "impossible" logit over the question's windows (the window most
-    confident that it holds the answer speaks for the question); the answer is "" when the odds exceed
-    `null_score_diff_threshold`.
-    """
-    windows_of = defaultdict(list)
-    for index, example_id in enumerate(features["example_id"]):
-        windows_of[example_id].append(index)
-    offsets, input_ids = features["offset_mapping"], features["input_ids"]
-    result = SquadPredictions()
-    for example in examples:
-        qid, indices = example["id"], windows_of[example["id"]]
-        windows = [
-            WindowScores(start_logits[i], end_logits[i], offsets[i], cls_index(input_ids[i], cls_token_id))
-            for i in indices
-        ]
-        spans, null = decode_spans(windows, example["context"], n_best_size, max_answer_length)
-        best = spans[0].text if spans else ""
-        result.best_answers[qid] = best
-        candidates = spans
-        if version_2_with_negative:
-            odds = null.score - spans[0].score if spans else math.inf
-            if answerability_logits is not None:
-                odds += float(min(answerability_logits[i] for i in indices))
-            result.null_odds[qid] = odds
-            result.predictions[qid] = "" if odds > null_score_diff_threshold else best
-            # The null answer is always listed, last if it is not among the best (as BERT's script does).
-            candidates = sorted([*spans, null], key=lambda span: span.score, reverse=True)[:n_best_size]
-            if null not in candidates:
-                candidates.append(null)
-        else:
-            result.predictions[qid] = best
-        result.nbest[qid] = _nbest_entries(candidates)
-    return result
-
-
-def _nbest_entries(candidates: Sequence[question_answering.SpanPrediction]) -> list[dict[str, Any]]:
-    if not candidates:
-        return []
-    scores = np.array([candidate.score for candidate in candidates], dtype=np.float64)
-    probabilities = np.exp(scores - scores.max())
-    probabilities /= probabilities.sum()
-    return [
-        {
-            "text": candidate.text,
-            "probability": float(probability),
-            "start_logit": candidate.start_score,
-            "end_logit": candidate.end_score,
-            "answer_start": candidate.start,
-        }
-        for candidate, probability in zip(candidates, probabilities)
-    ]
-
-
-def score_predictions(
-    examples: Dataset,
-    predictions: SquadPredictions,
-    version_2_with_negative: bool,
-    null_score_diff_threshold: float,
-    mrqa_gold: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
-) -> dict[str, float]:
-    """The official scores of the predictions: v1.1's {exact_match, f1}, every key of v2.0's script, or, given the
-    gold answers of MRQA files (`QaSplit.mrqa_gold`), MRQA's per-dataset scores and their macro averages.
-
-    v2.0 scores the best non-empty answers with the null odds and the threshold, which gives the same exact
-    and f1 as scoring predictions.json, and best thresholds searched over every answer rather than only over
-    those the current threshold kept (what SpanBERT's run_squad.py does).
-    """
-    if mrqa_gold:
-        return mrqa_evaluate(mrqa_gold, predictions.predictions)
-    gold = {example["id"]: example["answers"]["text"] for example in examples}
-    if not version_2_with_negative:
-        return squad_v1_evaluate(gold, predictions.predictions)
-    return squad_v2_evaluate(gold, predictions.best_answers, predictions.null_odds, null_score_diff_threshold)
-
-
-def predict_and_score(
-    trainer: Trainer,
-    examples: Dataset,
-    features: Dataset,
-    *,
-    version_2_with_negative: bool,
-    n_best_size: int,
-    max_answer_length: int,
-    null_score_diff_threshold: float,
-    output_dir: str | Path,
-    prefix: str = "",
-    score: bool = True,
-    mrqa_gold: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
-) -> tuple[SquadPredictions, dict[str, float]]:
-    """Runs the model over `features`, writes the prediction files into `output_dir` (named
-    `{prefix}predictions.json`, ...) and, with `score`, returns the official scores (MRQA's, given `mrqa_gold`)."""
-    output = trainer.predict(features.remove_columns(list(EVAL_ONLY_COLUMNS)))
-    logits = output.predictions
-    answerability = logits[2] if getattr(trainer.model.config, "answerability_head", False) else None
-    predictions = postprocess_predictions(
-        examples,
-        features,
-        logits[0],
-        logits[1],
-        cls_token_id=trainer.processing_class.cls_token_id,
-        version_2_with_negative=version_2_with_negative,
-        n_best_size=n_best_size,
-        max_answer_length=max_answer_length,
-        null_score_diff_threshold=null_score_diff_threshold,
-        answerability_logits=answerability,
-    )
-    if trainer.is_world_process_zero():
-        write_predictions(predictions, output_dir, prefix, version_2_with_negative)
-    if not score:
-        return predictions, {}
-    return predictions, score_predictions(
-        examples, predictions, version_2_with_negative, null_score_diff_threshold, mrqa_gold
-    )
-
-
-def write_predictions(
-    predictions: SquadPredictions, output_dir: str | Path, prefix: str, version_2_with_negative: bool
-) -> None:
-    """predictions.json, nbest_predictions.json and, for v2.0, null_odds.json and best_non_null_predictions.json
-    (each name after `prefix`).
-
-    The official evaluate-v2.0.py run on best_non_null_predictions.json with `--na-prob-file null_odds.json
-    --na-prob-thresh <threshold>` reproduces every number of eval_results.json; run on predictions.json, it
-    reproduces exact and f1 (its best_* search cannot revive answers the threshold already replaced by "").
-    """
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    files = {"predictions.json": predictions.predictions, "nbest_predictions.json": predictions.nbest}
-    if version_2_with_negative:
-        files["null_odds.json"] = predictions.null_odds
-        files["best_non_null_predictions.json"] = predictions.best_answers
-    for name, content in files.items():
-        (output_dir / f"{prefix}{name}").write_text(json.dumps(content, indent=2, ensure_ascii=False) + "\n")
-
-
-# --- the v2.0 threshold kept with a checkpoint ---
-
-
-def save_null_score_threshold(output_dir: str | Path, metrics: Mapping[str, float]) -> Path:
-    """Writes v2.0's best_f1_thresh (from `metrics`, the official keys) to THRESHOLD_FILE in `output_dir`.
-
-    Predicting "" only above this null-odds threshold is what makes v2.0 F1 right: SpanBERT's scripts,
-    run with the default threshold, gave F1 near 46.
-    """
-    path = Path(output_dir) / THRESHOLD_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    content = {
-        "null_score_diff_threshold": metrics["best_f1_thresh"],
-        "best_f1": metrics["best_f1"],
-        "best_exact": metrics["best_exact"],
-        "questions": metrics["total"],
-    }
-    path.write_text(json.dumps(content, indent=2) + "\n")
-    return path
-
-
-def load_null_score_threshold(model_name_or_path: str | Path) -> float | None:
-    """The threshold saved with a local checkpoint by an earlier evaluation, or None."""
-    path = Path(model_name_or_path) / THRESHOLD_FILE
-    if not path.is_file():
-        return None
-    return float(json.loads(path.read_text())["null_score_diff_threshold"])
-
-
-# --- checkpoints that carry the pipeline ---
-
-
-def save_qa_checkpoint(trainer: Trainer, output_dir: str | Path) -> None:
-    """Saves the model and tokenizer with the question-answering pipeline's code, so that
-    `pipeline("question-answering", model=output_dir, trust_remote_code=True)` works without spanroberta.
-
-    transformers 5 has no question-answering pipeline of its own (the task is in its REMOVED_TASKS), so the
-    pipeline file named in `custom_pipelines` is the only way to that call without spanroberta, whatever the
-    architecture. A stock architecture (BertForQuestionAnswering, RobertaForQuestionAnswering) stays
-    transformers' own class, loaded without remote code; only spanroberta's model types carry their modeling code
-    too (see modeling_spanroberta). Where spanroberta is imported, its registered pipeline serves the task and
-    the checkpoint's copy is not run (`register_question_answering_pipeline`)."""
-    pipeline_file = Path(question_answering.__file__)
-    trainer.model.config.custom_pipelines = {
-        question_answering.TASK: {
-            "impl": f"{pipeline_file.stem}.{question_answering.QuestionAnsweringPipeline.__name__}",
-            "pt": ["AutoModelForQuestionAnswering"],
-            "type": "text",
-        }
-    }
-    trainer.save_model(str(output_dir))
-    if trainer.is_world_process_zero():
-        shutil.copyfile(pipeline_file, Path(output_dir) / pipeline_file.name)

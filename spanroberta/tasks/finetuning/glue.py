@@ -1,0 +1,146 @@
+"""run_glue.py's task: one GLUE task (CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI) from the Hub, GLUE's
+own files or csv/JSON-lines files, scored with GLUE's official metrics (fractions: eval_accuracy, eval_f1, ...; MNLI's
+mismatched dev set with the _mm suffix), with the leaderboard's TASK.tsv for --do_predict."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from datasets import DatasetDict
+from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer
+
+from ...metrics.glue import logits_to_predictions
+from ...training.cli import apply_defaults
+from ...training.finetuning import FinetuningArguments, ModelArguments
+from ...training.finetuning_task import FineTuningRun, FineTuningTask, padding_collator
+from ...training.validation import check_range
+from ..glue import (
+    TASK_PRESETS,
+    GlueTask,
+    get_glue_task,
+    glue_compute_metrics,
+    glue_config_overrides,
+    load_glue,
+    requested_splits,
+    task_preset_defaults,
+    tokenize_glue,
+    write_glue_submission,
+)
+
+
+@dataclass
+class GlueDataArguments:
+    task_name: str = field(
+        metadata={"help": "cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte or wnli (or GLUE's names: SST-2, STS-B, ...)."}
+    )
+    task_preset: str | None = field(
+        default=None,
+        metadata={"help": f"Apply a recipe's per-task hyperparameters ({', '.join(TASK_PRESETS)}: RoBERTa's "
+                  "GLUE table); flags you pass still win."},
+    )
+    data_dir: str | None = field(
+        default=None, metadata={"help": "GLUE's folder (glue_data/ with CoLA/, SST-2/, ... or one task's folder)."}
+    )
+    train_file: str | None = field(default=None, metadata={"help": "csv or JSON lines with the Hub's columns."})
+    validation_file: str | None = field(default=None, metadata={"help": "csv or JSON lines with the Hub's columns."})
+    test_file: str | None = field(default=None, metadata={"help": "csv or JSON lines; labels are not needed."})
+    max_seq_length: int = field(
+        default=128, metadata={"help": "Longer inputs are truncated to this many tokens (at most the model's positions)."}
+    )
+    max_train_samples: int | None = field(default=None, metadata={"help": "Keep the first N training examples."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Keep the first N examples of each dev set."})
+    max_predict_samples: int | None = field(default=None, metadata={"help": "Keep the first N test examples."})
+
+    def __post_init__(self):
+        check_range("max_seq_length", self.max_seq_length, 1)
+
+    def data_files(self) -> dict[str, str]:
+        task = get_glue_task(self.task_name)
+        files = {"train": self.train_file, task.eval_splits[0].name: self.validation_file,
+                 task.test_splits[0].name: self.test_file}
+        return {split: path for split, path in files.items() if path is not None}
+
+
+def apply_task_preset(arguments: tuple[Any, ...], given: set[str]) -> tuple[Any, ...]:
+    """--task_preset's hyperparameters for the task, where no flag was given."""
+    data_args = arguments[1]
+    if data_args.task_preset is None:
+        return arguments
+    return apply_defaults(arguments, task_preset_defaults(data_args.task_preset, data_args.task_name), given)
+
+
+@dataclass(frozen=True)
+class GlueData:
+    task: GlueTask
+    splits: DatasetDict
+
+
+def read_glue(run: FineTuningRun) -> GlueData:
+    """The task's splits the run asks for, each cut to its --max_*_samples."""
+    data_args, training_args = run.data_args, run.training_args
+    task = get_glue_task(data_args.task_name)
+    data_files = data_args.data_files()
+    splits = requested_splits(task, training_args.do_train, training_args.do_eval, training_args.do_predict,
+                              from_files=bool(data_files))  # fmt: skip
+    raw = load_glue(task, splits, data_args.data_dir, data_files, run.model_args.cache_dir)
+    limits = {"train": data_args.max_train_samples, **{s.name: data_args.max_eval_samples for s in task.eval_splits},
+              **{s.name: data_args.max_predict_samples for s in task.test_splits}}  # fmt: skip
+    for name, limit in limits.items():
+        if name in raw and limit is not None:
+            raw[name] = raw[name].select(range(min(limit, len(raw[name]))))
+    return GlueData(task, raw)
+
+
+def encode_glue(run: FineTuningRun) -> dict[str, Any]:
+    """Every split tokenized, by its name; "eval" is the first dev set (MNLI's matched one)."""
+    task = run.data.task
+    encoded = dict(tokenize_glue(run.data.splits, run.tokenizer, task, run.data_args.max_seq_length))
+    if run.training_args.do_eval:
+        encoded["eval"] = encoded[task.eval_splits[0].name]
+    return encoded
+
+
+def score_glue(run: FineTuningRun, trainer: Trainer) -> dict[str, dict[str, float]]:
+    """Each dev set's metrics (MNLI's mismatched one with its suffix), and the leaderboard's TASK.tsv of each test
+    set."""
+    task, encoded, results = run.data.task, run.encoded, {}
+    if run.training_args.do_eval:
+        metrics = {}
+        for split in (s for s in task.eval_splits if s.name in encoded):
+            dataset = encoded[split.name]
+            split_metrics = {**trainer.evaluate(eval_dataset=dataset), "eval_samples": len(dataset)}
+            metrics.update({f"{name}{split.metric_suffix}": value for name, value in split_metrics.items()})
+        results["eval"] = metrics
+    if run.training_args.do_predict:
+        for split in (s for s in task.test_splits if s.name in encoded):
+            output = trainer.predict(encoded[split.name], metric_key_prefix="predict")
+            if trainer.is_world_process_zero():
+                predictions = logits_to_predictions(output.predictions, task.is_regression)
+                output_dir = Path(run.training_args.output_dir)
+                output_dir.mkdir(parents=True, exist_ok=True)
+                write_glue_submission(output_dir / split.submission_file, task, encoded[split.name]["idx"], predictions)
+    return results
+
+
+def glue_card(run: FineTuningRun) -> dict[str, Any]:
+    task = run.data.task
+    return {"finetuned_from": run.model_args.model_name_or_path, "tasks": "text-classification", "language": "en",
+            "dataset_tags": "glue", "dataset_args": task.name, "dataset": f"GLUE {task.folder}"}  # fmt: skip
+
+
+GLUE = FineTuningTask(
+    name="glue",
+    script="run_glue.py",
+    argument_classes=(ModelArguments, GlueDataArguments, FinetuningArguments),
+    presets=apply_task_preset,
+    read=read_glue,
+    config_overrides=lambda run: glue_config_overrides(run.data.task),
+    auto_class=AutoModelForSequenceClassification,
+    encode=encode_glue,
+    collator=padding_collator(DataCollatorWithPadding),
+    compute_metrics=lambda run: glue_compute_metrics(run.data.task.name),
+    score=score_glue,
+    model_card=glue_card,
+)

@@ -1,0 +1,137 @@
+"""run_race.py's task: RACE, the 4-option reading-comprehension exams (middle and high school), from the Hub, RACE's
+own folder or JSON lines; accuracy overall, on middle and on high school (fractions: eval_accuracy,
+eval_accuracy_middle, eval_accuracy_high), each question's prediction in eval_predictions.jsonl. The training
+defaults are RoBERTa's RACE recipe (spanroberta/tasks/race.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from datasets import Dataset
+from transformers import AutoModelForMultipleChoice, DataCollatorForMultipleChoice, Trainer
+
+from ...training.cli import with_defaults
+from ...training.finetuning import FinetuningArguments, ModelArguments
+from ...training.finetuning_task import FineTuningRun, FineTuningTask, check_model_length, padding_collator
+from ...training.validation import check_range, fit_max_qa_length
+from ..race import (
+    MAX_QA_LENGTH,
+    MAX_SEQ_LENGTH,
+    RACE_CONFIGS,
+    RACE_TRAINING_DEFAULTS,
+    encode_race,
+    load_race,
+    race_compute_metrics,
+    race_metrics,
+    write_race_predictions,
+)
+
+
+@dataclass
+class RaceDataArguments:
+    dataset_config_name: str = field(
+        default="all", metadata={"help": f"School levels, from the Hub or --data_dir: {', '.join(RACE_CONFIGS)}."}
+    )
+    data_dir: str | None = field(
+        default=None, metadata={"help": "RACE's original folder: {train,dev,test}/{high,middle}/*.txt."}
+    )
+    train_file: list[str] | None = field(
+        default=None, metadata={"help": "JSON lines (.jsonl or .jsonl.gz) with the Hub's columns; several allowed."}
+    )
+    validation_file: list[str] | None = field(default=None, metadata={"help": "JSON lines; several allowed."})
+    test_file: list[str] | None = field(default=None, metadata={"help": "JSON lines; several allowed."})
+    max_seq_length: int = field(
+        default=MAX_SEQ_LENGTH,
+        metadata={"help": "Tokens per option (at most the model's positions); the passage keeps what fits."},
+    )
+    max_qa_length: int = field(
+        default=MAX_QA_LENGTH,
+        metadata={"help": "The question with the option is cut to this many tokens (the default is lowered to "
+                  "fit a shorter --max_seq_length)."},
+    )
+    max_train_samples: int | None = field(default=None, metadata={"help": "Keep the first N training questions."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Keep the first N dev questions."})
+    max_predict_samples: int | None = field(default=None, metadata={"help": "Keep the first N test questions."})
+
+    def __post_init__(self):
+        check_range("max_seq_length", self.max_seq_length, 1)
+        check_range("max_qa_length", self.max_qa_length, 1)
+
+
+# TrainingArguments with RoBERTa's RACE hyperparameters as defaults, so that --help shows what a run applies.
+RaceTrainingArguments = with_defaults(FinetuningArguments, RACE_TRAINING_DEFAULTS, "RaceTrainingArguments", __name__)
+
+# The phases, their split and the flags that choose their data.
+PHASES = {"train": ("train", "train_file", "max_train_samples"),
+          "eval": ("validation", "validation_file", "max_eval_samples"),
+          "predict": ("test", "test_file", "max_predict_samples")}  # fmt: skip
+
+
+def read_race(run: FineTuningRun) -> dict[str, Dataset]:
+    """The questions of every phase asked for, by phase, each cut to its --max_*_samples."""
+    data_args, training_args = run.data_args, run.training_args
+    asked = {"train": training_args.do_train, "eval": training_args.do_eval, "predict": training_args.do_predict}
+    raw = {}
+    for phase, (split, files_flag, limit_flag) in PHASES.items():
+        if asked[phase]:
+            files = getattr(data_args, files_flag)
+            dataset = load_race(split, data_args.dataset_config_name, data_args.data_dir, files,
+                                run.model_args.cache_dir)
+            limit = getattr(data_args, limit_flag)
+            raw[phase] = dataset.select(range(min(limit, len(dataset)))) if limit is not None else dataset
+    return raw
+
+
+def prepare_race(run: FineTuningRun) -> None:
+    """The option length checked against the model, and the question+option budget fitted to it."""
+    check_model_length(run)
+    run.settings["max_qa_length"] = fit_max_qa_length(
+        run.data_args.max_qa_length, run.data_args.max_seq_length, run.tokenizer, run.given
+    )
+
+
+def score_race(run: FineTuningRun, trainer: Trainer) -> dict[str, dict[str, float]]:
+    """Accuracy overall and by school level, and each question's prediction ({phase}_predictions.jsonl)."""
+    results = {}
+    for phase in ("eval", "predict"):
+        if phase not in run.encoded:
+            continue
+        output = trainer.predict(run.encoded[phase], metric_key_prefix=phase)
+        predictions = np.argmax(output.predictions, axis=-1)
+        by_level = race_metrics(predictions, output.label_ids, run.data[phase]["level"])
+        results[phase] = {**output.metrics, **{f"{phase}_{name}": value for name, value in by_level.items()},
+                          f"{phase}_samples": len(run.encoded[phase])}  # fmt: skip
+        if trainer.is_world_process_zero():
+            output_dir = Path(run.training_args.output_dir)
+            output_dir.mkdir(parents=True, exist_ok=True)
+            write_race_predictions(output_dir / f"{phase}_predictions.jsonl", run.data[phase], output.predictions)
+    return results
+
+
+def race_card(run: FineTuningRun) -> dict[str, Any]:
+    data_args = run.data_args
+    card = {"finetuned_from": run.model_args.model_name_or_path, "tasks": "multiple-choice", "language": "en",
+            "dataset": "RACE"}  # fmt: skip
+    # The Hub dataset is named only when the run read it; --data_dir and files are the user's own copies.
+    if data_args.data_dir is None and not any(getattr(data_args, flag) for _, flag, _ in PHASES.values()):
+        card.update(dataset_tags="ehovy/race", dataset_args=data_args.dataset_config_name)
+    return card
+
+
+RACE = FineTuningTask(
+    name="race",
+    script="run_race.py",
+    argument_classes=(ModelArguments, RaceDataArguments, RaceTrainingArguments),
+    read=read_race,
+    prepare=prepare_race,
+    auto_class=AutoModelForMultipleChoice,
+    encode=lambda run: {phase: encode_race(dataset, run.tokenizer, run.data_args.max_seq_length,
+                                           run.settings["max_qa_length"]) for phase, dataset in run.data.items()},
+    collator=padding_collator(DataCollatorForMultipleChoice),
+    compute_metrics=lambda run: race_compute_metrics,
+    score=score_race,
+    model_card=race_card,
+)

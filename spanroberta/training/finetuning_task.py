@@ -1,0 +1,174 @@
+"""The life cycle every fine-tuning script shares, as transformers' example scripts run it: parse the flags, check
+them and the data before a model is loaded, load the checkpoint, preprocess, train, evaluate, predict, write the
+model card or push to the Hub.
+
+A task (SQuAD, GLUE, RACE, relation extraction, coreference: spanroberta/tasks/finetuning/) declares only what is
+its own, as a `FineTuningTask`: its data flags, how it reads and encodes its data, its collator, how it scores and
+what its model card says. `run_task(task, args)` runs the rest, so that every script behaves alike (the same checks,
+seeding, resuming, metric files and card) and a script is its task's declaration handed to `run_task`.
+
+Metrics: every split's metrics are saved as `{split}_results.json` (eval_results.json, predict_results.json, ...)
+with keys that start with the split's name and an underscore (eval_f1, eval_samples), as the Trainer writes its own
+(with the training epoch beside them). Their scale is the one each task's official scorer uses: percentages for SQuAD
+and MRQA (as transformers' run_qa.py), fractions for the others (as its run_glue.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase, Trainer, set_seed
+
+from .cli import parse_arguments
+from .distributed import finish_processes
+from .finetuning import (
+    FinetuningArguments,
+    ModelArguments,
+    check_finetuning_run,
+    load_config_and_tokenizer,
+    load_model,
+    padding,
+    publish,
+    train_and_save,
+)
+from .validation import check_max_seq_length, user_errors
+
+
+@dataclass
+class FineTuningRun:
+    """One run of a task: its parsed arguments (`ModelArguments` first, the training arguments last, the task's own
+    in between), the flags the user gave, and what each stage leaves for the next ones."""
+
+    arguments: tuple[Any, ...]
+    given: set[str]
+    # What the task's `read` returned: the examples of every split asked for (and whatever else it read with them).
+    data: Any = None
+    config: PretrainedConfig | None = None
+    tokenizer: PreTrainedTokenizerBase | None = None
+    # What the task's `prepare` derived from the flags and the checkpoint (e.g. a window stride fitted to the model).
+    settings: dict[str, Any] = field(default_factory=dict)
+    # The encoded datasets, by phase: "train" and "eval" go to the Trainer.
+    encoded: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def model_args(self) -> ModelArguments:
+        return self.arguments[0]
+
+    @property
+    def data_args(self) -> Any:
+        return self.arguments[1]
+
+    @property
+    def training_args(self) -> FinetuningArguments:
+        return self.arguments[-1]
+
+
+def check_model_length(run: FineTuningRun) -> None:
+    """The usual `prepare`: a --max_seq_length the checkpoint cannot hold is refused."""
+    check_max_seq_length(run.data_args.max_seq_length, run.config, run.tokenizer, run.model_args.model_name_or_path)
+
+
+def padding_collator(collator_class: type) -> Callable[[FineTuningRun], Any]:
+    """A `collator` hook: `collator_class(tokenizer)` padding as --pad_to_max_length and the precision ask."""
+    return lambda run: collator_class(run.tokenizer, **padding(run.training_args, run.data_args.max_seq_length))
+
+
+@dataclass(frozen=True)
+class FineTuningTask:
+    """What one fine-tuning task is: its flags and the stages that are its own. Each hook takes the
+    `FineTuningRun` (which holds what the earlier stages left) in the order `run_task` calls them."""
+
+    # The registry's name of the task, and the script that runs it (an ablation config's `script`).
+    name: str
+    script: str
+    # Every argument dataclass of the script: ModelArguments first, the training arguments last.
+    argument_classes: tuple[type, ...]
+    # Reads and checks the data of every split the run asks for, before a model is loaded.
+    read: Callable[[FineTuningRun], Any]
+    # The datasets by phase ("train" and "eval" go to the Trainer).
+    encode: Callable[[FineTuningRun], dict[str, Any]]
+    collator: Callable[[FineTuningRun], Any]
+    # The metrics of each split it scores ({"eval": {...}, "predict": {...}}), with its prediction files written.
+    score: Callable[[FineTuningRun, Trainer], dict[str, dict[str, float]]]
+    # The model card's fields (Trainer.create_model_card's arguments).
+    model_card: Callable[[FineTuningRun], dict[str, Any]]
+    # The head the checkpoint is loaded into (AutoModelForQuestionAnswering, ...), unless `build_model` is given.
+    auto_class: type | None = None
+    build_model: Callable[[FineTuningRun], PreTrainedModel] | None = None
+    # Fills the defaults a recipe gives (GLUE's --task_preset) into the parsed arguments, the flags given winning.
+    presets: Callable[[tuple[Any, ...], set[str]], tuple[Any, ...]] | None = None
+    # The config's task fields (e.g. GLUE's num_labels), from the data read.
+    config_overrides: Callable[[FineTuningRun], dict[str, Any]] | None = None
+    # The checks and settings that need the checkpoint's config and tokenizer, before its weights are loaded.
+    prepare: Callable[[FineTuningRun], None] = check_model_length
+    compute_metrics: Callable[[FineTuningRun], Callable | None] = lambda run: None
+    trainer_class: type[Trainer] = Trainer
+    # Further arguments of `trainer_class` (coreference's task learning rate).
+    trainer_arguments: Callable[[FineTuningRun], dict[str, Any]] = lambda run: {}
+    # How the trained model is saved (default: Trainer.save_model).
+    save_model: Callable[[Trainer], None] | None = None
+
+    def parse(self, args: list[str] | None) -> FineTuningRun:
+        """The flags (or one JSON/YAML file of them) parsed into the task's argument classes."""
+        arguments, given = parse_arguments(self.argument_classes, args)
+        if self.presets is not None:
+            arguments = self.presets(arguments, given)
+        return FineTuningRun(arguments, given)
+
+
+def run_task(task: FineTuningTask, args: list[str] | None = None) -> dict[str, float]:
+    """Runs what the flags (or one JSON/YAML file of them) ask for; returns the evaluation metrics (empty without
+    --do_eval)."""
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    # Every setting, path and example is checked before a model is loaded, so bad input fails fast.
+    with user_errors(task.script, also=(ValueError, FileNotFoundError)):
+        run = task.parse(args)
+        check_finetuning_run(run.model_args, run.training_args, run.given, sample_limits(run.data_args))
+        # Seeded before the model is built, so that the new task head starts the same for the same --seed.
+        set_seed(run.training_args.seed)
+        run.data = task.read(run)
+        overrides = task.config_overrides(run) if task.config_overrides else {}
+        run.config, run.tokenizer = load_config_and_tokenizer(run.model_args, **overrides)
+        task.prepare(run)
+    model = task.build_model(run) if task.build_model else load_model(run.model_args, task.auto_class, run.config)
+    run.encoded = task.encode(run)
+    trainer = task.trainer_class(
+        model=model,
+        args=run.training_args,
+        train_dataset=run.encoded.get("train"),
+        eval_dataset=run.encoded.get("eval"),
+        processing_class=run.tokenizer,
+        data_collator=task.collator(run),
+        compute_metrics=task.compute_metrics(run),
+        **task.trainer_arguments(run),
+    )
+    if run.training_args.do_train:
+        train_and_save(trainer, run.given, task.save_model)
+    results = task.score(run, trainer)
+    for split, metrics in results.items():
+        _check_metric_keys(task, split, metrics)
+        # An undefined score (GAP's bias with a gender's F1 at 0) is null in the file and "-" in the log, as the
+        # official scorer prints it.
+        trainer.log_metrics(split, {name: "-" if value is None else value for name, value in metrics.items()})
+        trainer.save_metrics(split, metrics)
+    publish(trainer, task.model_card(run))
+    finish_processes()
+    return results.get("eval", {})
+
+
+def sample_limits(data_args: Any) -> dict[str, int | None]:
+    """The task's --max_*_samples flags (how many examples, or documents, each split keeps) and their values."""
+    return {spec.name: getattr(data_args, spec.name) for spec in dataclasses.fields(data_args)
+            if spec.name.startswith("max_") and spec.name.endswith("_samples")}  # fmt: skip
+
+
+def _check_metric_keys(task: FineTuningTask, split: str, metrics: dict[str, float]) -> None:
+    """Every key of `{split}_results.json` starts with the split's name, as the Trainer's own do (besides the epoch
+    the Trainer adds): readers of the files (the ablation's tables) rely on it."""
+    stray = sorted(name for name in metrics if not name.startswith(f"{split}_") and name != "epoch")
+    if stray:
+        raise AssertionError(f"{task.script} scored {split} metrics without the {split}_ prefix: {', '.join(stray)}")
