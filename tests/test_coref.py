@@ -377,7 +377,7 @@ def test_run_coref_trains_evaluates_and_resolves_gap(tmp_path, spanroberta_check
     ],
 )  # fmt: skip
 def test_presets_set_what_the_flags_do_not(tmp_path, spanroberta_checkpoint, monkeypatch, preset, given, expected):
-    import run_coref as script
+    import spanroberta.tasks.finetuning.coreference as script
 
     segment_lengths, encode = set(), script.encode_document
     monkeypatch.setattr(script, "encode_document", lambda document, tokenizer, length: (
