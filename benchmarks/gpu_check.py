@@ -100,7 +100,7 @@ def squad_smoke(toy: bool, work: Path) -> Stage:
     files = squad_files(work, size)
     flags = ["--model_name_or_path", str(CHECKPOINT), "--output_dir", str(work / "squad"), "--overwrite_output_dir",
              "--do_train", "--do_eval", "--train_file", str(files["train"]), "--validation_file",
-             str(files["validation"]), "--max_seq_length", str(size.max_seq_length), "--doc_stride", "128",
+             str(files["validation"]), "--max_seq_length", str(size.max_seq_length), "--doc_stride", "32" if toy else "128",
              "--per_device_train_batch_size", str(size.batch_size), "--per_device_eval_batch_size", "64",
              "--learning_rate", str(size.learning_rate), "--num_train_epochs", "1", "--warmup_steps", "0.1",
              "--save_strategy", "no", "--report_to", "none", "--seed", "0"]  # fmt: skip

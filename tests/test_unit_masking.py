@@ -286,7 +286,7 @@ def test_spacy_errors_say_what_to_install(wiki_tokenizer, monkeypatch, tmp_path)
     with pytest.raises(UserInputError, match="streaming"):
         build_masking_units("pmi", wiki_tokenizer, None)
     monkeypatch.setitem(sys.modules, "spacy", None)  # what `import spacy` sees when spaCy is not installed
-    with pytest.raises(UserInputError, match=r"pip install spanroberta\[spacy\]"):
+    with pytest.raises(UserInputError, match=r'pip install -e "\.\[spacy\]"'):
         build_masking_units("named-entity", wiki_tokenizer, None, spacy_model="en_core_web_sm")
 
 
