@@ -83,7 +83,8 @@ def run_script(arguments: list[str], log: Path) -> float:
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         tail = log.read_text(encoding="utf-8")[-3000:]
-        raise SystemExit(f"{Path(arguments[0]).name} failed (exit {done.returncode}); the end of its log {log}:\n{tail}")
+        raise SystemExit(f"{Path(arguments[0]).name} failed (exit {done.returncode}); the end of its log {log}:\n"
+                         f"{tail}")
     return seconds
 
 
@@ -92,6 +93,11 @@ def unit_results(task: Task, prepared: Prepared, output: Path, wall_seconds: flo
     training loss and seconds, and the unit's wall seconds (the script's process, data loading included)."""
     files = {row.results_file for row in task.rows}
     scores = {name: json.loads((output / name).read_text()) for name in sorted(files)}
+    for row in task.rows:
+        if row.metric not in scores[row.results_file]:
+            raise SystemExit(f"{task.script} wrote no {row.metric} to {output / row.results_file} (it holds "
+                             f"{', '.join(scores[row.results_file])}); the task's row in task_catalog.py names "
+                             "the key its score is read from.")  # fmt: skip
     rows = {row.label: {"metric": row.metric, "score": row.scale * scores[row.results_file][row.metric],
                         "floor": prepared.floors[row.label]} for row in task.rows}  # fmt: skip
     trained = json.loads((output / "train_results.json").read_text())
@@ -129,7 +135,8 @@ def run_task(task: Task, size_name: str, seeds: list[int], model: Path, checkpoi
                     "data": prepared.data}  # fmt: skip
         path = write_record(BENCHMARK, settings, results, started=started, results_dir=records_dir,
                             name=f"{size_name}-{task.name}-seed{seed}")  # fmt: skip
-        shown = ", ".join(f"{label} {row['score']:.1f} (floor {row['floor']:.1f})" for label, row in results["rows"].items())
+        shown = ", ".join(f"{label} {row['score']:.1f} (floor {row['floor']:.1f})"
+                          for label, row in results["rows"].items())  # fmt: skip
         print(f"{task.name} seed {seed}: {shown}, {wall:.0f} s -> {path}", flush=True)
 
 

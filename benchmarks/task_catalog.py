@@ -10,7 +10,6 @@ MRQA (on SQuAD v2.0 it is right on every unanswerable question), and no mention 
 
 from __future__ import annotations
 
-import collections
 import gzip
 import json
 from collections.abc import Callable
@@ -246,7 +245,8 @@ TASKS: dict[str, Task] = {task.name: task for task in (
         Row("STS-B", "eval_spearmanr", "Spearman corr.", 100, "finetuning.md",
             published=Published(85.8, BERT_BASE, GLUE_TEST)),)),
     Task("rte", "run_glue.py", prepare_glue("rte", "RTE"), (
-        Row("RTE", "eval_accuracy", "accuracy", 100, "finetuning.md", published=Published(66.4, BERT_BASE, GLUE_TEST)),)),
+        Row("RTE", "eval_accuracy", "accuracy", 100, "finetuning.md",
+            published=Published(66.4, BERT_BASE, GLUE_TEST)),)),
     Task("race_middle", "run_race.py", prepare_race("middle"), (
         Row("RACE middle", "eval_accuracy", "accuracy", 100, "finetuning.md",
             published=Published(86.5, "RoBERTa-large (355M)", ROBERTA_RACE)),)),
@@ -310,6 +310,7 @@ SIZES: dict[str, Size] = {
         **{name: Budget(16, 16, 64, 8, 1e-3, 1) for name in TASKS},
         **{name: Budget(16, 16, 128, 8, 1e-3, 1, {"doc_stride": 32}) for name in ("squad", "squad_v2", "mrqa")},
         **{name: Budget(16, 16, 64, 8, 1e-3, 1, {"max_qa_length": 32}) for name in ("race_middle", "race_high")},
-        "coref": Budget(2, 1, 64, 1, 1e-3, 1, {"max_train_segments": 1, "ffnn_size": 32, **COREF_EVAL}, gap_examples=16),
+        "coref": Budget(2, 1, 64, 1, 1e-3, 1, {"max_train_segments": 1, "ffnn_size": 32, **COREF_EVAL},
+                        gap_examples=16),
     }),
 }
