@@ -170,7 +170,7 @@ def prepare_race(level: str) -> Callable[[Path, Budget], Prepared]:
                  "validation": write_jsonl(folder / f"race-{level}-dev.jsonl", sample(dev, budget.eval))}
         flags = ["--train_file", str(files["train"]), "--validation_file", str(files["validation"]),
                  "--max_seq_length", str(budget.length)]  # fmt: skip
-        return Prepared(flags, {f"RACE {level}": 100 * max(floor("race", files), 0.25)},
+        return Prepared(flags, {f"RACE {level}": 100 * floor("race", files)},
                         {"split": f"RACE train.{level} (sampled) and dev.{level}"})
 
     return prepare
