@@ -5,7 +5,7 @@ records its score beside the task's floor and, for context, a published score. S
 
     python benchmarks/fetch_checkpoint.py                   # once: all-MiniLM-L6-v2 into benchmarks/.cache
     python benchmarks/bench_tasks.py --size cpu             # each task aimed at ~20 minutes on 2 CPU cores
-    python benchmarks/bench_tasks.py --size gpu             # the whole shared data, ~10 minutes on one H100
+    python benchmarks/bench_tasks.py --size gpu             # the whole shared data, ~10 minutes a seed on one H100
     python benchmarks/bench_tasks.py --size toy --tasks rte semeval   # a tiny random model: a rehearsal
 
 The tasks, their splits, floors and budgets are in task_catalog.py. Each (task, seed) unit writes one record,
