@@ -11,8 +11,8 @@ record of each setting. A region whose name this script does not know is an erro
     python benchmarks/make_tables.py --check    # exit 1 and name each stale region, without writing
 
 Known regions: the names in RENDERERS (headline, gpu, pretraining-step, heads, collator, trainer, data-prep,
-corpus-scaling, tasks, finetuning-parity, parity-findings, qa-pipeline), and ablation-<config> for each
-configs/ablations/<config>.yaml.
+corpus-scaling, tasks, task-benchmark, task-scores, finetuning-parity, parity-findings, qa-pipeline), and
+ablation-<config> for each configs/ablations/<config>.yaml.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from tables_speed import (  # noqa: E402
     render_pretraining_step,
     render_trainer,
 )
+from tables_tasks import render_task_benchmark, render_task_scores  # noqa: E402
 
 # Markers stand on lines of their own (a marker quoted inside a sentence is text).
 REGION = re.compile(r"^<!-- generated:(?P<name>[\w.-]+) -->\n(?P<body>.*?)^<!-- /generated:(?P=name) -->$", re.S | re.M)
@@ -252,6 +253,8 @@ def render_qa_pipeline(context: Context) -> str:
 
 RENDERERS: dict[str, Callable[[Context], str]] = {
     "tasks": render_tasks,
+    "task-benchmark": render_task_benchmark,
+    "task-scores": render_task_scores,
     "qa-pipeline": render_qa_pipeline,
     "finetuning-parity": render_finetuning_parity,
     "parity-findings": render_parity_findings,
@@ -304,7 +307,8 @@ def regenerate(text: str, context: Context) -> tuple[str, list[str]]:
 
 
 def markdown_files(root: Path) -> list[Path]:
-    candidates = [root / "README.md", *(root / "benchmarks" / name for name in ("RESULTS.md", "ABLATIONS.md", "PARITY.md"))]
+    pages = ("RESULTS.md", "ABLATIONS.md", "PARITY.md", "TASKS.md")
+    candidates = [root / "README.md", *(root / "benchmarks" / name for name in pages)]
     return [path for path in candidates + sorted((root / "docs").glob("*.md")) if path.is_file()]
 
 

@@ -1,0 +1,174 @@
+#!/usr/bin/env python
+"""The task benchmark: fine-tunes one checkpoint on every task the project has, from ../shared/data, each task
+through its script's command line (run_squad.py, run_glue.py, run_race.py, run_relation.py, run_coref.py), and
+records its score beside the task's floor and, for context, a published score. See benchmarks/TASKS.md.
+
+    python benchmarks/fetch_checkpoint.py                   # once: all-MiniLM-L6-v2 into benchmarks/.cache
+    python benchmarks/bench_tasks.py --size cpu             # each task aimed at ~20 minutes on 2 CPU cores
+    python benchmarks/bench_tasks.py --size gpu             # the whole shared data, ~10 minutes a seed on one H100
+    python benchmarks/bench_tasks.py --size toy --tasks rte semeval   # a tiny random model: a rehearsal
+
+The tasks, their splits, floors and budgets are in task_catalog.py. Each (task, seed) unit writes one record,
+`tasks` with `settings.kind == "unit"`, under benchmarks/results/tasks/ when it finishes, and a unit whose record
+exists (same size, task, seed and checkpoint) is skipped: an interrupted run goes on where it stopped. The tables
+are generated from the records (tables_tasks.py, `python benchmarks/make_tables.py`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]  # spanroberta of this checkout; the sibling modules
+
+from parity_tasks import CHECKPOINT, CHECKPOINT_NAME, DATA  # noqa: E402
+from task_catalog import SIZES, TASKS, Budget, Prepared, Task  # noqa: E402
+
+from spanroberta.records import RunStart, read_records, start_run, write_record  # noqa: E402
+
+BENCHMARK = "tasks"
+TOY_CHECKPOINT = "toy: a randomly initialised 2-layer SpanRoberta (hidden 32, 2 heads) with a 1,000-id byte-level BPE"
+# Given to every script: linear decay after a 10% warm-up, AdamW's weight decay, nothing saved or reported.
+COMMON_FLAGS = {"warmup_steps": "0.1", "weight_decay": "0.01", "save_strategy": "no", "report_to": "none",
+                "logging_steps": "0.05", "per_device_eval_batch_size": "64"}  # fmt: skip
+
+
+def toy_checkpoint(folder: Path) -> Path:
+    """A tiny random SpanRoberta with a byte-level BPE trained on WikiText's validation text: what the toy size
+    fine-tunes, built in seconds."""
+    from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
+    from spanroberta.data.tokenizer import train_byte_level_bpe
+
+    lines = (DATA / "corpus" / "wiki.valid.raw").read_text(encoding="utf-8").splitlines()[:400]
+    tokenizer = train_byte_level_bpe(lines, vocab_size=1000, show_progress=False)
+    config = SpanRobertaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                               intermediate_size=64, pad_token_id=tokenizer.pad_token_id, bos_token_id=0,
+                               eos_token_id=2, max_span_targets=4, sbo_position_embedding_size=8)  # fmt: skip
+    SpanRobertaForPreTraining(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def script_flags(task: Task, budget: Budget, prepared: Prepared, model: Path, seed: int, size_flags: dict,
+                 output: Path) -> list[str]:  # fmt: skip
+    """The script's command line: the data, the budget, the seed; the task's options win over the common ones."""
+    flags = {**COMMON_FLAGS, **size_flags, "learning_rate": budget.learning_rate,
+             "per_device_train_batch_size": budget.batch, "num_train_epochs": budget.epochs, "seed": seed,
+             **budget.options}  # fmt: skip
+    return [str(ROOT / task.script), "--model_name_or_path", str(model), "--output_dir", str(output),
+            "--do_train", "--do_eval", *prepared.flags,
+            *(part for name, value in flags.items() for part in (f"--{name}", str(value)))]  # fmt: skip
+
+
+def run_script(arguments: list[str], log: Path) -> float:
+    """Runs a task's script in a process of its own (the way a user runs it); returns its wall seconds. A failed
+    run stops the benchmark with the end of its log."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    start = time.perf_counter()
+    with open(log, "w", encoding="utf-8") as output:
+        done = subprocess.run([sys.executable, *arguments], cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        tail = log.read_text(encoding="utf-8")[-3000:]
+        raise SystemExit(f"{Path(arguments[0]).name} failed (exit {done.returncode}); the end of its log {log}:\n"
+                         f"{tail}")
+    return seconds
+
+
+def unit_results(task: Task, prepared: Prepared, output: Path, wall_seconds: float) -> dict[str, Any]:
+    """The record's results: each row's score and floor (0-100), every value of the script's results files, the
+    training loss and seconds, and the unit's wall seconds (the script's process, data loading included)."""
+    files = {row.results_file for row in task.rows}
+    scores = {name: json.loads((output / name).read_text()) for name in sorted(files)}
+    for row in task.rows:
+        if row.metric not in scores[row.results_file]:
+            raise SystemExit(f"{task.script} wrote no {row.metric} to {output / row.results_file} (it holds "
+                             f"{', '.join(scores[row.results_file])}); the task's row in task_catalog.py names "
+                             "the key its score is read from.")  # fmt: skip
+    rows = {row.label: {"metric": row.metric, "score": row.scale * scores[row.results_file][row.metric],
+                        "floor": prepared.floors[row.label]} for row in task.rows}  # fmt: skip
+    trained = json.loads((output / "train_results.json").read_text())
+    return {"rows": rows, "scores": scores, "train_loss": trained.get("train_loss"),
+            "train_runtime": trained.get("train_runtime"), "wall_seconds": wall_seconds}  # fmt: skip
+
+
+def finished(records: list[dict], settings: dict[str, Any]) -> dict | None:
+    """The record of a unit already run with these settings (size, task, seed, checkpoint), if any."""
+    keys = ("kind", "size", "task", "seed", "checkpoint")
+    return next((r for r in records if all(r["settings"].get(key) == settings[key] for key in keys)), None)
+
+
+def run_task(task: Task, size_name: str, seeds: list[int], model: Path, checkpoint: str, work: Path,
+             records_dir: Path | None, process: RunStart) -> None:  # fmt: skip
+    """Every seed of one task not yet recorded: the data written once, then one script run and record per seed."""
+    size = SIZES[size_name]
+    budget = size.budgets[task.name]
+    base = {"kind": "unit", "size": size_name, "task": task.name, "checkpoint": checkpoint}
+    records = read_records(BENCHMARK, records_dir)
+    todo = [seed for seed in seeds if not finished(records, {**base, "seed": seed})]
+    if not todo:
+        print(f"{task.name}: every seed recorded already", flush=True)
+        return
+    folder = work / task.name
+    folder.mkdir(parents=True)
+    prepared = task.prepare(folder, budget)
+    for seed in todo:
+        started = start_run(process)
+        output = folder / f"seed{seed}"
+        arguments = script_flags(task, budget, prepared, model, seed, size.flags, output)
+        wall = run_script(arguments, folder / f"seed{seed}.log")
+        results = unit_results(task, prepared, output, wall)
+        settings = {**base, "seed": seed, "script": task.script, "budget": asdict(budget), "size_flags": size.flags,
+                    "data": prepared.data}  # fmt: skip
+        path = write_record(BENCHMARK, settings, results, started=started, results_dir=records_dir,
+                            name=f"{size_name}-{task.name}-seed{seed}")  # fmt: skip
+        shown = ", ".join(f"{label} {row['score']:.1f} (floor {row['floor']:.1f})"
+                          for label, row in results["rows"].items())  # fmt: skip
+        print(f"{task.name} seed {seed}: {shown}, {wall:.0f} s -> {path}", flush=True)
+
+
+def parse_args(args: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", choices=sorted(SIZES), default="cpu")
+    parser.add_argument("--tasks", nargs="+", choices=list(TASKS), help="Default: every task.")
+    parser.add_argument("--seeds", nargs="+", type=int, help="Default: the size's seeds.")
+    parser.add_argument("--model", type=Path, default=CHECKPOINT,
+                        help="The checkpoint to fine-tune (default: all-MiniLM-L6-v2 of `make checkpoint`, or "
+                             "$SPANROBERTA_MINILM); the toy size builds its own.")  # fmt: skip
+    parser.add_argument("--records_dir", type=Path, help="Default: benchmarks/results (or $SPANROBERTA_RECORDS_DIR).")
+    return parser.parse_args(args)
+
+
+def main(args: list[str] | None = None) -> None:
+    options = parse_args(args)
+    process = start_run()
+    if not (DATA / "squad" / "dev-v1.1.json").is_file():
+        raise SystemExit(f"The task benchmark reads every task's data from {DATA}, which is absent on this machine.")
+    toy = options.size == "toy"
+    if not toy and not (options.model / "config.json").is_file():
+        raise SystemExit(f"No checkpoint at {options.model}: run `make checkpoint` (all-MiniLM-L6-v2 into "
+                         "benchmarks/.cache), point $SPANROBERTA_MINILM at one, or pass --model.")  # fmt: skip
+    seeds = options.seeds or list(SIZES[options.size].seeds)
+    with tempfile.TemporaryDirectory(prefix="bench-tasks-") as folder:
+        work = Path(folder)
+        model = toy_checkpoint(work / "toy-model") if toy else options.model
+        checkpoint = TOY_CHECKPOINT if toy else CHECKPOINT_NAME if options.model == CHECKPOINT else str(options.model)
+        for name in options.tasks or list(TASKS):
+            run_task(TASKS[name], options.size, seeds, model, checkpoint, work, options.records_dir, process)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""The task benchmark's tables (bench_tasks.py, its records under benchmarks/results/tasks/): the table of every task
+in benchmarks/TASKS.md, and each docs page's line of the scores of its tasks.
+
+A row's score is the mean over the seeds recorded, with the sample standard deviation; it is clear of the floor when
+the mean less two standard errors is above the floor by a tenth of the way from the floor to a perfect score
+(parity_summary.FLOOR_MARGIN, the parity benchmark's rule), so that a model that still gives the constant answer
+for all but a handful of examples does not count as having learned the task.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from parity_summary import FLOOR_MARGIN, spread
+from parity_tasks import CHECKPOINT_NAME
+from tables_format import Context, fmt_number, markdown_table, none_yet
+from task_catalog import TASKS, Row
+
+BENCHMARK = "tasks"
+COMMAND = "python benchmarks/bench_tasks.py --size cpu"
+SIZE_ORDER = ("gpu", "cpu", "toy")  # the fullest size first
+
+
+def newest_units(records: Sequence[dict]) -> dict[tuple[str, str, str, int], dict]:
+    """The newest record of each (checkpoint, size, task, seed): a rerun replaces an older one."""
+    units = {}
+    for record in sorted(records, key=lambda record: record.get("date", "")):
+        settings = record["settings"]
+        if settings.get("kind") == "unit":
+            units[(settings["checkpoint"], settings["size"], settings["task"], settings["seed"])] = record
+    return units
+
+
+def row_summaries(records: Sequence[dict], checkpoint: str, size: str) -> dict[str, dict[str, Any]]:
+    """Per row label: the score's spread over seeds, the floor, the wall seconds' mean, and the records."""
+    found: dict[str, list[dict]] = {}
+    for (name, size_name, task, _), record in newest_units(records).items():
+        if (name, size_name) == (checkpoint, size):
+            found.setdefault(task, []).append(record)
+    summaries = {}
+    for task, task_records in found.items():
+        for row in TASKS[task].rows:
+            values = [r["results"]["rows"][row.label] for r in task_records]
+            summaries[row.label] = {
+                "score": spread([value["score"] for value in values]), "floor": values[0]["floor"],
+                "wall_seconds": statistics.fmean(r["results"]["wall_seconds"] for r in task_records),
+                "records": task_records,
+            }  # fmt: skip
+    return summaries
+
+
+def clear_of_floor(summary: dict[str, Any]) -> bool:
+    score, floor = summary["score"], summary["floor"]
+    error = score["sd"] / math.sqrt(score["n"]) if score["sd"] is not None else 0.0
+    return score["mean"] - 2 * error >= floor + FLOOR_MARGIN * (100 - floor)
+
+
+def fmt_score(summary: dict[str, Any]) -> str:
+    score = summary["score"]
+    spread_text = f" ± {score['sd']:.1f}" if score["sd"] is not None else ""
+    seeds = "1 seed" if score["n"] == 1 else f"{score['n']} seeds"
+    return f"**{score['mean']:.1f}**{spread_text} ({seeds})"
+
+
+def fmt_published(row: Row) -> str:
+    published = row.published
+    return "-" if published is None else f"{published.score:.1f}, {published.model}; {published.source}"
+
+
+def _size_table(context: Context, records: Sequence[dict], checkpoint: str, size: str) -> str:
+    summaries = row_summaries(records, checkpoint, size)
+    lines = []
+    for task in TASKS.values():
+        for row in task.rows:
+            summary = summaries.get(row.label)
+            if summary is None:
+                lines.append([row.label, row.metric_name, "not yet run", "-", "-", "-", fmt_published(row), "-"])
+                continue
+            links = ", ".join(context.link(record) for record in summary["records"])
+            lines.append([row.label, row.metric_name, fmt_score(summary), f"{summary['floor']:.1f}",
+                          "yes" if clear_of_floor(summary) else "**no**", fmt_number(summary["wall_seconds"]),
+                          fmt_published(row), links])  # fmt: skip
+    header = ["task", "metric", "score (0-100), mean ± sd", "floor", "clear of floor", "wall s per seed",
+              "published, for context", "records"]  # fmt: skip
+    return f"**{checkpoint}**, size `{size}`:\n\n" + markdown_table(header, lines)
+
+
+def groups(records: Sequence[dict]) -> list[tuple[str, str]]:
+    """The (checkpoint, size) pairs recorded, the real checkpoint first, then the fullest size first."""
+    found = {(checkpoint, size) for checkpoint, size, _, _ in newest_units(records)}
+    return sorted(found, key=lambda pair: (pair[0] != CHECKPOINT_NAME, pair[0], SIZE_ORDER.index(pair[1])))
+
+
+def render_task_benchmark(context: Context) -> str:
+    """benchmarks/TASKS.md: a table per checkpoint and size recorded."""
+    records = context.records(BENCHMARK)
+    if not newest_units(records):
+        return none_yet(COMMAND)
+    return "\n\n".join(_size_table(context, records, checkpoint, size) for checkpoint, size in groups(records))
+
+
+def _score_line(context: Context, row: Row, records: Sequence[dict]) -> str:
+    page = Path(os.path.relpath(context.root / "benchmarks" / "TASKS.md", context.markdown.parent)).as_posix()
+    for size in SIZE_ORDER[:2]:
+        summary = row_summaries(records, CHECKPOINT_NAME, size).get(row.label)
+        if summary is not None:
+            verdict = "clear of" if clear_of_floor(summary) else "not clear of"
+            return (f"- {row.label}, {row.metric_name}: {fmt_score(summary)}, {verdict} its floor "
+                    f"{summary['floor']:.1f}; all-MiniLM-L6-v2, size `{size}` ([task benchmark]({page})).")
+    task = next(name for name, task in TASKS.items() if row in task.rows)
+    return f"- {row.label}, {row.metric_name}: not yet run (`{COMMAND} --tasks {task}`)."
+
+
+def render_task_scores(context: Context) -> str:
+    """A docs page's tasks: the score the task benchmark got from the real checkpoint, the gpu size's where
+    recorded, else the cpu size's, or that it has not run."""
+    records = context.records(BENCHMARK)
+    rows = [row for task in TASKS.values() for row in task.rows if row.docs == context.markdown.name]
+    return "\n".join(_score_line(context, row, records) for row in rows) or "No task of this page is benchmarked."
+

@@ -1,0 +1,317 @@
+"""The tasks of the task benchmark (bench_tasks.py): for each, the data it reads from ../shared/data and how it is
+split, the script that fine-tunes on it, the rows it gives the table (the score's key in the script's results, its
+floor and a published score for context), and its budget at each size.
+
+A floor is what a model that learned nothing scores on the evaluation data, in the row's units (0-100): the best
+constant answer (the majority class for accuracy, "paraphrase" for MRPC's F1, no correlation for STS-B and CoLA,
+the most frequent relation for SemEval, the best of A, B, both and neither for GAP), an empty answer for SQuAD and
+MRQA (on SQuAD v2.0 it is right on every unanswerable question), and no mention found for LitBank.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from parity_tasks import DATA, SQUAD_TRAIN_ARTICLES, TaskSize, floor, glue_files, sample, squad_v1_scores, write_jsonl
+
+from spanroberta.metrics.gap import GapDecision, gap_scores
+from spanroberta.metrics.relation import semeval_score
+from spanroberta.tasks.gap import read_gap
+
+SQUAD_V2_TRAIN_ARTICLES = 6  # of the shared part's 8 articles; the last 2 evaluate
+SEMEVAL_TRAIN, SEMEVAL_EVAL = 7000, 1000  # the first 7,000 of the 8,000 shared sentences train, the last 1,000 evaluate
+LITBANK_TRAIN = 80  # documents sorted by name: the first 80 train, the last 10 evaluate
+GAP_FILE = DATA / "coref" / "gap" / "gap-development.tsv"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One task's data and hyperparameters at one size. Samples are drawn with seed 0 (parity_tasks.sample), so
+    every seed of a size sees the same examples."""
+
+    train: int | None  # training examples (questions, sentences, documents); None: all of the split
+    eval: int | None  # evaluation examples; None: all
+    length: int  # tokens per input (per option for RACE, per segment for coreference)
+    batch: int
+    learning_rate: float
+    epochs: float
+    options: dict[str, Any] = field(default_factory=dict)  # further flags of the task's script
+    gap_examples: int | None = None  # coreference: the first N GAP development examples (None: all 2,000)
+
+
+@dataclass(frozen=True)
+class Published:
+    """A published score for context: never the same model or data as the benchmark's."""
+
+    score: float
+    model: str  # with its size
+    source: str  # paper and table
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the table: the score at `metric` of the script's `results_file`, times `scale` (0-100)."""
+
+    label: str
+    metric: str
+    metric_name: str
+    scale: float
+    docs: str  # the docs page that shows this row's latest score
+    results_file: str = "eval_results.json"
+    published: Published | None = None
+
+
+@dataclass
+class Prepared:
+    """A task's data written for one size: the script's data flags, each row's floor (0-100), and a description
+    of the data for the record."""
+
+    flags: list[str]
+    floors: dict[str, float]
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    script: str
+    prepare: Callable[[Path, Budget], Prepared]
+    rows: tuple[Row, ...]
+
+
+# --- SQuAD v1.1, v2.0 and MRQA: split by article ---
+
+
+def split_by_article(source: Path, train_articles: int, budget: Budget, folder: Path) -> dict[str, Path]:
+    """Official nested SQuAD JSON split by article (the same contexts never meet), questions sampled."""
+    document = json.loads(source.read_text(encoding="utf-8"))
+    articles = document["data"]
+    files = {}
+    for split, part, count in (("train", articles[:train_articles], budget.train),
+                               ("validation", articles[train_articles:], budget.eval)):  # fmt: skip
+        keep = {qa["id"] for qa in sample([qa for a in part for p in a["paragraphs"] for qa in p["qas"]], count)}
+        kept = [{"title": a["title"], "paragraphs": [
+            {"context": p["context"], "qas": [qa for qa in p["qas"] if qa["id"] in keep]} for p in a["paragraphs"]]}
+            for a in part]  # fmt: skip
+        files[split] = folder / f"{source.stem}-{split}.json"
+        files[split].write_text(json.dumps({"version": document["version"], "data": kept}), encoding="utf-8")
+    return files
+
+
+def _squad_flags(files: dict[str, Path], budget: Budget) -> list[str]:
+    return ["--train_file", str(files["train"]), "--validation_file", str(files["validation"]),
+            "--max_seq_length", str(budget.length)]  # fmt: skip
+
+
+def prepare_squad(folder: Path, budget: Budget) -> Prepared:
+    files = split_by_article(DATA / "squad" / "dev-v1.1.json", SQUAD_TRAIN_ARTICLES, budget, folder)
+    return Prepared(_squad_flags(files, budget), {"SQuAD v1.1": floor("squad", files)},
+                    {"split": f"dev-v1.1.json articles 1-{SQUAD_TRAIN_ARTICLES} train, the rest evaluate"})
+
+
+def prepare_squad_v2(folder: Path, budget: Budget) -> Prepared:
+    files = split_by_article(DATA / "squad" / "dev-v2.0.part-a.json", SQUAD_V2_TRAIN_ARTICLES, budget, folder)
+    questions = [qa for a in json.loads(files["validation"].read_text())["data"] for p in a["paragraphs"]
+                 for qa in p["qas"]]  # fmt: skip
+    # evaluate-v2.0.py scores an empty answer 1 on an unanswerable question and 0 on an answerable one.
+    empty_answer = 100 * sum(qa["is_impossible"] for qa in questions) / len(questions)
+    return Prepared(_squad_flags(files, budget) + ["--version_2_with_negative"], {"SQuAD v2.0": empty_answer},
+                    {"split": f"dev-v2.0.part-a.json articles 1-{SQUAD_V2_TRAIN_ARTICLES} train, the rest evaluate"})
+
+
+def prepare_mrqa(folder: Path, budget: Budget) -> Prepared:
+    """Trains on SQuAD v1.1's first 36 articles, evaluates on MRQA's SQuAD dev lines of the last 12 (the first
+    `budget.eval` questions, run_squad.py's --max_eval_samples)."""
+    files = split_by_article(DATA / "squad" / "dev-v1.1.json", SQUAD_TRAIN_ARTICLES, budget, folder)
+    articles = json.loads((DATA / "squad" / "dev-v1.1.json").read_text(encoding="utf-8"))["data"]
+    held_out = {p["context"] for a in articles[SQUAD_TRAIN_ARTICLES:] for p in a["paragraphs"]}
+    with gzip.open(DATA / "mrqa" / "SQuAD-dev.jsonl.gz", "rt", encoding="utf-8") as source:
+        header, *lines = [json.loads(line) for line in source]
+    kept = [line for line in lines if line["context"] in held_out]
+    validation = folder / "SQuAD-dev-held-out.jsonl.gz"
+    with gzip.open(validation, "wt", encoding="utf-8") as target:
+        target.write("".join(json.dumps(row) + "\n" for row in [header, *kept]))
+    questions = [qa for line in kept for qa in line["qas"]][: budget.eval]
+    empty = squad_v1_scores({qa["qid"]: qa["answers"] for qa in questions}, {})["f1"]
+    flags = ["--train_file", str(files["train"]), "--validation_file", str(validation), "--max_seq_length",
+             str(budget.length)] + (["--max_eval_samples", str(budget.eval)] if budget.eval else [])  # fmt: skip
+    return Prepared(flags, {"MRQA SQuAD": empty},
+                    {"split": f"dev-v1.1.json articles 1-{SQUAD_TRAIN_ARTICLES} train, MRQA's SQuAD-dev lines of the "
+                              "rest evaluate", "eval_contexts": len(kept)})  # fmt: skip
+
+
+# --- GLUE, RACE, SemEval ---
+
+
+def prepare_glue(task: str, label: str) -> Callable[[Path, Budget], Prepared]:
+    def prepare(folder: Path, budget: Budget) -> Prepared:
+        files = glue_files(folder, task, TaskSize(budget.train, budget.eval, budget.length, 0, 0, 0))
+        labels = [json.loads(line)["label"] for line in files["validation"].read_text().splitlines()]
+        # A constant answer has no correlation (CoLA's Matthews, STS-B's Pearson); otherwise parity's floor.
+        constant = 0.0 if task in ("cola", "stsb") else 100 * floor(task, files)
+        flags = ["--task_name", task, "--train_file", str(files["train"]), "--validation_file",
+                 str(files["validation"]), "--max_seq_length", str(budget.length)]  # fmt: skip
+        return Prepared(flags, {label: constant}, {"split": "GLUE train (sampled) and dev", "eval": len(labels)})
+
+    return prepare
+
+
+def prepare_race(level: str) -> Callable[[Path, Budget], Prepared]:
+    def prepare(folder: Path, budget: Budget) -> Prepared:
+        with gzip.open(DATA / "race" / f"train.{level}.jsonl.gz", "rt", encoding="utf-8") as file:
+            train = [json.loads(line) for line in file]
+        dev = [json.loads(line) for line in (DATA / "race" / f"dev.{level}.jsonl").read_text().splitlines()]
+        files = {"train": write_jsonl(folder / f"race-{level}-train.jsonl", sample(train, budget.train)),
+                 "validation": write_jsonl(folder / f"race-{level}-dev.jsonl", sample(dev, budget.eval))}
+        flags = ["--train_file", str(files["train"]), "--validation_file", str(files["validation"]),
+                 "--max_seq_length", str(budget.length)]  # fmt: skip
+        return Prepared(flags, {f"RACE {level}": 100 * floor("race", files)},
+                        {"split": f"RACE train.{level} (sampled) and dev.{level}"})
+
+    return prepare
+
+
+def best_constant_semeval(relations: list[str]) -> float:
+    """The best macro F1 (0-100) of one relation answered for every sentence."""
+    return 100 * max(semeval_score([label] * len(relations), relations)["f1"] for label in set(relations))
+
+
+def prepare_semeval(folder: Path, budget: Budget) -> Prepared:
+    sentences = json.loads((DATA / "relation" / "semeval2010_task8" / "train.json").read_text(encoding="utf-8"))
+    train = sentences[:SEMEVAL_TRAIN][: budget.train]
+    dev = sample(sentences[-SEMEVAL_EVAL:], budget.eval)
+    (folder / "semeval-train.json").write_text(json.dumps(train), encoding="utf-8")
+    (folder / "semeval-dev.json").write_text(json.dumps(dev), encoding="utf-8")
+    flags = ["--train_file", str(folder / "semeval-train.json"), "--validation_file", str(folder / "semeval-dev.json"),
+             "--scorer", "semeval", "--max_seq_length", str(budget.length)]  # fmt: skip
+    return Prepared(flags, {"SemEval-2010 Task 8": best_constant_semeval([row["relation"] for row in dev])},
+                    {"split": f"the first {len(train)} of the first {SEMEVAL_TRAIN} sentences train, of the last "
+                              f"{SEMEVAL_EVAL} {len(dev)} evaluate"})  # fmt: skip
+
+
+# --- coreference: LitBank, and GAP resolved by the LitBank model ---
+
+
+def best_constant_gap(path: Path) -> float:
+    """The best overall F1 (0-100) of one answer (A, B, both or neither) given for every GAP pronoun."""
+    examples = read_gap(path)
+    return 100 * max(gap_scores(GapDecision(e.pronoun, e.a_coref, e.b_coref, a, b) for e in examples)["overall_f1"]
+                     for a in (False, True) for b in (False, True))  # fmt: skip
+
+
+def prepare_coref(folder: Path, budget: Budget) -> Prepared:
+    gap = folder / "gap-development.tsv"
+    lines = GAP_FILE.read_text(encoding="utf-8").splitlines(keepends=True)
+    gap.write_text("".join(lines[: 1 + budget.gap_examples] if budget.gap_examples else lines), encoding="utf-8")
+    litbank = DATA / "coref" / "litbank"
+    evaluated = f"{LITBANK_TRAIN}:{LITBANK_TRAIN + budget.eval}" if budget.eval else f"{LITBANK_TRAIN}:"
+    flags = ["--train_file", str(litbank), "--train_documents", f":{budget.train or LITBANK_TRAIN}",
+             "--validation_file", str(litbank), "--eval_documents", evaluated, "--keep_singletons",
+             "--gap_file", str(gap), "--max_segment_length", str(budget.length)]  # fmt: skip
+    split = (f"LitBank documents by name: the first {budget.train or LITBANK_TRAIN} train, {evaluated} evaluate; "
+             f"the first {budget.gap_examples or 'all'} GAP development examples resolved by the LitBank model")
+    # No mention found scores 0 on every CoNLL metric.
+    return Prepared(flags, {"LitBank": 0.0, "GAP": best_constant_gap(gap)}, {"split": split})
+
+
+# --- the tasks, their rows, and the published scores shown for context ---
+
+BERT_BASE, BERT_LARGE = "BERT-base (110M)", "BERT-large (340M)"
+GLUE_TEST = "Devlin et al. 2019, Table 1 (GLUE test set)"
+ROBERTA_RACE = "Liu et al. 2019 (RoBERTa), Table 7 (RACE test set)"
+
+TASKS: dict[str, Task] = {task.name: task for task in (
+    Task("squad", "run_squad.py", prepare_squad, (
+        Row("SQuAD v1.1", "eval_f1", "F1", 1, "finetuning.md",
+            published=Published(88.5, BERT_BASE, "Devlin et al. 2019, Table 2 (SQuAD v1.1 dev)")),)),
+    Task("squad_v2", "run_squad.py", prepare_squad_v2, (
+        Row("SQuAD v2.0", "eval_f1", "F1", 1, "finetuning.md",
+            published=Published(81.9, BERT_LARGE, "Devlin et al. 2019, Table 3 (SQuAD v2.0 dev)")),)),
+    Task("mrqa", "run_squad.py", prepare_mrqa, (Row("MRQA SQuAD", "eval_SQuAD_f1", "F1", 1, "mrqa.md"),)),
+    Task("cola", "run_glue.py", prepare_glue("cola", "CoLA"), (
+        Row("CoLA", "eval_matthews_correlation", "Matthews corr.", 100, "finetuning.md",
+            published=Published(52.1, BERT_BASE, GLUE_TEST)),)),
+    Task("sst2", "run_glue.py", prepare_glue("sst2", "SST-2"), (
+        Row("SST-2", "eval_accuracy", "accuracy", 100, "finetuning.md",
+            published=Published(93.5, BERT_BASE, GLUE_TEST)),)),
+    Task("mrpc", "run_glue.py", prepare_glue("mrpc", "MRPC"), (
+        Row("MRPC", "eval_f1", "F1", 100, "finetuning.md", published=Published(88.9, BERT_BASE, GLUE_TEST)),)),
+    Task("stsb", "run_glue.py", prepare_glue("stsb", "STS-B"), (
+        Row("STS-B", "eval_spearmanr", "Spearman corr.", 100, "finetuning.md",
+            published=Published(85.8, BERT_BASE, GLUE_TEST)),)),
+    Task("rte", "run_glue.py", prepare_glue("rte", "RTE"), (
+        Row("RTE", "eval_accuracy", "accuracy", 100, "finetuning.md",
+            published=Published(66.4, BERT_BASE, GLUE_TEST)),)),
+    Task("race_middle", "run_race.py", prepare_race("middle"), (
+        Row("RACE middle", "eval_accuracy", "accuracy", 100, "finetuning.md",
+            published=Published(86.5, "RoBERTa-large (355M)", ROBERTA_RACE)),)),
+    Task("race_high", "run_race.py", prepare_race("high"), (
+        Row("RACE high", "eval_accuracy", "accuracy", 100, "finetuning.md",
+            published=Published(81.3, "RoBERTa-large (355M)", ROBERTA_RACE)),)),
+    Task("semeval", "run_relation.py", prepare_semeval, (
+        Row("SemEval-2010 Task 8", "eval_f1", "macro F1", 100, "relation-extraction.md"),)),
+    Task("coref", "run_coref.py", prepare_coref, (
+        Row("LitBank", "eval_conll_f1", "CoNLL F1", 100, "coreference.md"),
+        Row("GAP", "gap_overall_f1", "overall F1", 100, "coreference.md", results_file="gap_results.json"))),
+)}  # fmt: skip
+
+
+# --- the sizes ---
+
+
+@dataclass(frozen=True)
+class Size:
+    seeds: tuple[int, ...]
+    budgets: dict[str, Budget]
+    flags: dict[str, str] = field(default_factory=dict)  # given to every script at this size
+
+
+SQUAD_CPU = Budget(1500, 300, 256, 32, 1e-4, 2, {"doc_stride": 128})
+SQUAD_GPU = Budget(None, None, 384, 32, 1e-4, 2, {"doc_stride": 128})
+COREF_EVAL = {"per_device_eval_batch_size": 1}
+
+# cpu: each task aimed at about 20 minutes on 2 cores, sized from SQuAD's known rate there (1e-4, batch 32, length
+# 256, 2 epochs of a few thousand questions: F1 about 46 in 45 minutes) and from the tokens each task trains on.
+# gpu: the whole shared data (RACE high sampled), one epoch of SST-2 and RACE; all tasks aimed at about 10 minutes a
+# seed on one H100 in bf16, most of a short unit being its process's start and tokenization.
+# toy: a tiny random model (bench_tasks.toy_checkpoint) on a few examples, for the test suite.
+SIZES: dict[str, Size] = {
+    "cpu": Size((0, 1), {
+        "squad": SQUAD_CPU, "squad_v2": SQUAD_CPU, "mrqa": SQUAD_CPU,
+        "cola": Budget(None, None, 64, 32, 1e-4, 3),
+        "sst2": Budget(20000, None, 64, 32, 1e-4, 1),
+        "mrpc": Budget(None, None, 128, 32, 1e-4, 3),
+        "stsb": Budget(None, None, 128, 32, 1e-4, 3),
+        "rte": Budget(None, None, 128, 16, 5e-5, 3),
+        "race_middle": Budget(1000, 400, 192, 8, 5e-5, 1, {"max_qa_length": 64}),
+        "race_high": Budget(1000, 400, 192, 8, 5e-5, 1, {"max_qa_length": 64}),
+        "semeval": Budget(None, None, 128, 32, 1e-4, 2),
+        "coref": Budget(None, None, 256, 1, 5e-5, 5, {"max_train_segments": 2, "ffnn_size": 300,
+                                                      "task_learning_rate": 3e-4, **COREF_EVAL}, gap_examples=500),
+    }),
+    "gpu": Size((0, 1, 2), {
+        "squad": SQUAD_GPU, "squad_v2": SQUAD_GPU, "mrqa": SQUAD_GPU,
+        "cola": Budget(None, None, 128, 32, 5e-5, 5),
+        "sst2": Budget(None, None, 128, 32, 5e-5, 1),
+        "mrpc": Budget(None, None, 128, 32, 5e-5, 5),
+        "stsb": Budget(None, None, 128, 32, 5e-5, 5),
+        "rte": Budget(None, None, 256, 16, 5e-5, 5),
+        "race_middle": Budget(None, None, 384, 16, 5e-5, 1, {"max_qa_length": 128}),
+        "race_high": Budget(15000, None, 384, 16, 5e-5, 1, {"max_qa_length": 128}),
+        "semeval": Budget(None, None, 128, 32, 5e-5, 5),
+        "coref": Budget(None, None, 384, 1, 5e-5, 8, {"max_train_segments": 3, "task_learning_rate": 3e-4,
+                                                       **COREF_EVAL}),
+    }, flags={"bf16": "true"}),
+    "toy": Size((0,), {
+        **{name: Budget(16, 16, 64, 8, 1e-3, 1) for name in TASKS},
+        **{name: Budget(16, 16, 128, 8, 1e-3, 1, {"doc_stride": 32}) for name in ("squad", "squad_v2", "mrqa")},
+        **{name: Budget(16, 16, 64, 8, 1e-3, 1, {"max_qa_length": 32}) for name in ("race_middle", "race_high")},
+        "coref": Budget(2, 1, 64, 1, 1e-3, 1, {"max_train_segments": 1, "ffnn_size": 32, **COREF_EVAL},
+                        gap_examples=16),
+    }),
+}

@@ -1,0 +1,129 @@
+"""The task benchmark (benchmarks/bench_tasks.py): its toy size runs tasks end to end through the scripts' command
+lines and records each unit once (a rerun skips it); the floors are what a constant answer scores; the splits keep
+the training and evaluation data apart; the table shows each row's mean and spread over seeds and whether it is
+clear of its floor."""
+
+import collections
+import csv
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import PROJECT_ROOT, shared_data
+
+sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
+
+import bench_tasks  # noqa: E402
+import task_catalog  # noqa: E402
+import tables_tasks  # noqa: E402
+from parity_tasks import CHECKPOINT_NAME  # noqa: E402
+from tables_format import Context  # noqa: E402
+
+from spanroberta.records import RunStart, provenance, read_records, write_record  # noqa: E402
+
+
+def test_the_toy_size_fine_tunes_two_tasks_end_to_end_and_a_rerun_skips_them(tmp_path, capsys):
+    shared_data("glue", "RTE")
+    shared_data("relation", "semeval2010_task8")
+    arguments = ["--size", "toy", "--tasks", "rte", "semeval", "--records_dir", str(tmp_path)]
+    bench_tasks.main(arguments)
+    records = read_records("tasks", tmp_path)
+    assert [r["settings"]["task"] for r in records] == ["rte", "semeval"]
+    for record in records:
+        task = task_catalog.TASKS[record["settings"]["task"]]
+        (row,) = task.rows
+        results = record["results"]
+        scores = results["scores"]["eval_results.json"]
+        assert results["rows"][row.label]["score"] == pytest.approx(100 * scores[row.metric])
+        assert 0 <= results["rows"][row.label]["floor"] <= 100
+        assert results["wall_seconds"] > 0 and record["settings"]["budget"]["train"] == 16
+        assert record["settings"]["checkpoint"] == bench_tasks.TOY_CHECKPOINT
+    # The RTE floor is the majority class of the 16 evaluation examples the toy size drew.
+    rte = records[0]["results"]
+    assert rte["scores"]["eval_results.json"]["eval_samples"] == 16
+    assert rte["rows"]["RTE"]["floor"] in {100 * k / 16 for k in range(8, 17)}
+
+    bench_tasks.main(arguments)  # every unit is recorded: nothing runs again
+    assert len(read_records("tasks", tmp_path)) == 2
+    assert "every seed recorded already" in capsys.readouterr().out
+
+
+def test_the_semeval_floor_is_the_best_single_relation_answered_everywhere():
+    relations = ["Cause-Effect(e1,e2)"] * 3 + ["Other"] * 5 + ["Component-Whole(e2,e1)"] * 2
+    # Cause-Effect(e1,e2) everywhere: its precision 3/10, recall 1; Component-Whole scores 0; macro over the 2.
+    precision = 3 / 10
+    assert task_catalog.best_constant_semeval(relations) == pytest.approx(100 * (2 * precision / (precision + 1)) / 2)
+
+
+def _gap_file(path: Path, golds: list[tuple[bool, bool]]) -> Path:
+    text = "Alice met Bella and she smiled."
+    header = ["ID", "Text", "Pronoun", "Pronoun-offset", "A", "A-offset", "A-coref", "B", "B-offset", "B-coref", "URL"]
+    with open(path, "w", encoding="utf-8", newline="") as file:
+        writer = csv.writer(file, delimiter="\t")
+        writer.writerow(header)
+        for i, (a, b) in enumerate(golds):
+            writer.writerow([f"t-{i}", text, "she", text.index("she"), "Alice", 0, str(a).upper(), "Bella",
+                             text.index("Bella"), str(b).upper(), "-"])  # fmt: skip
+    return path
+
+
+def test_the_gap_floor_is_the_best_of_a_b_both_and_neither(tmp_path):
+    # Answering A everywhere: 2 true positives, 1 false positive, no false negative: F1 0.8 (both: 0.5, B or
+    # neither: 0).
+    path = _gap_file(tmp_path / "gap.tsv", [(True, False), (True, False), (False, False)])
+    assert task_catalog.best_constant_gap(path) == pytest.approx(80.0)
+
+
+def test_squad_v2_is_split_by_article_and_its_floor_is_the_unanswerable_share(tmp_path):
+    source = shared_data("squad", "dev-v2.0.part-a.json")
+    budget = task_catalog.Budget(None, None, 128, 8, 1e-4, 1)
+    prepared = task_catalog.prepare_squad_v2(tmp_path, budget)
+    articles = json.loads(source.read_text())["data"]
+    held_out = [qa for a in articles[task_catalog.SQUAD_V2_TRAIN_ARTICLES:] for p in a["paragraphs"] for qa in p["qas"]]
+    expected = 100 * sum(qa["is_impossible"] for qa in held_out) / len(held_out)
+    assert prepared.floors == {"SQuAD v2.0": pytest.approx(expected)}
+    assert "--version_2_with_negative" in prepared.flags
+    contexts = {}
+    for split in ("train", "validation"):
+        data = json.loads((tmp_path / f"dev-v2.0.part-a-{split}.json").read_text())["data"]
+        contexts[split] = {p["context"] for a in data for p in a["paragraphs"]}
+    assert contexts["train"] and contexts["validation"] and not contexts["train"] & contexts["validation"]
+
+
+def test_a_glue_floor_is_the_majority_class_and_cola_has_none_above_zero(tmp_path):
+    dev = shared_data("glue", "RTE", "dev.tsv")
+    budget = task_catalog.Budget(None, None, 128, 8, 1e-4, 1)
+    with open(dev, encoding="utf-8", newline="") as file:
+        labels = [row["label"] for row in csv.DictReader(file, delimiter="\t", quoting=csv.QUOTE_NONE)]
+    majority = collections.Counter(labels).most_common(1)[0][1] / len(labels)
+    assert task_catalog.prepare_glue("rte", "RTE")(tmp_path, budget).floors == {"RTE": pytest.approx(100 * majority)}
+    assert task_catalog.prepare_glue("cola", "CoLA")(tmp_path, budget).floors == {"CoLA": 0.0}
+
+
+def _unit(records_dir: Path, task: str, seed: int, score: float, floor: float, size: str = "cpu") -> None:
+    (row,) = task_catalog.TASKS[task].rows
+    settings = {"kind": "unit", "size": size, "task": task, "seed": seed, "checkpoint": CHECKPOINT_NAME}
+    results = {"rows": {row.label: {"metric": row.metric, "score": score, "floor": floor}}, "wall_seconds": 100.0}
+    write_record("tasks", settings, results, started=RunStart(provenance(), [1.0, 1.0, 1.0]), results_dir=records_dir)
+
+
+def test_the_table_shows_the_spread_over_seeds_the_floor_and_the_newest_record_of_a_seed(tmp_path):
+    root = tmp_path / "checkout"
+    (root / "benchmarks").mkdir(parents=True)
+    (root / "docs").mkdir()
+    _unit(tmp_path, "squad", 0, 10.0, 0.0)  # replaced by the rerun of seed 0 below
+    _unit(tmp_path, "squad", 0, 50.0, 0.0)
+    _unit(tmp_path, "squad", 1, 52.0, 0.0)
+    _unit(tmp_path, "rte", 0, 53.0, 52.7)  # at the floor
+    table = tables_tasks.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
+    lines = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}
+    assert "**51.0** ± 1.4 (2 seeds) | 0.0 | yes | 100" in lines["SQuAD v1.1"]
+    assert "**53.0** (1 seed) | 52.7 | **no**" in lines["RTE"]
+    assert "not yet run" in lines["SemEval-2010 Task 8"] and "88.5, BERT-base" in lines["SQuAD v1.1"]
+    page = tables_tasks.render_task_scores(Context(tmp_path, root / "docs" / "finetuning.md", root))
+    assert "- SQuAD v1.1, F1: **51.0** ± 1.4 (2 seeds), clear of its floor 0.0; all-MiniLM-L6-v2, size `cpu`" in page
+    assert "- RTE, accuracy: **53.0** (1 seed), not clear of its floor 52.7" in page
+    assert "- CoLA, Matthews corr.: not yet run (`python benchmarks/bench_tasks.py --size cpu --tasks cola`)." in page
+    assert "LitBank" not in page  # coreference.md's
