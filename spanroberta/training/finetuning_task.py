@@ -119,6 +119,11 @@ class FineTuningTask:
             arguments = self.presets(arguments, given)
         return FineTuningRun(arguments, given)
 
+    def main(self, args: list[str] | None = None) -> dict[str, float]:
+        """The task's script: runs what the flags (or one JSON/YAML file of them) ask for; returns the evaluation
+        metrics (empty without --do_eval)."""
+        return run_task(self, args)
+
 
 def run_task(task: FineTuningTask, args: list[str] | None = None) -> dict[str, float]:
     """Runs what the flags (or one JSON/YAML file of them) ask for; returns the evaluation metrics (empty without
