@@ -85,8 +85,9 @@ class FineTuningTask:
     # The registry's name of the task, and the script that runs it (an ablation config's `script`).
     name: str
     script: str
-    # Every argument dataclass of the script: ModelArguments first, the training arguments last.
-    argument_classes: tuple[type, ...]
+    # The task's own argument dataclasses (its data flags, ...), which stand between ModelArguments and the
+    # training arguments on the command line.
+    task_arguments: tuple[type, ...]
     # Reads and checks the data of every split the run asks for, before a model is loaded.
     read: Callable[[FineTuningRun], Any]
     # The datasets by phase ("train" and "eval" go to the Trainer).
@@ -94,7 +95,8 @@ class FineTuningTask:
     collator: Callable[[FineTuningRun], Any]
     # The metrics of each split it scores ({"eval": {...}, "predict": {...}}), with its prediction files written.
     score: Callable[[FineTuningRun, Trainer], dict[str, dict[str, float]]]
-    # The model card's fields (Trainer.create_model_card's arguments).
+    # The model card's fields of the task (Trainer.create_model_card's arguments); `run_task` adds the checkpoint
+    # fine-tuned from and the language.
     model_card: Callable[[FineTuningRun], dict[str, Any]]
     # The head the checkpoint is loaded into (AutoModelForQuestionAnswering, ...), unless `build_model` is given.
     auto_class: type | None = None
@@ -111,6 +113,12 @@ class FineTuningTask:
     trainer_arguments: Callable[[FineTuningRun], dict[str, Any]] = lambda run: {}
     # How the trained model is saved (default: Trainer.save_model).
     save_model: Callable[[Trainer], None] | None = None
+    training_arguments: type = FinetuningArguments
+
+    @property
+    def argument_classes(self) -> tuple[type, ...]:
+        """Every argument dataclass of the script: ModelArguments first, the training arguments last."""
+        return (ModelArguments, *self.task_arguments, self.training_arguments)
 
     def parse(self, args: list[str] | None) -> FineTuningRun:
         """The flags (or one JSON/YAML file of them) parsed into the task's argument classes."""
@@ -160,7 +168,7 @@ def run_task(task: FineTuningTask, args: list[str] | None = None) -> dict[str, f
         # official scorer prints it.
         trainer.log_metrics(split, {name: "-" if value is None else value for name, value in metrics.items()})
         trainer.save_metrics(split, metrics)
-    publish(trainer, task.model_card(run))
+    publish(trainer, {"finetuned_from": run.model_args.model_name_or_path, "language": "en", **task.model_card(run)})
     finish_processes()
     return results.get("eval", {})
 

@@ -170,8 +170,7 @@ def score_relations(run: FineTuningRun, trainer: Trainer) -> dict[str, dict[str,
 def relation_card(run: FineTuningRun) -> dict[str, Any]:
     semeval = run.settings["task"].scorer == "semeval"
     dataset = "SemEval-2010 Task 8" if semeval else "TACRED-style relation classification"
-    return {"finetuned_from": run.model_args.model_name_or_path, "tasks": "text-classification", "language": "en",
-            "dataset": dataset}  # fmt: skip
+    return {"tasks": "text-classification", "dataset": dataset}
 
 
 def relation_metrics(run: FineTuningRun):
@@ -182,7 +181,7 @@ def relation_metrics(run: FineTuningRun):
 RELATION = FineTuningTask(
     name="relation",
     script="run_relation.py",
-    argument_classes=(ModelArguments, RelationDataArguments, FinetuningArguments),
+    task_arguments=(RelationDataArguments,),
     read=lambda run: read_phases(run.data_args, run.training_args),
     prepare=prepare_relation,
     build_model=build_relation_model,
