@@ -21,7 +21,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase, Trainer, set_seed
+from transformers import (
+    DataCollatorWithPadding,
+    PretrainedConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    Trainer,
+    set_seed,
+)
 
 from .cli import parse_arguments
 from .distributed import finish_processes
@@ -82,9 +89,8 @@ class FineTuningTask:
     """What one fine-tuning task is: its flags and the stages that are its own. Each hook takes the
     `FineTuningRun` (which holds what the earlier stages left) in the order `run_task` calls them."""
 
-    # The registry's name of the task, and the script that runs it (an ablation config's `script`).
+    # The registry's name of the task; its script is run_{name}.py.
     name: str
-    script: str
     # The task's own argument dataclasses (its data flags, ...), which stand between ModelArguments and the
     # training arguments on the command line.
     task_arguments: tuple[type, ...]
@@ -92,7 +98,6 @@ class FineTuningTask:
     read: Callable[[FineTuningRun], Any]
     # The datasets by phase ("train" and "eval" go to the Trainer).
     encode: Callable[[FineTuningRun], dict[str, Any]]
-    collator: Callable[[FineTuningRun], Any]
     # The metrics of each split it scores ({"eval": {...}, "predict": {...}}), with its prediction files written.
     score: Callable[[FineTuningRun, Trainer], dict[str, dict[str, float]]]
     # The model card's fields of the task (Trainer.create_model_card's arguments); `run_task` adds the checkpoint
@@ -107,6 +112,7 @@ class FineTuningTask:
     config_overrides: Callable[[FineTuningRun], dict[str, Any]] | None = None
     # The checks and settings that need the checkpoint's config and tokenizer, before its weights are loaded.
     prepare: Callable[[FineTuningRun], None] = check_model_length
+    collator: Callable[[FineTuningRun], Any] = padding_collator(DataCollatorWithPadding)
     compute_metrics: Callable[[FineTuningRun], Callable | None] = lambda run: None
     trainer_class: type[Trainer] = Trainer
     # Further arguments of `trainer_class` (coreference's task learning rate).
@@ -114,6 +120,11 @@ class FineTuningTask:
     # How the trained model is saved (default: Trainer.save_model).
     save_model: Callable[[Trainer], None] | None = None
     training_arguments: type = FinetuningArguments
+
+    @property
+    def script(self) -> str:
+        """The script that runs the task (an ablation config's `script`)."""
+        return f"run_{self.name}.py"
 
     @property
     def argument_classes(self) -> tuple[type, ...]:

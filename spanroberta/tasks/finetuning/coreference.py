@@ -227,7 +227,6 @@ def score_coreference(run: FineTuningRun, trainer: Trainer) -> dict[str, dict[st
 
 COREFERENCE = FineTuningTask(
     name="coref",
-    script="run_coref.py",
     task_arguments=(CorefDataArguments, CorefHeadArguments),
     training_arguments=CorefTrainingArguments,
     # --preset's settings, where the flags were not given.

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from datasets import DatasetDict
-from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer
+from transformers import AutoModelForSequenceClassification, Trainer
 
 from ...metrics.glue import logits_to_predictions
 from ...training.cli import apply_defaults
-from ...training.finetuning_task import FineTuningRun, FineTuningTask, padding_collator
+from ...training.finetuning_task import FineTuningRun, FineTuningTask
 from ...training.validation import check_range
 from ..glue import (
     GlueTask,
@@ -171,14 +171,12 @@ def glue_card(run: FineTuningRun) -> dict[str, Any]:
 
 GLUE = FineTuningTask(
     name="glue",
-    script="run_glue.py",
     task_arguments=(GlueDataArguments,),
     presets=apply_task_preset,
     read=read_glue,
     config_overrides=lambda run: glue_config_overrides(run.data.task),
     auto_class=AutoModelForSequenceClassification,
     encode=encode_glue,
-    collator=padding_collator(DataCollatorWithPadding),
     compute_metrics=lambda run: glue_compute_metrics(run.data.task.name),
     score=score_glue,
     model_card=glue_card,

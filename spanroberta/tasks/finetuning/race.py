@@ -122,7 +122,6 @@ def race_card(run: FineTuningRun) -> dict[str, Any]:
 
 RACE = FineTuningTask(
     name="race",
-    script="run_race.py",
     task_arguments=(RaceDataArguments,),
     training_arguments=RaceTrainingArguments,
     read=read_race,

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from datasets import Dataset
-from transformers import AutoModelForQuestionAnswering, DataCollatorWithPadding, Trainer
+from transformers import AutoModelForQuestionAnswering, Trainer
 
 from ...errors import UserInputError
-from ...training.finetuning_task import FineTuningRun, FineTuningTask, check_model_length, padding_collator
+from ...training.finetuning_task import FineTuningRun, FineTuningTask, check_model_length
 from ...training.validation import check_range, fit_doc_stride
 from ..squad.features import prepare_eval_features, prepare_train_features
 from ..squad.postprocessing import (
@@ -196,13 +196,11 @@ def squad_card(run: FineTuningRun) -> dict[str, Any]:
 
 SQUAD = FineTuningTask(
     name="squad",
-    script="run_squad.py",
     task_arguments=(SquadArguments,),
     read=read_squad,
     prepare=prepare_squad,
     auto_class=AutoModelForQuestionAnswering,
     encode=encode_squad,
-    collator=padding_collator(DataCollatorWithPadding),
     # The checkpoint carries the question-answering pipeline's code (transformers 5 ships none).
     save_model=lambda trainer: save_qa_checkpoint(trainer, trainer.args.output_dir),
     score=score_squad,
