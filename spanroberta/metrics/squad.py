@@ -70,13 +70,16 @@ def exact_match_score(prediction: str, ground_truth: str) -> bool:
 
 def f1_score(prediction: str, ground_truth: str) -> float:
     """v1.1's token F1 of one prediction against one gold answer (0 when no token is shared)."""
-    prediction_tokens = normalize_answer(prediction).split()
-    ground_truth_tokens = normalize_answer(ground_truth).split()
-    num_same = sum((Counter(prediction_tokens) & Counter(ground_truth_tokens)).values())
+    return _token_f1(normalize_answer(prediction).split(), normalize_answer(ground_truth).split())
+
+
+def _token_f1(prediction_tokens: list[str], gold_tokens: list[str]) -> float:
+    """The F1 of the tokens two answers share, as both official scripts compute it (0 when none is shared)."""
+    num_same = sum((Counter(prediction_tokens) & Counter(gold_tokens)).values())
     if num_same == 0:
         return 0
     precision = 1.0 * num_same / len(prediction_tokens)
-    recall = 1.0 * num_same / len(ground_truth_tokens)
+    recall = 1.0 * num_same / len(gold_tokens)
     return (2 * precision * recall) / (precision + recall)
 
 
@@ -141,12 +144,7 @@ def compute_f1(a_gold: str, a_pred: str) -> float:
     pred_toks = normalize_answer(a_pred).split() if a_pred else []
     if not gold_toks or not pred_toks:
         return int(gold_toks == pred_toks)
-    num_same = sum((Counter(gold_toks) & Counter(pred_toks)).values())
-    if num_same == 0:
-        return 0
-    precision = 1.0 * num_same / len(pred_toks)
-    recall = 1.0 * num_same / len(gold_toks)
-    return (2 * precision * recall) / (precision + recall)
+    return _token_f1(pred_toks, gold_toks)
 
 
 def squad_v2_evaluate(
