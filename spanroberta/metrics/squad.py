@@ -259,21 +259,25 @@ _REFERENCE_FEATURES = {
 }
 
 
+def _metric_info(description: str, inputs_description: str, prediction_features: dict) -> evaluate.MetricInfo:
+    """What evaluate shows of either metric: the version's description and predictions, SQuAD's references."""
+    return evaluate.MetricInfo(
+        description=description,
+        citation=_CITATION,
+        inputs_description=inputs_description,
+        features=datasets.Features({"predictions": prediction_features, "references": _REFERENCE_FEATURES}),
+    )
+
+
 class Squad(evaluate.Metric):
     """SQuAD v1.1 through evaluate's interface, offline: `compute(predictions=[{"id", "prediction_text"}],
     references=[{"id", "answers": {"text", "answer_start"}}])` -> {"exact_match", "f1"}."""
 
     def _info(self) -> evaluate.MetricInfo:
-        return evaluate.MetricInfo(
-            description="SQuAD v1.1: exact match and token F1 of the official evaluation script.",
-            citation=_CITATION,
-            inputs_description=self.__doc__,
-            features=datasets.Features(
-                {
-                    "predictions": {"id": datasets.Value("string"), "prediction_text": datasets.Value("string")},
-                    "references": _REFERENCE_FEATURES,
-                }
-            ),
+        return _metric_info(
+            "SQuAD v1.1: exact match and token F1 of the official evaluation script.",
+            self.__doc__,
+            {"id": datasets.Value("string"), "prediction_text": datasets.Value("string")},
         )
 
     def _compute(self, predictions: Sequence[dict], references: Sequence[dict]) -> dict[str, float]:
@@ -288,20 +292,14 @@ class SquadV2(evaluate.Metric):
     no_answer_threshold=1.0)` -> the official v2.0 keys, best thresholds included."""
 
     def _info(self) -> evaluate.MetricInfo:
-        return evaluate.MetricInfo(
-            description="SQuAD v2.0: the official evaluation script's scores, no-answer thresholds included.",
-            citation=_CITATION,
-            inputs_description=self.__doc__,
-            features=datasets.Features(
-                {
-                    "predictions": {
-                        "id": datasets.Value("string"),
-                        "prediction_text": datasets.Value("string"),
-                        "no_answer_probability": datasets.Value("float64"),
-                    },
-                    "references": _REFERENCE_FEATURES,
-                }
-            ),
+        return _metric_info(
+            "SQuAD v2.0: the official evaluation script's scores, no-answer thresholds included.",
+            self.__doc__,
+            {
+                "id": datasets.Value("string"),
+                "prediction_text": datasets.Value("string"),
+                "no_answer_probability": datasets.Value("float64"),
+            },
         )
 
     def _compute(
