@@ -5,7 +5,7 @@ model card or push to the Hub.
 A task (SQuAD, GLUE, RACE, relation extraction, coreference: spanroberta/tasks/finetuning/) declares only what is
 its own, as a `FineTuningTask`: its data flags, how it reads and encodes its data, its collator, how it scores and
 what its model card says. `run_task(task, args)` runs the rest, so that every script behaves alike (the same checks,
-seeding, resuming, metric files and card) and a script is its task's declaration handed to `run_task`.
+seeding, resuming, metric files and card) and a script's `main` is its task's `FineTuningTask.main`.
 
 Metrics: every split's metrics are saved as `{split}_results.json` (eval_results.json, predict_results.json, ...)
 with keys that start with the split's name and an underscore (eval_f1, eval_samples), as the Trainer writes its own
