@@ -17,25 +17,14 @@ flags given override it; see docs/coreference.md. The CoNLL metrics go
 to OUTPUT_DIR/eval_results.json (eval_muc_*, eval_b_cubed_*, eval_ceaf_phi4_*, eval_conll_f1), the predicted
 clusters to OUTPUT_DIR/eval_predictions.conll (or .jsonlines, the input's layout), GAP's scores to
 OUTPUT_DIR/gap_results.json and its decisions to OUTPUT_DIR/gap_predictions.tsv (the official scorer's input).
-`python run_coref.py --help` lists every flag.
-
-The task is declared in spanroberta/tasks/finetuning/coreference.py; the life cycle every fine-tuning script
-shares (parse, check, load, preprocess, train, evaluate, predict, model card) is
-spanroberta/training/finetuning_task.py's.
+`python run_coref.py --help` lists every flag; spanroberta/tasks/finetuning/coreference.py declares the task.
 """
 
 from spanroberta.tasks.finetuning.coreference import COREFERENCE
-from spanroberta.training.finetuning_task import run_task
 
-# The dataclasses behind the flags.
+# The dataclasses behind the flags; main(args) runs the flags given and returns the evaluation metrics.
 ARGUMENT_CLASSES = COREFERENCE.argument_classes
-
-
-def main(args: list[str] | None = None) -> dict[str, float]:
-    """Runs what the flags (or one JSON/YAML file of them) ask for; returns the evaluation metrics (empty without
-    --do_eval)."""
-    return run_task(COREFERENCE, args)
-
+main = COREFERENCE.main
 
 if __name__ == "__main__":
     main()

@@ -10,25 +10,14 @@
 
 The metrics (GLUE's official ones, computed offline; fractions) go to OUTPUT_DIR/eval_results.json as eval_accuracy,
 eval_f1, ... (MNLI's mismatched dev set with the _mm suffix).
-`python run_glue.py --help` lists every flag.
-
-The task is declared in spanroberta/tasks/finetuning/glue.py; the life cycle every fine-tuning script
-shares (parse, check, load, preprocess, train, evaluate, predict, model card) is
-spanroberta/training/finetuning_task.py's.
+`python run_glue.py --help` lists every flag; spanroberta/tasks/finetuning/glue.py declares the task.
 """
 
 from spanroberta.tasks.finetuning.glue import GLUE
-from spanroberta.training.finetuning_task import run_task
 
-# The dataclasses behind the flags.
+# The dataclasses behind the flags; main(args) runs the flags given and returns the evaluation metrics.
 ARGUMENT_CLASSES = GLUE.argument_classes
-
-
-def main(args: list[str] | None = None) -> dict[str, float]:
-    """Runs what the flags (or one JSON/YAML file of them) ask for; returns the evaluation metrics (empty without
-    --do_eval)."""
-    return run_task(GLUE, args)
-
+main = GLUE.main
 
 if __name__ == "__main__":
     main()

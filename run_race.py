@@ -10,25 +10,14 @@ Defaults follow RoBERTa's RACE recipe (lr 1e-5, batch 16, 5 epochs; see spanrobe
 you pass win. Accuracy (overall, middle, high; fractions: eval_accuracy, eval_accuracy_middle, eval_accuracy_high)
 goes to OUTPUT_DIR/eval_results.json and each question's prediction to OUTPUT_DIR/eval_predictions.jsonl (predict_*
 for --do_predict).
-`python run_race.py --help` lists every flag.
-
-The task is declared in spanroberta/tasks/finetuning/race.py; the life cycle every fine-tuning script
-shares (parse, check, load, preprocess, train, evaluate, predict, model card) is
-spanroberta/training/finetuning_task.py's.
+`python run_race.py --help` lists every flag; spanroberta/tasks/finetuning/race.py declares the task.
 """
 
 from spanroberta.tasks.finetuning.race import RACE
-from spanroberta.training.finetuning_task import run_task
 
-# The dataclasses behind the flags.
+# The dataclasses behind the flags; main(args) runs the flags given and returns the evaluation metrics.
 ARGUMENT_CLASSES = RACE.argument_classes
-
-
-def main(args: list[str] | None = None) -> dict[str, float]:
-    """Runs what the flags (or one JSON/YAML file of them) ask for; returns the evaluation metrics (empty without
-    --do_eval)."""
-    return run_task(RACE, args)
-
+main = RACE.main
 
 if __name__ == "__main__":
     main()

@@ -12,24 +12,14 @@ The official scores (TACRED's micro P/R/F1 without no_relation, or SemEval-2010 
 relations, direction counted) go to OUTPUT_DIR/eval_results.json as eval_precision, eval_recall, eval_f1 and
 eval_accuracy; each example's gold and predicted label to OUTPUT_DIR/eval_predictions.jsonl.
 `python run_relation.py --help` lists every flag; docs/relation-extraction.md explains the encodings.
-
-The task is declared in spanroberta/tasks/finetuning/relation.py; the life cycle every fine-tuning script
-shares (parse, check, load, preprocess, train, evaluate, predict, model card) is
-spanroberta/training/finetuning_task.py's.
+spanroberta/tasks/finetuning/relation.py declares the task.
 """
 
 from spanroberta.tasks.finetuning.relation import RELATION
-from spanroberta.training.finetuning_task import run_task
 
-# The dataclasses behind the flags.
+# The dataclasses behind the flags; main(args) runs the flags given and returns the evaluation metrics.
 ARGUMENT_CLASSES = RELATION.argument_classes
-
-
-def main(args: list[str] | None = None) -> dict[str, float]:
-    """Runs what the flags (or one JSON/YAML file of them) ask for; returns the evaluation metrics (empty without
-    --do_eval)."""
-    return run_task(RELATION, args)
-
+main = RELATION.main
 
 if __name__ == "__main__":
     main()

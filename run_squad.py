@@ -21,23 +21,14 @@ evaluation scripts' keys after `eval_` (eval_exact_match, eval_f1: percentages, 
 run_qa.py give them); for v2.0 also null_score_threshold.json, the no-answer threshold that maximised F1, which
 later eval-only runs of that checkpoint use unless --null_score_diff_threshold is given.
 
-The task is declared in spanroberta/tasks/finetuning/squad.py; the life cycle every fine-tuning script
-shares (parse, check, load, preprocess, train, evaluate, predict, model card) is
-spanroberta/training/finetuning_task.py's.
+spanroberta/tasks/finetuning/squad.py declares the task.
 """
 
 from spanroberta.tasks.finetuning.squad import SQUAD
-from spanroberta.training.finetuning_task import run_task
 
-# The dataclasses behind the flags.
+# The dataclasses behind the flags; main(args) runs the flags given and returns the evaluation metrics.
 ARGUMENT_CLASSES = SQUAD.argument_classes
-
-
-def main(args: list[str] | None = None) -> dict[str, float]:
-    """Runs what the flags (or one JSON/YAML file of them) ask for; returns the evaluation scores (empty without
-    --do_eval)."""
-    return run_task(SQUAD, args)
-
+main = SQUAD.main
 
 if __name__ == "__main__":
     main()

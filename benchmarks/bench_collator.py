@@ -24,7 +24,7 @@ import argparse
 import warnings
 
 import torch
-from common import REUTERS, announce, load_tokenizer, require_corpus, time_alternately
+from common import REUTERS, announce, load_tokenizer, parse_with_threads, require_corpus, time_alternately
 from transformers import DataCollatorForLanguageModeling
 
 from spanroberta.data.collator import DataCollatorForSpanMasking
@@ -62,10 +62,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batches", type=int, default=10, help="Timed batches per collator.")
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's).")
-    args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    args = parse_with_threads(parser)
     started = start_run()
 
     tokenizer = load_tokenizer()

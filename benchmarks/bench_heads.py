@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from common import VOCAB_SIZE, announce, time_alternately
+from common import VOCAB_SIZE, announce, parse_with_threads, time_alternately
 
 from spanroberta.models.modeling_efficient import fused_decoder_cross_entropy
 from spanroberta.records import start_run, write_record
@@ -60,10 +60,7 @@ def time_heads(rows: int, hidden: int, precision: str, repeats: int) -> dict[str
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's).")
-    args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    args = parse_with_threads(parser)
     started = start_run()
     results: dict = {"shapes": []}
     print("| shape | precision | plain s (median) | fused s (median) | fused speed-up |")

@@ -47,6 +47,7 @@ from common import (
     load_tokenizer,
     mfu,
     model_flops_per_step,
+    parse_with_threads,
     time_alternately,
 )
 from transformers import (
@@ -161,14 +162,11 @@ def main() -> None:
     parser.add_argument("--precision", nargs="+", choices=["fp32", "bf16"], default=None)
     parser.add_argument("--steps", type=int, default=10, help="Timed steps per side.")
     parser.add_argument("--warmup", type=int, default=3, help="Untimed steps per side first.")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's).")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--ablations", action="store_true", help=f"Also time {', '.join(ABLATIONS)}.")
     parser.add_argument("--profile", action="store_true", help="Print the top ops of one step instead.")
     parser.add_argument("--profile-rows", type=int, default=20)
-    args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    args = parse_with_threads(parser)
     precisions = args.precision or (["bf16"] if args.device == "cuda" else ["fp32", "bf16"])
 
     tokenizer = load_tokenizer()

@@ -11,6 +11,7 @@ Reuters bodies (the GPU check's CPU rehearsal reads the bundled demo corpus); it
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import time
@@ -23,6 +24,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
+import torch  # noqa: E402
 from transformers import PreTrainedTokenizerBase, RobertaTokenizerFast  # noqa: E402
 
 
@@ -192,3 +194,13 @@ def time_alternately(
 def announce(path: Path) -> None:
     """Prints where a benchmark wrote its raw record (the tables of RESULTS.md are generated from it)."""
     print(f"\nRecord: {path.relative_to(BENCHMARKS.parent) if path.is_relative_to(BENCHMARKS.parent) else path}")
+
+
+def parse_with_threads(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """The benchmark's flags plus --threads, parsed, with torch's intra-op threads set as asked (CPU timings
+    depend on them)."""
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's).")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    return args

@@ -4,6 +4,7 @@ every number in a table goes through."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,23 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
 
 def none_yet(command: str) -> str:
     return f"No committed record yet; run `{command}` to measure it."
+
+
+def records_table(
+    context: Context,
+    benchmark: str,
+    command: str,
+    header: list[str],
+    rows_of: Callable[[dict[str, Any]], list[list[str]]],
+) -> str:
+    """Every record of `benchmark`, newest first: each of its rows (`rows_of(record)`, cells under `header`) between
+    the record's date and commit and its load average and link; or, with no record, the `command` that makes one."""
+    records = context.records(benchmark)
+    if not records:
+        return none_yet(command)
+    rows = [[fmt_date(record), *cells, fmt_load(record), context.link(record)]
+            for record in reversed(records) for cells in rows_of(record)]  # fmt: skip
+    return markdown_table(["date (UTC), commit", *header, "load average", "record"], rows)
 
 
 def latest_record(records: list[dict[str, Any]], **settings: Any) -> dict[str, Any] | None:

@@ -250,6 +250,9 @@ def test_run_glue_trains_evaluates_and_predicts(task_name, spanroberta_checkpoin
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["model_type"] == "spanroberta"
     assert config["architectures"] == ["SpanRobertaForSequenceClassification"]
+    # The card carries what every task's card has (the checkpoint fine-tuned from, the language) and GLUE's own fields.
+    card = (tmp_path / "README.md").read_text()
+    assert f"fine-tuned version of [{spanroberta_checkpoint}]" in card and "- en\n" in card and "- glue\n" in card
 
 
 def test_run_glue_rejects_bad_input_before_loading_a_model(tmp_path, spanroberta_checkpoint):

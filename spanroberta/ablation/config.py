@@ -49,7 +49,6 @@ from transformers import HfArgumentParser
 
 from ..errors import UserInputError
 from ..tasks.finetuning import task_of_script
-from ..training.finetuning_task import run_task
 from ..training.pretraining_command import ARGUMENT_CLASSES as PRETRAINING_ARGUMENTS
 from ..training.pretraining_command import pretrain
 from ..training.validation import check_model_sources
@@ -143,8 +142,7 @@ def script_command(script: str) -> Callable[[list[str]], Any]:
     """What `python script ARGS` runs, as a function of ARGS: pretraining, or the fine-tuning task's life cycle."""
     if script == PRETRAINING_SCRIPT:
         return pretrain
-    task = task_of_script(script)
-    return lambda args: run_task(task, args)
+    return task_of_script(script).main
 
 
 def script_flags(script: str) -> set[str]:

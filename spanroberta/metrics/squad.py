@@ -70,13 +70,16 @@ def exact_match_score(prediction: str, ground_truth: str) -> bool:
 
 def f1_score(prediction: str, ground_truth: str) -> float:
     """v1.1's token F1 of one prediction against one gold answer (0 when no token is shared)."""
-    prediction_tokens = normalize_answer(prediction).split()
-    ground_truth_tokens = normalize_answer(ground_truth).split()
-    num_same = sum((Counter(prediction_tokens) & Counter(ground_truth_tokens)).values())
+    return _token_f1(normalize_answer(prediction).split(), normalize_answer(ground_truth).split())
+
+
+def _token_f1(prediction_tokens: list[str], gold_tokens: list[str]) -> float:
+    """The F1 of the tokens two answers share, as both official scripts compute it (0 when none is shared)."""
+    num_same = sum((Counter(prediction_tokens) & Counter(gold_tokens)).values())
     if num_same == 0:
         return 0
     precision = 1.0 * num_same / len(prediction_tokens)
-    recall = 1.0 * num_same / len(ground_truth_tokens)
+    recall = 1.0 * num_same / len(gold_tokens)
     return (2 * precision * recall) / (precision + recall)
 
 
@@ -141,12 +144,7 @@ def compute_f1(a_gold: str, a_pred: str) -> float:
     pred_toks = normalize_answer(a_pred).split() if a_pred else []
     if not gold_toks or not pred_toks:
         return int(gold_toks == pred_toks)
-    num_same = sum((Counter(gold_toks) & Counter(pred_toks)).values())
-    if num_same == 0:
-        return 0
-    precision = 1.0 * num_same / len(pred_toks)
-    recall = 1.0 * num_same / len(gold_toks)
-    return (2 * precision * recall) / (precision + recall)
+    return _token_f1(pred_toks, gold_toks)
 
 
 def squad_v2_evaluate(
@@ -261,21 +259,25 @@ _REFERENCE_FEATURES = {
 }
 
 
+def _metric_info(description: str, inputs_description: str, prediction_features: dict) -> evaluate.MetricInfo:
+    """What evaluate shows of either metric: the version's description and predictions, SQuAD's references."""
+    return evaluate.MetricInfo(
+        description=description,
+        citation=_CITATION,
+        inputs_description=inputs_description,
+        features=datasets.Features({"predictions": prediction_features, "references": _REFERENCE_FEATURES}),
+    )
+
+
 class Squad(evaluate.Metric):
     """SQuAD v1.1 through evaluate's interface, offline: `compute(predictions=[{"id", "prediction_text"}],
     references=[{"id", "answers": {"text", "answer_start"}}])` -> {"exact_match", "f1"}."""
 
     def _info(self) -> evaluate.MetricInfo:
-        return evaluate.MetricInfo(
-            description="SQuAD v1.1: exact match and token F1 of the official evaluation script.",
-            citation=_CITATION,
-            inputs_description=self.__doc__,
-            features=datasets.Features(
-                {
-                    "predictions": {"id": datasets.Value("string"), "prediction_text": datasets.Value("string")},
-                    "references": _REFERENCE_FEATURES,
-                }
-            ),
+        return _metric_info(
+            "SQuAD v1.1: exact match and token F1 of the official evaluation script.",
+            self.__doc__,
+            {"id": datasets.Value("string"), "prediction_text": datasets.Value("string")},
         )
 
     def _compute(self, predictions: Sequence[dict], references: Sequence[dict]) -> dict[str, float]:
@@ -290,20 +292,14 @@ class SquadV2(evaluate.Metric):
     no_answer_threshold=1.0)` -> the official v2.0 keys, best thresholds included."""
 
     def _info(self) -> evaluate.MetricInfo:
-        return evaluate.MetricInfo(
-            description="SQuAD v2.0: the official evaluation script's scores, no-answer thresholds included.",
-            citation=_CITATION,
-            inputs_description=self.__doc__,
-            features=datasets.Features(
-                {
-                    "predictions": {
-                        "id": datasets.Value("string"),
-                        "prediction_text": datasets.Value("string"),
-                        "no_answer_probability": datasets.Value("float64"),
-                    },
-                    "references": _REFERENCE_FEATURES,
-                }
-            ),
+        return _metric_info(
+            "SQuAD v2.0: the official evaluation script's scores, no-answer thresholds included.",
+            self.__doc__,
+            {
+                "id": datasets.Value("string"),
+                "prediction_text": datasets.Value("string"),
+                "no_answer_probability": datasets.Value("float64"),
+            },
         )
 
     def _compute(

@@ -5,7 +5,7 @@ model card or push to the Hub.
 A task (SQuAD, GLUE, RACE, relation extraction, coreference: spanroberta/tasks/finetuning/) declares only what is
 its own, as a `FineTuningTask`: its data flags, how it reads and encodes its data, its collator, how it scores and
 what its model card says. `run_task(task, args)` runs the rest, so that every script behaves alike (the same checks,
-seeding, resuming, metric files and card) and a script is its task's declaration handed to `run_task`.
+seeding, resuming, metric files and card) and a script's `main` is its task's `FineTuningTask.main`.
 
 Metrics: every split's metrics are saved as `{split}_results.json` (eval_results.json, predict_results.json, ...)
 with keys that start with the split's name and an underscore (eval_f1, eval_samples), as the Trainer writes its own
@@ -21,7 +21,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase, Trainer, set_seed
+from transformers import (
+    DataCollatorWithPadding,
+    PretrainedConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    Trainer,
+    set_seed,
+)
 
 from .cli import parse_arguments
 from .distributed import finish_processes
@@ -82,19 +89,19 @@ class FineTuningTask:
     """What one fine-tuning task is: its flags and the stages that are its own. Each hook takes the
     `FineTuningRun` (which holds what the earlier stages left) in the order `run_task` calls them."""
 
-    # The registry's name of the task, and the script that runs it (an ablation config's `script`).
+    # The registry's name of the task; its script is run_{name}.py.
     name: str
-    script: str
-    # Every argument dataclass of the script: ModelArguments first, the training arguments last.
-    argument_classes: tuple[type, ...]
+    # The task's own argument dataclasses (its data flags, ...), which stand between ModelArguments and the
+    # training arguments on the command line.
+    task_arguments: tuple[type, ...]
     # Reads and checks the data of every split the run asks for, before a model is loaded.
     read: Callable[[FineTuningRun], Any]
     # The datasets by phase ("train" and "eval" go to the Trainer).
     encode: Callable[[FineTuningRun], dict[str, Any]]
-    collator: Callable[[FineTuningRun], Any]
     # The metrics of each split it scores ({"eval": {...}, "predict": {...}}), with its prediction files written.
     score: Callable[[FineTuningRun, Trainer], dict[str, dict[str, float]]]
-    # The model card's fields (Trainer.create_model_card's arguments).
+    # The model card's fields of the task (Trainer.create_model_card's arguments); `run_task` adds the checkpoint
+    # fine-tuned from and the language.
     model_card: Callable[[FineTuningRun], dict[str, Any]]
     # The head the checkpoint is loaded into (AutoModelForQuestionAnswering, ...), unless `build_model` is given.
     auto_class: type | None = None
@@ -105,12 +112,24 @@ class FineTuningTask:
     config_overrides: Callable[[FineTuningRun], dict[str, Any]] | None = None
     # The checks and settings that need the checkpoint's config and tokenizer, before its weights are loaded.
     prepare: Callable[[FineTuningRun], None] = check_model_length
+    collator: Callable[[FineTuningRun], Any] = padding_collator(DataCollatorWithPadding)
     compute_metrics: Callable[[FineTuningRun], Callable | None] = lambda run: None
     trainer_class: type[Trainer] = Trainer
     # Further arguments of `trainer_class` (coreference's task learning rate).
     trainer_arguments: Callable[[FineTuningRun], dict[str, Any]] = lambda run: {}
     # How the trained model is saved (default: Trainer.save_model).
     save_model: Callable[[Trainer], None] | None = None
+    training_arguments: type = FinetuningArguments
+
+    @property
+    def script(self) -> str:
+        """The script that runs the task (an ablation config's `script`)."""
+        return f"run_{self.name}.py"
+
+    @property
+    def argument_classes(self) -> tuple[type, ...]:
+        """Every argument dataclass of the script: ModelArguments first, the training arguments last."""
+        return (ModelArguments, *self.task_arguments, self.training_arguments)
 
     def parse(self, args: list[str] | None) -> FineTuningRun:
         """The flags (or one JSON/YAML file of them) parsed into the task's argument classes."""
@@ -118,6 +137,11 @@ class FineTuningTask:
         if self.presets is not None:
             arguments = self.presets(arguments, given)
         return FineTuningRun(arguments, given)
+
+    def main(self, args: list[str] | None = None) -> dict[str, float]:
+        """The task's script: runs what the flags (or one JSON/YAML file of them) ask for; returns the evaluation
+        metrics (empty without --do_eval)."""
+        return run_task(self, args)
 
 
 def run_task(task: FineTuningTask, args: list[str] | None = None) -> dict[str, float]:
@@ -155,7 +179,7 @@ def run_task(task: FineTuningTask, args: list[str] | None = None) -> dict[str, f
         # official scorer prints it.
         trainer.log_metrics(split, {name: "-" if value is None else value for name, value in metrics.items()})
         trainer.save_metrics(split, metrics)
-    publish(trainer, task.model_card(run))
+    publish(trainer, {"finetuned_from": run.model_args.model_name_or_path, "language": "en", **task.model_card(run)})
     finish_processes()
     return results.get("eval", {})
 

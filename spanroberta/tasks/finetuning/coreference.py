@@ -227,8 +227,8 @@ def score_coreference(run: FineTuningRun, trainer: Trainer) -> dict[str, dict[st
 
 COREFERENCE = FineTuningTask(
     name="coref",
-    script="run_coref.py",
-    argument_classes=(ModelArguments, CorefDataArguments, CorefHeadArguments, CorefTrainingArguments),
+    task_arguments=(CorefDataArguments, CorefHeadArguments),
+    training_arguments=CorefTrainingArguments,
     # --preset's settings, where the flags were not given.
     presets=lambda arguments, given: apply_defaults(arguments, COREF_PRESETS[arguments[1].preset], given),
     read=read_coreference,
@@ -242,6 +242,5 @@ COREFERENCE = FineTuningTask(
                                    "eval_documents": run.data.get("eval", []),
                                    "keep_singletons": run.data_args.keep_singletons},  # fmt: skip
     score=score_coreference,
-    model_card=lambda run: {"finetuned_from": run.model_args.model_name_or_path, "tasks": "coreference-resolution",
-                            "language": "en", "dataset": "coreference (CoNLL-2012 layout)"},  # fmt: skip
+    model_card=lambda run: {"tasks": "coreference-resolution", "dataset": "coreference (CoNLL-2012 layout)"},
 )

@@ -14,7 +14,7 @@ from datasets import Dataset
 from transformers import AutoModelForMultipleChoice, DataCollatorForMultipleChoice, Trainer
 
 from ...training.cli import with_defaults
-from ...training.finetuning import FinetuningArguments, ModelArguments
+from ...training.finetuning import FinetuningArguments
 from ...training.finetuning_task import FineTuningRun, FineTuningTask, check_model_length, padding_collator
 from ...training.validation import check_range, fit_max_qa_length
 from ..race import (
@@ -113,8 +113,7 @@ def score_race(run: FineTuningRun, trainer: Trainer) -> dict[str, dict[str, floa
 
 def race_card(run: FineTuningRun) -> dict[str, Any]:
     data_args = run.data_args
-    card = {"finetuned_from": run.model_args.model_name_or_path, "tasks": "multiple-choice", "language": "en",
-            "dataset": "RACE"}  # fmt: skip
+    card = {"tasks": "multiple-choice", "dataset": "RACE"}
     # The Hub dataset is named only when the run read it; --data_dir and files are the user's own copies.
     if data_args.data_dir is None and not any(getattr(data_args, flag) for _, flag, _ in PHASES.values()):
         card.update(dataset_tags="ehovy/race", dataset_args=data_args.dataset_config_name)
@@ -123,8 +122,8 @@ def race_card(run: FineTuningRun) -> dict[str, Any]:
 
 RACE = FineTuningTask(
     name="race",
-    script="run_race.py",
-    argument_classes=(ModelArguments, RaceDataArguments, RaceTrainingArguments),
+    task_arguments=(RaceDataArguments,),
+    training_arguments=RaceTrainingArguments,
     read=read_race,
     prepare=prepare_race,
     auto_class=AutoModelForMultipleChoice,

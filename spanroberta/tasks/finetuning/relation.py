@@ -10,19 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from transformers import (
-    AutoModel,
-    AutoModelForSequenceClassification,
-    DataCollatorWithPadding,
-    PreTrainedModel,
-    Trainer,
-)
+from transformers import AutoModel, AutoModelForSequenceClassification, PreTrainedModel, Trainer
 
 from ...metrics.relation import SCORERS
 from ...models.configuration_relation import RelationClassifierConfig
 from ...models.modeling_relation import EncoderForRelationClassification, drop_pooler
 from ...training.finetuning import FinetuningArguments, ModelArguments, load_model
-from ...training.finetuning_task import FineTuningRun, FineTuningTask, check_model_length, padding_collator
+from ...training.finetuning_task import FineTuningRun, FineTuningTask, check_model_length
 from ...training.validation import check_range
 from ..relation import (
     ENCODINGS,
@@ -170,8 +164,7 @@ def score_relations(run: FineTuningRun, trainer: Trainer) -> dict[str, dict[str,
 def relation_card(run: FineTuningRun) -> dict[str, Any]:
     semeval = run.settings["task"].scorer == "semeval"
     dataset = "SemEval-2010 Task 8" if semeval else "TACRED-style relation classification"
-    return {"finetuned_from": run.model_args.model_name_or_path, "tasks": "text-classification", "language": "en",
-            "dataset": dataset}  # fmt: skip
+    return {"tasks": "text-classification", "dataset": dataset}
 
 
 def relation_metrics(run: FineTuningRun):
@@ -181,13 +174,11 @@ def relation_metrics(run: FineTuningRun):
 
 RELATION = FineTuningTask(
     name="relation",
-    script="run_relation.py",
-    argument_classes=(ModelArguments, RelationDataArguments, FinetuningArguments),
+    task_arguments=(RelationDataArguments,),
     read=lambda run: read_phases(run.data_args, run.training_args),
     prepare=prepare_relation,
     build_model=build_relation_model,
     encode=encode_phases,
-    collator=padding_collator(DataCollatorWithPadding),
     compute_metrics=relation_metrics,
     score=score_relations,
     model_card=relation_card,

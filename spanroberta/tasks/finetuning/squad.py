@@ -10,11 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from datasets import Dataset
-from transformers import AutoModelForQuestionAnswering, DataCollatorWithPadding, Trainer
+from transformers import AutoModelForQuestionAnswering, Trainer
 
 from ...errors import UserInputError
-from ...training.finetuning import FinetuningArguments, ModelArguments
-from ...training.finetuning_task import FineTuningRun, FineTuningTask, check_model_length, padding_collator
+from ...training.finetuning_task import FineTuningRun, FineTuningTask, check_model_length
 from ...training.validation import check_range, fit_doc_stride
 from ..squad.features import prepare_eval_features, prepare_train_features
 from ..squad.postprocessing import (
@@ -192,19 +191,16 @@ def score_squad(run: FineTuningRun, trainer: Trainer) -> dict[str, dict[str, flo
 def squad_card(run: FineTuningRun) -> dict[str, Any]:
     mrqa = any(loaded.mrqa_gold for loaded in run.data.values())
     dataset = "mrqa" if mrqa else "squad_v2" if run.data_args.version_2_with_negative else "squad"
-    return {"finetuned_from": run.model_args.model_name_or_path, "tasks": "question-answering", "language": "en",
-            "dataset_tags": dataset, "dataset": dataset}  # fmt: skip
+    return {"tasks": "question-answering", "dataset_tags": dataset, "dataset": dataset}
 
 
 SQUAD = FineTuningTask(
     name="squad",
-    script="run_squad.py",
-    argument_classes=(ModelArguments, SquadArguments, FinetuningArguments),
+    task_arguments=(SquadArguments,),
     read=read_squad,
     prepare=prepare_squad,
     auto_class=AutoModelForQuestionAnswering,
     encode=encode_squad,
-    collator=padding_collator(DataCollatorWithPadding),
     # The checkpoint carries the question-answering pipeline's code (transformers 5 ships none).
     save_model=lambda trainer: save_qa_checkpoint(trainer, trainer.args.output_dir),
     score=score_squad,
