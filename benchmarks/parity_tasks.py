@@ -121,16 +121,26 @@ def write_jsonl(path: Path, rows: Sequence[dict]) -> Path:
 def squad_files(folder: Path, size: TaskSize) -> dict[str, Path]:
     """SQuAD v1.1 dev split by article (first 36 train, last 12 evaluate), questions sampled, as official
     nested JSON (what run_squad.py reads; the baseline flattens it as the Hub's rajpurkar/squad is)."""
-    articles = json.loads((DATA / "squad" / "dev-v1.1.json").read_text(encoding="utf-8"))["data"]
+    return split_by_article(DATA / "squad" / "dev-v1.1.json", SQUAD_TRAIN_ARTICLES, size.train_samples,
+                            size.eval_samples, folder)  # fmt: skip
+
+
+def split_by_article(source: Path, train_articles: int, train_samples: int | None, eval_samples: int | None,
+                     folder: Path) -> dict[str, Path]:  # fmt: skip
+    """Official nested SQuAD JSON split by article (the same contexts never meet: the first `train_articles` train,
+    the rest evaluate), questions sampled, written to `folder` as `<source stem>-train.json` and
+    `-validation.json`."""
+    document = json.loads(source.read_text(encoding="utf-8"))
+    articles = document["data"]
     files = {}
-    for split, part, count in (("train", articles[:SQUAD_TRAIN_ARTICLES], size.train_samples),
-                               ("validation", articles[SQUAD_TRAIN_ARTICLES:], size.eval_samples)):  # fmt: skip
+    for split, part, count in (("train", articles[:train_articles], train_samples),
+                               ("validation", articles[train_articles:], eval_samples)):  # fmt: skip
         keep = {qa["id"] for qa in sample([qa for a in part for p in a["paragraphs"] for qa in p["qas"]], count)}
         kept = [{"title": a["title"], "paragraphs": [
             {"context": p["context"], "qas": [qa for qa in p["qas"] if qa["id"] in keep]} for p in a["paragraphs"]]}
             for a in part]  # fmt: skip
-        files[split] = folder / f"squad-{split}.json"
-        files[split].write_text(json.dumps({"version": "1.1", "data": kept}), encoding="utf-8")
+        files[split] = folder / f"{source.stem}-{split}.json"
+        files[split].write_text(json.dumps({"version": document["version"], "data": kept}), encoding="utf-8")
     return files
 
 

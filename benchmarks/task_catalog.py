@@ -17,7 +17,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from parity_tasks import DATA, SQUAD_TRAIN_ARTICLES, TaskSize, floor, glue_files, sample, squad_v1_scores, write_jsonl
+from parity_tasks import (
+    DATA,
+    SQUAD_TRAIN_ARTICLES,
+    TaskSize,
+    floor,
+    glue_files,
+    sample,
+    split_by_article,
+    squad_v1_scores,
+    write_jsonl,
+)
 
 from spanroberta.metrics.gap import GapDecision, gap_scores
 from spanroberta.metrics.relation import semeval_score
@@ -87,35 +97,21 @@ class Task:
 # --- SQuAD v1.1, v2.0 and MRQA: split by article ---
 
 
-def split_by_article(source: Path, train_articles: int, budget: Budget, folder: Path) -> dict[str, Path]:
-    """Official nested SQuAD JSON split by article (the same contexts never meet), questions sampled."""
-    document = json.loads(source.read_text(encoding="utf-8"))
-    articles = document["data"]
-    files = {}
-    for split, part, count in (("train", articles[:train_articles], budget.train),
-                               ("validation", articles[train_articles:], budget.eval)):  # fmt: skip
-        keep = {qa["id"] for qa in sample([qa for a in part for p in a["paragraphs"] for qa in p["qas"]], count)}
-        kept = [{"title": a["title"], "paragraphs": [
-            {"context": p["context"], "qas": [qa for qa in p["qas"] if qa["id"] in keep]} for p in a["paragraphs"]]}
-            for a in part]  # fmt: skip
-        files[split] = folder / f"{source.stem}-{split}.json"
-        files[split].write_text(json.dumps({"version": document["version"], "data": kept}), encoding="utf-8")
-    return files
-
-
 def _squad_flags(files: dict[str, Path], budget: Budget) -> list[str]:
     return ["--train_file", str(files["train"]), "--validation_file", str(files["validation"]),
             "--max_seq_length", str(budget.length)]  # fmt: skip
 
 
 def prepare_squad(folder: Path, budget: Budget) -> Prepared:
-    files = split_by_article(DATA / "squad" / "dev-v1.1.json", SQUAD_TRAIN_ARTICLES, budget, folder)
+    files = split_by_article(DATA / "squad" / "dev-v1.1.json", SQUAD_TRAIN_ARTICLES, budget.train, budget.eval,
+                             folder)
     return Prepared(_squad_flags(files, budget), {"SQuAD v1.1": floor("squad", files)},
                     {"split": f"dev-v1.1.json articles 1-{SQUAD_TRAIN_ARTICLES} train, the rest evaluate"})
 
 
 def prepare_squad_v2(folder: Path, budget: Budget) -> Prepared:
-    files = split_by_article(DATA / "squad" / "dev-v2.0.part-a.json", SQUAD_V2_TRAIN_ARTICLES, budget, folder)
+    files = split_by_article(DATA / "squad" / "dev-v2.0.part-a.json", SQUAD_V2_TRAIN_ARTICLES, budget.train, budget.eval,
+                             folder)
     questions = [qa for a in json.loads(files["validation"].read_text())["data"] for p in a["paragraphs"]
                  for qa in p["qas"]]  # fmt: skip
     # evaluate-v2.0.py scores an empty answer 1 on an unanswerable question and 0 on an answerable one.
@@ -127,7 +123,8 @@ def prepare_squad_v2(folder: Path, budget: Budget) -> Prepared:
 def prepare_mrqa(folder: Path, budget: Budget) -> Prepared:
     """Trains on SQuAD v1.1's first 36 articles, evaluates on MRQA's SQuAD dev lines of the last 12 (the first
     `budget.eval` questions, run_squad.py's --max_eval_samples)."""
-    files = split_by_article(DATA / "squad" / "dev-v1.1.json", SQUAD_TRAIN_ARTICLES, budget, folder)
+    files = split_by_article(DATA / "squad" / "dev-v1.1.json", SQUAD_TRAIN_ARTICLES, budget.train, budget.eval,
+                             folder)
     articles = json.loads((DATA / "squad" / "dev-v1.1.json").read_text(encoding="utf-8"))["data"]
     held_out = {p["context"] for a in articles[SQUAD_TRAIN_ARTICLES:] for p in a["paragraphs"]}
     with gzip.open(DATA / "mrqa" / "SQuAD-dev.jsonl.gz", "rt", encoding="utf-8") as source:
