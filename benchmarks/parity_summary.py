@@ -28,6 +28,13 @@ from spanroberta.records import record_load_average
 FLOOR_MARGIN = 0.1
 
 
+def clear_of_floor(score: dict[str, Any], floor: float, perfect: float) -> bool:
+    """Whether a score over seeds (`spread`'s n, mean and sd) less two standard errors is at least `FLOOR_MARGIN` of
+    the way from `floor` to `perfect`. One seed has no standard error: its score alone is judged."""
+    error = score["sd"] / math.sqrt(score["n"]) if score["sd"] is not None else 0.0
+    return score["mean"] - 2 * error >= floor + FLOOR_MARGIN * (perfect - floor)
+
+
 def newest_runs(records: Sequence[dict]) -> dict[tuple[str, str, str, int], dict]:
     """The newest run record of each (size, task, side, seed): a rerun replaces an older one."""
     runs = {}
@@ -84,9 +91,7 @@ def compare(entry: dict[str, Any]) -> None:
         entry["within_noise"] = abs(entry["difference"]) <= entry["noise"]
         if entry["floor"] is not None:
             perfect = 100 / _scale(entry["task"])
-            clear = entry["floor"] + FLOOR_MARGIN * (perfect - entry["floor"])
-            entry["clear_of_floor"] = all(side["mean"] - 2 * side["sd"] / math.sqrt(side["n"]) >= clear
-                                          for side in (ours, theirs))  # fmt: skip
+            entry["clear_of_floor"] = all(clear_of_floor(side, entry["floor"], perfect) for side in (ours, theirs))
     ours, theirs = entry["spanroberta"]["wall_seconds"], entry["transformers"]["wall_seconds"]
     entry["wall_ratio"] = ours["mean"] / theirs["mean"]
     if ours["sd"] is not None and theirs["sd"] is not None:
