@@ -10,8 +10,8 @@ records its score beside the task's floor and, for context, a published score. S
 
 The tasks, their splits, floors and budgets are in task_catalog.py. Each (task, seed) unit writes one record,
 `tasks` with `settings.kind == "unit"`, under benchmarks/results/tasks/ when it finishes, and a unit whose record
-exists (same size, task, seed and checkpoint) is skipped: an interrupted run goes on where it stopped. The tables
-are generated from the records (tables_tasks.py, `python benchmarks/make_tables.py`).
+exists (same size, task, seed, checkpoint and budget) is skipped: an interrupted run goes on where it stopped. The
+tables are generated from the records (tables_tasks.py, `python benchmarks/make_tables.py`).
 """
 
 from __future__ import annotations
@@ -106,8 +106,9 @@ def unit_results(task: Task, prepared: Prepared, output: Path, wall_seconds: flo
 
 
 def finished(records: list[dict], settings: dict[str, Any]) -> dict | None:
-    """The record of a unit already run with these settings (size, task, seed, checkpoint), if any."""
-    keys = ("kind", "size", "task", "seed", "checkpoint")
+    """The record of a unit already run with these settings (size, task, seed, checkpoint, budget), if any: a
+    changed budget runs the unit again."""
+    keys = ("kind", "size", "task", "seed", "checkpoint", "budget")
     return next((r for r in records if all(r["settings"].get(key) == settings[key] for key in keys)), None)
 
 
@@ -116,7 +117,7 @@ def run_task(task: Task, size_name: str, seeds: list[int], model: Path, checkpoi
     """Every seed of one task not yet recorded: the data written once, then one script run and record per seed."""
     size = SIZES[size_name]
     budget = size.budgets[task.name]
-    base = {"kind": "unit", "size": size_name, "task": task.name, "checkpoint": checkpoint}
+    base = {"kind": "unit", "size": size_name, "task": task.name, "checkpoint": checkpoint, "budget": asdict(budget)}
     records = read_records(BENCHMARK, records_dir)
     todo = [seed for seed in seeds if not finished(records, {**base, "seed": seed})]
     if not todo:
@@ -131,8 +132,7 @@ def run_task(task: Task, size_name: str, seeds: list[int], model: Path, checkpoi
         arguments = script_flags(task, budget, prepared, model, seed, size.flags, output)
         wall = run_script(arguments, folder / f"seed{seed}.log")
         results = unit_results(task, prepared, output, wall)
-        settings = {**base, "seed": seed, "script": task.script, "budget": asdict(budget), "size_flags": size.flags,
-                    "data": prepared.data}  # fmt: skip
+        settings = {**base, "seed": seed, "script": task.script, "size_flags": size.flags, "data": prepared.data}
         path = write_record(BENCHMARK, settings, results, started=started, results_dir=records_dir,
                             name=f"{size_name}-{task.name}-seed{seed}")  # fmt: skip
         shown = ", ".join(f"{label} {row['score']:.1f} (floor {row['floor']:.1f})"

@@ -271,6 +271,8 @@ class Size:
 SQUAD_CPU = Budget(1500, 300, 256, 32, 1e-4, 2, {"doc_stride": 128})
 SQUAD_GPU = Budget(None, None, 384, 32, 1e-4, 2, {"doc_stride": 128})
 COREF_EVAL = {"per_device_eval_batch_size": 1}
+# SemEval's entities are all NOMINAL: SpanBERT's type markers would replace every entity's words by one marker.
+TYPED_MARKERS = {"entity_markers": "typed_entity_markers"}
 
 # cpu: each task aimed at about 20 minutes on 2 cores, sized from SQuAD's known rate there (1e-4, batch 32, length
 # 256, 2 epochs of a few thousand questions: F1 about 46 in 45 minutes) and from the tokens each task trains on.
@@ -287,7 +289,7 @@ SIZES: dict[str, Size] = {
         "rte": Budget(None, None, 128, 16, 5e-5, 3),
         "race_middle": Budget(1000, 400, 192, 8, 5e-5, 1, {"max_qa_length": 64}),
         "race_high": Budget(1000, 400, 192, 8, 5e-5, 1, {"max_qa_length": 64}),
-        "semeval": Budget(None, None, 128, 32, 1e-4, 2),
+        "semeval": Budget(None, None, 128, 32, 1e-4, 2, TYPED_MARKERS),
         "coref": Budget(None, None, 256, 1, 5e-5, 5, {"max_train_segments": 2, "ffnn_size": 300,
                                                       "task_learning_rate": 3e-4, **COREF_EVAL}, gap_examples=500),
     }),
@@ -300,7 +302,7 @@ SIZES: dict[str, Size] = {
         "rte": Budget(None, None, 256, 16, 5e-5, 5),
         "race_middle": Budget(None, None, 384, 16, 5e-5, 1, {"max_qa_length": 128}),
         "race_high": Budget(15000, None, 384, 16, 5e-5, 1, {"max_qa_length": 128}),
-        "semeval": Budget(None, None, 128, 32, 5e-5, 5),
+        "semeval": Budget(None, None, 128, 32, 5e-5, 5, TYPED_MARKERS),
         "coref": Budget(None, None, 384, 1, 5e-5, 8, {"max_train_segments": 3, "task_learning_rate": 3e-4,
                                                        **COREF_EVAL}),
     }, flags={"bf16": "true"}),

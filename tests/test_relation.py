@@ -23,6 +23,7 @@ from spanroberta.tasks.relation import (
     marked_text,
     read_relation_file,
     relation_label_set,
+    warn_if_types_say_nothing,
 )
 
 # --- the official scores, by hand ----------------------------------------------------------------------------
@@ -118,6 +119,18 @@ def test_the_two_encodings_mark_the_entities():
     text, subject_char, object_char = marked_text(founded, "typed_entity_markers")
     assert text == "@ * organization * Microsoft @ was started in # ^ state or province ^ New Mexico #"
     assert (text[subject_char], text[object_char]) == ("@", "#") and object_char == text.index("#")
+
+
+def test_type_markers_over_one_type_are_flagged(caplog):
+    """SemEval's entities are all NOMINAL: SpanBERT's markers would leave the classifier no entity to read."""
+    nominal = [example(["a", "cord", "in", "a", "cradle"], (1, 1), (4, 4), "NOMINAL", "NOMINAL")] * 3
+    typed = [example(["Merkel", "in", "Hamburg"], (0, 0), (2, 2)), *nominal]
+    with caplog.at_level("WARNING", logger="spanroberta.tasks.relation"):
+        warn_if_types_say_nothing(typed, "spanbert_types")
+        warn_if_types_say_nothing(nominal, "typed_entity_markers")
+        assert not caplog.records
+        warn_if_types_say_nothing(nominal, "spanbert_types")
+    assert "type NOMINAL" in caplog.text and "--entity_markers typed_entity_markers" in caplog.text
 
 
 def wordpiece_tokenizer(lowercase=True):

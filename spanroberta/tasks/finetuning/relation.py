@@ -28,6 +28,7 @@ from ..relation import (
     read_relation_file,
     relation_compute_metrics,
     relation_task,
+    warn_if_types_say_nothing,
     write_relation_predictions,
 )
 
@@ -124,6 +125,7 @@ def prepare_relation(run: FineTuningRun) -> None:
                          data_args.negative_label)  # fmt: skip
     for phase, (_, file_flag, _, _) in PHASES.items():
         check_labels(run.data.get(phase, []), task.label2id, getattr(data_args, file_flag))
+    warn_if_types_say_nothing(run.data.get("train", []), task.encoding)
     run.settings["task"] = task
     run.settings["around_encoder"] = (task.encoding == "typed_entity_markers"
                                       and not isinstance(config, RelationClassifierConfig))  # fmt: skip
