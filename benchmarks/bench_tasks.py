@@ -90,7 +90,8 @@ def run_script(arguments: list[str], log: Path) -> float:
 
 def unit_results(task: Task, prepared: Prepared, output: Path, wall_seconds: float) -> dict[str, Any]:
     """The record's results: each row's score and floor (0-100), every value of the script's results files, the
-    training loss and seconds, and the unit's wall seconds (the script's process, data loading included)."""
+    training loss (its mean and its logged curve) and seconds, and the unit's wall seconds (the script's process,
+    data loading included)."""
     files = {row.results_file for row in task.rows}
     scores = {name: json.loads((output / name).read_text()) for name in sorted(files)}
     for row in task.rows:
@@ -101,8 +102,16 @@ def unit_results(task: Task, prepared: Prepared, output: Path, wall_seconds: flo
     rows = {row.label: {"metric": row.metric, "score": row.scale * scores[row.results_file][row.metric],
                         "floor": prepared.floors[row.label]} for row in task.rows}  # fmt: skip
     trained = json.loads((output / "train_results.json").read_text())
-    return {"rows": rows, "scores": scores, "train_loss": trained.get("train_loss"),
+    return {"rows": rows, "scores": scores, "train_loss": trained.get("train_loss"), "loss_curve": loss_curve(output),
             "train_runtime": trained.get("train_runtime"), "wall_seconds": wall_seconds}  # fmt: skip
+
+
+def loss_curve(output: Path) -> list[list[float]]:
+    """The training loss the Trainer logged, as [epoch, loss] pairs (trainer_state.json): how far from done a
+    unit stopped learning."""
+    state = output / "trainer_state.json"
+    history = json.loads(state.read_text())["log_history"] if state.is_file() else []
+    return [[entry["epoch"], entry["loss"]] for entry in history if "loss" in entry]
 
 
 def finished(records: list[dict], settings: dict[str, Any]) -> dict | None:

@@ -18,21 +18,33 @@ from typing import Any
 from parity_summary import clear_of_floor, spread
 from parity_tasks import CHECKPOINT_NAME
 from tables_format import Context, fmt_number, markdown_table, none_yet
-from task_catalog import TASKS, Row
+from task_catalog import SIZES, TASKS, Row
 
 BENCHMARK = "tasks"
 COMMAND = "python benchmarks/bench_tasks.py --size cpu"
 SIZE_ORDER = ("gpu", "cpu", "toy")  # the fullest size first
 
 
+def unit_key(record: dict) -> tuple[str, str, str, int]:
+    settings = record["settings"]
+    return settings["checkpoint"], settings["size"], settings["task"], settings["seed"]
+
+
 def newest_units(records: Sequence[dict]) -> dict[tuple[str, str, str, int], dict]:
-    """The newest record of each (checkpoint, size, task, seed): a rerun replaces an older one."""
+    """The newest record of each (checkpoint, size, task, seed): a rerun (a changed budget) replaces an older one."""
     units = {}
     for record in sorted(records, key=lambda record: record.get("date", "")):
-        settings = record["settings"]
-        if settings.get("kind") == "unit":
-            units[(settings["checkpoint"], settings["size"], settings["task"], settings["seed"])] = record
+        if record["settings"].get("kind") == "unit":
+            units[unit_key(record)] = record
     return units
+
+
+def superseded_units(records: Sequence[dict], checkpoint: str, size: str) -> list[tuple[dict, dict]]:
+    """The records a rerun replaced, oldest first, each with the record that replaced it."""
+    newest = newest_units(records)
+    return [(record, newest[unit_key(record)]) for record in sorted(records, key=lambda r: r.get("date", ""))
+            if record["settings"].get("kind") == "unit" and unit_key(record)[:2] == (checkpoint, size)
+            and newest[unit_key(record)] is not record]  # fmt: skip
 
 
 def row_summaries(records: Sequence[dict], checkpoint: str, size: str) -> dict[str, dict[str, Any]]:
@@ -65,6 +77,38 @@ def fmt_score(summary: dict[str, Any]) -> str:
     return f"**{score['mean']:.1f}**{spread_text} ({seeds})"
 
 
+def fmt_aim(row: Row, size: str, summary: dict[str, Any] | None) -> str:
+    """The score the size aims at, and whether the mean reaches it."""
+    aim = SIZES[size].aims.get(row.label) if size in SIZES else None
+    if aim is None:
+        return "-"
+    return f"{aim:g}" if summary is None else f"{aim:g} ({'met' if summary['score']['mean'] >= aim else 'short'})"
+
+
+def budget_change(old: dict, new: dict) -> str:
+    """What a rerun changed in a unit's budget, e.g. `options.entity_markers: - -> typed_entity_markers`."""
+    flat_old, flat_new = _flat(old["settings"].get("budget", {})), _flat(new["settings"].get("budget", {}))
+    changes = [f"{key}: {flat_old.get(key, '-')} -> {flat_new.get(key, '-')}"
+               for key in sorted(set(flat_old) | set(flat_new)) if flat_old.get(key) != flat_new.get(key)]  # fmt: skip
+    return "; ".join(changes) or "the same budget"
+
+
+def _flat(budget: dict, prefix: str = "") -> dict[str, Any]:
+    flat = {}
+    for key, value in budget.items():
+        flat.update(_flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
+    return flat
+
+
+def _superseded_lines(context: Context, records: Sequence[dict], checkpoint: str, size: str) -> str:
+    lines = []
+    for old, new in superseded_units(records, checkpoint, size):
+        scores = ", ".join(f"{label} {row['score']:.1f}" for label, row in old["results"]["rows"].items())
+        lines.append(f"- {old['settings']['task']}, seed {old['settings']['seed']}: {scores} "
+                     f"({context.link(old)}); rerun with {budget_change(old, new)}.")  # fmt: skip
+    return "\n\nReplaced by a rerun (the table shows the rerun):\n\n" + "\n".join(lines) if lines else ""
+
+
 def fmt_published(row: Row) -> str:
     published = row.published
     return "-" if published is None else f"{published.score:.1f}, {published.model}; {published.source}"
@@ -76,16 +120,18 @@ def _size_table(context: Context, records: Sequence[dict], checkpoint: str, size
     for task in TASKS.values():
         for row in task.rows:
             summary = summaries.get(row.label)
+            aim = fmt_aim(row, size, summary)
             if summary is None:
-                lines.append([row.label, row.metric_name, "not yet run", "-", "-", "-", fmt_published(row), "-"])
+                lines.append([row.label, row.metric_name, "not yet run", "-", "-", aim, "-", fmt_published(row), "-"])
                 continue
             links = ", ".join(context.link(record) for record in summary["records"])
             lines.append([row.label, row.metric_name, fmt_score(summary), f"{summary['floor']:.1f}",
-                          "yes" if row_clear_of_floor(summary) else "**no**", fmt_number(summary["wall_seconds"]),
-                          fmt_published(row), links])  # fmt: skip
-    header = ["task", "metric", "score (0-100), mean ± sd", "floor", "clear of floor", "wall s per seed",
+                          "yes" if row_clear_of_floor(summary) else "**no**", aim,
+                          fmt_number(summary["wall_seconds"]), fmt_published(row), links])  # fmt: skip
+    header = ["task", "metric", "score (0-100), mean ± sd", "floor", "clear of floor", "aim", "wall s per seed",
               "published, for context", "records"]  # fmt: skip
-    return f"**{checkpoint}**, size `{size}`:\n\n" + markdown_table(header, lines)
+    return (f"**{checkpoint}**, size `{size}`:\n\n" + markdown_table(header, lines)
+            + _superseded_lines(context, records, checkpoint, size))
 
 
 def groups(records: Sequence[dict]) -> list[tuple[str, str]]:

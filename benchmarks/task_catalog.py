@@ -266,9 +266,10 @@ class Size:
     seeds: tuple[int, ...]
     budgets: dict[str, Budget]
     flags: dict[str, str] = field(default_factory=dict)  # given to every script at this size
+    aims: dict[str, float] = field(default_factory=dict)  # per row label: the score (0-100) the size aims at
 
 
-SQUAD_CPU = Budget(1500, 300, 256, 32, 1e-4, 2, {"doc_stride": 128})
+SQUAD_CPU = Budget(3000, 1000, 256, 32, 1e-4, 2, {"doc_stride": 128})
 SQUAD_GPU = Budget(None, None, 384, 32, 1e-4, 2, {"doc_stride": 128})
 COREF_EVAL = {"per_device_eval_batch_size": 1}
 # SemEval's entities are all NOMINAL: SpanBERT's type markers would replace every entity's words by one marker.
@@ -292,7 +293,8 @@ SIZES: dict[str, Size] = {
         "semeval": Budget(None, None, 128, 32, 1e-4, 2, TYPED_MARKERS),
         "coref": Budget(None, None, 256, 1, 5e-5, 5, {"max_train_segments": 2, "ffnn_size": 300,
                                                       "task_learning_rate": 3e-4, **COREF_EVAL}, gap_examples=500),
-    }),
+    }, aims={"SQuAD v1.1": 50, "MRQA SQuAD": 50, "SST-2": 85, "MRPC": 85, "RTE": 58, "CoLA": 20, "STS-B": 80,
+             "RACE middle": 35, "RACE high": 35, "SemEval-2010 Task 8": 75, "LitBank": 40}),
     "gpu": Size((0, 1, 2), {
         "squad": SQUAD_GPU, "squad_v2": SQUAD_GPU, "mrqa": SQUAD_GPU,
         "cola": Budget(None, None, 128, 32, 5e-5, 5),

@@ -40,6 +40,8 @@ def test_the_toy_size_fine_tunes_two_tasks_end_to_end_and_a_rerun_skips_them(tmp
         assert 0 <= results["rows"][row.label]["floor"] <= 100
         assert results["wall_seconds"] > 0 and record["settings"]["budget"]["train"] == 16
         assert record["settings"]["checkpoint"] == bench_tasks.TOY_CHECKPOINT
+        epochs = [epoch for epoch, _ in results["loss_curve"]]
+        assert epochs and epochs == sorted(epochs) and all(loss > 0 for _, loss in results["loss_curve"])
     # The RTE floor is the majority class of the 16 evaluation examples the toy size drew.
     rte = records[0]["results"]
     assert rte["scores"]["eval_results.json"]["eval_samples"] == 16
@@ -102,9 +104,11 @@ def test_a_glue_floor_is_the_majority_class_and_cola_has_none_above_zero(tmp_pat
     assert task_catalog.prepare_glue("cola", "CoLA")(tmp_path, budget).floors == {"CoLA": 0.0}
 
 
-def _unit(records_dir: Path, task: str, seed: int, score: float, floor: float, size: str = "cpu") -> None:
+def _unit(records_dir: Path, task: str, seed: int, score: float, floor: float, size: str = "cpu",
+          budget: dict | None = None) -> None:  # fmt: skip
     (row,) = task_catalog.TASKS[task].rows
-    settings = {"kind": "unit", "size": size, "task": task, "seed": seed, "checkpoint": CHECKPOINT_NAME}
+    settings = {"kind": "unit", "size": size, "task": task, "seed": seed, "checkpoint": CHECKPOINT_NAME,
+                "budget": budget or {"learning_rate": 1e-4, "options": {}}}  # fmt: skip
     results = {"rows": {row.label: {"metric": row.metric, "score": score, "floor": floor}}, "wall_seconds": 100.0}
     write_record("tasks", settings, results, started=RunStart(provenance(), [1.0, 1.0, 1.0]), results_dir=records_dir)
 
@@ -113,14 +117,16 @@ def test_the_table_shows_the_spread_over_seeds_the_floor_and_the_newest_record_o
     root = tmp_path / "checkout"
     (root / "benchmarks").mkdir(parents=True)
     (root / "docs").mkdir()
-    _unit(tmp_path, "squad", 0, 10.0, 0.0)  # replaced by the rerun of seed 0 below
+    _unit(tmp_path, "squad", 0, 10.0, 0.0, budget={"learning_rate": 1e-5, "options": {}})  # replaced below
     _unit(tmp_path, "squad", 0, 50.0, 0.0)
     _unit(tmp_path, "squad", 1, 52.0, 0.0)
     _unit(tmp_path, "rte", 0, 53.0, 52.7)  # at the floor
     table = tables_tasks.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
     lines = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}
-    assert "**51.0** ± 1.4 (2 seeds) | 0.0 | yes | 100" in lines["SQuAD v1.1"]
-    assert "**53.0** (1 seed) | 52.7 | **no**" in lines["RTE"]
+    assert "**51.0** ± 1.4 (2 seeds) | 0.0 | yes | 50 (met) | 100" in lines["SQuAD v1.1"]
+    assert "**53.0** (1 seed) | 52.7 | **no** | 58 (short)" in lines["RTE"]
+    (replaced,) = [line for line in table.splitlines() if line.startswith("- squad, seed 0")]
+    assert "SQuAD v1.1 10.0" in replaced and "rerun with learning_rate: 1e-05 -> 0.0001." in replaced
     assert "not yet run" in lines["SemEval-2010 Task 8"] and "88.5, BERT-base" in lines["SQuAD v1.1"]
     page = tables_tasks.render_task_scores(Context(tmp_path, root / "docs" / "finetuning.md", root))
     assert "- SQuAD v1.1, F1: **51.0** ± 1.4 (2 seeds), clear of its floor 0.0; all-MiniLM-L6-v2, size `cpu`" in page
