@@ -85,6 +85,18 @@ def fmt_aim(row: Row, size: str, summary: dict[str, Any] | None) -> str:
     return f"{aim:g}" if summary is None else f"{aim:g} ({'met' if summary['score']['mean'] >= aim else 'short'})"
 
 
+def fmt_curve(records: Sequence[dict]) -> str:
+    """The first seed's logged training loss, first and last, and how much it fell over the last quarter of
+    training: a loss still falling at the end says the unit stopped before the model had learned what it could."""
+    curve = next((r["results"]["loss_curve"] for r in records if r["results"].get("loss_curve")), None)
+    if not curve:
+        return "not recorded"
+    end = curve[-1][0]
+    quarter = [loss for epoch, loss in curve if epoch >= 0.75 * end] or [curve[-1][1]]
+    fall = (quarter[0] - curve[-1][1]) / quarter[0] if quarter[0] else 0.0
+    return f"{curve[0][1]:.2f} → {curve[-1][1]:.2f}, last quarter {-100 * fall:+.0f}%"
+
+
 def budget_change(old: dict, new: dict) -> str:
     """What a rerun changed in a unit's budget, e.g. `options.entity_markers: - -> typed_entity_markers`."""
     flat_old, flat_new = _flat(old["settings"].get("budget", {})), _flat(new["settings"].get("budget", {}))
@@ -122,14 +134,16 @@ def _size_table(context: Context, records: Sequence[dict], checkpoint: str, size
             summary = summaries.get(row.label)
             aim = fmt_aim(row, size, summary)
             if summary is None:
-                lines.append([row.label, row.metric_name, "not yet run", "-", "-", aim, "-", fmt_published(row), "-"])
+                lines.append([row.label, row.metric_name, "not yet run", "-", "-", aim, "-", "-", fmt_published(row),
+                              "-"])  # fmt: skip
                 continue
             links = ", ".join(context.link(record) for record in summary["records"])
             lines.append([row.label, row.metric_name, fmt_score(summary), f"{summary['floor']:.1f}",
                           "yes" if row_clear_of_floor(summary) else "**no**", aim,
-                          fmt_number(summary["wall_seconds"]), fmt_published(row), links])  # fmt: skip
+                          fmt_number(summary["wall_seconds"]), fmt_curve(summary["records"]), fmt_published(row),
+                          links])  # fmt: skip
     header = ["task", "metric", "score (0-100), mean ± sd", "floor", "clear of floor", "aim", "wall s per seed",
-              "published, for context", "records"]  # fmt: skip
+              "training loss, first → last", "published, for context", "records"]  # fmt: skip
     return (f"**{checkpoint}**, size `{size}`:\n\n" + markdown_table(header, lines)
             + _superseded_lines(context, records, checkpoint, size))
 

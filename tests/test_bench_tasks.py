@@ -109,7 +109,8 @@ def _unit(records_dir: Path, task: str, seed: int, score: float, floor: float, s
     (row,) = task_catalog.TASKS[task].rows
     settings = {"kind": "unit", "size": size, "task": task, "seed": seed, "checkpoint": CHECKPOINT_NAME,
                 "budget": budget or {"learning_rate": 1e-4, "options": {}}}  # fmt: skip
-    results = {"rows": {row.label: {"metric": row.metric, "score": score, "floor": floor}}, "wall_seconds": 100.0}
+    results = {"rows": {row.label: {"metric": row.metric, "score": score, "floor": floor}}, "wall_seconds": 100.0,
+               "loss_curve": [[0.5, 3.0], [1.0, 2.0], [1.5, 1.0], [2.0, 0.8]]}  # fmt: skip
     write_record("tasks", settings, results, started=RunStart(provenance(), [1.0, 1.0, 1.0]), results_dir=records_dir)
 
 
@@ -123,7 +124,7 @@ def test_the_table_shows_the_spread_over_seeds_the_floor_and_the_newest_record_o
     _unit(tmp_path, "rte", 0, 53.0, 52.7)  # at the floor
     table = tables_tasks.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
     lines = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}
-    assert "**51.0** ± 1.4 (2 seeds) | 0.0 | yes | 50 (met) | 100" in lines["SQuAD v1.1"]
+    assert "**51.0** ± 1.4 (2 seeds) | 0.0 | yes | 50 (met) | 100 | 3.00 → 0.80, last quarter -20%" in lines["SQuAD v1.1"]
     assert "**53.0** (1 seed) | 52.7 | **no** | 58 (short)" in lines["RTE"]
     (replaced,) = [line for line in table.splitlines() if line.startswith("- squad, seed 0")]
     assert "SQuAD v1.1 10.0" in replaced and "rerun with learning_rate: 1e-05 -> 0.0001." in replaced
