@@ -170,44 +170,6 @@ def render_gpu(context: Context) -> str:
 
 
 # Regions: which renderer writes which name.
-# Fine-tuning tasks from a real checkpoint: the latest records of each task's benchmark, every official score.
-# (label, benchmark, metric keys, command, scale): scale turns a record's values into 0-100 (1 where the record
-# already holds percentages, as run_squad.py's MRQA scores do).
-TASK_BENCHMARKS = (
-    ("relation extraction, SemEval-2010 Task 8", "relation-semeval", ("eval_f1", "eval_precision", "eval_recall",
-     "eval_accuracy"), "python benchmarks/bench_relation_semeval.py", 100),
-    ("coreference, LitBank", "coref-litbank", ("eval_conll_f1", "eval_muc_f1", "eval_b_cubed_f1",
-     "eval_ceaf_phi4_f1"), "python benchmarks/bench_coref_litbank.py", 100),
-    # run_squad.py wrote MRQA's keys without the eval_ prefix before every script wrote eval_* keys.
-    ("extractive QA, MRQA's SQuAD file (last 12 articles)", "mrqa-squad", ("eval_SQuAD_f1", "eval_SQuAD_em",
-     "eval_macro_f1", "SQuAD_f1", "SQuAD_em", "macro_f1"), "python benchmarks/bench_mrqa_squad.py", 1),
-)  # fmt: skip
-
-
-def _task_setting(record: dict[str, Any]) -> str:
-    settings = record["settings"]
-    shown = {key: settings[key] for key in ("entity_markers", "split", "train_documents", "eval_documents",
-                                            "train_samples", "eval_samples", "max_steps", "epochs", "learning_rate")
-             if key in settings}  # fmt: skip
-    return ", ".join(f"{key} {value}" for key, value in shown.items())
-
-
-def render_tasks(context: Context) -> str:
-    rows = []
-    for label, benchmark, metrics, command, scale in TASK_BENCHMARKS:
-        records = context.records(benchmark)
-        if not records:
-            rows.append([label, "-", "-", "-", none_yet(command)])
-            continue
-        for record in reversed(records):
-            results = record["results"]
-            scores = ", ".join(f"{name.removeprefix('eval_')} {scale * results[name]:.1f}" for name in metrics
-                               if name in results)  # fmt: skip
-            seconds = results.get("train_runtime")
-            rows.append([label, _task_setting(record), scores, fmt_number(seconds), context.link(record)])
-    return markdown_table(["task", "settings", "scores (0-100)", "train s", "record"], rows)
-
-
 def _parity_summary() -> Any:
     """The parity benchmark's summary module, which owns its tables (its benchmark owns the records' structure);
     imported only where a region needs it."""
@@ -252,7 +214,6 @@ def render_qa_pipeline(context: Context) -> str:
 
 
 RENDERERS: dict[str, Callable[[Context], str]] = {
-    "tasks": render_tasks,
     "task-benchmark": render_task_benchmark,
     "task-scores": render_task_scores,
     "qa-pipeline": render_qa_pipeline,

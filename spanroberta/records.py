@@ -126,16 +126,14 @@ def start_run(process: RunStart | None = None) -> RunStart:
 def record_load_average(record: dict[str, Any]) -> tuple[list[float] | None, list[float] | None]:
     """(at start, at end) of a record, None where the record says it was not recorded.
 
-    Records before version 2 kept it in their results as {"before", "after"} (or, for mrqa-squad,
-    `load_average_before` and `load_average_after`); records whose script did not read it say so in
-    `load_average.not_recorded`, with null figures."""
+    Records before version 2 kept it in their results as {"before", "after"}; records whose script did not read it
+    say so in `load_average.not_recorded`, with null figures."""
     load = record.get("load_average")
     if load is not None:
         return load.get("at_start"), load.get("at_end")
     results = record.get("results", {})
     legacy = results.get("load_average") or {}
-    return (legacy.get("before") or results.get("load_average_before"),
-            legacy.get("after") or results.get("load_average_after"))  # fmt: skip
+    return legacy.get("before"), legacy.get("after")
 
 
 def record_commit(record: dict[str, Any]) -> str:
