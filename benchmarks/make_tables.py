@@ -51,7 +51,7 @@ from tables_speed import (  # noqa: E402
     render_pretraining_step,
     render_trainer,
 )
-from tables_tasks import render_task_benchmark, render_task_scores  # noqa: E402
+from tables_tasks import headline_sentence as task_headline, render_task_benchmark, render_task_scores  # noqa: E402
 
 # Markers stand on lines of their own (a marker quoted inside a sentence is text).
 REGION = re.compile(r"^<!-- generated:(?P<name>[\w.-]+) -->\n(?P<body>.*?)^<!-- /generated:(?P=name) -->$", re.S | re.M)
@@ -155,6 +155,7 @@ def render_headline(context: Context) -> str:
         + (f". Not measured: {'; '.join(unmeasured)}" if unmeasured else "") + ".",
         f"{sum(row[1] == 'no record' for row in gpu)} of the {len(gpu)} GPU figures are not measured yet.",
         _parity_summary().headline_sentence(context.records("finetuning-parity")),
+        task_headline(context.records("tasks")),
         "Ratios are spanroberta's throughput over the transformers baseline's (medians); details: "
         + ", ".join(context.page(label, "RESULTS.md", anchor) for label, anchor in SECTIONS)
         + f", {context.page('ablations', 'ABLATIONS.md', 'ablations')}. Wall times on a machine shared with other "

@@ -162,6 +162,27 @@ def render_task_benchmark(context: Context) -> str:
     return "\n\n".join(_size_table(context, records, checkpoint, size) for checkpoint, size in groups(records))
 
 
+def headline_sentence(records: Sequence[dict]) -> str:
+    """The README's line on the task benchmark: at the fullest size recorded from the real checkpoint, how many
+    rows are clear of their floor and how many reach the size's aim, naming those that do not."""
+    size = next((size for size in SIZE_ORDER[:2] if row_summaries(records, CHECKPOINT_NAME, size)), None)
+    if size is None:
+        return f"Task benchmark: not run yet (`{COMMAND}`)."
+    summaries = row_summaries(records, CHECKPOINT_NAME, size)
+    rows = [row for task in TASKS.values() for row in task.rows]
+    floor = [row.label for row in rows if row.label in summaries and not row_clear_of_floor(summaries[row.label])]
+    aims = {row.label: SIZES[size].aims[row.label] for row in rows
+            if row.label in summaries and row.label in SIZES[size].aims}  # fmt: skip
+    short = [label for label, aim in aims.items() if summaries[label]["score"]["mean"] < aim]
+    missing = [row.label for row in rows if row.label not in summaries]
+    parts = [f"{len(summaries) - len(floor)} of {len(rows)} tasks clear of their floor"
+             + (f" (at the floor: {', '.join(floor)})" if floor else ""),
+             f"aims met on {len(aims) - len(short)} of {len(aims)}" + (f" (short: {', '.join(short)})" if short else "")]
+    if missing:
+        parts.append(f"not run yet: {', '.join(missing)}")
+    return f"Task benchmark (all-MiniLM-L6-v2, size `{size}`): " + "; ".join(parts) + "."
+
+
 def _score_line(context: Context, row: Row, records: Sequence[dict]) -> str:
     page = Path(os.path.relpath(context.root / "benchmarks" / "TASKS.md", context.markdown.parent)).as_posix()
     for size in SIZE_ORDER[:2]:

@@ -134,3 +134,6 @@ def test_the_table_shows_the_spread_over_seeds_the_floor_and_the_newest_record_o
     assert "- RTE, accuracy: **53.0** (1 seed), not clear of its floor 52.7" in page
     assert "- CoLA, Matthews corr.: not yet run (`python benchmarks/bench_tasks.py --size cpu --tasks cola`)." in page
     assert "LitBank" not in page  # coreference.md's
+    headline = tables_tasks.headline_sentence(read_records("tasks", tmp_path))
+    assert headline.startswith("Task benchmark (all-MiniLM-L6-v2, size `cpu`): 1 of 13 tasks clear of their floor "
+                               "(at the floor: RTE); aims met on 1 of 2 (short: RTE); not run yet: SQuAD v2.0")
