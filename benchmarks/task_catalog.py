@@ -290,7 +290,7 @@ SIZES: dict[str, Size] = {
         "rte": Budget(None, None, 128, 16, 5e-5, 3),
         "race_middle": Budget(1000, 400, 192, 8, 5e-5, 1, {"max_qa_length": 64}),
         "race_high": Budget(1000, 400, 192, 8, 5e-5, 1, {"max_qa_length": 64}),
-        "semeval": Budget(None, None, 128, 32, 1e-4, 2, TYPED_MARKERS),
+        "semeval": Budget(None, None, 128, 32, 1e-4, 4, TYPED_MARKERS),
         "coref": Budget(None, None, 256, 1, 5e-5, 5, {"max_train_segments": 2, "ffnn_size": 300,
                                                       "task_learning_rate": 3e-4, **COREF_EVAL}, gap_examples=500),
     }, aims={"SQuAD v1.1": 50, "MRQA SQuAD": 50, "SST-2": 85, "MRPC": 85, "RTE": 58, "CoLA": 20, "STS-B": 80,
