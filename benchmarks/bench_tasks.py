@@ -23,7 +23,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -114,11 +113,12 @@ def loss_curve(output: Path) -> list[list[float]]:
     return [[entry["epoch"], entry["loss"]] for entry in history if "loss" in entry]
 
 
-def finished(records: list[dict], settings: dict[str, Any]) -> dict | None:
-    """The record of a unit already run with these settings (size, task, seed, checkpoint, budget), if any: a
-    changed budget runs the unit again."""
-    keys = ("kind", "size", "task", "seed", "checkpoint", "budget")
-    return next((r for r in records if all(r["settings"].get(key) == settings[key] for key in keys)), None)
+def finished(records: list[dict], settings: dict[str, Any], budget: Budget) -> dict | None:
+    """The record of a unit already run with these settings (size, task, seed, checkpoint) and this budget, if
+    any: a changed budget runs the unit again."""
+    keys = ("kind", "size", "task", "seed", "checkpoint")
+    return next((r for r in records if all(r["settings"].get(key) == settings[key] for key in keys)
+                 and budget.matches(r["settings"].get("budget", {}))), None)  # fmt: skip
 
 
 def run_task(task: Task, size_name: str, seeds: list[int], model: Path, checkpoint: str, work: Path,
@@ -126,9 +126,9 @@ def run_task(task: Task, size_name: str, seeds: list[int], model: Path, checkpoi
     """Every seed of one task not yet recorded: the data written once, then one script run and record per seed."""
     size = SIZES[size_name]
     budget = size.budgets[task.name]
-    base = {"kind": "unit", "size": size_name, "task": task.name, "checkpoint": checkpoint, "budget": asdict(budget)}
+    base = {"kind": "unit", "size": size_name, "task": task.name, "checkpoint": checkpoint}
     records = read_records(BENCHMARK, records_dir)
-    todo = [seed for seed in seeds if not finished(records, {**base, "seed": seed})]
+    todo = [seed for seed in seeds if not finished(records, {**base, "seed": seed}, budget)]
     if not todo:
         print(f"{task.name}: every seed recorded already", flush=True)
         return
@@ -141,7 +141,8 @@ def run_task(task: Task, size_name: str, seeds: list[int], model: Path, checkpoi
         arguments = script_flags(task, budget, prepared, model, seed, size.flags, output)
         wall = run_script(arguments, folder / f"seed{seed}.log")
         results = unit_results(task, prepared, output, wall)
-        settings = {**base, "seed": seed, "script": task.script, "size_flags": size.flags, "data": prepared.data}
+        settings = {**base, "seed": seed, "script": task.script, "budget": budget.as_record(), "size_flags": size.flags,
+                    "data": prepared.data}  # fmt: skip
         path = write_record(BENCHMARK, settings, results, started=started, results_dir=records_dir,
                             name=f"{size_name}-{task.name}-seed{seed}")  # fmt: skip
         shown = ", ".join(f"{label} {row['score']:.1f} (floor {row['floor']:.1f})"

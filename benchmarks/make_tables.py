@@ -11,7 +11,7 @@ record of each setting. A region whose name this script does not know is an erro
     python benchmarks/make_tables.py --check    # exit 1 and name each stale region, without writing
 
 Known regions: the names in RENDERERS (headline, gpu, pretraining-step, heads, collator, trainer, data-prep,
-corpus-scaling, tasks, task-benchmark, task-scores, finetuning-parity, parity-findings, qa-pipeline), and
+corpus-scaling, task-benchmark, task-scores, finetuning-parity, parity-findings, qa-pipeline), and
 ablation-<config> for each configs/ablations/<config>.yaml.
 """
 
@@ -158,7 +158,7 @@ def render_headline(context: Context) -> str:
         task_headline(context.records("tasks")),
         "Ratios are spanroberta's throughput over the transformers baseline's (medians); details: "
         + ", ".join(context.page(label, "RESULTS.md", anchor) for label, anchor in SECTIONS)
-        + f", {context.page('ablations', 'ABLATIONS.md', 'ablations')}. Wall times on a machine shared with other "
+        + f", {context.page('ablations', 'ABLATIONS.md', 'ablations')}, {context.page('tasks', 'TASKS.md', 'results')}. Wall times on a machine shared with other "
         "jobs are upper bounds; each record holds its commit and machine, read when the run started, and the load "
         "average at its start and end, or says that it was not recorded.",
     ]

@@ -86,23 +86,29 @@ def fmt_aim(row: Row, size: str, summary: dict[str, Any] | None) -> str:
 
 
 def fmt_curve(records: Sequence[dict]) -> str:
-    """The first seed's logged training loss, first and last, and how much it fell over the last quarter of
-    training: a loss still falling at the end says the unit stopped before the model had learned what it could."""
-    curve = next((r["results"]["loss_curve"] for r in records if r["results"].get("loss_curve")), None)
+    """The lowest seed's logged training loss, first and last, and its change over the last quarter of training
+    (negative: it fell): a loss still falling at the end says the unit stopped before the model had learned what it
+    could."""
+    ordered = sorted(records, key=lambda record: record["settings"]["seed"])
+    curve = next((r["results"]["loss_curve"] for r in ordered if r["results"].get("loss_curve")), None)
     if not curve:
         return "not recorded"
     end = curve[-1][0]
-    quarter = [loss for epoch, loss in curve if epoch >= 0.75 * end] or [curve[-1][1]]
-    fall = (quarter[0] - curve[-1][1]) / quarter[0] if quarter[0] else 0.0
-    return f"{curve[0][1]:.2f} → {curve[-1][1]:.2f}, last quarter {-100 * fall:+.0f}%"
+    start = next(loss for epoch, loss in curve if epoch >= 0.75 * end)
+    change = (curve[-1][1] - start) / start if start else 0.0
+    return f"{curve[0][1]:.2f} → {curve[-1][1]:.2f}, last quarter {round(100 * change) or 0:+d}%"
 
 
 def budget_change(old: dict, new: dict) -> str:
     """What a rerun changed in a unit's budget, e.g. `options.entity_markers: - -> typed_entity_markers`."""
     flat_old, flat_new = _flat(old["settings"].get("budget", {})), _flat(new["settings"].get("budget", {}))
-    changes = [f"{key}: {flat_old.get(key, '-')} -> {flat_new.get(key, '-')}"
+    changes = [f"{key}: {_shown(flat_old.get(key))} -> {_shown(flat_new.get(key))}"
                for key in sorted(set(flat_old) | set(flat_new)) if flat_old.get(key) != flat_new.get(key)]  # fmt: skip
     return "; ".join(changes) or "the same budget"
+
+
+def _shown(value: Any) -> str:
+    return "-" if value is None else str(value)
 
 
 def _flat(budget: dict, prefix: str = "") -> dict[str, Any]:
@@ -119,6 +125,14 @@ def _superseded_lines(context: Context, records: Sequence[dict], checkpoint: str
         lines.append(f"- {old['settings']['task']}, seed {old['settings']['seed']}: {scores} "
                      f"({context.link(old)}); rerun with {budget_change(old, new)}.")  # fmt: skip
     return "\n\nReplaced by a rerun (the table shows the rerun):\n\n" + "\n".join(lines) if lines else ""
+
+
+def _earlier_budget(summary: dict[str, Any], size: str) -> str:
+    """A note where a record's budget is no longer the size's: the score is the earlier budget's, rerun pending."""
+    task = summary["records"][0]["settings"]["task"]
+    budget = SIZES[size].budgets.get(task) if size in SIZES else None
+    stale = budget is not None and any(not budget.matches(r["settings"].get("budget", {})) for r in summary["records"])
+    return ", an earlier budget (the catalog's is not run yet)" if stale else ""
 
 
 def fmt_published(row: Row) -> str:
@@ -138,7 +152,8 @@ def _size_table(context: Context, records: Sequence[dict], checkpoint: str, size
                               "-"])  # fmt: skip
                 continue
             links = ", ".join(context.link(record) for record in summary["records"])
-            lines.append([row.label, row.metric_name, fmt_score(summary), f"{summary['floor']:.1f}",
+            score = fmt_score(summary) + _earlier_budget(summary, size)
+            lines.append([row.label, row.metric_name, score, f"{summary['floor']:.1f}",
                           "yes" if row_clear_of_floor(summary) else "**no**", aim,
                           fmt_number(summary["wall_seconds"]), fmt_curve(summary["records"]), fmt_published(row),
                           links])  # fmt: skip
@@ -164,22 +179,23 @@ def render_task_benchmark(context: Context) -> str:
 
 def headline_sentence(records: Sequence[dict]) -> str:
     """The README's line on the task benchmark: at the fullest size recorded from the real checkpoint, how many
-    rows are clear of their floor and how many reach the size's aim, naming those that do not."""
+    scores are clear of their floor and how many reach the size's aim, naming those that do not."""
     size = next((size for size in SIZE_ORDER[:2] if row_summaries(records, CHECKPOINT_NAME, size)), None)
     if size is None:
         return f"Task benchmark: not run yet (`{COMMAND}`)."
     summaries = row_summaries(records, CHECKPOINT_NAME, size)
-    rows = [row for task in TASKS.values() for row in task.rows]
-    floor = [row.label for row in rows if row.label in summaries and not row_clear_of_floor(summaries[row.label])]
-    aims = {row.label: SIZES[size].aims[row.label] for row in rows
-            if row.label in summaries and row.label in SIZES[size].aims}  # fmt: skip
+    rows = [row.label for task in TASKS.values() for row in task.rows]
+    run = [label for label in rows if label in summaries]
+    not_clear = [label for label in run if not row_clear_of_floor(summaries[label])]
+    aims = {label: SIZES[size].aims[label] for label in run if label in SIZES[size].aims}
     short = [label for label, aim in aims.items() if summaries[label]["score"]["mean"] < aim]
-    missing = [row.label for row in rows if row.label not in summaries]
-    parts = [f"{len(summaries) - len(floor)} of {len(rows)} tasks clear of their floor"
-             + (f" (at the floor: {', '.join(floor)})" if floor else ""),
-             f"aims met on {len(aims) - len(short)} of {len(aims)}" + (f" (short: {', '.join(short)})" if short else "")]
-    if missing:
-        parts.append(f"not run yet: {', '.join(missing)}")
+    parts = [f"{len(run) - len(not_clear)} of {len(rows)} scores clear of their floor"
+             + (f" (not clear: {', '.join(not_clear)})" if not_clear else "")]
+    if aims:
+        parts.append(f"aims met on {len(aims) - len(short)} of the {len(aims)} with an aim"
+                     + (f" (short: {', '.join(short)})" if short else ""))  # fmt: skip
+    if len(run) < len(rows):
+        parts.append(f"not run yet: {', '.join(label for label in rows if label not in summaries)}")
     return f"Task benchmark (all-MiniLM-L6-v2, size `{size}`): " + "; ".join(parts) + "."
 
 

@@ -10,6 +10,7 @@ MRQA (on SQuAD v2.0 it is right on every unanswerable question), and no mention 
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 from collections.abc import Callable
@@ -52,6 +53,17 @@ class Budget:
     epochs: float
     options: dict[str, Any] = field(default_factory=dict)  # further flags of the task's script
     gap_examples: int | None = None  # coreference: the first N GAP development examples (None: all 2,000)
+
+    def as_record(self) -> dict[str, Any]:
+        """The budget as a record holds it (through JSON)."""
+        return json.loads(json.dumps(dataclasses.asdict(self)))
+
+    def matches(self, recorded: dict[str, Any]) -> bool:
+        """Whether a record's budget is this one; a field the record predates counts at its default."""
+        defaults = {f.name: f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+                    for f in dataclasses.fields(self) if f.default is not dataclasses.MISSING
+                    or f.default_factory is not dataclasses.MISSING}  # fmt: skip
+        return json.loads(json.dumps({**defaults, **recorded})) == self.as_record()
 
 
 @dataclass(frozen=True)
@@ -278,10 +290,10 @@ COREF_EVAL = {"per_device_eval_batch_size": 1}
 # SemEval's entities are all NOMINAL: SpanBERT's type markers would replace every entity's words by one marker.
 TYPED_MARKERS = {"entity_markers": "typed_entity_markers"}
 
-# cpu: each task aimed at about 20 minutes on 2 cores, sized from the tokens each task trains on; SQuAD v1.1 takes
-# longer (3,000 questions, 2 epochs: about 30 minutes of training), as its aim needs.
-# gpu: the whole shared data (RACE high sampled), one epoch of SST-2 and RACE; all tasks aimed at about 10 minutes a
-# seed on one H100 in bf16, most of a short unit being its process's start and tokenization.
+# cpu: a target time of about 20 minutes a task on 2 cores, sized from the tokens each task trains on; SQuAD v1.1
+# takes longer (3,000 questions, 2 epochs: about 30 minutes of training), as its aim needs.
+# gpu: the whole shared data (RACE high sampled), one epoch of SST-2 and RACE; a target time for all tasks of about
+# 10 minutes a seed on one H100 in bf16, most of a short unit being its process's start and tokenization.
 # toy: a tiny random model (bench_tasks.toy_checkpoint) on a few examples, for the test suite.
 SIZES: dict[str, Size] = {
     "cpu": Size((0, 1), {
@@ -315,6 +327,7 @@ SIZES: dict[str, Size] = {
         **{name: Budget(16, 16, 64, 8, 1e-3, 1) for name in TASKS},
         **{name: Budget(16, 16, 128, 8, 1e-3, 1, {"doc_stride": 32}) for name in ("squad", "squad_v2", "mrqa")},
         **{name: Budget(16, 16, 64, 8, 1e-3, 1, {"max_qa_length": 32}) for name in ("race_middle", "race_high")},
+        "semeval": Budget(16, 16, 64, 8, 1e-3, 1, TYPED_MARKERS),
         "coref": Budget(2, 1, 64, 1, 1e-3, 1, {"max_train_segments": 1, "ffnn_size": 32, **COREF_EVAL},
                         gap_examples=16),
     }),

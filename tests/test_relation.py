@@ -125,12 +125,17 @@ def test_type_markers_over_one_type_are_flagged(caplog):
     """SemEval's entities are all NOMINAL: SpanBERT's markers would leave the classifier no entity to read."""
     nominal = [example(["a", "cord", "in", "a", "cradle"], (1, 1), (4, 4), "NOMINAL", "NOMINAL")] * 3
     typed = [example(["Merkel", "in", "Hamburg"], (0, 0), (2, 2)), *nominal]
+    one_each = [example(["Merkel", "in", "Hamburg"], (0, 0), (2, 2))] * 3  # every subject PERSON, every object CITY
     with caplog.at_level("WARNING", logger="spanroberta.tasks.relation"):
         warn_if_types_say_nothing(typed, "spanbert_types")
         warn_if_types_say_nothing(nominal, "typed_entity_markers")
         assert not caplog.records
         warn_if_types_say_nothing(nominal, "spanbert_types")
-    assert "type NOMINAL" in caplog.text and "--entity_markers typed_entity_markers" in caplog.text
+        warn_if_types_say_nothing(one_each, "spanbert_types")
+    first, second = caplog.records
+    assert "the type NOMINAL and every object the type NOMINAL" in first.getMessage()
+    assert "the type PERSON and every object the type CITY" in second.getMessage()
+    assert "--entity_markers typed_entity_markers" in caplog.text
 
 
 def wordpiece_tokenizer(lowercase=True):

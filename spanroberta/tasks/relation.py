@@ -218,15 +218,19 @@ def add_entity_markers(
 
 
 def warn_if_types_say_nothing(examples: Sequence[RelationExample], encoding: str) -> None:
-    """spanbert_types replaces each entity's words by its type. Where every entity has one type (SemEval-2010
-    Task 8's are all NOMINAL), nothing of the entities is left for the classifier: say so and name the encoding
-    that keeps their words."""
-    types = {example.subject_type for example in examples} | {example.object_type for example in examples}
-    if encoding == "spanbert_types" and len(types) == 1:
-        logger.warning("Every entity in the training data has the type %s: --entity_markers spanbert_types replaces "
-                       "each entity's words by that one marker, so the classifier sees no entity at all. Pass "
-                       "--entity_markers typed_entity_markers to keep the entities' words (on SemEval-2010 Task 8 "
-                       "this is what reaches a useful score; see docs/relation-extraction.md).", types.pop())  # fmt: skip
+    """spanbert_types replaces each entity's words by its type. Where every subject has one type and every object
+    one type (SemEval-2010 Task 8's are all NOMINAL), the markers say nothing but the role, and nothing of the
+    entities is left for the classifier: say so and name the encoding that keeps their words."""
+    subject_types = {example.subject_type for example in examples}
+    object_types = {example.object_type for example in examples}
+    if encoding == "spanbert_types" and len(subject_types) == 1 and len(object_types) == 1:
+        logger.warning(
+            "Every subject in the training data has the type %s and every object the type %s: --entity_markers "
+            "spanbert_types replaces each entity's words by one marker of its role, so the classifier sees no entity "
+            "at all. Pass --entity_markers typed_entity_markers to keep the entities' words (on SemEval-2010 Task 8 "
+            "this is what reaches a useful score; see docs/relation-extraction.md).",
+            subject_types.pop(), object_types.pop(),
+        )
 
 
 def marked_text(example: RelationExample, encoding: str) -> tuple[str, int, int]:
