@@ -362,6 +362,8 @@ def test_run_coref_trains_evaluates_and_resolves_gap(tmp_path, spanroberta_check
     assert json.loads((again / "eval_results.json").read_text())["eval_documents"] == 2
     gap_results = json.loads((again / "gap_results.json").read_text())
     assert gap_results["gap_examples"] == 2 and 0.0 <= gap_results["gap_overall_f1"] <= 1.0
+    answered = [gap_results[f"gap_answered_{answer}"] for answer in ("neither", "a", "b", "both")]
+    assert sum(answered) == pytest.approx(1.0) and all(share in (0.0, 0.5, 1.0) for share in answered)
     lines = [line.split("\t") for line in (again / "gap_predictions.tsv").read_text().splitlines()]
     assert [line[0] for line in lines] == ["test-1", "test-2"]
     assert all(set(line[1:]) <= {"TRUE", "FALSE"} for line in lines)

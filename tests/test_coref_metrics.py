@@ -3,7 +3,7 @@
 import pytest
 
 from spanroberta.metrics.coreference import CorefEvaluator, coref_scores
-from spanroberta.metrics.gap import GapDecision, gap_scores
+from spanroberta.metrics.gap import GapDecision, gap_answers, gap_scores
 
 # The example of Pradhan et al. 2014 (figure 1): key {a b c} {d e f g}; response {a b} {c d} {f g h i}.
 # h and i are twinless (predicted, not gold); e is a gold mention the response lacks.
@@ -115,3 +115,11 @@ def test_a_gold_mention_in_two_predicted_entities_counts_in_the_first_only():
     evaluator = CorefEvaluator()
     evaluator.add(gold, [[(0, 0), (2, 2), (8, 8)], [(4, 4), (6, 6), (8, 8)]])
     assert evaluator.counts["b_cubed"].precision_denominator == 6
+
+
+def test_gap_answers_count_each_kind_of_answer():
+    decisions = [GapDecision("he", True, False, True, True), GapDecision("she", False, True, False, False),
+                 GapDecision("his", True, False, True, False), GapDecision("her", False, True, True, True)]  # fmt: skip
+    assert gap_answers(decisions) == {"answered_neither": 0.25, "answered_a": 0.25, "answered_b": 0.0,
+                                      "answered_both": 0.5}  # fmt: skip
+    assert gap_answers([]) == dict.fromkeys(["answered_neither", "answered_a", "answered_b", "answered_both"], 0.0)

@@ -57,4 +57,15 @@ def gap_scores(decisions: Iterable[GapDecision]) -> dict[str, float | None]:
     return results
 
 
-__all__ = ["FEMININE_PRONOUNS", "GapDecision", "MASCULINE_PRONOUNS", "gap_scores"]
+def gap_answers(decisions: Iterable[GapDecision]) -> dict[str, float]:
+    """Not part of the official score: the share of examples answered neither, A only, B only and both. GAP's gold
+    is never both (a pronoun refers to one name at most), so "both" counts predictions that merged A and B into the
+    pronoun's cluster, and "neither" those that left the pronoun in no cluster with a name: where a model's F1 falls
+    short, these say which way."""
+    decisions = list(decisions)
+    answers = {"neither": (False, False), "a": (True, False), "b": (False, True), "both": (True, True)}
+    return {f"answered_{name}": sum((d.predicted_a, d.predicted_b) == answer for d in decisions) / len(decisions)
+            if decisions else 0.0 for name, answer in answers.items()}  # fmt: skip
+
+
+__all__ = ["FEMININE_PRONOUNS", "GapDecision", "MASCULINE_PRONOUNS", "gap_answers", "gap_scores"]

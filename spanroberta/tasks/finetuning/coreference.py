@@ -12,7 +12,7 @@ from typing import Any
 from transformers import AutoModel, Trainer
 
 from ...errors import UserInputError
-from ...metrics.gap import gap_scores
+from ...metrics.gap import gap_answers, gap_scores
 from ...models.configuration_coreference import CorefConfig
 from ...models.modeling_coreference import CorefModel
 from ...training.cli import apply_defaults, with_defaults
@@ -175,7 +175,7 @@ def resolve_gap(trainer: CorefTrainer, examples: list, max_segment_length: int, 
                 for example in examples]  # fmt: skip
     clusters = predict_documents(trainer.model, features, trainer.data_collator, keep_singletons=False)
     decisions = [gap_decision(example, found) for example, found in zip(examples, clusters)]
-    metrics = {f"gap_{name}": value for name, value in gap_scores(decisions).items()}
+    metrics = {f"gap_{name}": value for name, value in {**gap_scores(decisions), **gap_answers(decisions)}.items()}
     metrics["gap_examples"] = len(decisions)
     if trainer.is_world_process_zero():
         output_dir.mkdir(parents=True, exist_ok=True)
