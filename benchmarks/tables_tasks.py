@@ -159,8 +159,20 @@ def _size_table(context: Context, records: Sequence[dict], checkpoint: str, size
                           links])  # fmt: skip
     header = ["task", "metric", "score (0-100), mean ± sd", "floor", "clear of floor", "aim", "wall s per seed",
               "training loss, first → last", "published, for context", "records"]  # fmt: skip
-    return (f"**{checkpoint}**, size `{size}`:\n\n" + markdown_table(header, lines)
+    return (f"**{checkpoint}**, size `{size}`:\n\n" + markdown_table(header, lines) + _notes(summaries)
             + _superseded_lines(context, records, checkpoint, size))
+
+
+def _notes(summaries: dict[str, dict[str, Any]]) -> str:
+    """What the records say beyond the scores, for the rows whose catalog entry reads it (`Row.note`)."""
+    lines = []
+    for task in TASKS.values():
+        for row in task.rows:
+            for record in summaries.get(row.label, {}).get("records", []):
+                note = row.note(record["results"]) if row.note else None
+                if note:
+                    lines.append(f"- {row.label}, seed {record['settings']['seed']}: {note}.")
+    return "\n\nFrom the records, beyond the scores:\n\n" + "\n".join(lines) if lines else ""
 
 
 def groups(records: Sequence[dict]) -> list[tuple[str, str]]:

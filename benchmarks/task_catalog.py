@@ -86,6 +86,8 @@ class Row:
     docs: str  # the docs page that shows this row's latest score
     results_file: str = "eval_results.json"
     published: Published | None = None
+    # What a record says beyond the score, for the notes under the table: results (the record's) -> a sentence.
+    note: Callable[[dict[str, Any]], str | None] | None = None
 
 
 @dataclass
@@ -228,6 +230,20 @@ def prepare_coref(folder: Path, budget: Budget) -> Prepared:
     return Prepared(flags, {"LitBank": 0.0, "GAP": best_constant_gap(gap)}, {"split": split})
 
 
+def gap_note(results: dict[str, Any]) -> str | None:
+    """GAP's precision and recall, and how often each answer was given where the record holds it
+    (`gap_answered_*`): the gold is never both names, so "both" counts the pronoun's cluster taking in both."""
+    scores = results["scores"].get("gap_results.json", {})
+    if "gap_overall_precision" not in scores:
+        return None
+    note = f"precision {100 * scores['gap_overall_precision']:.1f}, recall {100 * scores['gap_overall_recall']:.1f}"
+    answers = [(name, scores.get(f"gap_answered_{key}")) for name, key in
+               (("neither", "neither"), ("A only", "a"), ("B only", "b"), ("both (never right)", "both"))]  # fmt: skip
+    if all(share is not None for _, share in answers):
+        note += "; answered " + ", ".join(f"{name} {100 * share:.0f}%" for name, share in answers)
+    return note
+
+
 # --- the tasks, their rows, and the published scores shown for context ---
 
 BERT_BASE, BERT_LARGE = "BERT-base (110M)", "BERT-large (340M)"
@@ -266,7 +282,8 @@ TASKS: dict[str, Task] = {task.name: task for task in (
         Row("SemEval-2010 Task 8", "eval_f1", "macro F1", 100, "relation-extraction.md"),)),
     Task("coref", "run_coref.py", prepare_coref, (
         Row("LitBank", "eval_conll_f1", "CoNLL F1", 100, "coreference.md"),
-        Row("GAP", "gap_overall_f1", "overall F1", 100, "coreference.md", results_file="gap_results.json"))),
+        Row("GAP", "gap_overall_f1", "overall F1", 100, "coreference.md", results_file="gap_results.json",
+            note=gap_note))),
 )}  # fmt: skip
 
 

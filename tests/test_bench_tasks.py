@@ -168,3 +168,12 @@ def test_the_table_shows_the_spread_over_seeds_the_floor_and_the_newest_record_o
     assert headline.startswith("Task benchmark (all-MiniLM-L6-v2, size `cpu`): 1 of 13 scores clear of their floor "
                                "(not clear: RTE); aims met on 1 of the 2 with an aim (short: RTE); not run yet: "
                                "SQuAD v2.0")  # fmt: skip
+
+
+def test_the_gap_note_says_which_way_the_answers_went():
+    scores = {"gap_overall_precision": 0.5, "gap_overall_recall": 0.25}
+    answered = {"gap_answered_neither": 0.4, "gap_answered_a": 0.2, "gap_answered_b": 0.1, "gap_answered_both": 0.3}
+    assert task_catalog.gap_note({"scores": {"gap_results.json": scores}}) == "precision 50.0, recall 25.0"
+    assert task_catalog.gap_note({"scores": {"gap_results.json": {**scores, **answered}}}) == (
+        "precision 50.0, recall 25.0; answered neither 40%, A only 20%, B only 10%, both (never right) 30%")
+    assert task_catalog.gap_note({"scores": {}}) is None
