@@ -85,18 +85,43 @@ def fmt_aim(row: Row, size: str, summary: dict[str, Any] | None) -> str:
     return f"{aim:g}" if summary is None else f"{aim:g} ({'met' if summary['score']['mean'] >= aim else 'short'})"
 
 
-def fmt_curve(records: Sequence[dict]) -> str:
-    """The lowest seed's logged training loss, first and last, and its change over the last quarter of training
-    (negative: it fell): a loss still falling at the end says the unit stopped before the model had learned what it
-    could."""
+def curve_summary(records: Sequence[dict]) -> tuple[float, float, float] | None:
+    """The lowest seed's logged training loss: its first and last values and its relative change over the last
+    quarter of training (negative: it fell). None where no record holds a curve."""
     ordered = sorted(records, key=lambda record: record["settings"]["seed"])
     curve = next((r["results"]["loss_curve"] for r in ordered if r["results"].get("loss_curve")), None)
     if not curve:
+        return None
+    start = next(loss for epoch, loss in curve if epoch >= 0.75 * curve[-1][0])
+    return curve[0][1], curve[-1][1], (curve[-1][1] - start) / start if start else 0.0
+
+
+def fmt_curve(records: Sequence[dict]) -> str:
+    summary = curve_summary(records)
+    if summary is None:
         return "not recorded"
-    end = curve[-1][0]
-    start = next(loss for epoch, loss in curve if epoch >= 0.75 * end)
-    change = (curve[-1][1] - start) / start if start else 0.0
-    return f"{curve[0][1]:.2f} → {curve[-1][1]:.2f}, last quarter {round(100 * change) or 0:+d}%"
+    first, last, change = summary
+    return f"{first:.2f} → {last:.2f}, last quarter {round(100 * change) or 0:+d}%"
+
+
+# How the shortfall notes read a loss curve: a loss that moved less than this share from its first value did not
+# start learning; one that fell more than this share over the last quarter was still learning when it stopped.
+FLAT_CURVE, STILL_FALLING = 0.02, 0.03
+
+
+def read_shortfall(summary: dict[str, Any]) -> str:
+    """What the loss curve of a row short of its aim or its floor says."""
+    curve = curve_summary(summary["records"])
+    if curve is None:
+        return "its record holds no loss curve"
+    first, last, change = curve
+    if abs(last - first) < FLAT_CURVE * first:
+        return (f"the training loss never moved ({first:.2f} to {last:.2f}): the model did not start learning within "
+                "the budget's steps, so a longer budget is the next thing to measure")  # fmt: skip
+    if change < -STILL_FALLING:
+        return (f"the training loss was still falling over the last quarter ({round(100 * change):+d}%): more epochs "
+                "are the next thing to measure")  # fmt: skip
+    return f"the training loss had levelled off ({round(100 * change) or 0:+d}% over the last quarter)"
 
 
 def budget_change(old: dict, new: dict) -> str:
@@ -159,20 +184,29 @@ def _size_table(context: Context, records: Sequence[dict], checkpoint: str, size
                           links])  # fmt: skip
     header = ["task", "metric", "score (0-100), mean ± sd", "floor", "clear of floor", "aim", "wall s per seed",
               "training loss, first → last", "published, for context", "records"]  # fmt: skip
-    return (f"**{checkpoint}**, size `{size}`:\n\n" + markdown_table(header, lines) + _notes(summaries)
+    return (f"**{checkpoint}**, size `{size}`:\n\n" + markdown_table(header, lines) + _notes(summaries, size)
             + _superseded_lines(context, records, checkpoint, size))
 
 
-def _notes(summaries: dict[str, dict[str, Any]]) -> str:
-    """What the records say beyond the scores, for the rows whose catalog entry reads it (`Row.note`)."""
+def _notes(summaries: dict[str, dict[str, Any]], size: str) -> str:
+    """What the records say beyond the scores, for each row short of its aim or not clear of its floor: what the
+    row's catalog entry reads there (`Row.note`, per seed), else what its loss curve says."""
     lines = []
     for task in TASKS.values():
         for row in task.rows:
-            for record in summaries.get(row.label, {}).get("records", []):
-                note = row.note(record["results"]) if row.note else None
-                if note:
-                    lines.append(f"- {row.label}, seed {record['settings']['seed']}: {note}.")
-    return "\n\nFrom the records, beyond the scores:\n\n" + "\n".join(lines) if lines else ""
+            summary = summaries.get(row.label)
+            if summary is None:
+                continue
+            clear = row_clear_of_floor(summary)
+            aim = SIZES[size].aims.get(row.label) if size in SIZES else None
+            if clear and (aim is None or summary["score"]["mean"] >= aim):
+                continue
+            verdict = f"- {row.label}, {'short of its aim' if clear else 'not clear of its floor'}"
+            notes = [(r["settings"]["seed"], row.note(r["results"])) for r in summary["records"]] if row.note else []
+            notes = [(seed, note) for seed, note in notes if note]
+            lines += [f"{verdict}, seed {seed}: {note}." for seed, note in notes] or [
+                f"{verdict}: {read_shortfall(summary)}."]
+    return "\n\nWhere a row is short, from its records:\n\n" + "\n".join(lines) if lines else ""
 
 
 def groups(records: Sequence[dict]) -> list[tuple[str, str]]:

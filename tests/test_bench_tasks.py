@@ -152,6 +152,8 @@ def test_the_table_shows_the_spread_over_seeds_the_floor_and_the_newest_record_o
     _unit(tmp_path, "rte", 0, 53.0, 52.7, budget=dataclasses.replace(rte, epochs=1).as_record())  # at the floor
     table = tables_tasks.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
     lines = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}
+    assert "- RTE, not clear of its floor: the training loss was still falling over the last quarter (-20%)" in table
+    assert "- SQuAD v1.1" not in table  # clear of its floor and at its aim: no note
     squad_line = "**51.0** ± 1.4 (2 seeds) | 0.0 | yes | 50 (met) | 100 | 3.00 → 0.80, last quarter -20%"
     assert squad_line in lines["SQuAD v1.1"]
     earlier = "an earlier budget (the catalog's is not run yet)"
@@ -177,3 +179,14 @@ def test_the_gap_note_says_which_way_the_answers_went():
     assert task_catalog.gap_note({"scores": {"gap_results.json": {**scores, **answered}}}) == (
         "precision 50.0, recall 25.0; answered neither 40%, A only 20%, B only 10%, both (never right) 30%")
     assert task_catalog.gap_note({"scores": {}}) is None
+
+
+@pytest.mark.parametrize(("curve", "reading"), [
+    ([[0.5, 1.386], [1.0, 1.385]], "the training loss never moved (1.39 to 1.39)"),
+    ([[0.5, 3.0], [1.5, 2.0], [2.0, 1.0]], "still falling over the last quarter (-50%)"),
+    ([[0.5, 3.0], [1.5, 1.0], [2.0, 0.99]], "had levelled off (-1% over the last quarter)"),
+    ([], "its record holds no loss curve"),
+])  # fmt: skip
+def test_a_short_row_is_read_from_its_loss_curve(curve, reading):
+    summary = {"records": [{"settings": {"seed": 0}, "results": {"loss_curve": curve}}]}
+    assert reading in tables_tasks.read_shortfall(summary)
