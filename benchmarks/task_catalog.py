@@ -244,6 +244,16 @@ def gap_note(results: dict[str, Any]) -> str | None:
     return note
 
 
+def squad_v2_note(results: dict[str, Any]) -> str | None:
+    """SQuAD v2.0's F1 on the answerable and the unanswerable questions apart: a model that answers nothing scores
+    the floor with 100 on the one and 0 on the other."""
+    scores = results["scores"].get("eval_results.json", {})
+    if "eval_HasAns_f1" not in scores:
+        return None
+    return (f"F1 {scores['eval_HasAns_f1']:.1f} on the {scores['eval_HasAns_total']} answerable questions, "
+            f"{scores['eval_NoAns_f1']:.1f} on the {scores['eval_NoAns_total']} unanswerable ones")
+
+
 # --- the tasks, their rows, and the published scores shown for context ---
 
 BERT_BASE, BERT_LARGE = "BERT-base (110M)", "BERT-large (340M)"
@@ -256,7 +266,8 @@ TASKS: dict[str, Task] = {task.name: task for task in (
             published=Published(88.5, BERT_BASE, "Devlin et al. 2019, Table 2 (SQuAD v1.1 dev)")),)),
     Task("squad_v2", "run_squad.py", prepare_squad_v2, (
         Row("SQuAD v2.0", "eval_f1", "F1", 1, "finetuning.md",
-            published=Published(81.9, BERT_LARGE, "Devlin et al. 2019, Table 3 (SQuAD v2.0 dev)")),)),
+            published=Published(81.9, BERT_LARGE, "Devlin et al. 2019, Table 3 (SQuAD v2.0 dev)"),
+            note=squad_v2_note),)),
     Task("mrqa", "run_squad.py", prepare_mrqa, (Row("MRQA SQuAD", "eval_SQuAD_f1", "F1", 1, "mrqa.md"),)),
     Task("cola", "run_glue.py", prepare_glue("cola", "CoLA"), (
         Row("CoLA", "eval_matthews_correlation", "Matthews corr.", 100, "finetuning.md",

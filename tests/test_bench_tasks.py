@@ -190,3 +190,10 @@ def test_the_gap_note_says_which_way_the_answers_went():
 def test_a_short_row_is_read_from_its_loss_curve(curve, reading):
     summary = {"records": [{"settings": {"seed": 0}, "results": {"loss_curve": curve}}]}
     assert reading in tables_tasks.read_shortfall(summary)
+
+
+def test_the_squad_v2_note_splits_answerable_from_unanswerable():
+    scores = {"eval_HasAns_f1": 0.0, "eval_HasAns_total": 216, "eval_NoAns_f1": 100.0, "eval_NoAns_total": 419}
+    assert task_catalog.squad_v2_note({"scores": {"eval_results.json": scores}}) == (
+        "F1 0.0 on the 216 answerable questions, 100.0 on the 419 unanswerable ones")
+    assert task_catalog.squad_v2_note({"scores": {"eval_results.json": {}}}) is None
