@@ -77,12 +77,24 @@ def fmt_score(summary: dict[str, Any]) -> str:
     return f"**{score['mean']:.1f}**{spread_text} ({seeds})"
 
 
+def aim_of(label: str, size: str) -> float | None:
+    """The score (0-100) the size aims at for a row, if it names one."""
+    return SIZES[size].aims.get(label) if size in SIZES else None
+
+
+def short_of_aim(label: str, size: str, summary: dict[str, Any]) -> bool:
+    aim = aim_of(label, size)
+    return aim is not None and summary["score"]["mean"] < aim
+
+
 def fmt_aim(row: Row, size: str, summary: dict[str, Any] | None) -> str:
     """The score the size aims at, and whether the mean reaches it."""
-    aim = SIZES[size].aims.get(row.label) if size in SIZES else None
+    aim = aim_of(row.label, size)
     if aim is None:
         return "-"
-    return f"{aim:g}" if summary is None else f"{aim:g} ({'met' if summary['score']['mean'] >= aim else 'short'})"
+    if summary is None:
+        return f"{aim:g}"
+    return f"{aim:g} ({'short' if short_of_aim(row.label, size, summary) else 'met'})"
 
 
 def curve_summary(records: Sequence[dict]) -> tuple[float, float, float] | None:
@@ -198,8 +210,7 @@ def _notes(summaries: dict[str, dict[str, Any]], size: str) -> str:
             if summary is None:
                 continue
             clear = row_clear_of_floor(summary)
-            aim = SIZES[size].aims.get(row.label) if size in SIZES else None
-            if clear and (aim is None or summary["score"]["mean"] >= aim):
+            if clear and not short_of_aim(row.label, size, summary):
                 continue
             verdict = f"- {row.label}, {'short of its aim' if clear else 'not clear of its floor'}"
             notes = [(r["settings"]["seed"], row.note(r["results"])) for r in summary["records"]] if row.note else []
@@ -233,8 +244,8 @@ def headline_sentence(records: Sequence[dict]) -> str:
     rows = [row.label for task in TASKS.values() for row in task.rows]
     run = [label for label in rows if label in summaries]
     not_clear = [label for label in run if not row_clear_of_floor(summaries[label])]
-    aims = {label: SIZES[size].aims[label] for label in run if label in SIZES[size].aims}
-    short = [label for label, aim in aims.items() if summaries[label]["score"]["mean"] < aim]
+    aims = [label for label in run if aim_of(label, size) is not None]
+    short = [label for label in aims if short_of_aim(label, size, summaries[label])]
     parts = [f"{len(run) - len(not_clear)} of {len(rows)} scores clear of their floor"
              + (f" (not clear: {', '.join(not_clear)})" if not_clear else "")]
     if aims:
