@@ -53,6 +53,9 @@ class Budget:
     epochs: float
     options: dict[str, Any] = field(default_factory=dict)  # further flags of the task's script
     gap_examples: int | None = None  # coreference: the first N GAP development examples (None: all 2,000)
+    # SQuAD v2.0: this many SQuAD v1.1 questions join its training part, drawn from the v1.1 articles the v2.0
+    # part does not hold (SQuAD 2.0's own training set is SQuAD 1.1's with unanswerable questions added).
+    squad_v1_train: int = 0
 
     def as_record(self) -> dict[str, Any]:
         """The budget as a record holds it (through JSON)."""
@@ -124,14 +127,33 @@ def prepare_squad(folder: Path, budget: Budget) -> Prepared:
 
 
 def prepare_squad_v2(folder: Path, budget: Budget) -> Prepared:
-    files = split_by_article(DATA / "squad" / "dev-v2.0.part-a.json", SQUAD_V2_TRAIN_ARTICLES, budget.train, budget.eval,
-                             folder)
+    source = DATA / "squad" / "dev-v2.0.part-a.json"
+    files = split_by_article(source, SQUAD_V2_TRAIN_ARTICLES, budget.train, budget.eval, folder)
     questions = [qa for a in json.loads(files["validation"].read_text())["data"] for p in a["paragraphs"]
                  for qa in p["qas"]]  # fmt: skip
     # evaluate-v2.0.py scores an empty answer 1 on an unanswerable question and 0 on an answerable one.
     empty_answer = 100 * sum(qa["is_impossible"] for qa in questions) / len(questions)
+    split = f"dev-v2.0.part-a.json articles 1-{SQUAD_V2_TRAIN_ARTICLES} train, the rest evaluate"
+    if budget.squad_v1_train:
+        add_squad_v1_questions(files["train"], source, budget.squad_v1_train)
+        split += f"; {budget.squad_v1_train} dev-v1.1.json questions from articles outside the part also train"
     return Prepared(_squad_flags(files, budget) + ["--version_2_with_negative"], {"SQuAD v2.0": empty_answer},
-                    {"split": f"dev-v2.0.part-a.json articles 1-{SQUAD_V2_TRAIN_ARTICLES} train, the rest evaluate"})
+                    {"split": split})
+
+
+def add_squad_v1_questions(train_file: Path, v2_source: Path, count: int) -> None:
+    """Adds `count` SQuAD v1.1 questions (drawn with seed 0) to a v2.0 training file, from the v1.1 articles that
+    `v2_source` does not hold: its evaluation articles' answerable questions are v1.1 questions too."""
+    v2_titles = {article["title"] for article in json.loads(v2_source.read_text(encoding="utf-8"))["data"]}
+    articles = [a for a in json.loads((DATA / "squad" / "dev-v1.1.json").read_text(encoding="utf-8"))["data"]
+                if a["title"] not in v2_titles]  # fmt: skip
+    keep = {qa["id"] for qa in sample([qa for a in articles for p in a["paragraphs"] for qa in p["qas"]], count)}
+    added = [{"title": a["title"], "paragraphs": [
+        {"context": p["context"], "qas": [{**qa, "is_impossible": False} for qa in p["qas"] if qa["id"] in keep]}
+        for p in a["paragraphs"]]} for a in articles]  # fmt: skip
+    document = json.loads(train_file.read_text(encoding="utf-8"))
+    document["data"] += added
+    train_file.write_text(json.dumps(document), encoding="utf-8")
 
 
 def prepare_mrqa(folder: Path, budget: Budget) -> Prepared:
@@ -310,9 +332,12 @@ class Size:
 
 
 SQUAD_CPU = Budget(3000, 1000, 256, 32, 1e-4, 2, {"doc_stride": 128})
-# MRQA's and SQuAD v2.0's rows train on half as many questions (MRQA's on the same articles as SQuAD v1.1's), which
-# keeps each near 20 minutes on 2 cores; SQuAD v1.1's and MRQA's rows side by side show what the other 1,500 give.
+# MRQA's row trains on half as many questions (on the same articles as SQuAD v1.1's), which keeps it near 20 minutes
+# on 2 cores; SQuAD v1.1's and MRQA's rows side by side show what the other 1,500 give.
 HALF_SQUAD_CPU = Budget(1500, 1000, 256, 32, 1e-4, 2, {"doc_stride": 128})
+# SQuAD v2.0's row: 1,500 questions of its part (half of them unanswerable) alone taught a model that answered no
+# question, so 1,500 SQuAD v1.1 questions join them, as SQuAD 1.1's questions are part of SQuAD 2.0's training set.
+SQUAD_V2_CPU = dataclasses.replace(HALF_SQUAD_CPU, squad_v1_train=1500)
 SQUAD_GPU = Budget(None, None, 384, 32, 1e-4, 2, {"doc_stride": 128})
 COREF_EVAL = {"per_device_eval_batch_size": 1}
 # SemEval's entities are all NOMINAL: SpanBERT's type markers would replace every entity's words by one marker.
@@ -325,7 +350,7 @@ TYPED_MARKERS = {"entity_markers": "typed_entity_markers"}
 # toy: a tiny random model (bench_tasks.toy_checkpoint) on a few examples, for the test suite.
 SIZES: dict[str, Size] = {
     "cpu": Size((0, 1), {
-        "squad": SQUAD_CPU, "squad_v2": HALF_SQUAD_CPU, "mrqa": HALF_SQUAD_CPU,
+        "squad": SQUAD_CPU, "squad_v2": SQUAD_V2_CPU, "mrqa": HALF_SQUAD_CPU,
         "cola": Budget(None, None, 64, 32, 1e-4, 3),
         "sst2": Budget(20000, None, 64, 32, 1e-4, 1),
         "mrpc": Budget(None, None, 128, 32, 1e-4, 3),

@@ -120,6 +120,27 @@ def test_squad_v2_is_split_by_article_and_its_floor_is_the_unanswerable_share(tm
     assert contexts["train"] and contexts["validation"] and not contexts["train"] & contexts["validation"]
 
 
+def test_squad_v1_questions_join_squad_v2_training_from_articles_outside_the_v2_part(tmp_path):
+    shared_data("squad", "dev-v2.0.part-a.json")
+    alone = task_catalog.Budget(None, None, 128, 8, 1e-4, 1)
+    for folder in ("alone", "joined"):
+        (tmp_path / folder).mkdir()
+    task_catalog.prepare_squad_v2(tmp_path / "alone", alone)
+    prepared = task_catalog.prepare_squad_v2(tmp_path / "joined", dataclasses.replace(alone, squad_v1_train=40))
+
+    def questions(folder, split):
+        data = json.loads((folder / f"dev-v2.0.part-a-{split}.json").read_text())["data"]
+        return {qa["id"]: (p["context"], qa) for a in data for p in a["paragraphs"] for qa in p["qas"]}
+
+    before, after = questions(tmp_path / "alone", "train"), questions(tmp_path / "joined", "train")
+    added = {qid: pair for qid, pair in after.items() if qid not in before}
+    assert before.items() <= after.items() and len(added) == 40
+    assert all(qa["answers"] and not qa["is_impossible"] for _, qa in added.values())
+    evaluated = {context for context, _ in questions(tmp_path / "joined", "validation").values()}
+    assert not evaluated & {context for context, _ in added.values()}
+    assert "40 dev-v1.1.json questions" in prepared.data["split"]
+
+
 def test_a_glue_floor_is_the_majority_class_and_cola_has_none_above_zero(tmp_path):
     dev = shared_data("glue", "RTE", "dev.tsv")
     budget = task_catalog.Budget(None, None, 128, 8, 1e-4, 1)
