@@ -267,13 +267,18 @@ def gap_note(results: dict[str, Any]) -> str | None:
 
 
 def squad_v2_note(results: dict[str, Any]) -> str | None:
-    """SQuAD v2.0's F1 on the answerable and the unanswerable questions apart: a model that answers nothing scores
-    the floor with 100 on the one and 0 on the other."""
+    """SQuAD v2.0's F1 on the answerable and the unanswerable questions apart (a model that answers nothing scores
+    the floor with 100 on the one and 0 on the other), and the best F1 of any null threshold, searched on the
+    evaluation questions themselves (evaluate-v2.0.py's best_f1): where it is no higher than F1, no threshold would
+    lift the score and the answers themselves fall short."""
     scores = results["scores"].get("eval_results.json", {})
     if "eval_HasAns_f1" not in scores:
         return None
-    return (f"F1 {scores['eval_HasAns_f1']:.1f} on the {scores['eval_HasAns_total']} answerable questions, "
+    note = (f"F1 {scores['eval_HasAns_f1']:.1f} on the {scores['eval_HasAns_total']} answerable questions, "
             f"{scores['eval_NoAns_f1']:.1f} on the {scores['eval_NoAns_total']} unanswerable ones")
+    if "eval_best_f1" in scores:
+        note += f"; the best null threshold, chosen on these questions, would score {scores['eval_best_f1']:.1f}"
+    return note
 
 
 # --- the tasks, their rows, and the published scores shown for context ---

@@ -217,4 +217,7 @@ def test_the_squad_v2_note_splits_answerable_from_unanswerable():
     scores = {"eval_HasAns_f1": 0.0, "eval_HasAns_total": 216, "eval_NoAns_f1": 100.0, "eval_NoAns_total": 419}
     assert task_catalog.squad_v2_note({"scores": {"eval_results.json": scores}}) == (
         "F1 0.0 on the 216 answerable questions, 100.0 on the 419 unanswerable ones")
+    with_best = {**scores, "eval_best_f1": 66.0}
+    assert task_catalog.squad_v2_note({"scores": {"eval_results.json": with_best}}).endswith(
+        "; the best null threshold, chosen on these questions, would score 66.0")
     assert task_catalog.squad_v2_note({"scores": {"eval_results.json": {}}}) is None
