@@ -351,8 +351,8 @@ RACE_CPU = Budget(2000, 400, 128, 8, 5e-5, 1, {"max_qa_length": 48})
 # SemEval's entities are all NOMINAL: SpanBERT's type markers would replace every entity's words by one marker.
 TYPED_MARKERS = {"entity_markers": "typed_entity_markers"}
 
-# cpu: a target time of about 20 minutes a task on 2 cores, sized from the tokens each task trains on; SQuAD v1.1
-# takes longer (3,000 questions, 2 epochs: about 30 minutes of training), as its aim needs.
+# cpu: a target time of about 20 minutes a task on 2 cores, sized from the tokens each task trains on; SQuAD v1.1 and
+# v2.0 take longer (3,000 questions, 2 epochs: 27 to 53 minutes in their records), as their scores need.
 # gpu: the whole shared data (RACE high sampled), one epoch of SST-2 and RACE; a target time for all tasks of about
 # 10 minutes a seed on one H100 in bf16, most of a short unit being its process's start and tokenization.
 # toy: a tiny random model (bench_tasks.toy_checkpoint) on a few examples, for the test suite.
