@@ -135,13 +135,18 @@ def split_by_article(source: Path, train_articles: int, train_samples: int | Non
     files = {}
     for split, part, count in (("train", articles[:train_articles], train_samples),
                                ("validation", articles[train_articles:], eval_samples)):  # fmt: skip
-        keep = {qa["id"] for qa in sample([qa for a in part for p in a["paragraphs"] for qa in p["qas"]], count)}
-        kept = [{"title": a["title"], "paragraphs": [
-            {"context": p["context"], "qas": [qa for qa in p["qas"] if qa["id"] in keep]} for p in a["paragraphs"]]}
-            for a in part]  # fmt: skip
         files[split] = folder / f"{source.stem}-{split}.json"
-        files[split].write_text(json.dumps({"version": document["version"], "data": kept}), encoding="utf-8")
+        files[split].write_text(json.dumps({"version": document["version"], "data": sample_questions(part, count)}),
+                                encoding="utf-8")  # fmt: skip
     return files
+
+
+def sample_questions(articles: list[dict], count: int | None) -> list[dict]:
+    """Nested SQuAD articles holding `count` of their questions, drawn with `sample` (every paragraph is kept)."""
+    keep = {qa["id"] for qa in sample([qa for a in articles for p in a["paragraphs"] for qa in p["qas"]], count)}
+    return [{"title": a["title"], "paragraphs": [
+        {"context": p["context"], "qas": [qa for qa in p["qas"] if qa["id"] in keep]} for p in a["paragraphs"]]}
+        for a in articles]  # fmt: skip
 
 
 def glue_files(folder: Path, task_name: str, size: TaskSize) -> dict[str, Path]:

@@ -25,6 +25,7 @@ from parity_tasks import (
     floor,
     glue_files,
     sample,
+    sample_questions,
     split_by_article,
     squad_v1_scores,
     write_jsonl,
@@ -147,10 +148,9 @@ def add_squad_v1_questions(train_file: Path, v2_source: Path, count: int) -> Non
     v2_titles = {article["title"] for article in json.loads(v2_source.read_text(encoding="utf-8"))["data"]}
     articles = [a for a in json.loads((DATA / "squad" / "dev-v1.1.json").read_text(encoding="utf-8"))["data"]
                 if a["title"] not in v2_titles]  # fmt: skip
-    keep = {qa["id"] for qa in sample([qa for a in articles for p in a["paragraphs"] for qa in p["qas"]], count)}
-    added = [{"title": a["title"], "paragraphs": [
-        {"context": p["context"], "qas": [{**qa, "is_impossible": False} for qa in p["qas"] if qa["id"] in keep]}
-        for p in a["paragraphs"]]} for a in articles]  # fmt: skip
+    added = sample_questions(articles, count)
+    for qa in (qa for a in added for p in a["paragraphs"] for qa in p["qas"]):
+        qa["is_impossible"] = False  # v2.0's field, which the v1.1 file lacks
     document = json.loads(train_file.read_text(encoding="utf-8"))
     document["data"] += added
     train_file.write_text(json.dumps(document), encoding="utf-8")
