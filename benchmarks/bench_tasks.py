@@ -142,7 +142,7 @@ def run_task(task: Task, size_name: str, seeds: list[int], model: Path, checkpoi
         wall = run_script(arguments, folder / f"seed{seed}.log")
         results = unit_results(task, prepared, output, wall)
         settings = {**base, "seed": seed, "script": task.script, "budget": budget.as_record(), "size_flags": size.flags,
-                    "data": prepared.data}  # fmt: skip
+                    "data": prepared.data, "model_path": str(model)}  # fmt: skip
         path = write_record(BENCHMARK, settings, results, started=started, results_dir=records_dir,
                             name=f"{size_name}-{task.name}-seed{seed}")  # fmt: skip
         shown = ", ".join(f"{label} {row['score']:.1f} (floor {row['floor']:.1f})"

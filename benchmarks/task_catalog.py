@@ -54,9 +54,10 @@ class Budget:
     epochs: float
     options: dict[str, Any] = field(default_factory=dict)  # further flags of the task's script
     gap_examples: int | None = None  # coreference: the first N GAP development examples (None: all 2,000)
-    # SQuAD v2.0: this many SQuAD v1.1 questions join its training part, drawn from the v1.1 articles the v2.0
-    # part does not hold (SQuAD 2.0's own training set is SQuAD 1.1's with unanswerable questions added).
-    squad_v1_train: int = 0
+    # SQuAD v2.0: this many SQuAD v1.1 questions (None: all 9,262) join its training part, drawn from the v1.1
+    # articles the v2.0 part does not hold (SQuAD 2.0's own training set is SQuAD 1.1's with unanswerable questions
+    # added).
+    squad_v1_train: int | None = 0
 
     def as_record(self) -> dict[str, Any]:
         """The budget as a record holds it (through JSON)."""
@@ -135,25 +136,28 @@ def prepare_squad_v2(folder: Path, budget: Budget) -> Prepared:
     # evaluate-v2.0.py scores an empty answer 1 on an unanswerable question and 0 on an answerable one.
     empty_answer = 100 * sum(qa["is_impossible"] for qa in questions) / len(questions)
     split = f"dev-v2.0.part-a.json articles 1-{SQUAD_V2_TRAIN_ARTICLES} train, the rest evaluate"
-    if budget.squad_v1_train:
-        add_squad_v1_questions(files["train"], source, budget.squad_v1_train)
-        split += f"; {budget.squad_v1_train} dev-v1.1.json questions from articles outside the part also train"
+    if budget.squad_v1_train != 0:
+        added = add_squad_v1_questions(files["train"], source, budget.squad_v1_train)
+        split += f"; {added} dev-v1.1.json questions from articles outside the part also train"
     return Prepared(_squad_flags(files, budget) + ["--version_2_with_negative"], {"SQuAD v2.0": empty_answer},
                     {"split": split})
 
 
-def add_squad_v1_questions(train_file: Path, v2_source: Path, count: int) -> None:
-    """Adds `count` SQuAD v1.1 questions (drawn with seed 0) to a v2.0 training file, from the v1.1 articles that
-    `v2_source` does not hold: its evaluation articles' answerable questions are v1.1 questions too."""
+def add_squad_v1_questions(train_file: Path, v2_source: Path, count: int | None) -> int:
+    """Adds `count` SQuAD v1.1 questions (drawn with seed 0; None: all) to a v2.0 training file, from the v1.1
+    articles that `v2_source` does not hold: its evaluation articles' answerable questions are v1.1 questions too.
+    Returns how many it added."""
     v2_titles = {article["title"] for article in json.loads(v2_source.read_text(encoding="utf-8"))["data"]}
     articles = [a for a in json.loads((DATA / "squad" / "dev-v1.1.json").read_text(encoding="utf-8"))["data"]
                 if a["title"] not in v2_titles]  # fmt: skip
     added = sample_questions(articles, count)
-    for qa in (qa for a in added for p in a["paragraphs"] for qa in p["qas"]):
+    questions = [qa for a in added for p in a["paragraphs"] for qa in p["qas"]]
+    for qa in questions:
         qa["is_impossible"] = False  # v2.0's field, which the v1.1 file lacks
     document = json.loads(train_file.read_text(encoding="utf-8"))
     document["data"] += added
     train_file.write_text(json.dumps(document), encoding="utf-8")
+    return len(questions)
 
 
 def prepare_mrqa(folder: Path, budget: Budget) -> Prepared:
@@ -344,6 +348,7 @@ HALF_SQUAD_CPU = Budget(1500, 1000, 256, 32, 1e-4, 2, {"doc_stride": 128})
 # question, so 1,500 SQuAD v1.1 questions join them, as SQuAD 1.1's questions are part of SQuAD 2.0's training set.
 SQUAD_V2_CPU = dataclasses.replace(HALF_SQUAD_CPU, squad_v1_train=1500)
 SQUAD_GPU = Budget(None, None, 384, 32, 1e-4, 2, {"doc_stride": 128})
+SQUAD_V2_GPU = dataclasses.replace(SQUAD_GPU, squad_v1_train=None)
 COREF_EVAL = {"per_device_eval_batch_size": 1}
 # RACE: 1,000 questions at length 192 and 1e-4 (125 steps) left the loss at ln 4 on both levels; twice the steps, on
 # shorter inputs (the passage keeps 128 tokens less the question and option), at a lower learning rate.
@@ -371,7 +376,7 @@ SIZES: dict[str, Size] = {
     }, aims={"SQuAD v1.1": 50, "MRQA SQuAD": 50, "SST-2": 85, "MRPC": 85, "RTE": 58, "CoLA": 20, "STS-B": 80,
              "RACE middle": 35, "RACE high": 35, "SemEval-2010 Task 8": 75, "LitBank": 40}),
     "gpu": Size((0, 1, 2), {
-        "squad": SQUAD_GPU, "squad_v2": SQUAD_GPU, "mrqa": SQUAD_GPU,
+        "squad": SQUAD_GPU, "squad_v2": SQUAD_V2_GPU, "mrqa": SQUAD_GPU,
         "cola": Budget(None, None, 128, 32, 5e-5, 5),
         "sst2": Budget(None, None, 128, 32, 5e-5, 1),
         "mrpc": Budget(None, None, 128, 32, 5e-5, 5),
