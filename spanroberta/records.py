@@ -1,8 +1,9 @@
 """Raw result records: every figure the project reports is a value in one of these JSON files.
 
 A record says what was run and where: the command line, the git commit (and whether the tree had uncommitted
-changes), the date, the machine (CPU model, logical CPUs, GPU), the package versions, the load average when the run
-started and when it ended, the settings, and every measured value. All of it but the closing load average is read
+changes; a copy exported with `git archive` names its commit in $SPANROBERTA_SOURCE_COMMIT), the date, the machine
+(CPU model, logical CPUs, GPU), the package versions, the load average when the run started and when it ended, the
+settings, and every measured value. All of it but the closing load average is read
 when the run starts (`start_run()`), so a record names the code that ran, even if the tree changed while it ran.
 Benchmarks and ablations write one per run under `benchmarks/results/<benchmark>/`; the tables of
 benchmarks/RESULTS.md and benchmarks/ABLATIONS.md are generated from them (`python benchmarks/make_tables.py`), so a
@@ -92,7 +93,7 @@ def provenance() -> dict[str, Any]:
         except metadata.PackageNotFoundError:
             continue
     status = _git("status", "--porcelain", "--untracked-files=no")
-    return {
+    found = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "git_commit": _git("rev-parse", "HEAD"),
         "git_dirty": bool(status) if status is not None else None,
@@ -101,6 +102,11 @@ def provenance() -> dict[str, Any]:
                     "gpu": _gpu(), "system": platform.system()},
         "packages": packages,
     }
+    # A copy exported with `git archive` has no history to read its commit from: whoever exported it names it.
+    if os.environ.get("SPANROBERTA_SOURCE_COMMIT"):
+        found["measured_from"] = {"commit": os.environ["SPANROBERTA_SOURCE_COMMIT"],
+                                  "named_by": "$SPANROBERTA_SOURCE_COMMIT (an exported copy of the repository)"}
+    return found
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from spanroberta.records import (
     PROVENANCE_KEYS,
     RESULTS_DIR,
     check_record,
+    provenance,
     read_records,
     record_commit,
     record_load_average,
@@ -83,3 +84,10 @@ def test_a_record_from_an_exported_copy_names_the_repository_commit_it_was_measu
     record = {"git_commit": "c29d2b8796f9", "git_dirty": True, "measured_from": {"commit": "5103811f11f9"}}
     assert record_commit(record) == "5103811"
     assert record_commit({"git_commit": "abcdef123456", "git_dirty": True}) == "abcdef1 (dirty)"
+
+
+def test_an_exported_copy_is_named_by_the_commit_its_exporter_gives(monkeypatch):
+    monkeypatch.setenv("SPANROBERTA_SOURCE_COMMIT", "5103811f11f9")
+    assert record_commit(provenance()) == "5103811"
+    monkeypatch.delenv("SPANROBERTA_SOURCE_COMMIT")
+    assert "measured_from" not in provenance()
