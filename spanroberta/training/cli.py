@@ -133,4 +133,7 @@ def with_defaults(arguments_class: type, defaults: Mapping[str, Any], name: str,
         (key, hints[key], dataclasses.field(default=value, metadata=fields[key].metadata))
         for key, value in defaults.items()
     ]
-    return dataclasses.make_dataclass(name, overrides, bases=(arguments_class,), namespace={"__module__": module})
+    subclass = dataclasses.make_dataclass(name, overrides, bases=(arguments_class,))
+    # Set after make_dataclass, which from Python 3.12 names its caller's module (this one) whatever the namespace says.
+    subclass.__module__ = module
+    return subclass
