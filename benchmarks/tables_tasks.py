@@ -141,7 +141,13 @@ def budget_change(old: dict, new: dict) -> str:
     flat_old, flat_new = _flat(old["settings"].get("budget", {})), _flat(new["settings"].get("budget", {}))
     changes = [f"{key}: {_shown(flat_old.get(key))} -> {_shown(flat_new.get(key))}"
                for key in sorted(set(flat_old) | set(flat_new)) if flat_old.get(key) != flat_new.get(key)]  # fmt: skip
-    return "; ".join(changes) or "the same budget"
+    if changes:
+        return "; ".join(changes)
+    old_packages, new_packages = old.get("packages", {}), new.get("packages", {})
+    packages = [f"{name} {_shown(old_packages.get(name))} -> {_shown(new_packages.get(name))}"
+                for name in sorted(set(old_packages) | set(new_packages))
+                if old_packages.get(name) != new_packages.get(name)]  # fmt: skip
+    return "the same budget" + (f" and other packages ({'; '.join(packages)})" if packages else "")
 
 
 def _shown(value: Any) -> str:
@@ -235,11 +241,15 @@ def render_task_benchmark(context: Context) -> str:
 
 
 def headline_sentence(records: Sequence[dict]) -> str:
-    """The README's line on the task benchmark: at the fullest size recorded from the real checkpoint, how many
-    scores are clear of their floor and how many reach the size's aim, naming those that do not."""
-    size = next((size for size in SIZE_ORDER[:2] if row_summaries(records, CHECKPOINT_NAME, size)), None)
-    if size is None:
+    """The README's line on the task benchmark: at each size recorded from the real checkpoint (gpu, then cpu),
+    how many scores are clear of their floor and how many reach the size's aim, naming those that do not."""
+    sizes = [size for size in SIZE_ORDER[:2] if row_summaries(records, CHECKPOINT_NAME, size)]
+    if not sizes:
         return f"Task benchmark: not run yet (`{COMMAND}`)."
+    return " ".join(_size_headline(records, size) for size in sizes)
+
+
+def _size_headline(records: Sequence[dict], size: str) -> str:
     summaries = row_summaries(records, CHECKPOINT_NAME, size)
     rows = [row.label for task in TASKS.values() for row in task.rows]
     run = [label for label in rows if label in summaries]

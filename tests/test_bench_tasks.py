@@ -221,3 +221,11 @@ def test_the_squad_v2_note_splits_answerable_from_unanswerable():
     assert task_catalog.squad_v2_note({"scores": {"eval_results.json": with_best}}).endswith(
         "; the best null threshold, chosen on these questions, would score 66.0")
     assert task_catalog.squad_v2_note({"scores": {"eval_results.json": {}}}) is None
+
+
+def test_a_rerun_with_the_same_budget_names_the_packages_that_changed():
+    old = {"settings": {"budget": {"batch": 32}}, "packages": {"tokenizers": "0.23.2", "torch": "2.11.0"}}
+    new = {"settings": {"budget": {"batch": 32}}, "packages": {"tokenizers": "0.23.3", "torch": "2.11.0"}}
+    assert tables_tasks.budget_change(old, new) == "the same budget and other packages (tokenizers 0.23.2 -> 0.23.3)"
+    assert tables_tasks.budget_change(old, old) == "the same budget"
+    assert tables_tasks.budget_change(old, {**new, "settings": {"budget": {"batch": 16}}}) == "batch: 32 -> 16"
