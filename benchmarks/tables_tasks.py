@@ -246,10 +246,10 @@ def headline_sentence(records: Sequence[dict]) -> str:
     sizes = [size for size in SIZE_ORDER[:2] if row_summaries(records, CHECKPOINT_NAME, size)]
     if not sizes:
         return f"Task benchmark: not run yet (`{COMMAND}`)."
-    return " ".join(_size_headline(records, size) for size in sizes)
+    return " ".join(_size_headline(records, size, f"At size `{size}`: " if i else None) for i, size in enumerate(sizes))
 
 
-def _size_headline(records: Sequence[dict], size: str) -> str:
+def _size_headline(records: Sequence[dict], size: str, lead: str | None) -> str:
     summaries = row_summaries(records, CHECKPOINT_NAME, size)
     rows = [row.label for task in TASKS.values() for row in task.rows]
     run = [label for label in rows if label in summaries]
@@ -263,7 +263,7 @@ def _size_headline(records: Sequence[dict], size: str) -> str:
                      + (f" (short: {', '.join(short)})" if short else ""))  # fmt: skip
     if len(run) < len(rows):
         parts.append(f"not run yet: {', '.join(label for label in rows if label not in summaries)}")
-    return f"Task benchmark (all-MiniLM-L6-v2, size `{size}`): " + "; ".join(parts) + "."
+    return (lead or f"Task benchmark (all-MiniLM-L6-v2, size `{size}`): ") + "; ".join(parts) + "."
 
 
 def _score_line(context: Context, row: Row, records: Sequence[dict]) -> str:

@@ -229,3 +229,11 @@ def test_a_rerun_with_the_same_budget_names_the_packages_that_changed():
     assert tables_tasks.budget_change(old, new) == "the same budget and other packages (tokenizers 0.23.2 -> 0.23.3)"
     assert tables_tasks.budget_change(old, old) == "the same budget"
     assert tables_tasks.budget_change(old, {**new, "settings": {"budget": {"batch": 16}}}) == "batch: 32 -> 16"
+
+
+def test_the_headline_gives_the_gpu_size_first_then_the_cpu_size(tmp_path):
+    _unit(tmp_path, "squad", 0, 51.0, 0.0)
+    _unit(tmp_path, "squad", 0, 66.0, 0.0, size="gpu")
+    headline = tables_tasks.headline_sentence(read_records("tasks", tmp_path))
+    assert headline.startswith("Task benchmark (all-MiniLM-L6-v2, size `gpu`): 1 of 13 scores clear of their floor; ")
+    assert " At size `cpu`: 1 of 13 scores clear of their floor; aims met on 1 of the 1 with an aim; " in headline
