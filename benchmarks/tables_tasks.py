@@ -137,17 +137,19 @@ def read_shortfall(summary: dict[str, Any]) -> str:
 
 
 def budget_change(old: dict, new: dict) -> str:
-    """What a rerun changed in a unit's budget, e.g. `options.entity_markers: - -> typed_entity_markers`."""
-    flat_old, flat_new = _flat(old["settings"].get("budget", {})), _flat(new["settings"].get("budget", {}))
-    changes = [f"{key}: {_shown(flat_old.get(key))} -> {_shown(flat_new.get(key))}"
-               for key in sorted(set(flat_old) | set(flat_new)) if flat_old.get(key) != flat_new.get(key)]  # fmt: skip
+    """What a rerun changed in a unit's budget, e.g. `options.entity_markers: - -> typed_entity_markers`, or, with
+    the same budget, in its packages, e.g. `tokenizers 0.23.2 -> 0.23.3`."""
+    changes = _differences(_flat(old["settings"].get("budget", {})), _flat(new["settings"].get("budget", {})), ": ")
     if changes:
         return "; ".join(changes)
-    old_packages, new_packages = old.get("packages", {}), new.get("packages", {})
-    packages = [f"{name} {_shown(old_packages.get(name))} -> {_shown(new_packages.get(name))}"
-                for name in sorted(set(old_packages) | set(new_packages))
-                if old_packages.get(name) != new_packages.get(name)]  # fmt: skip
+    packages = _differences(old.get("packages", {}), new.get("packages", {}), " ")
     return "the same budget" + (f" and other packages ({'; '.join(packages)})" if packages else "")
+
+
+def _differences(old: dict[str, Any], new: dict[str, Any], separator: str) -> list[str]:
+    """`key{separator}old -> new` for each key whose value differs, in key order."""
+    return [f"{key}{separator}{_shown(old.get(key))} -> {_shown(new.get(key))}"
+            for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)]  # fmt: skip
 
 
 def _shown(value: Any) -> str:
@@ -246,10 +248,11 @@ def headline_sentence(records: Sequence[dict]) -> str:
     sizes = [size for size in SIZE_ORDER[:2] if row_summaries(records, CHECKPOINT_NAME, size)]
     if not sizes:
         return f"Task benchmark: not run yet (`{COMMAND}`)."
-    return " ".join(_size_headline(records, size, f"At size `{size}`: " if i else None) for i, size in enumerate(sizes))
+    leads = [f"Task benchmark (all-MiniLM-L6-v2, size `{sizes[0]}`): "] + [f"At size `{size}`: " for size in sizes[1:]]
+    return " ".join(lead + _size_summary(records, size) + "." for lead, size in zip(leads, sizes))
 
 
-def _size_headline(records: Sequence[dict], size: str, lead: str | None) -> str:
+def _size_summary(records: Sequence[dict], size: str) -> str:
     summaries = row_summaries(records, CHECKPOINT_NAME, size)
     rows = [row.label for task in TASKS.values() for row in task.rows]
     run = [label for label in rows if label in summaries]
@@ -263,7 +266,7 @@ def _size_headline(records: Sequence[dict], size: str, lead: str | None) -> str:
                      + (f" (short: {', '.join(short)})" if short else ""))  # fmt: skip
     if len(run) < len(rows):
         parts.append(f"not run yet: {', '.join(label for label in rows if label not in summaries)}")
-    return (lead or f"Task benchmark (all-MiniLM-L6-v2, size `{size}`): ") + "; ".join(parts) + "."
+    return "; ".join(parts)
 
 
 def _score_line(context: Context, row: Row, records: Sequence[dict]) -> str:

@@ -3,8 +3,8 @@
 A record says what was run and where: the command line, the git commit (and whether the tree had uncommitted
 changes; a copy exported with `git archive` names its commit in $SPANROBERTA_SOURCE_COMMIT), the date, the machine
 (CPU model, logical CPUs, GPU), the package versions, the load average when the run started and when it ended, the
-settings, and every measured value. All of it but the closing load average is read
-when the run starts (`start_run()`), so a record names the code that ran, even if the tree changed while it ran.
+settings, and every measured value. All of it but the closing load average is read when the run starts
+(`start_run()`), so a record names the code that ran, even if the tree changed while it ran.
 Benchmarks and ablations write one per run under `benchmarks/results/<benchmark>/`; the tables of
 benchmarks/RESULTS.md and benchmarks/ABLATIONS.md are generated from them (`python benchmarks/make_tables.py`), so a
 table never holds a number that no record holds.
