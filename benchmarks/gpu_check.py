@@ -168,8 +168,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as folder:
         work = Path(folder)
         records_dir = options.records_dir or (work / "records" if options.toy else None)
+        # The stages import this checkout and the benchmarks first, then whatever the caller's PYTHONPATH holds.
+        paths = [str(ROOT), str(BENCHMARKS), *filter(None, [os.environ.get("PYTHONPATH")])]
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-               "PYTHONPATH": os.pathsep.join([str(ROOT), str(BENCHMARKS)])}  # fmt: skip
+               "PYTHONPATH": os.pathsep.join(paths)}  # fmt: skip
         if records_dir:
             env["SPANROBERTA_RECORDS_DIR"] = str(records_dir)
         if options.toy:
