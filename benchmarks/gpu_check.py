@@ -45,6 +45,7 @@ from spanroberta.data.demo_corpus import DEMO_CORPUS_FILE  # noqa: E402
 from spanroberta.records import read_records, start_run, write_record  # noqa: E402
 
 BUDGET_SECONDS = 480  # the whole check, every stage included
+LOG_TAIL_LINES = 40  # of a stage that failed or timed out, kept in the record and printed
 
 
 @dataclass
@@ -128,6 +129,9 @@ def run_stage(stage: Stage, seconds_left: float, env: dict[str, str], logs: Path
             status = f"timed out after {limit} s"
     stage.outcome = {"status": status, "seconds": time.perf_counter() - start, "limit_seconds": limit,
                      "log": str(log)}  # fmt: skip
+    if not status.startswith("passed"):
+        # The logs are deleted with the check's temporary folder: what went wrong stays in the record.
+        stage.outcome["log_tail"] = log.read_text(encoding="utf-8", errors="replace").splitlines()[-LOG_TAIL_LINES:]
 
 
 def figures(stage: Stage, records_before: dict[str, int], records_dir: Path | None) -> str:
@@ -192,8 +196,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def print_table(checked: list[Stage], total: float, record: Path) -> None:
-    print(f"\nGPU check: {total:.0f} s of {BUDGET_SECONDS} s; record {record.name} (stage logs and, with --toy, "
-          "records in a temporary folder are deleted at the end)\n")
+    """The end of each failed stage's log (also in the record), then the table of the stages, last."""
+    for stage in checked:
+        if "log_tail" in stage.outcome:
+            print(f"\n--- {stage.name}: {stage.outcome['status']}; the end of its log:", *stage.outcome["log_tail"],
+                  sep="\n")
+    print(f"\nGPU check: {total:.0f} s of {BUDGET_SECONDS} s; record {record.name} (the stage logs and, with --toy, "
+          "the records are in a temporary folder, deleted now; a failed stage's last lines stay in the record)\n")
     print("| stage | status | seconds | figures |")
     print("|---|---|---|---|")
     for stage in checked:

@@ -10,7 +10,7 @@ record of each setting. A region whose name this script does not know is an erro
     python benchmarks/make_tables.py            # rewrite the regions
     python benchmarks/make_tables.py --check    # exit 1 and name each stale region, without writing
 
-Known regions: the names in RENDERERS (headline, gpu, pretraining-step, heads, collator, trainer, data-prep,
+Known regions: the names in RENDERERS (headline, gpu, gpu-check, pretraining-step, heads, collator, trainer, data-prep,
 corpus-scaling, task-benchmark, task-scores, finetuning-parity, parity-findings, qa-pipeline), and
 ablation-<config> for each configs/ablations/<config>.yaml.
 """
@@ -47,6 +47,7 @@ from tables_speed import (  # noqa: E402
     render_collator,
     render_corpus_scaling,
     render_data_prep,
+    render_gpu_check,
     render_heads,
     render_pretraining_step,
     render_trainer,
@@ -222,6 +223,7 @@ RENDERERS: dict[str, Callable[[Context], str]] = {
     "parity-findings": render_parity_findings,
     "headline": render_headline,
     "gpu": render_gpu,
+    "gpu-check": render_gpu_check,
     "pretraining-step": render_pretraining_step,
     "heads": render_heads,
     "collator": render_collator,

@@ -69,6 +69,18 @@ def render_trainer(context: Context) -> str:
                          header, rows_of)  # fmt: skip
 
 
+def render_gpu_check(context: Context) -> str:
+    """Each `make gpu-check` record (its --toy rehearsals left out): every stage's status, seconds and figures."""
+
+    def rows_of(record: dict[str, Any]) -> list[list[str]]:
+        if record["settings"].get("toy"):
+            return []
+        return [[stage, outcome["status"], fmt_number(outcome["seconds"]), outcome.get("figures") or "-"]
+                for stage, outcome in record["results"]["stages"].items()]  # fmt: skip
+
+    return records_table(context, "gpu-check", "make gpu-check", ["stage", "status", "seconds", "figures"], rows_of)
+
+
 def render_data_prep(context: Context) -> str:
     def rows_of(record: dict[str, Any]) -> list[list[str]]:
         return [[record["settings"]["mode"], f"{scale['scale']}x", fmt_number(scale["megabytes"]), fmt_number(scale["blocks"]),
