@@ -1,6 +1,6 @@
-"""Which attention implementation a pretraining run uses, and whether its rows are packed (training/attention.py):
-varlen_sdpa chosen for packed rows on CUDA when none is asked for, the CPU default left as it is, an explicit
-choice kept, and every implementation that could not train the run refused before any data is read."""
+"""Whether a pretraining run's rows are packed, and whether its attention implementation can train it
+(training/attention.py): transformers' default, sdpa, runs packed rows on CUDA as on CPU, an explicit choice is
+kept, and every implementation that could not train the run is refused before any data is read."""
 
 import dataclasses
 
@@ -13,7 +13,7 @@ from spanroberta.errors import UserInputError
 from spanroberta.models.packing import ATTENTION_IMPLEMENTATIONS
 from spanroberta.objectives import resolve_recipe
 from spanroberta.training.arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
-from spanroberta.training.attention import plan_attention
+from spanroberta.training.attention import plan_packing
 from spanroberta.training.cli import parse_arguments
 from spanroberta.training.run_length import run_settings
 
@@ -21,35 +21,23 @@ CUDA, CPU = torch.device("cuda"), torch.device("cpu")  # only their type is read
 
 
 def plan(*flags, device=CUDA, attn_implementation=None):
-    """(data_args, AttentionPlan) for the flags, on `device`; `attn_implementation` is set after parsing (the
-    parser checks that flash attention's package is installed)."""
+    """The data arguments plan_packing gives for the flags, on `device`; `attn_implementation` is set after parsing
+    (the parser checks that flash attention's package is installed)."""
     types = (PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments)
     (model_args, data_args, _), _ = parse_arguments(types, ["--output_dir", "unused", *flags])
     if attn_implementation:
         model_args = dataclasses.replace(model_args, attn_implementation=attn_implementation)
-    return plan_attention(model_args, data_args, resolve_recipe(model_args, data_args), device)
+    return plan_packing(model_args, data_args, resolve_recipe(model_args, data_args), device)
 
 
-def test_packed_rows_on_cuda_run_through_varlen_sdpa_unless_told_otherwise():
-    data_args, attention = plan("--recipe", "spanbert")
-    assert data_args.pack_documents
-    assert (attention.attn_implementation, attention.chosen_by) == ("varlen_sdpa", "packed rows on cuda")
-    _, attention = plan("--recipe", "spanbert", "--attn_implementation", "sdpa")
-    assert (attention.attn_implementation, attention.chosen_by) == ("sdpa", "you")
-
-
-@pytest.mark.parametrize("flags", [["--recipe", "spanbert"], ["--recipe", "roberta"]], ids=["packed", "unpacked"])
-def test_cpu_keeps_transformers_default(flags):
-    """On CPU packed rows keep sdpa's block-diagonal mask (exact, and faster there than the nested kernel)."""
-    _, attention = plan(*flags, device=CPU)
-    assert (attention.attn_implementation, attention.chosen_by) == (None, None)
-
-
-def test_unpacked_rows_on_cuda_keep_transformers_default():
-    _, attention = plan("--recipe", "roberta")  # full-sentences: one stream of text a row, nothing to isolate
-    assert attention.attn_implementation is None
-    _, attention = plan("--recipe", "spanbert", "--pack_documents", "false")
-    assert attention.attn_implementation is None
+@pytest.mark.parametrize("device", [CUDA, CPU], ids=["cuda", "cpu"])
+def test_the_spanbert_recipe_packs_its_rows_under_any_attention_that_runs_them(device):
+    """No --attn_implementation: transformers' default (sdpa, with a block-diagonal mask) runs packed rows on every
+    device; varlen_sdpa and eager are choices, kept."""
+    assert plan("--recipe", "spanbert", device=device).pack_documents
+    for choice in ("sdpa", "eager", "varlen_sdpa"):
+        assert plan("--recipe", "spanbert", "--attn_implementation", choice, device=device).pack_documents
+    assert not plan("--recipe", "spanbert", "--pack_documents", "false", device=device).pack_documents
 
 
 @pytest.mark.parametrize("device", [CUDA, CPU], ids=["cuda", "cpu"])
@@ -61,16 +49,13 @@ def test_flex_attention_is_refused_where_the_model_keeps_attention_dropout(devic
     assert "--config_overrides attention_probs_dropout_prob=0" in message and "\n" not in message
     for other in ("sdpa", "eager", "varlen_sdpa", "flash_attention_2"):
         assert other in message
-    _, attention = plan("--recipe", "roberta", "--attn_implementation", "flex_attention",
-                        "--config_overrides", "attention_probs_dropout_prob=0,hidden_size=64")  # fmt: skip
-    assert attention.attn_implementation == "flex_attention"
-    _, attention = plan("--recipe", "albert", "--attn_implementation", "flex_attention")  # ALBERT has none
-    assert attention.attn_implementation == "flex_attention"
+    plan("--recipe", "roberta", "--attn_implementation", "flex_attention",
+         "--config_overrides", "attention_probs_dropout_prob=0,hidden_size=64")  # fmt: skip
+    plan("--recipe", "albert", "--attn_implementation", "flex_attention")  # ALBERT has no attention dropout
 
 
 def test_flash_attention_packs_rows_only_in_the_encoder_that_flattens_them():
-    _, attention = plan("--recipe", "spanbert", attn_implementation="flash_attention_2")
-    assert attention.attn_implementation == "flash_attention_2"
+    assert plan("--recipe", "spanbert", attn_implementation="flash_attention_2").pack_documents
     with pytest.raises(UserInputError, match="flash_attention_2 does not take in this encoder.*--pack_documents false"):
         plan("--recipe", "spanbert", "--cross_layer_sharing", "all", attn_implementation="flash_attention_2")
 
@@ -107,9 +92,9 @@ def test_the_help_lists_every_accepted_attention_implementation():
         HfArgumentParser(PretrainingModelArguments).parse_args_into_dataclasses(["--attn_implementation", "fast"])
 
 
-def test_the_run_settings_line_names_the_attention_and_who_chose_it():
+def test_the_run_settings_line_names_the_attention_and_who_set_it():
     (training_args,) = HfArgumentParser(PretrainingArguments).parse_args_into_dataclasses(
         ["--output_dir", "unused", "--max_steps", "10", "--use_cpu", "true"]
     )
-    line = run_settings(training_args, None, {"attn_implementation": "packed rows on cuda"}, "varlen_sdpa")
-    assert line.endswith("attn_implementation varlen_sdpa (packed rows on cuda)")
+    line = run_settings(training_args, None, {"attn_implementation": "you"}, "varlen_sdpa")
+    assert line.endswith("attn_implementation varlen_sdpa (you)")

@@ -41,7 +41,7 @@ from spanroberta.data.tokenizer import train_byte_level_bpe
 from spanroberta.errors import UserInputError
 from spanroberta.models.modeling_any_encoder import SBO_HEAD_FILE
 from spanroberta.training.arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
-from spanroberta.training.attention import plan_attention
+from spanroberta.training.attention import plan_packing
 from spanroberta.training.cli import parse_arguments
 from spanroberta.training import pretraining
 from spanroberta.objectives import get_objective, resolve_recipe
@@ -234,9 +234,9 @@ def test_deberta_trains_on_unpacked_rows(checkpoints):
     model_args, data_args, training_args = parse("--model_name_or_path", str(checkpoints["deberta-v2"]))
     recipe = resolve_recipe(model_args, data_args)
     assert data_args.pack_documents and recipe.input_format == "doc-sentences"
-    assert not plan_attention(model_args, data_args, recipe, training_args.device)[0].pack_documents
+    assert not plan_packing(model_args, data_args, recipe, training_args.device).pack_documents
     bert_args, _, _ = parse("--model_name_or_path", str(checkpoints["bert"]))
-    assert plan_attention(bert_args, data_args, recipe, training_args.device)[0].pack_documents
+    assert plan_packing(bert_args, data_args, recipe, training_args.device).pack_documents
 
 
 @pytest.mark.parametrize("family", FAMILIES)

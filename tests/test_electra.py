@@ -298,6 +298,7 @@ def test_the_run_prints_the_accumulation_the_recipe_chose_before_the_first_step(
     # what electra_args gives is the user's
     assert "learning_rate 0.001 (you)" in lines[0] and "max_steps 200 (you)" in lines[0]
     assert "per_device_train_batch_size 4 (you)" in lines[0]
+    assert lines[0].endswith("attn_implementation sdpa (default)")  # transformers' default, said as such
 
 
 # --- run_pretraining.py --recipe electra ------------------------------------------------------------------------

@@ -7,9 +7,9 @@ offsets of the sequences for varlen_sdpa (`varlen_attention.py`, a variable-leng
 mask (block-diagonal for sdpa and eager, a block mask for flex_attention). Flash attention takes no mask:
 `SpanRobertaModel` flattens the batch instead, which the other encoders do not.
 
-Which implementations run packed rows on which device, which one runs them by default, and which cannot apply
-attention dropout is said here once (`packed_rows_refusal`, `default_packed_attention`, `refuses_dropout`);
-training decides a run's packing from them (training/attention.py).
+Which implementations run packed rows on which device, and which cannot apply attention dropout, is said here
+once (`packed_rows_refusal`, `refuses_dropout`); training decides a run's packing from them
+(training/attention.py).
 
 This file ships with every checkpoint beside the model files that import it; it imports nothing from spanroberta.
 """
@@ -81,13 +81,6 @@ def packed_rows_refusal(
     if attn_implementation == "flex_attention" and torch.device(device).type == "cpu":
         return FLEX_ATTENTION_ON_CPU
     return None
-
-
-def default_packed_attention(device: torch.device | str) -> str | None:
-    """The attention implementation that runs packed rows when none is asked for: on CUDA the variable-length
-    kernel (sdpa's block-diagonal mask would keep attention off its flash kernel); on CPU transformers' default,
-    sdpa with the mask, which is exact and faster there than torch's nested-tensor math kernel."""
-    return VARLEN_SDPA if torch.device(device).type == "cuda" else None
 
 
 def refuses_dropout(attn_implementation: str | None) -> bool:
@@ -170,7 +163,6 @@ __all__ = [
     "FLEX_ATTENTION_ON_CPU",
     "is_flash_attention",
     "packed_rows_refusal",
-    "default_packed_attention",
     "refuses_dropout",
     "takes_dense_mask",
     "packed_sequence_ids",

@@ -73,7 +73,7 @@ class PretrainingModelArguments:
             "help": "Attention kernel: sdpa, eager, varlen_sdpa (packed rows through torch's variable-length kernel), "
             "flex_attention (no attention dropout: needs --config_overrides attention_probs_dropout_prob=0 where the "
             "model has some), flash_attention_2 or flash_attention_3 (these two need the flash-attn package and a "
-            "GPU). Default: varlen_sdpa for packed rows on CUDA, else transformers' choice (sdpa).",
+            "GPU). Default: transformers' choice, sdpa (packed rows through a block-diagonal mask).",
             "choices": list(ATTENTION_IMPLEMENTATIONS),
         },
     )

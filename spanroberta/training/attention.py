@@ -1,13 +1,15 @@
-"""Whether a pretraining run packs its rows, and which attention implementation runs them: decided here once,
-before any data is read, from the facts `models/packing.py` states about each implementation.
+"""Whether a pretraining run packs its rows, and whether its attention implementation can train it: decided here
+once, before any data is read, from the facts `models/packing.py` states about each implementation.
 
 - Rows are packed (several documents a row, positions restarting at each) under the doc-sentences input format
   with --pack_documents, unless the encoder family cannot keep a packed row's sequences apart (DeBERTa-v2/v3):
   its rows then hold one document each, with a warning.
 - Packed rows under an implementation that cannot run them here (flash attention outside spanroberta's RoBERTa
   encoder, flex_attention on CPU) are refused.
-- With no --attn_implementation, packed rows on CUDA run through varlen_sdpa (each document alone through a
-  variable-length kernel); elsewhere transformers' default (sdpa, with a block-diagonal mask on packed rows).
+- With no --attn_implementation, packed rows run under transformers' default, sdpa, with a block-diagonal mask,
+  on CUDA as on CPU. varlen_sdpa (each document alone through a variable-length kernel) is a choice, not the
+  default: on one H200 the Trainer path ran at half the speed under it, and its compiled step failed
+  (benchmarks/RESULTS.md#the-gpu-check).
 - An implementation that cannot apply attention dropout (flex_attention) is refused when the model keeps some:
   the recipe is never changed silently.
 """
@@ -26,7 +28,6 @@ from ..hub import hub_kwargs
 from ..models.modeling_any_encoder import ENCODER_FAMILIES
 from ..models.packing import (
     ATTENTION_IMPLEMENTATIONS,
-    default_packed_attention,
     packed_rows_refusal,
     refuses_dropout,
 )
@@ -43,25 +44,14 @@ _ATTENTION_DROPOUT_FIELDS = ("attention_probs_dropout_prob", "attention_dropout"
 _BERT_ATTENTION_DROPOUT = 0.1
 
 
-@dataclasses.dataclass(frozen=True)
-class AttentionPlan:
-    """The run's attention: `attn_implementation` (None: transformers' default, sdpa), and who chose it
-    ("you", or why it was chosen for you; None for transformers' default)."""
-
-    attn_implementation: str | None
-    chosen_by: str | None
-
-
 def packs_rows(recipe: ResolvedRecipe, data_args: Any) -> bool:
     """Whether the run's rows hold several documents each (doc-sentences rows under --pack_documents)."""
     return recipe.input_format == "doc-sentences" and data_args.pack_documents
 
 
-def plan_attention(
-    model_args: Any, data_args: Any, recipe: ResolvedRecipe, device: torch.device
-) -> tuple[Any, AttentionPlan]:
-    """`data_args` with packing turned off where the encoder family cannot pack, and the run's attention; refuses
-    (UserInputError) an attention implementation that could not train this run, before any data is read."""
+def plan_packing(model_args: Any, data_args: Any, recipe: ResolvedRecipe, device: torch.device) -> Any:
+    """`data_args` with packing turned off where the encoder family cannot pack; refuses (UserInputError) an
+    attention implementation (--attn_implementation, None: transformers' default) that could not train this run."""
     source = model_args.model_name_or_path or model_args.config_name
     model_type = checkpoint_model_type(source, model_args) if source else None
     family = ENCODER_FAMILIES.get(model_type)
@@ -73,29 +63,21 @@ def plan_attention(
         )
         data_args = dataclasses.replace(data_args, pack_documents=False)
     attention = model_args.attn_implementation
-    plan = AttentionPlan(attention, "you" if attention else None)
-    if packs_rows(recipe, data_args):
+    if attention is not None and packs_rows(recipe, data_args):
         # Only spanroberta's RoBERTa encoder runs packed rows under flash attention (it flattens the batch).
         flattens_rows = recipe.objective == "masked_lm" and (
             model_type in ROBERTA_MODEL_TYPES if model_type else recipe.encoder == "roberta"
         )
         sliding_window = family is not None and family.packing == "mask_per_attention_type"
-        plan = _packed_rows_attention(plan, device, flattens_rows, sliding_window)
-    _check_dropout(plan.attn_implementation, model_args, recipe)
-    return data_args, plan
+        _check_packed_rows_attention(attention, device, flattens_rows, sliding_window)
+    _check_dropout(attention, model_args, recipe)
+    return data_args
 
 
-def _packed_rows_attention(
-    plan: AttentionPlan, device: torch.device, flattens_rows: bool, sliding_window: bool
-) -> AttentionPlan:
-    """The attention of packed rows: the one asked for if it can run them, else refused; none asked for, the
-    device's default for packed rows, where the encoder takes it."""
-    attention = plan.attn_implementation
-    if attention is None:
-        default = default_packed_attention(device)
-        if default is None or sliding_window:
-            return plan
-        return AttentionPlan(default, f"packed rows on {torch.device(device).type}")
+def _check_packed_rows_attention(attention: str, device: torch.device, flattens_rows: bool,
+                                 sliding_window: bool) -> None:  # fmt: skip
+    """Refuses an attention implementation asked for that cannot run packed rows here (transformers' default,
+    sdpa with a block-diagonal mask, runs them on every device)."""
     refusal = packed_rows_refusal(attention, device, flattens_rows)
     if refusal is not None:
         hint = "" if "--pack_documents false" in refusal else " Or train one document per row: --pack_documents false."
@@ -105,7 +87,6 @@ def _packed_rows_attention(
             f"--attn_implementation {VARLEN_SDPA} runs every layer over whole sequences, and this encoder has "
             "sliding-window layers: use sdpa or eager for its packed rows, or --pack_documents false."
         )
-    return plan
 
 
 def _check_dropout(attention: str | None, model_args: Any, recipe: ResolvedRecipe) -> None:

@@ -23,7 +23,7 @@ from ..data.sources import PretrainingData, load_pretraining_data
 from ..errors import UserInputError
 from ..models.configuration_spanroberta import first_position_id
 from ..objectives import PretrainingObjective, ResolvedRecipe, get_objective, resolve_recipe
-from .attention import AttentionPlan, packs_rows, plan_attention
+from .attention import packs_rows, plan_packing
 from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from .checkpoints import resume_checkpoint
 from .cli import apply_defaults
@@ -105,9 +105,8 @@ def run_pretraining(
     recipe = resolve_recipe(model_args, data_args)
     objective = get_objective(recipe.objective)
     logger.info("Recipe: %s", recipe)
-    # Whether rows are packed and the attention that runs them, refused here if it could not train the run.
-    data_args, attention = plan_attention(model_args, data_args, recipe, training_args.device)
-    model_args = dataclasses.replace(model_args, attn_implementation=attention.attn_implementation)
+    # Whether rows are packed; the attention asked for refused here if it could not train the run.
+    data_args = plan_packing(model_args, data_args, recipe, training_args.device)
 
     # Tokenizer, model config and blocks. The main process reads (or prepares) the data first; the others then
     # find it in the cache or on disk. The config is built, and checked, before any block is made.
@@ -119,7 +118,7 @@ def run_pretraining(
         return None
 
     trainer = _build_trainer(objective, recipe, model_args, data_args, training_args, data,
-                             _RunSettingsSources(given, chosen, attention))  # fmt: skip
+                             _RunSettingsSources(given, chosen))  # fmt: skip
 
     # Train (resuming where a killed run stopped), save, evaluate, describe.
     train_result = trainer.train(resume_from_checkpoint=resume_checkpoint(trainer))
@@ -168,11 +167,10 @@ def _build_trainer(
 
 @dataclasses.dataclass(frozen=True)
 class _RunSettingsSources:
-    """Who set the run's settings: the flags given, what the recipe or demo chose, and the attention plan."""
+    """Who set the run's settings: the flags given, and what the recipe or demo chose."""
 
     given: Collection[str] | None
     chosen: Mapping[str, str] | None
-    attention: AttentionPlan
 
 
 def _fit_and_report_run_settings(
@@ -180,12 +178,10 @@ def _fit_and_report_run_settings(
 ) -> None:
     """Warm-up, bias correction and logging fitted to the run (before the Trainer builds its optimiser from them),
     then the line of run settings, each with who set it."""
-    given, attention = sources.given, sources.attention
+    given = sources.given
     fitted = fit_to_run_length(training_args, given, train_dataset)
     set_by = {**(sources.chosen or {}), **dict.fromkeys(fitted, "fitted to the run")}
     set_by.update(dict.fromkeys(given or (), "you"))
-    if attention.chosen_by:
-        set_by["attn_implementation"] = attention.chosen_by
     if training_args.should_log:
         # Printed, not logged: transformers' default verbosity hides info logs, and this line says what a step costs.
         print(run_settings(training_args, train_dataset, set_by, config._attn_implementation))

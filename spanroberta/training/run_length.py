@@ -60,9 +60,9 @@ def run_settings(
 ) -> str:
     """One line saying what the run will train with: the effective batch (per device x accumulation x processes),
     the accumulation, learning rate, warm-up, total steps and attention implementation, each with who set it
-    (`set_by`: flag name -> "you", "recipe <name>", "demo", "fitted to the run", or for the attention why it was
-    chosen; transformers' default otherwise). A recipe that accumulates
-    gradients to reach its paper's batch multiplies the cost of every step: said before the first one."""
+    (`set_by`: flag name -> "you", "recipe <name>", "demo" or "fitted to the run"; transformers' default
+    otherwise). A recipe that accumulates gradients to reach its paper's batch multiplies the cost of every step:
+    said before the first one."""
     processes = training_processes(args)
     total = planned_steps(args, train_dataset)
 
