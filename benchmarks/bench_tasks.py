@@ -41,7 +41,8 @@ from spanroberta.records import RunStart, read_records, start_run, write_record 
 BENCHMARK = "tasks"
 TOY_CHECKPOINT = "toy: a randomly initialised 2-layer SpanRoberta (hidden 32, 2 heads) with a 1,000-id byte-level BPE"
 # Given to every script: a 10% warm-up, AdamW's weight decay, nothing saved or reported. The schedule is the
-# script's: linear decay after the warm-up, except RACE's, RoBERTa's constant rate, which has no warm-up.
+# script's: linear decay after the warm-up, except RACE's, RoBERTa's constant rate, under which the warm-up flag
+# has no effect.
 COMMON_FLAGS = {"warmup_steps": "0.1", "weight_decay": "0.01", "save_strategy": "no", "report_to": "none",
                 "logging_steps": "0.05", "per_device_eval_batch_size": "64"}  # fmt: skip
 

@@ -10,7 +10,8 @@
    36 articles of SQuAD v1.1 dev (../shared/data), evaluated on the 12 held-out articles.
 
 Each stage runs in its own process under its own time limit (cut further so the whole check stays within its
-budget): a stage that fails or hangs is reported in the table, and the others still run. The benchmark stages
+budget): a stage that fails or hangs is reported in the table, with the last lines of its log kept in the record
+and printed before the table, and the others still run. The benchmark stages
 write their records to benchmarks/results/ as usual; the check writes one more, `gpu-check`, with every stage's
 status, time and headline figures, and prints the table last.
 
@@ -110,6 +111,20 @@ def squad_smoke(toy: bool, work: Path) -> Stage:
                  scores=work / "squad" / "all_results.json")
 
 
+def stage_environment(records_dir: Path | None, toy: bool) -> dict[str, str]:
+    """The environment every stage runs in: offline, this checkout and the benchmarks first on the import path,
+    then whatever the caller's PYTHONPATH holds, and unbuffered output, so that a stage killed at its limit has
+    written everything it printed to its log."""
+    paths = [str(ROOT), str(BENCHMARKS), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+           "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(paths)}  # fmt: skip
+    if records_dir:
+        env["SPANROBERTA_RECORDS_DIR"] = str(records_dir)
+    if toy:
+        env |= {"SPANROBERTA_BENCH_CORPUS": str(DEMO_CORPUS_FILE), "CUDA_VISIBLE_DEVICES": ""}
+    return env
+
+
 def run_stage(stage: Stage, seconds_left: float, env: dict[str, str], logs: Path) -> None:
     """Runs one stage under min(its limit, what is left of the budget); its status, time and log go to
     `stage.outcome`."""
@@ -172,14 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as folder:
         work = Path(folder)
         records_dir = options.records_dir or (work / "records" if options.toy else None)
-        # The stages import this checkout and the benchmarks first, then whatever the caller's PYTHONPATH holds.
-        paths = [str(ROOT), str(BENCHMARKS), *filter(None, [os.environ.get("PYTHONPATH")])]
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-               "PYTHONPATH": os.pathsep.join(paths)}  # fmt: skip
-        if records_dir:
-            env["SPANROBERTA_RECORDS_DIR"] = str(records_dir)
-        if options.toy:
-            env |= {"SPANROBERTA_BENCH_CORPUS": str(DEMO_CORPUS_FILE), "CUDA_VISIBLE_DEVICES": ""}
+        env = stage_environment(records_dir, options.toy)
         checked = stages(options.toy, work)
         before = {name: len(read_records(name, records_dir)) for name in ("trainer", "pretraining_step")}
         for stage in checked:

@@ -2,6 +2,7 @@
 byte-level BPE, DeBERTa-v2 with a SentencePiece unigram vocabulary) through run_pretraining.py, and the loading
 checks of every checkpoint path: tiny checkpoints built from configs, tokenizers trained here, offline."""
 
+import dataclasses
 import json
 import math
 import shutil
@@ -237,6 +238,17 @@ def test_deberta_trains_on_unpacked_rows(checkpoints):
     assert not plan_packing(model_args, data_args, recipe, training_args.device).pack_documents
     bert_args, _, _ = parse("--model_name_or_path", str(checkpoints["bert"]))
     assert plan_packing(bert_args, data_args, recipe, training_args.device).pack_documents
+
+
+def test_modernbert_packs_under_sdpa_and_refuses_varlen_sdpa(checkpoints):
+    """ModernBERT's sliding-window layers need sdpa's per-layer masks: varlen_sdpa runs every layer over whole
+    sequences, so asking for it is refused before any data is read."""
+    model_args, data_args, training_args = parse("--model_name_or_path", str(checkpoints["modernbert"]))
+    recipe = resolve_recipe(model_args, data_args)
+    assert plan_packing(model_args, data_args, recipe, training_args.device).pack_documents
+    model_args = dataclasses.replace(model_args, attn_implementation="varlen_sdpa")
+    with pytest.raises(UserInputError, match="sliding-window layers"):
+        plan_packing(model_args, data_args, recipe, training_args.device)
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -75,14 +75,16 @@ def test_varlen_attention_applies_dropout_on_cuda(dtype):
     assert all(torch.isfinite(gradient).all() for gradient in gradients)
 
 
-def test_a_compiled_model_does_not_recompile_from_one_packed_batch_to_the_next():
-    """Packed batches of one shape whose rows hold different numbers of sequences: after the first batches (the
-    second may recompile once, marking the number of sequences dynamic), no batch compiles anything new."""
+@pytest.mark.parametrize("attention", ["sdpa", "varlen_sdpa"])
+def test_a_compiled_model_does_not_recompile_from_one_packed_batch_to_the_next(attention):
+    """Packed batches of one shape whose rows hold different numbers of sequences, under the default attention
+    (sdpa's block-diagonal mask) and under varlen_sdpa: after the first batches (the second may recompile once,
+    marking the number of sequences dynamic), no batch compiles anything new."""
     from torch._dynamo.utils import counters
 
     torch.manual_seed(0)
     config = tiny_span_config(vocab_size=VOCAB, hidden_size=128, num_attention_heads=2, intermediate_size=256,
-                              max_span_targets=3, attn_implementation="varlen_sdpa",
+                              max_span_targets=3, attn_implementation=attention,
                               attention_probs_dropout_prob=0.1)  # fmt: skip
     model = SpanRobertaForPreTraining(config).cuda().train()
     torch._dynamo.reset()

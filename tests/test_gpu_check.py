@@ -38,11 +38,11 @@ def test_the_toy_check_runs_every_stage_and_prints_the_table_last(tmp_path, caps
 @pytest.mark.parametrize(
     "code, limit, status",
     [("print('what went wrong'); raise SystemExit(3)", 30, "failed (exit 3)"),
-     ("print('what went wrong', flush=True); import time; time.sleep(30)", 1, "timed out after 1 s")],
+     ("print('what went wrong'); import time; time.sleep(60)", 5, "timed out after 5 s")],
 )
 def test_a_failing_or_hanging_stage_is_reported_not_fatal(tmp_path, code, limit, status):
     stage = gpu_check.Stage("broken", [sys.executable, "-c", code], timeout=limit)
-    gpu_check.run_stage(stage, seconds_left=60, env={}, logs=tmp_path)
+    gpu_check.run_stage(stage, seconds_left=60, env=gpu_check.stage_environment(tmp_path, toy=True), logs=tmp_path)
     assert stage.outcome["status"] == status
     assert gpu_check.figures(stage, {}, tmp_path) == ""
     assert stage.outcome["log_tail"] == ["what went wrong"]  # the end of its log outlives the log's folder

@@ -1,8 +1,8 @@
 """Packed rows through a variable-length attention kernel: each sequence of a packed row attends alone, with no
 [batch, 1, length, length] mask, through `F.scaled_dot_product_attention` over nested (jagged) tensors, which torch
 itself ships. On CUDA torch runs them through its flash or memory-efficient kernels (both apply dropout); on CPU
-through its math kernel, one sequence at a time (exact, not fast: on CPU packed rows keep sdpa's block-diagonal
-mask unless this path is asked for).
+through its math kernel, one sequence at a time (exact, not fast). Packed rows keep sdpa's block-diagonal mask on
+every device unless this path is asked for.
 
 It is registered with transformers as the attention implementation "varlen_sdpa", so every encoder that dispatches
 through `ALL_ATTENTION_FUNCTIONS` takes it (`attn_implementation="varlen_sdpa"`). Packed rows reach it as the

@@ -8,8 +8,8 @@ once, before any data is read, from the facts `models/packing.py` states about e
   encoder, flex_attention on CPU) are refused.
 - With no --attn_implementation, packed rows run under transformers' default, sdpa, with a block-diagonal mask,
   on CUDA as on CPU. varlen_sdpa (each document alone through a variable-length kernel) is a choice, not the
-  default: on one H200 the Trainer path ran at half the speed under it, and its compiled step failed
-  (benchmarks/RESULTS.md#the-gpu-check).
+  default: on one H200 the Trainer path ran at 0.47x its baseline under it, against 0.85x under sdpa's mask at an
+  earlier commit, and its compiled run did not finish (benchmarks/RESULTS.md#the-gpu-check).
 - An implementation that cannot apply attention dropout (flex_attention) is refused when the model keeps some:
   the recipe is never changed silently.
 """
