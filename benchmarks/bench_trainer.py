@@ -7,7 +7,8 @@ over the logging windows after the first `--skip-windows` (warm-up, compilation)
 
 - spanroberta: `python run_pretraining.py --recipe R ...` on the Reuters bodies (one document per blank-line
   separated body), read from the `real_tokens_per_second` it logs. Each recipe keeps its own input format:
-  spanbert packs doc-sentences, roberta cuts full-sentences.
+  spanbert packs doc-sentences, roberta cuts full-sentences. The record keeps the attention implementation the
+  run's `Run settings:` line names (the default has changed between commits).
 - baseline: what transformers' examples/pytorch/language-modeling/run_mlm.py does, in-process: blocks of exactly
   `length` tokens of the concatenated corpus (its `group_texts`), `DataCollatorForLanguageModeling` (15%
   token masking), `RobertaForMaskedLM`, `Trainer` with default `TrainingArguments`. Every token is real.
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -79,8 +81,10 @@ CONFIGS = {
 }
 
 
-def run_spanroberta(recipe: str, size: str, length: int, batch: int, args, output_dir: str) -> list[float]:
-    """The real tokens/s of each logging window of one run_pretraining.py run."""
+def run_spanroberta(recipe: str, size: str, length: int, batch: int, args,
+                    output_dir: str) -> tuple[list[float], str | None]:  # fmt: skip
+    """The real tokens/s of each logging window of one run_pretraining.py run, and the attention implementation
+    its `Run settings:` line names."""
     command = [
         sys.executable,
         str(BENCHMARKS.parent / "run_pretraining.py"),
@@ -103,9 +107,13 @@ def run_spanroberta(recipe: str, size: str, length: int, batch: int, args, outpu
     command += _precision_flags(args)
     if args.torch_compile:
         command += ["--torch_compile", "true"]
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL if not args.verbose else None)
+    printed = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout
+    if args.verbose:
+        print(printed, end="")
+    attention = re.search(r"^Run settings: .*attn_implementation (\S+)", printed, re.M)
     state = json.loads(Path(output_dir, "trainer_state.json").read_text())
-    return [log["real_tokens_per_second"] for log in state["log_history"] if "real_tokens_per_second" in log]
+    rates = [log["real_tokens_per_second"] for log in state["log_history"] if "real_tokens_per_second" in log]
+    return rates, attention and attention.group(1)
 
 
 class _TokensPerSecond(TrainerCallback):
@@ -133,18 +141,20 @@ class _TokensPerSecond(TrainerCallback):
             self.window_start, self.window_steps = None, 0
 
 
-def run_baseline(size: str, length: int, batch: int, args, output_dir: str) -> list[float]:
-    """The baseline's real tokens/s per logging window, trained in a child process like spanroberta's runs: a
-    parent that has trained keeps its threads spinning for a while and would slow the runs after it."""
+def run_baseline(size: str, length: int, batch: int, args, output_dir: str) -> tuple[list[float], str]:
+    """The baseline's real tokens/s per logging window and its attention implementation, trained in a child
+    process like spanroberta's runs: a parent that has trained keeps its threads spinning for a while and would
+    slow the runs after it."""
     rates_file = Path(output_dir, "baseline_rates.json")
     command = [sys.executable, __file__, "--baseline-child", str(rates_file), "--config", args.config_name]
     command += ["--precision", args.precision, "--steps", str(args.steps), "--logging-steps", str(args.logging_steps)]
     command += ["--workers", str(args.workers)] + (["--torch-compile"] if args.torch_compile else [])
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL if not args.verbose else None)
-    return json.loads(rates_file.read_text())
+    child = json.loads(rates_file.read_text())
+    return child["rates"], child["attn_implementation"]
 
 
-def train_baseline(size: str, length: int, batch: int, args, output_dir: str) -> list[float]:
+def train_baseline(size: str, length: int, batch: int, args, output_dir: str) -> tuple[list[float], str]:
     tokenizer = load_tokenizer()
     blocks = load_blocks(tokenizer, length)
     dataset = datasets.Dataset.from_dict({"input_ids": blocks.tolist()})
@@ -173,7 +183,7 @@ def train_baseline(size: str, length: int, batch: int, args, output_dir: str) ->
         callbacks=[meter],
     )
     trainer.train()
-    return meter.rates
+    return meter.rates, model.config._attn_implementation
 
 
 def _precision_flags(args) -> list[str]:
@@ -222,8 +232,8 @@ def main() -> None:
     if args.baseline_child:
         size, length, batch = CONFIGS[args.config[0]]
         with tempfile.TemporaryDirectory() as tmp:
-            rates = train_baseline(size, length, batch, args, tmp)
-        Path(args.baseline_child).write_text(json.dumps(rates))
+            rates, attention = train_baseline(size, length, batch, args, tmp)
+        Path(args.baseline_child).write_text(json.dumps({"rates": rates, "attn_implementation": attention}))
         return
 
     require_corpus()
@@ -239,14 +249,13 @@ def measure_config(name: str, args: argparse.Namespace) -> None:
     """Both sides' runs of one config, and their record."""
     size, length, batch = CONFIGS[name]
     started = start_run()
-    windows = {}
+    windows, attention = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         if not args.no_baseline:
-            windows[BASELINE] = run_baseline(size, length, batch, args, tmp)
+            windows[BASELINE], attention[BASELINE] = run_baseline(size, length, batch, args, tmp)
         for recipe in args.recipes:
-            windows[f"run_pretraining.py --recipe {recipe}"] = run_spanroberta(
-                recipe, size, length, batch, args, str(Path(tmp, recipe))
-            )
+            run = f"run_pretraining.py --recipe {recipe}"
+            windows[run], attention[run] = run_spanroberta(recipe, size, length, batch, args, str(Path(tmp, recipe)))
     settings = {"config": name, "model_size": size, "seq_length": length, "batch_size": batch,
                 "precision": args.precision, "torch_compile": args.torch_compile, "steps": args.steps,
                 "logging_steps": args.logging_steps, "skip_windows": args.skip_windows,
@@ -260,7 +269,7 @@ def measure_config(name: str, args: argparse.Namespace) -> None:
         utilisation = mfu(flops * rate, peak) if flops is not None else None
         results["runs"][run] = {"real_tokens_per_second_windows": rates, "real_tokens_per_second": rate,
                                 "ratio_to_baseline": ratio, "model_flops_per_real_token": flops,
-                                "mfu": utilisation}  # fmt: skip
+                                "mfu": utilisation, "attn_implementation": attention[run]}  # fmt: skip
         print(f"| {name}, {args.precision} | {run} | {rate:,.0f} | {f'{ratio:.2f}x' if ratio else '-'} "
               f"| {f'{100 * utilisation:.1f}%' if utilisation is not None else '-'} |")  # fmt: skip
     label = f"{name}-{args.precision}" + ("-compile" if args.torch_compile else "")

@@ -59,12 +59,13 @@ def render_trainer(context: Context) -> str:
         settings = record["settings"]
         label = f"{settings['config']} ({settings['batch_size']} x {settings['seq_length']}), {settings['precision']}"
         label += ", torch_compile" if settings["torch_compile"] else ""
-        return [[label, str(settings["steps"]), run, fmt_number(figures["real_tokens_per_second"]),
+        return [[label, str(settings["steps"]), run, figures.get("attn_implementation") or "not recorded",
+                 fmt_number(figures["real_tokens_per_second"]),
                  fmt_ratio(figures["ratio_to_baseline"]),
                  "-" if figures.get("mfu") is None else f"{100 * figures['mfu']:.1f}%"]
                 for run, figures in record["results"]["runs"].items()]  # fmt: skip
 
-    header = ["config", "steps", "run", "real tokens/s (median window)", "vs baseline", "MFU"]
+    header = ["config", "steps", "run", "attention", "real tokens/s (median window)", "vs baseline", "MFU"]
     return records_table(context, "trainer", "python benchmarks/bench_trainer.py --config small --precision fp32",
                          header, rows_of)  # fmt: skip
 

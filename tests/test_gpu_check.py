@@ -31,6 +31,8 @@ def test_the_toy_check_runs_every_stage_and_prints_the_table_last(tmp_path, caps
     assert outcomes["squad-smoke"]["status"].startswith(("passed", "skipped: absent"))
     assert "vs baseline" in outcomes["trainer-eager"]["figures"] and "vs baseline" in outcomes["step"]["figures"]
     assert read_records("trainer", tmp_path) and read_records("pretraining_step", tmp_path)
+    runs = read_records("trainer", tmp_path)[-1]["results"]["runs"]  # each side's attention, as its run named it
+    assert {run["attn_implementation"] for run in runs.values()} == {"sdpa"}
     assert record["load_average"]["at_end"] is not None and record["settings"]["toy"] is True
     assert {name: len(read_records(name, RESULTS_DIR)) for name in committed} == committed
 
