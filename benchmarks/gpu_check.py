@@ -11,9 +11,9 @@
 
 Each stage runs in its own process under its own time limit (cut further so the whole check stays within its
 budget): a stage that fails or hangs is reported in the table, with the last lines of its log kept in the record
-and printed before the table, and the others still run. The benchmark stages
-write their records to benchmarks/results/ as usual; the check writes one more, `gpu-check`, with every stage's
-status, time and headline figures, and prints the table last.
+and printed before the table, and the others still run. The benchmark stages write their records to
+benchmarks/results/ as usual; the check writes one more, `gpu-check`, with every stage's status, time and headline
+figures, and prints the table last.
 
     make gpu-check                                     # python benchmarks/gpu_check.py
     python benchmarks/gpu_check.py --toy               # CPU rehearsal: tiny model, bundled demo corpus, seconds
