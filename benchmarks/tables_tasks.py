@@ -25,44 +25,47 @@ COMMAND = "python benchmarks/bench_tasks.py --size cpu"
 SIZE_ORDER = ("gpu", "cpu", "toy")  # the fullest size first
 
 
-def unit_key(record: dict) -> tuple[str, str, str, int]:
-    settings = record["settings"]
-    return settings["checkpoint"], settings["size"], settings["task"], settings["seed"]
-
-
-def newest_units(records: Sequence[dict]) -> dict[tuple[str, str, str, int], dict]:
-    """The newest record of each (checkpoint, size, task, seed): a rerun (a changed budget) replaces an older one."""
+def row_units(records: Sequence[dict]) -> dict[tuple[str, str, str, int], dict]:
+    """The newest record of each (checkpoint, size, row label, seed): a rerun (a changed budget, or a task that now
+    gives the row, as RACE's joint task gives both levels' rows) replaces an older one."""
     units = {}
     for record in sorted(records, key=lambda record: record.get("date", "")):
-        if record["settings"].get("kind") == "unit":
-            units[unit_key(record)] = record
+        settings = record["settings"]
+        if settings.get("kind") == "unit":
+            for label in record["results"]["rows"]:
+                units[settings["checkpoint"], settings["size"], label, settings["seed"]] = record
     return units
 
 
 def superseded_units(records: Sequence[dict], checkpoint: str, size: str) -> list[tuple[dict, dict]]:
-    """The records a rerun replaced, oldest first, each with the record that replaced it."""
-    newest = newest_units(records)
-    return [(record, newest[unit_key(record)]) for record in sorted(records, key=lambda r: r.get("date", ""))
-            if record["settings"].get("kind") == "unit" and unit_key(record)[:2] == (checkpoint, size)
-            and newest[unit_key(record)] is not record]  # fmt: skip
+    """The records a rerun replaced on every row they gave, oldest first, each with the record that replaced it."""
+    newest = row_units(records)
+    replaced = []
+    for record in sorted(records, key=lambda r: r.get("date", "")):
+        settings = record["settings"]
+        if settings.get("kind") != "unit" or (settings["checkpoint"], settings["size"]) != (checkpoint, size):
+            continue
+        newer = [newest[checkpoint, size, label, settings["seed"]] for label in record["results"]["rows"]]
+        if all(other is not record for other in newer):
+            replaced.append((record, newer[0]))
+    return replaced
 
 
 def row_summaries(records: Sequence[dict], checkpoint: str, size: str) -> dict[str, dict[str, Any]]:
     """Per row label: the score's spread over seeds, the floor, the wall seconds' mean, and the records."""
     found: dict[str, list[dict]] = {}
-    for (name, size_name, task, _), record in newest_units(records).items():
+    for (name, size_name, label, _), record in row_units(records).items():
         if (name, size_name) == (checkpoint, size):
-            found.setdefault(task, []).append(record)
-    summaries = {}
-    for task, task_records in found.items():
-        for row in TASKS[task].rows:
-            values = [r["results"]["rows"][row.label] for r in task_records]
-            summaries[row.label] = {
-                "score": spread([value["score"] for value in values]), "floor": values[0]["floor"],
-                "wall_seconds": statistics.fmean(r["results"]["wall_seconds"] for r in task_records),
-                "records": task_records,
-            }  # fmt: skip
-    return summaries
+            found.setdefault(label, []).append(record)
+    return {
+        label: {
+            "score": spread([r["results"]["rows"][label]["score"] for r in label_records]),
+            "floor": label_records[0]["results"]["rows"][label]["floor"],
+            "wall_seconds": statistics.fmean(r["results"]["wall_seconds"] for r in label_records),
+            "records": label_records,
+        }
+        for label, label_records in found.items()
+    }
 
 
 def row_clear_of_floor(summary: dict[str, Any]) -> bool:
@@ -137,11 +140,13 @@ def read_shortfall(summary: dict[str, Any]) -> str:
 
 
 def budget_change(old: dict, new: dict) -> str:
-    """What a rerun changed in a unit's budget, e.g. `options.entity_markers: - -> typed_entity_markers`, or, with
-    the same budget, in its packages, e.g. `tokenizers 0.23.2 -> 0.23.3`."""
-    changes = _differences(_flat(old["settings"].get("budget", {})), _flat(new["settings"].get("budget", {})), ": ")
-    if changes:
-        return "; ".join(changes)
+    """What a rerun changed in a unit's task and budget, e.g. `task: race_high -> race` or
+    `options.entity_markers: - -> typed_entity_markers`, or, with the same budget, in its packages, e.g.
+    `tokenizers 0.23.2 -> 0.23.3`."""
+    tasks = _differences({"task": old["settings"]["task"]}, {"task": new["settings"]["task"]}, ": ")
+    budgets = _differences(_flat(old["settings"].get("budget", {})), _flat(new["settings"].get("budget", {})), ": ")
+    if tasks or budgets:
+        return "; ".join(tasks + budgets)
     packages = _differences(old.get("packages", {}), new.get("packages", {}), " ")
     return "the same budget" + (f" and other packages ({'; '.join(packages)})" if packages else "")
 
@@ -173,11 +178,15 @@ def _superseded_lines(context: Context, records: Sequence[dict], checkpoint: str
 
 
 def _earlier_budget(summary: dict[str, Any], size: str) -> str:
-    """A note where a record's budget is no longer the size's: the score is the earlier budget's, rerun pending."""
-    task = summary["records"][0]["settings"]["task"]
-    budget = SIZES[size].budgets.get(task) if size in SIZES else None
-    stale = budget is not None and any(not budget.matches(r["settings"].get("budget", {})) for r in summary["records"])
-    return ", an earlier budget (the catalog's is not run yet)" if stale else ""
+    """A note where a record's task or budget is no longer the size's: the score is the earlier one's, rerun
+    pending."""
+    if size not in SIZES:
+        return ""
+    budgets = SIZES[size].budgets
+    stale = any(r["settings"]["task"] not in budgets
+                or not budgets[r["settings"]["task"]].matches(r["settings"].get("budget", {}))
+                for r in summary["records"])  # fmt: skip
+    return ", an earlier task or budget (the catalog's is not run yet)" if stale else ""
 
 
 def fmt_published(row: Row) -> str:
@@ -230,14 +239,14 @@ def _notes(summaries: dict[str, dict[str, Any]], size: str) -> str:
 
 def groups(records: Sequence[dict]) -> list[tuple[str, str]]:
     """The (checkpoint, size) pairs recorded, the real checkpoint first, then the fullest size first."""
-    found = {(checkpoint, size) for checkpoint, size, _, _ in newest_units(records)}
+    found = {(checkpoint, size) for checkpoint, size, _, _ in row_units(records)}
     return sorted(found, key=lambda pair: (pair[0] != CHECKPOINT_NAME, pair[0], SIZE_ORDER.index(pair[1])))
 
 
 def render_task_benchmark(context: Context) -> str:
     """benchmarks/TASKS.md: a table per checkpoint and size recorded."""
     records = context.records(BENCHMARK)
-    if not newest_units(records):
+    if not row_units(records):
         return none_yet(COMMAND)
     return "\n\n".join(_size_table(context, records, checkpoint, size) for checkpoint, size in groups(records))
 

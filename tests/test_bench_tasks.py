@@ -152,11 +152,12 @@ def test_a_glue_floor_is_the_majority_class_and_cola_has_none_above_zero(tmp_pat
 
 
 def _unit(records_dir: Path, task: str, seed: int, score: float, floor: float, size: str = "cpu",
-          budget: dict | None = None) -> None:  # fmt: skip
-    (row,) = task_catalog.TASKS[task].rows
+          budget: dict | None = None, labels: tuple[str, ...] | None = None) -> None:  # fmt: skip
+    """A unit's record; `labels` names the rows of a task the catalog no longer has."""
+    labels = labels or tuple(row.label for row in task_catalog.TASKS[task].rows)
     settings = {"kind": "unit", "size": size, "task": task, "seed": seed, "checkpoint": CHECKPOINT_NAME,
                 "budget": budget or task_catalog.SIZES[size].budgets[task].as_record()}  # fmt: skip
-    results = {"rows": {row.label: {"metric": row.metric, "score": score, "floor": floor}}, "wall_seconds": 100.0,
+    results = {"rows": {label: {"score": score, "floor": floor} for label in labels}, "wall_seconds": 100.0,
                "loss_curve": [[0.5, 3.0], [1.0, 2.0], [1.5, 1.0], [2.0, 0.8]]}  # fmt: skip
     write_record("tasks", settings, results, started=RunStart(provenance(), [1.0, 1.0, 1.0]), results_dir=records_dir)
 
@@ -177,7 +178,7 @@ def test_the_table_shows_the_spread_over_seeds_the_floor_and_the_newest_record_o
     assert "- SQuAD v1.1" not in table  # clear of its floor and at its aim: no note
     squad_line = "**51.0** ± 1.4 (2 seeds) | 0.0 | yes | 50 (met) | 100 | 3.00 → 0.80, last quarter -20%"
     assert squad_line in lines["SQuAD v1.1"]
-    earlier = "an earlier budget (the catalog's is not run yet)"
+    earlier = "an earlier task or budget (the catalog's is not run yet)"
     assert f"**53.0** (1 seed), {earlier} | 52.7 | **no** | 58 (short)" in lines["RTE"]
     (replaced,) = [line for line in table.splitlines() if line.startswith("- squad, seed 0")]
     assert "SQuAD v1.1 10.0" in replaced and "rerun with learning_rate: 1e-05 -> 0.0001." in replaced
@@ -191,6 +192,40 @@ def test_the_table_shows_the_spread_over_seeds_the_floor_and_the_newest_record_o
     assert headline.startswith("Task benchmark (all-MiniLM-L6-v2, size `cpu`): 1 of 13 scores clear of their floor "
                                "(not clear: RTE); aims met on 1 of the 2 with an aim (short: RTE); not run yet: "
                                "SQuAD v2.0")  # fmt: skip
+
+
+def test_a_task_that_gives_other_tasks_rows_replaces_their_records_row_by_row(tmp_path):
+    root = tmp_path / "checkout"
+    (root / "benchmarks").mkdir(parents=True)
+    race = task_catalog.SIZES["cpu"].budgets["race"].as_record()
+    _unit(tmp_path, "race_middle", 0, 36.0, 27.8, budget=race, labels=("RACE middle",))
+    _unit(tmp_path, "race_high", 0, 27.0, 27.3, budget=race, labels=("RACE high",))
+    _unit(tmp_path, "race_middle", 1, 35.0, 27.8, budget=race, labels=("RACE middle",))
+    _unit(tmp_path, "race", 0, 40.0, 27.0)  # both rows, seed 0
+    table = tables_tasks.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
+    lines = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}
+    # Seed 0 of each row is the joint task's; seed 1 of middle is still the old task's, so the row says so.
+    assert "**37.5** ± 3.5 (2 seeds), an earlier task or budget" in lines["RACE middle"]
+    assert "**40.0** (1 seed) | 27.0 |" in lines["RACE high"]
+    replaced = [line for line in table.splitlines() if line.startswith("- race_")]
+    assert replaced == [line for line in replaced if "rerun with task: race_" in line and "-> race." in line]
+    assert [line.split(",")[0] for line in replaced] == ["- race_middle", "- race_high"]
+
+
+def test_race_trains_one_model_on_both_levels_and_scores_each_apart(tmp_path):
+    shared_data("race")
+    prepared = task_catalog.prepare_race(tmp_path, task_catalog.SIZES["toy"].budgets["race"])
+    flags = prepared.flags
+    train = flags[flags.index("--train_file") + 1: flags.index("--validation_file")]
+    validation = flags[flags.index("--validation_file") + 1: flags.index("--max_seq_length")]
+    assert [Path(path).name for path in train] == ["race-middle-train.jsonl", "race-high-train.jsonl"]
+    for level, path in zip(("middle", "high"), validation):
+        rows = [json.loads(line) for line in Path(path).read_text().splitlines()]
+        assert len(rows) == 16 and all(row["example_id"].startswith(level) for row in rows)
+        most_frequent = collections.Counter(row["answer"] for row in rows).most_common(1)[0][1]
+        assert prepared.floors[f"RACE {level}"] == pytest.approx(100 * most_frequent / 16)
+    metrics = {row.label: row.metric for row in task_catalog.TASKS["race"].rows}
+    assert metrics == {"RACE middle": "eval_accuracy_middle", "RACE high": "eval_accuracy_high"}
 
 
 def test_the_gap_note_says_which_way_the_answers_went():
@@ -224,11 +259,13 @@ def test_the_squad_v2_note_splits_answerable_from_unanswerable():
 
 
 def test_a_rerun_with_the_same_budget_names_the_packages_that_changed():
-    old = {"settings": {"budget": {"batch": 32}}, "packages": {"tokenizers": "0.23.2", "torch": "2.11.0"}}
-    new = {"settings": {"budget": {"batch": 32}}, "packages": {"tokenizers": "0.23.3", "torch": "2.11.0"}}
+    settings = {"task": "squad", "budget": {"batch": 32}}
+    old = {"settings": settings, "packages": {"tokenizers": "0.23.2", "torch": "2.11.0"}}
+    new = {"settings": settings, "packages": {"tokenizers": "0.23.3", "torch": "2.11.0"}}
     assert tables_tasks.budget_change(old, new) == "the same budget and other packages (tokenizers 0.23.2 -> 0.23.3)"
     assert tables_tasks.budget_change(old, old) == "the same budget"
-    assert tables_tasks.budget_change(old, {**new, "settings": {"budget": {"batch": 16}}}) == "batch: 32 -> 16"
+    smaller = {**new, "settings": {**settings, "budget": {"batch": 16}}}
+    assert tables_tasks.budget_change(old, smaller) == "batch: 32 -> 16"
 
 
 def test_the_headline_gives_the_gpu_size_first_then_the_cpu_size(tmp_path):
