@@ -330,6 +330,8 @@ TASKS: dict[str, Task] = {task.name: task for task in (
     Task("coref", "run_coref.py", prepare_coref, (
         Row("LitBank", "eval_conll_f1", "CoNLL F1", 100, "coreference.md"),
         Row("GAP", "gap_overall_f1", "overall F1", 100, "coreference.md", results_file="gap_results.json",
+            published=Published(85.0, BERT_LARGE, "Joshi et al. 2019 (BERT for coreference), Table 2 (GAP test set; "
+                                                  "the model trained on OntoNotes)"),
             note=gap_note))),
 )}  # fmt: skip
 

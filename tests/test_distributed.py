@@ -369,9 +369,19 @@ def test_the_fsdp_config_shards_the_encoder_layers_and_saves_whole(monkeypatch, 
     assert sum(isinstance(module, tuple(layer_classes)) for module in model.modules()) == model.config.num_hidden_layers
 
 
+@pytest.fixture
+def released_deepspeed_config():
+    """`--deepspeed` registers its config process-wide (a ZeRO-3 one makes every later from_pretrained partition the
+    weights) for as long as the arguments live; a failing test's traceback keeps them alive, so unregister it."""
+    yield
+    from transformers.integrations.deepspeed import unset_hf_deepspeed_config
+
+    unset_hf_deepspeed_config()
+
+
 @NEEDS_DEEPSPEED
 @pytest.mark.parametrize("stage", [2, 3])
-def test_the_deepspeed_configs_load_through_training_arguments(stage, tmp_path):
+def test_the_deepspeed_configs_load_through_training_arguments(stage, tmp_path, released_deepspeed_config):
     args = PretrainingArguments(
         output_dir=str(tmp_path), deepspeed=str(CONFIGS / "deepspeed" / f"zero{stage}.json"),
         per_device_train_batch_size=4, gradient_accumulation_steps=8, report_to=[],
