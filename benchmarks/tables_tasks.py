@@ -37,17 +37,19 @@ def row_units(records: Sequence[dict]) -> dict[tuple[str, str, str, int], dict]:
     return units
 
 
-def superseded_units(records: Sequence[dict], checkpoint: str, size: str) -> list[tuple[dict, dict]]:
-    """The records a rerun replaced on every row they gave, oldest first, each with the record that replaced it."""
+def superseded_units(records: Sequence[dict], checkpoint: str, size: str) -> list[tuple[dict, list[str], dict]]:
+    """The records a rerun replaced on some row, oldest first, each with the rows replaced and the record that
+    replaced the first of them."""
     newest = row_units(records)
     replaced = []
     for record in sorted(records, key=lambda r: r.get("date", "")):
         settings = record["settings"]
         if settings.get("kind") != "unit" or (settings["checkpoint"], settings["size"]) != (checkpoint, size):
             continue
-        newer = [newest[checkpoint, size, label, settings["seed"]] for label in record["results"]["rows"]]
-        if all(other is not record for other in newer):
-            replaced.append((record, newer[0]))
+        newer = {label: newest[checkpoint, size, label, settings["seed"]] for label in record["results"]["rows"]}
+        labels = [label for label, other in newer.items() if other is not record]
+        if labels:
+            replaced.append((record, labels, newer[labels[0]]))
     return replaced
 
 
@@ -124,13 +126,18 @@ def fmt_curve(records: Sequence[dict]) -> str:
 FLAT_CURVE, STILL_FALLING = 0.02, 0.03
 
 
-def read_shortfall(summary: dict[str, Any]) -> str:
-    """What the loss curve of a row short of its aim or its floor says."""
+def read_shortfall(summary: dict[str, Any], learned: Sequence[str] = ()) -> str:
+    """What the loss curve of a row short of its aim or its floor says; `learned` names the other rows of the same
+    units that are clear of their floor, which share the curve."""
     curve = curve_summary(summary["records"])
     if curve is None:
         return "its record holds no loss curve"
     first, last, change = curve
     if abs(last - first) < FLAT_CURVE * first:
+        if learned:
+            return (f"the unit's training loss, shared with {' and '.join(learned)} (clear of its floor), moved little "
+                    f"({first:.2f} to {last:.2f}): the model learned too little within the budget's steps, so a "
+                    "longer budget is the next thing to measure")  # fmt: skip
         return (f"the training loss never moved ({first:.2f} to {last:.2f}): the model did not start learning within "
                 "the budget's steps, so a longer budget is the next thing to measure")  # fmt: skip
     if change < -STILL_FALLING:
@@ -170,14 +177,14 @@ def _flat(budget: dict, prefix: str = "") -> dict[str, Any]:
 
 def _superseded_lines(context: Context, records: Sequence[dict], checkpoint: str, size: str) -> str:
     lines = []
-    for old, new in superseded_units(records, checkpoint, size):
-        scores = ", ".join(f"{label} {row['score']:.1f}" for label, row in old["results"]["rows"].items())
+    for old, labels, new in superseded_units(records, checkpoint, size):
+        scores = ", ".join(f"{label} {old['results']['rows'][label]['score']:.1f}" for label in labels)
         lines.append(f"- {old['settings']['task']}, seed {old['settings']['seed']}: {scores} "
                      f"({context.link(old)}); rerun with {budget_change(old, new)}.")  # fmt: skip
     return "\n\nReplaced by a rerun (the table shows the rerun):\n\n" + "\n".join(lines) if lines else ""
 
 
-def _earlier_budget(summary: dict[str, Any], size: str) -> str:
+def _earlier_task_or_budget(summary: dict[str, Any], size: str) -> str:
     """A note where a record's task or budget is no longer the size's: the score is the earlier one's, rerun
     pending."""
     if size not in SIZES:
@@ -206,7 +213,7 @@ def _size_table(context: Context, records: Sequence[dict], checkpoint: str, size
                               "-"])  # fmt: skip
                 continue
             links = ", ".join(context.link(record) for record in summary["records"])
-            score = fmt_score(summary) + _earlier_budget(summary, size)
+            score = fmt_score(summary) + _earlier_task_or_budget(summary, size)
             lines.append([row.label, row.metric_name, score, f"{summary['floor']:.1f}",
                           "yes" if row_clear_of_floor(summary) else "**no**", aim,
                           fmt_number(summary["wall_seconds"]), fmt_curve(summary["records"]), fmt_published(row),
@@ -232,8 +239,10 @@ def _notes(summaries: dict[str, dict[str, Any]], size: str) -> str:
             verdict = f"- {row.label}, {'short of its aim' if clear else 'not clear of its floor'}"
             notes = [(r["settings"]["seed"], row.note(r["results"])) for r in summary["records"]] if row.note else []
             notes = [(seed, note) for seed, note in notes if note]
+            learned = [label for label in summary["records"][0]["results"]["rows"] if label != row.label
+                       and label in summaries and row_clear_of_floor(summaries[label])]  # fmt: skip
             lines += [f"{verdict}, seed {seed}: {note}." for seed, note in notes] or [
-                f"{verdict}: {read_shortfall(summary)}."]
+                f"{verdict}: {read_shortfall(summary, learned)}."]
     return "\n\nWhere a row is short, from its records:\n\n" + "\n".join(lines) if lines else ""
 
 
@@ -284,7 +293,8 @@ def _score_line(context: Context, row: Row, records: Sequence[dict]) -> str:
         summary = row_summaries(records, CHECKPOINT_NAME, size).get(row.label)
         if summary is not None:
             verdict = "clear of" if row_clear_of_floor(summary) else "not clear of"
-            return (f"- {row.label}, {row.metric_name}: {fmt_score(summary)}, {verdict} its floor "
+            score = fmt_score(summary) + _earlier_task_or_budget(summary, size)
+            return (f"- {row.label}, {row.metric_name}: {score}, {verdict} its floor "
                     f"{summary['floor']:.1f}; all-MiniLM-L6-v2, size `{size}` ([task benchmark]({page})).")
     task = next(name for name, task in TASKS.items() if row in task.rows)
     return f"- {row.label}, {row.metric_name}: not yet run (`{COMMAND} --tasks {task}`)."

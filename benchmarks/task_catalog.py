@@ -34,6 +34,7 @@ from parity_tasks import (
 from spanroberta.metrics.gap import GapDecision, gap_scores
 from spanroberta.metrics.relation import semeval_score
 from spanroberta.tasks.gap import read_gap
+from spanroberta.tasks.race import RACE_CONFIGS
 
 SQUAD_V2_TRAIN_ARTICLES = 6  # of the shared part's 8 articles; the last 2 evaluate
 SEMEVAL_TRAIN, SEMEVAL_EVAL = 7000, 1000  # the first 7,000 of the 8,000 shared sentences train, the last 1,000 evaluate
@@ -46,8 +47,8 @@ class Budget:
     """One task's data and hyperparameters at one size. Samples are drawn with seed 0 (parity_tasks.sample), so
     every seed of a size sees the same examples."""
 
-    train: int | None  # training examples (questions, sentences, documents); None: all of the split
-    eval: int | None  # evaluation examples; None: all
+    train: int | None  # training examples (questions, sentences, documents; RACE's per level); None: all of the split
+    eval: int | None  # evaluation examples (RACE's per level); None: all
     length: int  # tokens per input (per option for RACE, per segment for coreference)
     batch: int
     learning_rate: float
@@ -198,15 +199,12 @@ def prepare_glue(task: str, label: str) -> Callable[[Path, Budget], Prepared]:
     return prepare
 
 
-RACE_LEVELS = ("middle", "high")
-
-
 def prepare_race(folder: Path, budget: Budget) -> Prepared:
     """RACE as RoBERTa fine-tunes it (Liu et al. 2019, Section 5.3 and Table 7): one model trained on both school
     levels' questions, scored on each level's dev questions apart. `budget.train` and `budget.eval` count questions
     per level, so the two levels weigh the same in training."""
     train_files, dev_files, floors = [], [], {}
-    for level in RACE_LEVELS:
+    for level in RACE_CONFIGS["all"]:
         with gzip.open(DATA / "race" / f"train.{level}.jsonl.gz", "rt", encoding="utf-8") as file:
             train = [json.loads(line) for line in file]
         dev = [json.loads(line) for line in (DATA / "race" / f"dev.{level}.jsonl").read_text().splitlines()]
@@ -371,8 +369,9 @@ TYPED_MARKERS = {"entity_markers": "typed_entity_markers"}
 
 # cpu: a target time of about 20 minutes a task on 2 cores, sized from the tokens each task trains on; SQuAD v1.1 and
 # v2.0 take longer (3,000 questions, 2 epochs: 27 to 53 minutes in their records), as their scores need.
-# gpu: the whole shared data (RACE sampled to 20,000 questions a level), one epoch of SST-2 and RACE; a target time for all tasks of about
-# 10 minutes a seed on one H100 in bf16, most of a short unit being its process's start and tokenization.
+# gpu: the whole shared data (RACE sampled to 20,000 questions a level), one epoch of SST-2 and RACE; a target time
+# for all tasks of about 10 minutes a seed on one H100 in bf16, most of a short unit being its process's start and
+# tokenization.
 # toy: a tiny random model (bench_tasks.toy_checkpoint) on a few examples, for the test suite.
 SIZES: dict[str, Size] = {
     "cpu": Size((0, 1), {

@@ -53,6 +53,16 @@ def test_the_toy_size_fine_tunes_two_tasks_end_to_end_and_a_rerun_skips_them(tmp
     assert "every seed recorded already" in capsys.readouterr().out
 
 
+def test_the_toy_size_runs_race_once_for_both_levels_rows(tmp_path):
+    shared_data("race")
+    bench_tasks.main(["--size", "toy", "--tasks", "race", "--records_dir", str(tmp_path)])
+    (record,) = read_records("tasks", tmp_path)
+    scores = record["results"]["scores"]["eval_results.json"]
+    assert scores["eval_samples"] == 32  # 16 questions of each level
+    for row in task_catalog.TASKS["race"].rows:
+        assert record["results"]["rows"][row.label]["score"] == pytest.approx(100 * scores[row.metric])
+
+
 def test_a_unit_is_run_again_only_when_its_budget_changed(tmp_path):
     budget = task_catalog.SIZES["cpu"].budgets["semeval"]
     settings = {"kind": "unit", "size": "cpu", "task": "semeval", "seed": 0, "checkpoint": CHECKPOINT_NAME}
@@ -151,14 +161,20 @@ def test_a_glue_floor_is_the_majority_class_and_cola_has_none_above_zero(tmp_pat
     assert task_catalog.prepare_glue("cola", "CoLA")(tmp_path, budget).floors == {"CoLA": 0.0}
 
 
-def _unit(records_dir: Path, task: str, seed: int, score: float, floor: float, size: str = "cpu",
-          budget: dict | None = None, labels: tuple[str, ...] | None = None) -> None:  # fmt: skip
-    """A unit's record; `labels` names the rows of a task the catalog no longer has."""
+FALLING = [[0.5, 3.0], [1.0, 2.0], [1.5, 1.0], [2.0, 0.8]]
+
+
+def _unit(records_dir: Path, task: str, seed: int, score: float | dict[str, float], floor: float,
+          size: str = "cpu", budget: dict | None = None, labels: tuple[str, ...] | None = None,
+          curve: list = FALLING) -> None:  # fmt: skip
+    """A unit's record: `score` for every row, or per row label; `labels` names the rows of a task the catalog no
+    longer has."""
     labels = labels or tuple(row.label for row in task_catalog.TASKS[task].rows)
+    scores = score if isinstance(score, dict) else dict.fromkeys(labels, score)
     settings = {"kind": "unit", "size": size, "task": task, "seed": seed, "checkpoint": CHECKPOINT_NAME,
                 "budget": budget or task_catalog.SIZES[size].budgets[task].as_record()}  # fmt: skip
-    results = {"rows": {label: {"score": score, "floor": floor} for label in labels}, "wall_seconds": 100.0,
-               "loss_curve": [[0.5, 3.0], [1.0, 2.0], [1.5, 1.0], [2.0, 0.8]]}  # fmt: skip
+    results = {"rows": {label: {"score": scores[label], "floor": floor} for label in labels}, "wall_seconds": 100.0,
+               "loss_curve": curve}
     write_record("tasks", settings, results, started=RunStart(provenance(), [1.0, 1.0, 1.0]), results_dir=records_dir)
 
 
@@ -185,7 +201,7 @@ def test_the_table_shows_the_spread_over_seeds_the_floor_and_the_newest_record_o
     assert "not yet run" in lines["SemEval-2010 Task 8"] and "88.5, BERT-base" in lines["SQuAD v1.1"]
     page = tables_tasks.render_task_scores(Context(tmp_path, root / "docs" / "finetuning.md", root))
     assert "- SQuAD v1.1, F1: **51.0** ± 1.4 (2 seeds), clear of its floor 0.0; all-MiniLM-L6-v2, size `cpu`" in page
-    assert "- RTE, accuracy: **53.0** (1 seed), not clear of its floor 52.7" in page
+    assert f"- RTE, accuracy: **53.0** (1 seed), {earlier}, not clear of its floor 52.7" in page
     assert "- CoLA, Matthews corr.: not yet run (`python benchmarks/bench_tasks.py --size cpu --tasks cola`)." in page
     assert "LitBank" not in page  # coreference.md's
     headline = tables_tasks.headline_sentence(read_records("tasks", tmp_path))
@@ -208,8 +224,38 @@ def test_a_task_that_gives_other_tasks_rows_replaces_their_records_row_by_row(tm
     assert "**37.5** ± 3.5 (2 seeds), an earlier task or budget" in lines["RACE middle"]
     assert "**40.0** (1 seed) | 27.0 |" in lines["RACE high"]
     replaced = [line for line in table.splitlines() if line.startswith("- race_")]
-    assert replaced == [line for line in replaced if "rerun with task: race_" in line and "-> race." in line]
     assert [line.split(",")[0] for line in replaced] == ["- race_middle", "- race_high"]
+    assert all("rerun with task: race_" in line and "-> race." in line for line in replaced)
+    page = tables_tasks.render_task_scores(Context(tmp_path, root / "docs" / "finetuning.md", root))
+    assert "- RACE middle, accuracy: **37.5** ± 3.5 (2 seeds), an earlier task or budget" in page
+
+
+def test_a_record_replaced_on_one_of_its_rows_is_listed_with_that_row_only(tmp_path):
+    root = tmp_path / "checkout"
+    (root / "benchmarks").mkdir(parents=True)
+    race = task_catalog.SIZES["cpu"].budgets["race"]
+    _unit(tmp_path, "race", 0, 30.0, 27.0, budget=dataclasses.replace(race, epochs=2).as_record())
+    _unit(tmp_path, "race_high", 0, 33.0, 27.0, budget=race.as_record(), labels=("RACE high",))
+    table = tables_tasks.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
+    (replaced,) = [line for line in table.splitlines() if line.startswith("- race, seed 0")]
+    assert "RACE high 30.0 (" in replaced and "RACE middle" not in replaced
+    assert "rerun with task: race -> race_high; epochs: 2 -> 1." in replaced
+    lines = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}
+    assert "**30.0** (1 seed), an earlier task or budget" in lines["RACE middle"]
+    assert "**33.0** (1 seed), an earlier task or budget" in lines["RACE high"]
+
+
+def test_a_short_row_whose_unit_taught_another_row_says_the_curve_is_shared(tmp_path):
+    root = tmp_path / "checkout"
+    (root / "benchmarks").mkdir(parents=True)
+    flat = [[0.5, 1.39], [1.0, 1.38]]
+    _unit(tmp_path, "race", 0, {"RACE middle": 45.0, "RACE high": 28.0}, 27.0, curve=flat)
+    _unit(tmp_path, "rte", 0, 53.0, 52.7, curve=flat)
+    table = tables_tasks.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
+    assert ("- RACE high, not clear of its floor: the unit's training loss, shared with RACE middle (clear of its "
+            "floor), moved little (1.39 to 1.38)") in table  # fmt: skip
+    assert "- RTE, not clear of its floor: the training loss never moved (1.39 to 1.38)" in table
+    assert "- RACE middle" not in table
 
 
 def test_race_trains_one_model_on_both_levels_and_scores_each_apart(tmp_path):
@@ -219,6 +265,7 @@ def test_race_trains_one_model_on_both_levels_and_scores_each_apart(tmp_path):
     train = flags[flags.index("--train_file") + 1: flags.index("--validation_file")]
     validation = flags[flags.index("--validation_file") + 1: flags.index("--max_seq_length")]
     assert [Path(path).name for path in train] == ["race-middle-train.jsonl", "race-high-train.jsonl"]
+    assert [Path(path).name for path in validation] == ["race-middle-dev.jsonl", "race-high-dev.jsonl"]
     for level, path in zip(("middle", "high"), validation):
         rows = [json.loads(line) for line in Path(path).read_text().splitlines()]
         assert len(rows) == 16 and all(row["example_id"].startswith(level) for row in rows)
