@@ -75,11 +75,12 @@ def row_clear_of_floor(summary: dict[str, Any]) -> bool:
     return clear_of_floor(summary["score"], summary["floor"], 100)
 
 
-def fmt_score(summary: dict[str, Any]) -> str:
+def fmt_score(summary: dict[str, Any], size: str) -> str:
+    """The mean, its spread and seeds, and whether the records hold an earlier task or budget than the size's."""
     score = summary["score"]
     spread_text = f" ± {score['sd']:.1f}" if score["sd"] is not None else ""
     seeds = "1 seed" if score["n"] == 1 else f"{score['n']} seeds"
-    return f"**{score['mean']:.1f}**{spread_text} ({seeds})"
+    return f"**{score['mean']:.1f}**{spread_text} ({seeds})" + _earlier_task_or_budget(summary, size)
 
 
 def aim_of(label: str, size: str) -> float | None:
@@ -134,12 +135,11 @@ def read_shortfall(summary: dict[str, Any], learned: Sequence[str] = ()) -> str:
         return "its record holds no loss curve"
     first, last, change = curve
     if abs(last - first) < FLAT_CURVE * first:
-        if learned:
-            return (f"the unit's training loss, shared with {' and '.join(learned)} (clear of its floor), moved little "
-                    f"({first:.2f} to {last:.2f}): the model learned too little within the budget's steps, so a "
-                    "longer budget is the next thing to measure")  # fmt: skip
-        return (f"the training loss never moved ({first:.2f} to {last:.2f}): the model did not start learning within "
-                "the budget's steps, so a longer budget is the next thing to measure")  # fmt: skip
+        curve_read, learning = (
+            (f"the unit's training loss, shared with {' and '.join(learned)} (clear of its floor), moved little",
+             "learned too little") if learned else ("the training loss never moved", "did not start learning"))
+        return (f"{curve_read} ({first:.2f} to {last:.2f}): the model {learning} within the budget's steps, so a "
+                "longer budget is the next thing to measure")  # fmt: skip
     if change < -STILL_FALLING:
         return (f"the training loss was still falling over the last quarter ({round(100 * change):+d}%): more epochs "
                 "are the next thing to measure")  # fmt: skip
@@ -213,8 +213,7 @@ def _size_table(context: Context, records: Sequence[dict], checkpoint: str, size
                               "-"])  # fmt: skip
                 continue
             links = ", ".join(context.link(record) for record in summary["records"])
-            score = fmt_score(summary) + _earlier_task_or_budget(summary, size)
-            lines.append([row.label, row.metric_name, score, f"{summary['floor']:.1f}",
+            lines.append([row.label, row.metric_name, fmt_score(summary, size), f"{summary['floor']:.1f}",
                           "yes" if row_clear_of_floor(summary) else "**no**", aim,
                           fmt_number(summary["wall_seconds"]), fmt_curve(summary["records"]), fmt_published(row),
                           links])  # fmt: skip
@@ -293,8 +292,7 @@ def _score_line(context: Context, row: Row, records: Sequence[dict]) -> str:
         summary = row_summaries(records, CHECKPOINT_NAME, size).get(row.label)
         if summary is not None:
             verdict = "clear of" if row_clear_of_floor(summary) else "not clear of"
-            score = fmt_score(summary) + _earlier_task_or_budget(summary, size)
-            return (f"- {row.label}, {row.metric_name}: {score}, {verdict} its floor "
+            return (f"- {row.label}, {row.metric_name}: {fmt_score(summary, size)}, {verdict} its floor "
                     f"{summary['floor']:.1f}; all-MiniLM-L6-v2, size `{size}` ([task benchmark]({page})).")
     task = next(name for name, task in TASKS.items() if row in task.rows)
     return f"- {row.label}, {row.metric_name}: not yet run (`{COMMAND} --tasks {task}`)."
