@@ -16,6 +16,9 @@ every step.
     python benchmarks/bench_pretraining_step.py --config base --steps 4 --warmup 1 --ablations
     python benchmarks/bench_pretraining_step.py --config small --profile      # top ops of one step per side
 
+--ablations also times packed rows (documents of the Reuters corpus's mean length cut from the blocks) under
+sdpa's block-diagonal mask and under varlen_fa2, each against the unpacked spanroberta side.
+
 On CUDA (picked automatically when present) the default precision is bf16 autocast, and each side's model
 FLOPs utilisation is reported (see `model_flops_per_step`).
 
@@ -27,6 +30,7 @@ the tables of benchmarks/RESULTS.md.
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import tempfile
 import time
@@ -81,6 +85,7 @@ class Ablation:
     collator: dict = field(default_factory=dict)
     model_kwargs: dict = field(default_factory=dict)
     patch: Callable[[], AbstractContextManager] = nullcontext
+    packed: bool = False  # rows cut into documents (`document_lengths`), each attending to itself
 
 
 # Ablations, timed alongside with --ablations: where the span + SBO step's time goes (on a GPU as on a CPU).
@@ -94,7 +99,23 @@ ABLATIONS = {
     ),
     # No SBO head and no SBO targets: what the span boundary objective costs a step.
     "spanroberta-no-sbo": Ablation(config={"use_sbo": False}, collator={"return_sbo_targets": False}),
+    # Packed rows (documents of the Reuters corpus's mean length a row, `document_lengths`) under sdpa's
+    # block-diagonal mask, and under varlen_fa2 with the collator's offsets (the flash kernel where it runs).
+    "spanroberta-packed-mask": Ablation(config={"attn_implementation": "sdpa"}, packed=True),
+    "spanroberta-packed-varlen_fa2": Ablation(config={"attn_implementation": "varlen_fa2"},
+                                              collator={"return_sequence_offsets": True}, packed=True),  # fmt: skip
 }
+# Tokens of a Reuters document on average (3.3 documents a 512-token row of doc-sentences blocks).
+MEAN_DOCUMENT_TOKENS = 154
+
+
+def document_lengths(length: int, generator: random.Random) -> list[int]:
+    """A row of `length` tokens cut into documents of MEAN_DOCUMENT_TOKENS on average (16 at least)."""
+    lengths = []
+    while sum(lengths) < length:
+        lengths.append(max(16, round(generator.expovariate(1 / MEAN_DOCUMENT_TOKENS))))
+    lengths[-1] -= sum(lengths) - length
+    return [n for n in lengths if n > 0]
 
 
 @dataclass
@@ -114,7 +135,8 @@ def build_side(name: str, encoder: dict, tokenizer, rows: list, device: str, out
     ablation = ABLATIONS.get(name, Ablation())
     if name.startswith("spanroberta"):
         model = SpanRobertaForPreTraining(SpanRobertaConfig(**encoder, **ablation.config))
-        collator = DataCollatorForSpanMasking(tokenizer, label_layout="slots", **ablation.collator)
+        collator = DataCollatorForSpanMasking(tokenizer, label_layout="slots", first_position_id=2,
+                                              **ablation.collator)  # fmt: skip
         args = PretrainingArguments(output_dir=output_dir, report_to=[])
     else:
         model = RobertaForMaskedLM(RobertaConfig(**encoder))
@@ -122,10 +144,14 @@ def build_side(name: str, encoder: dict, tokenizer, rows: list, device: str, out
         args = TrainingArguments(output_dir=output_dir, report_to=[])
     model.to(device).train()
     optimizer = Trainer(model=model, args=args).create_optimizer()
-    batches, seconds = [], []
+    batches, seconds, generator = [], [], random.Random(0)
     for batch_rows in rows:
+        examples = [{"input_ids": row} for row in batch_rows]
+        if ablation.packed:
+            examples = [{**example, "sequence_lengths": document_lengths(len(example["input_ids"]), generator)}
+                        for example in examples]  # fmt: skip
         start = time.perf_counter()
-        batch = collator([{"input_ids": row} for row in batch_rows])
+        batch = collator(examples)
         seconds.append(time.perf_counter() - start)
         batches.append({key: value.to(device) for key, value in batch.items()})
     return Side(model, optimizer, batches, Timings(seconds), ablation)

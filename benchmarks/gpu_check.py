@@ -1,12 +1,15 @@
 #!/usr/bin/env python
-"""One prepared check of a fresh single-GPU machine, in at most 8 minutes, every input local (no network):
+"""One prepared check of a fresh single-GPU machine, in at most 9 minutes, every input local (no network):
 
 1. `prepare`: the benchmarks' tokenizer and packed blocks, built once (benchmarks/common.py);
 2. `cuda-tests`: `pytest -m cuda tests`, the tests that need a GPU;
-3. `trainer-eager` and `trainer-compiled`: bench_trainer.py, the spanbert recipe against its run_mlm-style
-   baseline, base 32 x 512, bf16, a short run, without and with `--torch-compile` (both sides compiled);
-4. `step`: bench_pretraining_step.py at the GPU batch (base 32 x 512) with its ablations and MFU;
-5. `squad-smoke`: all-MiniLM-L6-v2 (`make checkpoint`) fine-tuned by run_squad.py for about a minute on the first
+3. `trainer-eager` and `trainer-compiled`: bench_trainer.py, the spanbert recipe (packed rows, under the attention
+   its Run settings line names) against its run_mlm-style baseline, base 32 x 512, bf16, a short run, without and
+   with `--torch-compile` (both sides compiled);
+4. `step`: bench_pretraining_step.py at the GPU batch (base 32 x 512) with its ablations (packed rows under the
+   mask and under varlen_fa2 among them) and MFU;
+5. `large-eager` and `large-compiled`: the trainer pair at large 16 x 512;
+6. `squad-smoke`: all-MiniLM-L6-v2 (`make checkpoint`) fine-tuned by run_squad.py for about a minute on the first
    36 articles of SQuAD v1.1 dev (../shared/data), evaluated on the 12 held-out articles.
 
 Each stage runs in its own process under its own time limit (cut further so the whole check stays within its
@@ -45,7 +48,7 @@ from parity_tasks import CHECKPOINT, DATA, TaskSize, squad_files  # noqa: E402
 from spanroberta.data.demo_corpus import DEMO_CORPUS_FILE  # noqa: E402
 from spanroberta.records import read_records, start_run, write_record  # noqa: E402
 
-BUDGET_SECONDS = 480  # the whole check, every stage included
+BUDGET_SECONDS = 540  # the whole check, every stage included
 LOG_TAIL_LINES = 40  # of a stage that failed or timed out, kept in the record and printed
 
 
@@ -78,6 +81,7 @@ def stages(toy: bool, work: Path) -> list[Stage]:
                    "--logging-steps", "5", "--skip-windows", "2"]  # fmt: skip
         step = ["--config", "base-gpu", "--steps", "10", "--warmup", "3"]
         tests = ["tests"]
+    large = [*trainer[:1], "large-gpu", *trainer[2:]]
     prepare = ("from common import load_blocks, load_tokenizer; "
                f"load_blocks(load_tokenizer(), {64 if toy else 512})")  # fmt: skip
     return [
@@ -86,8 +90,12 @@ def stages(toy: bool, work: Path) -> list[Stage]:
         Stage("trainer-eager", _python("bench_trainer.py", *trainer), 150 if toy else 90, benchmark="trainer"),
         Stage("trainer-compiled", _python("bench_trainer.py", *trainer, "--torch-compile"), 120, benchmark="trainer",
               skip="compiling on a CPU takes minutes; the GPU check runs it" if toy else None),
-        Stage("step", _python("bench_pretraining_step.py", *step, "--ablations"), 60 if toy else 50,
+        Stage("step", _python("bench_pretraining_step.py", *step, "--ablations"), 60 if toy else 70,
               benchmark="pretraining_step"),
+        Stage("large-eager", _python("bench_trainer.py", *large), 90, benchmark="trainer",
+              skip="the rehearsal runs one size" if toy else None),
+        Stage("large-compiled", _python("bench_trainer.py", *large, "--torch-compile"), 120, benchmark="trainer",
+              skip="the rehearsal runs one size" if toy else None),
         squad_smoke(toy, work),
     ]  # fmt: skip
 
@@ -161,10 +169,13 @@ def figures(stage: Stage, records_before: dict[str, int], records_dir: Path | No
         stage.outcome["record"] = str(records[-1]["path"])
         if stage.benchmark == "pretraining_step":
             span = results["sides"]["spanroberta"]
-            return f"{results['ratio_median']:.2f}x tokens/s vs baseline" + _percent(", MFU ", span.get("mfu"))
+            packed = "".join(f"; {side.removeprefix('spanroberta-')} step {ratio['median']:.2f}x unpacked's"
+                             for side, ratio in results.get("ablation_ratios", {}).items() if "packed" in side)  # fmt: skip
+            return f"{results['ratio_median']:.2f}x tokens/s vs baseline" + _percent(", MFU ", span.get("mfu")) + packed
         run = results["runs"].get("run_pretraining.py --recipe spanbert", {})
         ratio = run.get("ratio_to_baseline")
-        return (f"{ratio:.2f}x real tokens/s vs baseline" if ratio else "no ratio") + _percent(", MFU ", run.get("mfu"))
+        return ((f"{ratio:.2f}x real tokens/s vs baseline" if ratio else "no ratio") + _percent(", MFU ", run.get("mfu"))
+                + f" ({run.get('attn_implementation')})")  # fmt: skip
     if stage.scores is None or not stage.scores.is_file():
         return ""
     found = json.loads(stage.scores.read_text(encoding="utf-8"))

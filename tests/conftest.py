@@ -272,7 +272,28 @@ def unpacked_batch(batch, sequences, pad_id=1):
     return to_slots(out)
 
 
-# Packed rows through one attention call: varlen_sdpa against a reference under the block-diagonal mask
+# Packed rows through one attention call: varlen_fa2 against a reference under the block-diagonal mask
+
+
+@pytest.fixture
+def flash_reference_kernels():
+    """CPU reference kernels of torch's flash attention ops (tests/flash_reference.py), registered for the test: on
+    CPU, varlen_fa2 then runs packed rows through the flash ops, as on CUDA, instead of falling back to the mask."""
+    from flash_reference import ReferenceFlashKernels
+
+    kernels = ReferenceFlashKernels()
+    yield kernels
+    kernels.close()
+
+
+@pytest.fixture(autouse=True)
+def _flash_path_for_varlen_fa2(request):
+    """A CPU test parametrized with attn_implementation="varlen_fa2" runs its flash path (through the reference
+    kernels), not the block-diagonal mask it falls back to where torch has no flash kernel."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and callspec.params.get("attn_implementation") == "varlen_fa2":
+        if not request.node.get_closest_marker("cuda"):
+            request.getfixturevalue("flash_reference_kernels")
 
 # Sequence lengths per row (rows of 24 tokens).
 VARLEN_CASES = {
@@ -307,13 +328,14 @@ def _attention_module(training):
 
 
 def varlen_output(states, position_ids, attention_mask, dropout=0.0):
-    """varlen_sdpa's output [batch, length, heads, head_dim] on packed rows."""
-    from spanroberta.models.varlen_attention import packed_sequence_offsets, varlen_sdpa_attention_forward
+    """varlen_fa2's output [batch, length, heads, head_dim] on packed rows (through the flash ops: on CPU, the
+    `flash_reference_kernels` fixture's)."""
+    from spanroberta.models.varlen_attention import packed_sequence_offsets, varlen_fa2_attention_forward
 
     offsets = packed_sequence_offsets(position_ids, attention_mask)
     module = _attention_module(dropout > 0)
     length = position_ids.shape[-1]
-    return varlen_sdpa_attention_forward(
+    return varlen_fa2_attention_forward(
         module, *states, None, dropout=dropout, cu_seq_lens_q=offsets, max_length_q=length
     )[0]
 

@@ -206,7 +206,7 @@ def test_hidden_states_and_attentions_come_once_per_layer(scheme):
     assert len(output.attentions) == TINY["num_hidden_layers"]
 
 
-@pytest.mark.parametrize("attn_implementation", ["sdpa", "varlen_sdpa"])
+@pytest.mark.parametrize("attn_implementation", ["sdpa", "varlen_fa2"])
 def test_packed_rows_are_computed_as_alone(attn_implementation):
     model = SpanAlbertModel(tiny_config(cross_layer_sharing="attention", attn_implementation=attn_implementation))
     model.eval()

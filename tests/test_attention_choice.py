@@ -33,9 +33,9 @@ def plan(*flags, device=CUDA, attn_implementation=None):
 @pytest.mark.parametrize("device", [CUDA, CPU], ids=["cuda", "cpu"])
 def test_the_spanbert_recipe_packs_its_rows_under_any_attention_that_runs_them(device):
     """No --attn_implementation: transformers' default (sdpa, with a block-diagonal mask) runs packed rows on every
-    device; varlen_sdpa and eager are choices, kept."""
+    device; varlen_fa2 and eager are choices, kept."""
     assert plan("--recipe", "spanbert", device=device).pack_documents
-    for choice in ("sdpa", "eager", "varlen_sdpa"):
+    for choice in ("sdpa", "eager", "varlen_fa2"):
         assert plan("--recipe", "spanbert", "--attn_implementation", choice, device=device).pack_documents
     assert not plan("--recipe", "spanbert", "--pack_documents", "false", device=device).pack_documents
 
@@ -47,7 +47,7 @@ def test_flex_attention_is_refused_where_the_model_keeps_attention_dropout(devic
     message = str(error.value)
     assert "cannot apply attention dropout" in message and "dropout of 0.1" in message
     assert "--config_overrides attention_probs_dropout_prob=0" in message and "\n" not in message
-    for other in ("sdpa", "eager", "varlen_sdpa", "flash_attention_2"):
+    for other in ("sdpa", "eager", "varlen_fa2", "flash_attention_2"):
         assert other in message
     plan("--recipe", "roberta", "--attn_implementation", "flex_attention",
          "--config_overrides", "attention_probs_dropout_prob=0,hidden_size=64")  # fmt: skip
@@ -96,5 +96,5 @@ def test_the_run_settings_line_names_the_attention_and_who_set_it():
     (training_args,) = HfArgumentParser(PretrainingArguments).parse_args_into_dataclasses(
         ["--output_dir", "unused", "--max_steps", "10", "--use_cpu", "true"]
     )
-    line = run_settings(training_args, None, {"attn_implementation": "you"}, "varlen_sdpa")
-    assert line.endswith("attn_implementation varlen_sdpa (you)")
+    line = run_settings(training_args, None, {"attn_implementation": "you"}, "varlen_fa2")
+    assert line.endswith("attn_implementation varlen_fa2 (you)")

@@ -1,8 +1,8 @@
 """torch.compile of the pretraining step: one whole graph (no graph break, so no host synchronisation such as
 .item(), .nonzero() or a branch on a tensor's value), the eager numbers, and no recompilation from one batch to
 the next when the batches mask different numbers of tokens (the prediction slots keep every shape fixed).
-Under varlen_sdpa packed rows break the graph once (the documents' offsets are read on the host), and batches
-with different numbers of documents reuse what was compiled.
+Under varlen_fa2 packed rows compile whole too (the documents' offsets come with the batch), and batches with
+different numbers of documents reuse what was compiled after one recompilation.
 
 The backend is aot_eager (dynamo's graph capture and AOTAutograd's forward and backward graphs, run eagerly):
 what decides graph breaks and recompilations, without inductor's code generation, which takes about a minute for
@@ -104,20 +104,30 @@ def test_a_batch_without_targets_compiles_and_gives_zero(tiny_tokenizer, batches
     assert output.loss.item() == 0.0 and output.mlm_loss.item() == 0.0 and output.sbo_loss.item() == 0.0
 
 
-def test_under_varlen_sdpa_packed_batches_compile_once_and_are_reused():
-    """varlen_sdpa reads the documents' offsets on the host (a graph break), so packed rows do not compile whole
-    under it; batches whose rows hold different numbers of documents still reuse what the first two compiled."""
+def test_under_varlen_fa2_packed_batches_compile_whole_once_and_are_reused(flash_reference_kernels):
+    """Under varlen_fa2 (the flash ops, through the reference kernels) with the collator's offsets, packed rows
+    compile whole (fullgraph: no graph break, so no host synchronisation in the forward) and, after the second
+    batch marks the number of sequences dynamic (one recompilation), batches with other numbers of documents reuse
+    the graph; the compiled step equals the eager one."""
     from conftest import packed_batch
-    from torch._dynamo.utils import counters
+
+    from spanroberta.models.varlen_attention import packed_sequence_offsets
 
     torch._dynamo.reset()
-    counters.clear()
-    model = make_model(90, 1, attn_implementation="varlen_sdpa")
-    compiled = torch.compile(model, backend="aot_eager")
+    model = make_model(90, 1, attn_implementation="varlen_fa2")
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(model, backend=counter, fullgraph=True)
     layouts = [[[20, 30, 14], [64], [10, 20, 30]], [[32, 32], [8, 16, 24, 16], [40, 20]],
                [[16, 16, 16, 16], [50], [30, 30]], [[12, 40], [20, 20, 20], [60]]]  # fmt: skip
-    graphs = []
+    frames = []
     for seed, rows in enumerate(layouts):
-        step(model, packed_batch(rows, LENGTH, 90, seed=seed, num_slots=40)[0], compiled)
-        graphs.append(counters["stats"]["unique_graphs"])
-    assert graphs[1] == graphs[2] == graphs[3], graphs
+        batch = packed_batch(rows, LENGTH, 90, seed=seed, num_slots=40)[0]
+        batch["sequence_offsets"] = packed_sequence_offsets(batch["position_ids"], batch["attention_mask"])
+        output, gradients = step(model, batch, compiled)
+        eager_output, eager_gradients = step(model, batch)
+        torch.testing.assert_close(output.loss, eager_output.loss)
+        for name, gradient in eager_gradients.items():
+            torch.testing.assert_close(gradients[name], gradient, rtol=1e-4, atol=1e-6, msg=name)
+        frames.append(counter.frame_count)
+    assert frames == [1, 2, 2, 2], frames
+    assert flash_reference_kernels.calls["forward"] > 0

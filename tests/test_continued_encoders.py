@@ -240,13 +240,13 @@ def test_deberta_trains_on_unpacked_rows(checkpoints):
     assert plan_packing(bert_args, data_args, recipe, training_args.device).pack_documents
 
 
-def test_modernbert_packs_under_sdpa_and_refuses_varlen_sdpa(checkpoints):
-    """ModernBERT's sliding-window layers need sdpa's per-layer masks: varlen_sdpa runs every layer over whole
+def test_modernbert_packs_under_sdpa_and_refuses_varlen_fa2(checkpoints):
+    """ModernBERT's sliding-window layers need sdpa's per-layer masks: varlen_fa2 runs every layer over whole
     sequences, so asking for it is refused before any data is read."""
     model_args, data_args, training_args = parse("--model_name_or_path", str(checkpoints["modernbert"]))
     recipe = resolve_recipe(model_args, data_args)
     assert plan_packing(model_args, data_args, recipe, training_args.device).pack_documents
-    model_args = dataclasses.replace(model_args, attn_implementation="varlen_sdpa")
+    model_args = dataclasses.replace(model_args, attn_implementation="varlen_fa2")
     with pytest.raises(UserInputError, match="sliding-window layers"):
         plan_packing(model_args, data_args, recipe, training_args.device)
 

@@ -160,7 +160,7 @@ def test_gradient_accumulation_is_exact(tiny_tokenizer, monkeypatch):
         torch.testing.assert_close(p.grad, g, rtol=1e-4, atol=1e-6)
 
 
-@pytest.mark.parametrize("attn_implementation", ["eager", "varlen_sdpa"])
+@pytest.mark.parametrize("attn_implementation", ["eager", "varlen_fa2"])
 def test_the_generator_takes_the_discriminators_attention(attn_implementation):
     """Packed rows reach both encoders in the discriminator's attention's form, as run_pretraining.py builds them
     (the attention set on the discriminator's config only)."""
@@ -171,7 +171,7 @@ def test_the_generator_takes_the_discriminators_attention(attn_implementation):
     assert model.generator.config._attn_implementation == attn_implementation
 
 
-@pytest.mark.parametrize("attn_implementation", ["sdpa", "varlen_sdpa"])
+@pytest.mark.parametrize("attn_implementation", ["sdpa", "varlen_fa2"])
 def test_packed_rows_give_each_sequence_what_it_gets_alone(monkeypatch, attn_implementation):
     monkeypatch.setattr(modeling_electra_pretraining, "sample_replacements", lambda logits: logits.argmax(-1))
     torch.manual_seed(0)

@@ -20,16 +20,19 @@ def test_the_toy_check_runs_every_stage_and_prints_the_table_last(tmp_path, caps
     assert gpu_check.main(["--toy", "--records_dir", str(tmp_path)]) == 0
     table = capsys.readouterr().out.strip().splitlines()
     stages = [line.split(" | ")[0].removeprefix("| ") for line in table if line.startswith("| ") and "---" not in line]
-    assert stages == ["stage", "prepare", "cuda-tests", "trainer-eager", "trainer-compiled", "step", "squad-smoke"]
+    assert stages == ["stage", "prepare", "cuda-tests", "trainer-eager", "trainer-compiled", "step", "large-eager",
+                      "large-compiled", "squad-smoke"]
     assert table[-1].startswith("| squad-smoke |")  # the table comes last
 
     record = read_records("gpu-check", tmp_path)[-1]
     outcomes = record["results"]["stages"]
     for name in ("prepare", "cuda-tests", "trainer-eager", "step"):
         assert outcomes[name]["status"].startswith("passed"), outcomes[name]
-    assert outcomes["trainer-compiled"]["status"].startswith("skipped")
+    for name in ("trainer-compiled", "large-eager", "large-compiled"):
+        assert outcomes[name]["status"].startswith("skipped")
     assert outcomes["squad-smoke"]["status"].startswith(("passed", "skipped: absent"))
     assert "vs baseline" in outcomes["trainer-eager"]["figures"] and "vs baseline" in outcomes["step"]["figures"]
+    assert "packed-varlen_fa2 step" in outcomes["step"]["figures"]
     assert read_records("trainer", tmp_path) and read_records("pretraining_step", tmp_path)
     runs = read_records("trainer", tmp_path)[-1]["results"]["runs"]  # each side's attention, as its run named it
     assert {run["attn_implementation"] for run in runs.values()} == {"sdpa"}

@@ -1,7 +1,7 @@
 """Packed rows: several sequences per row, position ids restarting at each (transformers' padding-free convention).
 
 The model computes each packed sequence exactly as it would alone, under every attention implementation that takes
-packed rows (sdpa, eager and varlen_sdpa; flex_attention on CUDA, refused on CPU; flash attention through
+packed rows (sdpa, eager and varlen_fa2; flex_attention on CUDA, refused on CPU; flash attention through
 flattening); the
 collator never lets a span, or the boundaries of its SBO targets, cross from one packed sequence to another; and
 `pack_sequences` keeps blocks whole and rows full."""
@@ -88,7 +88,7 @@ def encoders(attn_implementation: str, device: str = "cpu"):
 
 
 @pytest.mark.parametrize("length", [24, 128, 200, 256], ids=lambda n: f"rows of {n}")
-@pytest.mark.parametrize("attn_implementation", ["sdpa", "eager", "varlen_sdpa"])
+@pytest.mark.parametrize("attn_implementation", ["sdpa", "eager", "varlen_fa2"])
 def test_a_packed_sequence_gets_the_hidden_states_it_has_alone(attn_implementation, length):
     """On CPU, batches of 1 to 5 rows, rows a multiple of 128 long or not, ending at their end or mid-block."""
     encoder, reference = encoders(attn_implementation)
@@ -109,7 +109,7 @@ def test_flex_attention_refuses_packed_rows_on_cpu():
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("length", [24, 200])
-@pytest.mark.parametrize("attn_implementation", ["flex_attention", "varlen_sdpa"])
+@pytest.mark.parametrize("attn_implementation", ["flex_attention", "varlen_fa2"])
 def test_on_cuda_a_packed_sequence_gets_the_hidden_states_it_has_alone(attn_implementation, length):
     """flex_attention packs rows on CUDA only; the CUDA kernels need heads of 16 or more (these are 16)."""
     encoder, reference = encoders(attn_implementation, device="cuda")
@@ -118,11 +118,12 @@ def test_on_cuda_a_packed_sequence_gets_the_hidden_states_it_has_alone(attn_impl
         assert_each_sequence_has_its_hidden_states_alone(encoder, reference, rows, length, device="cuda")
 
 
-# The variable-length kernel against sdpa and eager under the block-diagonal mask, one attention call
+# The flash kernel's path (varlen_fa2, through the reference kernels on CPU) against sdpa and eager under the
+# block-diagonal mask, one attention call
 
 
 def varlen_and_masked(rows, reference):
-    """(output, gradients) of varlen_sdpa on packed rows of LENGTH and of `reference` ("sdpa" or "eager") under
+    """(output, gradients) of varlen_fa2 on packed rows of LENGTH and of `reference` ("sdpa" or "eager") under
     the block-diagonal mask, at real tokens only, heads of 16."""
     position_ids, attention_mask, states = packed_attention_case(rows, LENGTH, VOCAB)
     real = attention_mask.bool()
@@ -133,14 +134,47 @@ def varlen_and_masked(rows, reference):
 
 @pytest.mark.parametrize("rows", VARLEN_CASES.values(), ids=VARLEN_CASES.keys())
 @pytest.mark.parametrize("reference", ["sdpa", "eager"])
-def test_varlen_attention_equals_the_block_diagonal_mask_with_gradients(rows, reference):
+def test_varlen_attention_equals_the_block_diagonal_mask_with_gradients(flash_reference_kernels, rows, reference):
     (varlen, varlen_gradients), (masked, masked_gradients) = varlen_and_masked(rows, reference)
+    assert flash_reference_kernels.calls == {"forward": 1, "backward": 1}  # the flash ops ran, not a fallback
     torch.testing.assert_close(varlen, masked, rtol=1e-5, atol=1e-5)
     for name, got, want in zip("qkv", varlen_gradients, masked_gradients):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, msg=f"gradient of {name}")
 
 
-def test_varlen_attention_applies_dropout():
+@pytest.mark.parametrize("rows", VARLEN_CASES.values(), ids=VARLEN_CASES.keys())
+def test_varlen_dropout_is_the_masked_reference_under_the_same_dropout_mask(flash_reference_kernels, rows):
+    """With attention dropout, output and gradients equal attention written out under the block-diagonal mask with
+    the dropout mask the forward drew: the backward replays that mask from the forward's rng_state (the autograd
+    node saves it), rather than drawing a new one."""
+    from spanroberta.models.varlen_attention import packed_sequence_offsets
+
+    dropout = 0.3
+    position_ids, attention_mask, states = packed_attention_case(rows, LENGTH, VOCAB)
+    real = attention_mask.bool()
+    torch.manual_seed(5)
+    varlen, varlen_gradients = outputs_and_gradients(
+        varlen_output(states, position_ids, attention_mask, dropout=dropout), states, real
+    )
+    offsets = packed_sequence_offsets(position_ids, attention_mask)
+    masks = flash_reference_kernels.keep_masks(flash_reference_kernels.last_seed, offsets, states[0].shape[1], dropout)
+    # The reference: per flattened sequence, softmax then the forward's dropout mask, written out with autograd.
+    query, key, value = (state.transpose(1, 2).reshape(-1, *state.shape[1::2]) for state in states)
+    bounds = offsets.tolist()
+    pieces = []
+    for index, (start, end) in enumerate(zip(bounds[:-1], bounds[1:])):
+        q, k, v = (x[start:end].transpose(0, 1) for x in (query, key, value))
+        weights = (q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5).softmax(-1) * masks[index]
+        pieces.append((weights @ v).transpose(0, 1))
+    reference = torch.cat(pieces).view(varlen.shape)
+    reference, reference_gradients = outputs_and_gradients(reference, states, real)
+    torch.testing.assert_close(varlen, reference, rtol=1e-5, atol=1e-5)
+    for name, got, want in zip("qkv", varlen_gradients, reference_gradients):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, msg=f"gradient of {name}")
+    assert flash_reference_kernels.calls == {"forward": 1, "backward": 1}
+
+
+def test_varlen_attention_applies_dropout(flash_reference_kernels):
     """Training with attention dropout changes the output (the kernel applies it, rather than ignoring it)."""
     position_ids, attention_mask, states = packed_attention_case(VARLEN_CASES["rows with padding tails"], LENGTH, VOCAB)
     dropped, gradients = outputs_and_gradients(
@@ -151,7 +185,41 @@ def test_varlen_attention_applies_dropout():
     assert all(torch.isfinite(gradient).all() for gradient in gradients)
 
 
-@pytest.mark.parametrize("attn_implementation", ["sdpa", "eager", "varlen_sdpa"])
+def test_without_a_flash_kernel_varlen_fa2_takes_the_block_diagonal_mask():
+    """On CPU torch has no flash kernel: packed rows under varlen_fa2 get sdpa's mask, and the encoder's output is
+    sdpa's, exactly; the refusal says why."""
+    from spanroberta.models.packing import packed_rows_path
+
+    encoder, reference = encoders("varlen_fa2")
+    assert packed_rows_path(encoder.config, "cpu", torch.float32) == (
+        "mask", "torch has no flash attention kernel on cpu"
+    )
+    batch, _ = packed_batch(ROWS, LENGTH, VOCAB, seed=1)
+    inputs = {name: batch[name] for name in ("input_ids", "attention_mask", "position_ids")}
+    with torch.no_grad():
+        torch.testing.assert_close(encoder(**inputs).last_hidden_state, reference(**inputs).last_hidden_state)
+
+
+def test_the_collators_offsets_are_those_the_model_would_derive(tiny_tokenizer):
+    """The int32 offsets the collator makes on the host (`return_sequence_offsets`) are those
+    `packed_sequence_offsets` reads from its positions and padding, rows of several lengths padded included."""
+    from spanroberta.models.varlen_attention import packed_sequence_offsets
+
+    collator = DataCollatorForSpanMasking(tiny_tokenizer, first_position_id=2, return_sequence_offsets=True)
+    generator = torch.Generator().manual_seed(0)
+    for rows in VARLEN_CASES.values():
+        examples = [
+            {"input_ids": torch.randint(5, 50, (sum(lengths),), generator=generator).tolist(), "sequence_lengths": lengths}
+            for lengths in rows
+        ]
+        batch = collator(examples)
+        want = packed_sequence_offsets(batch["position_ids"], batch["attention_mask"])
+        assert batch["sequence_offsets"].dtype == torch.int32
+        assert torch.equal(batch["sequence_offsets"], want), rows
+    assert "sequence_offsets" not in DataCollatorForSpanMasking(tiny_tokenizer, first_position_id=2)(examples)
+
+
+@pytest.mark.parametrize("attn_implementation", ["sdpa", "eager", "varlen_fa2"])
 @pytest.mark.parametrize("efficient", [True, False], ids=["efficient", "reference"])
 def test_packed_pretraining_equals_the_sequences_unpacked(attn_implementation, efficient):
     """Losses, logits at every target and gradients of a packed batch are those of its sequences one per row,
@@ -166,6 +234,10 @@ def test_packed_pretraining_equals_the_sequences_unpacked(attn_implementation, e
     assert int((unpacked["sbo_relative_positions"] != -100).sum()) == int(
         (packed["sbo_relative_positions"] != -100).sum()
     ) > 0
+    if attn_implementation == "varlen_fa2":  # the offsets the collator gives with the batch
+        from spanroberta.models.varlen_attention import packed_sequence_offsets
+
+        packed["sequence_offsets"] = packed_sequence_offsets(packed["position_ids"], packed["attention_mask"])
 
     outputs, gradients = [], []
     for batch in (packed, unpacked):
@@ -225,7 +297,7 @@ def test_the_packed_mask_refuses_flash_attention_which_takes_no_mask(implementat
 
     encoder = SimpleNamespace(config=SimpleNamespace(_attn_implementation=implementation))
     assert packing.is_flash_attention(encoder.config) and not packing.takes_dense_mask(encoder.config)
-    with pytest.raises(ValueError, match="use sdpa, eager, varlen_sdpa or flex_attention"):
+    with pytest.raises(ValueError, match="use sdpa, eager, varlen_fa2 or flex_attention"):
         packing.packed_attention_inputs(encoder, None, torch.arange(4)[None])
 
 
@@ -502,21 +574,21 @@ def test_packed_doc_sentences_rows_are_almost_all_real_tokens():
 
 
 # --------------------------------------------------------------------------------------------------------
-# varlen_sdpa in stock encoders (continued BERT and DistilBERT checkpoints), through attn_implementation
+# varlen_fa2 in stock encoders (continued BERT and DistilBERT checkpoints), through attn_implementation
 
 
 @pytest.mark.parametrize("family", ["bert", "distilbert"])
-def test_varlen_sdpa_keeps_packed_sequences_apart_in_stock_encoders(family):
+def test_varlen_fa2_keeps_packed_sequences_apart_in_stock_encoders(flash_reference_kernels, family):
     from transformers import BertConfig, BertModel, DistilBertConfig, DistilBertModel
 
     torch.manual_seed(0)
     if family == "bert":
         config = BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                            intermediate_size=64, attn_implementation="varlen_sdpa")  # fmt: skip
+                            intermediate_size=64, attn_implementation="varlen_fa2")  # fmt: skip
         encoder = BertModel(config).eval()
     else:
         config = DistilBertConfig(vocab_size=VOCAB, dim=32, n_layers=1, n_heads=2, hidden_dim=64,
-                                  attn_implementation="varlen_sdpa")  # fmt: skip
+                                  attn_implementation="varlen_fa2")  # fmt: skip
         encoder = DistilBertModel(config).eval()
     first, second = torch.randint(5, VOCAB, (1, 7)), torch.randint(5, VOCAB, (1, 5))
     position_ids = torch.cat([torch.arange(7), torch.arange(5)])[None]

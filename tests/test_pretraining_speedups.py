@@ -202,7 +202,7 @@ def packed_case() -> dict[str, torch.Tensor]:
     return batch
 
 
-@pytest.mark.parametrize("attn_implementation", ["sdpa", "eager", "varlen_sdpa"])
+@pytest.mark.parametrize("attn_implementation", ["sdpa", "eager", "varlen_fa2"])
 @pytest.mark.parametrize("packed", [False, True], ids=["unpacked", "packed"])
 @pytest.mark.parametrize("heads", ["sbo", "sbo+sop", "mlm only"])
 def test_efficient_paths_match_the_reference(attn_implementation, packed, heads):

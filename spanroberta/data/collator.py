@@ -58,6 +58,10 @@ class DataCollatorForSpanMasking:
       `formats.pack_sequences`): they restart at `first_position_id` at each packed sequence, the padding-free
       convention of transformers' `DataCollatorWithFlattening` with RoBERTa's first position; padding is a
       sequence of its own. Masking never crosses a packed sequence, nor do SBO boundaries;
+    - with `return_sequence_offsets`, for packed rows, `sequence_offsets` (int32 [sequences + 1]): where each packed
+      sequence (padding included) starts in the flattened batch [batch * length], then its end, as the varlen_fa2
+      attention reads them; computed here on the host, so that the model's forward need not read them from the
+      device;
     - `labels`, in the layout `label_layout` names:
       "dense": [batch, length], -100 where a token is not predicted (transformers' convention);
       "slots": the predictions in a fixed number of slots per row, `max_predictions_per_seq` (default
@@ -102,6 +106,7 @@ class DataCollatorForSpanMasking:
     max_predictions_per_seq: int | None = None
     first_position_id: int | None = None
     label_layout: str = "dense"
+    return_sequence_offsets: bool = False
 
     def __post_init__(self) -> None:
         if self.masking not in MASKING_SCHEMES:
@@ -195,6 +200,8 @@ class DataCollatorForSpanMasking:
         batch = {"input_ids": inputs, "attention_mask": attention_mask}
         if document_ids is not None:
             batch["position_ids"] = _restarting_positions(document_ids, self.first_position_id)
+            if self.return_sequence_offsets:
+                batch["sequence_offsets"] = _sequence_offsets(document_ids)
         targets = {"labels": labels}
         if self.return_sbo_targets:
             targets.update(sbo_targets(masked, attention_mask, self.max_span_targets, document_ids))
@@ -324,6 +331,14 @@ def _restarting_positions(document_ids: torch.Tensor, first_position_id: int) ->
     positions = torch.arange(document_ids.shape[1]).expand_as(document_ids)
     is_start = F.pad(document_ids[:, 1:] != document_ids[:, :-1], (1, 0), value=True)
     return positions - torch.where(is_start, positions, 0).cummax(1).values + first_position_id
+
+
+def _sequence_offsets(document_ids: torch.Tensor) -> torch.Tensor:
+    """Int32 [sequences + 1]: where each packed sequence (a run of one document id in a row) starts in the
+    flattened batch, then the batch's end."""
+    is_start = F.pad(document_ids[:, 1:] != document_ids[:, :-1], (1, 0), value=True)
+    starts = is_start.flatten().nonzero().flatten()
+    return torch.cat([starts, starts.new_tensor([document_ids.numel()])]).to(torch.int32)
 
 
 @contextmanager

@@ -186,10 +186,13 @@ class EncoderSpanPreTrainingMixin(SpanPreTrainingMixin):
             if value is not None and name in self._encoder_arguments
         }
         if inputs.get("position_ids") is not None:
-            inputs.update(self._packed_attention_inputs(inputs.get("attention_mask"), inputs["position_ids"]))
+            inputs.update(self._packed_attention_inputs(inputs.get("attention_mask"), inputs["position_ids"],
+                                                        encoder_inputs.get("sequence_offsets")))  # fmt: skip
         return self.base_model(**inputs, return_dict=True, **kwargs)
 
-    def _packed_attention_inputs(self, attention_mask: torch.Tensor | None, position_ids: torch.Tensor) -> dict:
+    def _packed_attention_inputs(
+        self, attention_mask: torch.Tensor | None, position_ids: torch.Tensor, sequence_offsets: torch.Tensor | None
+    ) -> dict:
         packing = self.family.packing
         if packing is None:
             raise ValueError(
@@ -197,7 +200,8 @@ class EncoderSpanPreTrainingMixin(SpanPreTrainingMixin):
                 "per row."
             )
         per_attention_type = packing == "mask_per_attention_type"
-        return packed_attention_inputs(self, attention_mask, position_ids, per_attention_type=per_attention_type)
+        return packed_attention_inputs(self, attention_mask, position_ids, per_attention_type=per_attention_type,
+                                       sequence_offsets=sequence_offsets)  # fmt: skip
 
     # Saving and loading: the stock checkpoint, and the SBO head beside it.
 

@@ -8,8 +8,8 @@ all off.
   of a row (the predicted slots, their span boundaries, the first token), so the last layer computes its keys and
   values everywhere but its queries, attention output and feed-forward network only there: about two thirds of
   that layer's FLOPs saved. Every other layer is RoBERTa's, called as RobertaModel calls it, and the attention
-  goes through the configured implementation (sdpa, eager or varlen_sdpa; others take the reference path). The
-  last layer's few queries take a dense mask under each of them (varlen_sdpa is sdpa there).
+  goes through the configured implementation (sdpa, eager or varlen_fa2; others take the reference path). The
+  last layer's few queries take a dense mask under each of them (varlen_fa2 is sdpa there).
 - `fused_decoder_cross_entropy`: each head's decoder and cross-entropy in one pass, on CPU under autocast, where
   it was measured to pay (benchmarks/RESULTS.md).
 
@@ -45,7 +45,7 @@ def encode_at_positions(encoder: RobertaModel, inputs: dict, positions: torch.Te
     """The encoder's last hidden state at `positions` ([batch, n], any order, repeats allowed): [batch, n, H].
 
     `encoder` is a `SpanRobertaModel`; `inputs` are its forward arguments (input_ids, attention_mask,
-    token_type_ids, position_ids, inputs_embeds).
+    token_type_ids, position_ids, inputs_embeds, and sequence_offsets where the collator gave them).
     """
     attention_mask, position_ids = inputs["attention_mask"], inputs["position_ids"]
     hidden = encoder.embeddings(
@@ -58,7 +58,8 @@ def encode_at_positions(encoder: RobertaModel, inputs: dict, positions: torch.Te
         mask = create_bidirectional_mask(config=encoder.config, inputs_embeds=hidden, attention_mask=attention_mask)
         packed = {"attention_mask": mask}
     else:
-        packed = packed_attention_inputs(encoder, attention_mask, position_ids, hidden)
+        packed = packed_attention_inputs(encoder, attention_mask, position_ids, hidden,
+                                         sequence_offsets=inputs.get("sequence_offsets"))  # fmt: skip
     *layers, last_layer = encoder.encoder.layer
     for layer in layers:
         hidden = layer(hidden, **packed)

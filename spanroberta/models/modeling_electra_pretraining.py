@@ -120,6 +120,7 @@ class ElectraForReplacedTokenDetection(ElectraForPreTraining):
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.LongTensor | None = None,
         position_ids: torch.LongTensor | None = None,
+        sequence_offsets: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
         mlm_positions: torch.LongTensor | None = None,
         num_items_in_batch: torch.Tensor | int | None = None,
@@ -130,6 +131,8 @@ class ElectraForReplacedTokenDetection(ElectraForPreTraining):
         input_ids (`[batch, length]`): the masked input, as `DataCollatorForSpanMasking` makes it.
         position_ids (`[batch, length]`): for packed rows, positions that restart at 0 at each sequence; each
             sequence then attends only to itself.
+        sequence_offsets (`[sequences + 1]`, int32): for packed rows under varlen_fa2, the sequences' offsets in
+            the flattened batch (`SpanRobertaModel` says more).
         mlm_positions, labels (`[batch, slots]`): the positions predicted and their original ids, -100 in unused
             slots.
         num_items_in_batch, num_rtd_items_in_batch: the number of MLM targets and of real tokens in the whole
@@ -145,7 +148,8 @@ class ElectraForReplacedTokenDetection(ElectraForPreTraining):
         real = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
         packed = {"attention_mask": attention_mask}
         if position_ids is not None:  # packed rows; both encoders share the discriminator's attention settings
-            packed = packed_attention_inputs(self.electra, attention_mask, position_ids)
+            packed = packed_attention_inputs(self.electra, attention_mask, position_ids,
+                                             sequence_offsets=sequence_offsets)  # fmt: skip
         encoder_inputs = dict(**packed, token_type_ids=token_type_ids, position_ids=position_ids)
         result = ElectraForReplacedTokenDetectionOutput()
         result.mlm_logits, result.generator_loss = self._generator_loss(  # [batch, slots, V]

@@ -82,8 +82,8 @@ class SpanAlbertPreTrainedModel(AlbertPreTrainedModel):
 class SpanAlbertModel(SpanAlbertPreTrainedModel, AlbertModel):
     """ALBERT's encoder under spanroberta's config: the sharing scheme of `config.cross_layer_sharing`, and packed
     rows. With `position_ids`, each run of consecutive positions is one sequence and attends only to itself (a
-    block-diagonal mask for sdpa and eager, a block mask for flex_attention; flash attention is not supported for
-    packed ALBERT rows). Without `position_ids` it is exactly AlbertModel."""
+    block-diagonal mask for sdpa and eager, the sequences' offsets for varlen_fa2, a block mask for
+    flex_attention; flash attention is not supported for packed ALBERT rows). Without `position_ids` it is exactly AlbertModel."""
 
     def forward(
         self,
@@ -92,11 +92,14 @@ class SpanAlbertModel(SpanAlbertPreTrainedModel, AlbertModel):
         token_type_ids: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
+        sequence_offsets: torch.Tensor | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPooling:
+        """`sequence_offsets`: as `SpanRobertaModel` takes them."""
         packed = {"attention_mask": attention_mask}
         if position_ids is not None:
-            packed = packed_attention_inputs(self, attention_mask, position_ids, inputs_embeds)
+            packed = packed_attention_inputs(self, attention_mask, position_ids, inputs_embeds,
+                                             sequence_offsets=sequence_offsets)  # fmt: skip
         return super().forward(
             input_ids=input_ids,
             **packed,

@@ -68,9 +68,9 @@ class SpanRobertaModel(SpanRobertaPreTrainedModel, RobertaModel):
     """RoBERTa's encoder, under spanroberta's config, that also takes packed rows.
 
     With `position_ids`, each run of consecutive positions is one sequence (see `packing.py`) and attends
-    only to itself: through its sequences' offsets for varlen_sdpa, a block-diagonal mask for sdpa and eager, a
-    block mask for flex_attention, and for flash attention by flattening the batch into one row whose restarting positions transformers' kernels turn
-    into `cu_seqlens`. Without `position_ids`, or as a decoder (`config.is_decoder`, which packing does not
+    only to itself: through its sequences' offsets for varlen_fa2 (where its kernel runs), a block-diagonal mask
+    for sdpa and eager, a block mask for flex_attention, and for flash attention by flattening the batch into one
+    row whose restarting positions transformers' kernels turn into `cu_seqlens`. Without `position_ids`, or as a decoder (`config.is_decoder`, which packing does not
     serve), it is exactly RobertaModel.
     """
 
@@ -81,14 +81,21 @@ class SpanRobertaModel(SpanRobertaPreTrainedModel, RobertaModel):
         token_type_ids: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
+        sequence_offsets: torch.Tensor | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPoolingAndCrossAttentions:
+        r"""
+        sequence_offsets (`[sequences + 1]`, int32): for packed rows, where each sequence starts in the flattened
+            batch, then its end, as `DataCollatorForSpanMasking(return_sequence_offsets=True)` gives them; read by
+            varlen_fa2 only, which otherwise derives them from `position_ids` (a device synchronisation).
+        """
         inputs = {"input_ids": input_ids, "token_type_ids": token_type_ids, "inputs_embeds": inputs_embeds}
         if position_ids is None or self.config.is_decoder:
             return super().forward(attention_mask=attention_mask, position_ids=position_ids, **inputs, **kwargs)
         if self.flattens_packed_rows():
             return self._flattened_forward(attention_mask, position_ids, inputs, kwargs)
-        packed = packed_attention_inputs(self, attention_mask, position_ids, inputs_embeds)
+        packed = packed_attention_inputs(self, attention_mask, position_ids, inputs_embeds,
+                                         sequence_offsets=sequence_offsets)  # fmt: skip
         return super().forward(position_ids=position_ids, **packed, **inputs, **kwargs)
 
     def flattens_packed_rows(self) -> bool:

@@ -3,8 +3,9 @@
 Several sequences may share a row when `position_ids` restart at each of them (transformers' padding-free
 convention, as `DataCollatorWithFlattening` emits it). Every sequence then attends only to itself, through the
 inputs `packed_attention_inputs` gives the encoder in its configured attention implementation's own form: the
-offsets of the sequences for varlen_sdpa (`varlen_attention.py`, a variable-length kernel with no mask), else a
-mask (block-diagonal for sdpa and eager, a block mask for flex_attention). Flash attention takes no mask:
+offsets of the sequences for varlen_fa2 where its kernel runs (`varlen_attention.py`, torch's flash kernel with
+no mask), else a mask (block-diagonal for sdpa, eager and varlen_fa2 elsewhere, a block mask for
+flex_attention). Flash attention takes no mask:
 `SpanRobertaModel` flattens the batch instead, which the other encoders do not.
 
 Which implementations run packed rows on which device, and which cannot apply attention dropout, is said here
@@ -20,14 +21,19 @@ import torch
 from transformers import PreTrainedModel
 from transformers.masking_utils import create_bidirectional_mask, create_bidirectional_sliding_window_mask
 
-from .varlen_attention import VARLEN_SDPA, packed_sequence_offsets
+from .varlen_attention import (
+    VARLEN_FA2,
+    attention_compute_dtype,
+    packed_sequence_offsets,
+    varlen_fa2_refusal,
+)
 
-# Attention implementations whose functions take a dense [batch, 1, queries, keys] mask (varlen_sdpa takes one
-# where rows are not packed).
-_DENSE_MASK_ATTENTION = ("sdpa", "eager", VARLEN_SDPA)
+# Attention implementations whose functions take a dense [batch, 1, queries, keys] mask (varlen_fa2 takes one
+# where rows are not packed, or its kernel cannot run).
+_DENSE_MASK_ATTENTION = ("sdpa", "eager", VARLEN_FA2)
 # The attention implementations pretraining accepts (--attn_implementation); flash attention needs the flash-attn
 # package and a GPU.
-ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager", VARLEN_SDPA, "flex_attention", "flash_attention_2", "flash_attention_3")
+ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager", VARLEN_FA2, "flex_attention", "flash_attention_2", "flash_attention_3")
 # Attention implementations that apply no attention dropout: transformers' flex_attention refuses dropout > 0.
 _DROPOUT_FREE_ATTENTION = ("flex_attention",)
 # flex_attention works in blocks of this many queries and keys (torch's _DEFAULT_SPARSE_BLOCK_SIZE, the block size of
@@ -75,7 +81,7 @@ def packed_rows_refusal(
     if _is_flash(attn_implementation) and not flattens_rows:
         return (
             f"Packed rows (position_ids that restart at each sequence) need an attention mask or sequence offsets, "
-            f"which {attn_implementation} does not take in this encoder: use sdpa, eager, {VARLEN_SDPA} or "
+            f"which {attn_implementation} does not take in this encoder: use sdpa, eager, {VARLEN_FA2} or "
             "flex_attention, or train without packing (--pack_documents false, or a pair input format)."
         )
     if attn_implementation == "flex_attention" and torch.device(device).type == "cpu":
@@ -86,6 +92,21 @@ def packed_rows_refusal(
 def refuses_dropout(attn_implementation: str | None) -> bool:
     """Whether this attention implementation cannot apply attention dropout in training."""
     return attn_implementation in _DROPOUT_FREE_ATTENTION
+
+
+def head_size(config) -> int:
+    """The size of one attention head of `config`'s encoder."""
+    return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+
+
+def packed_rows_path(config, device: torch.device | str, dtype: torch.dtype) -> tuple[str, str | None]:
+    """How packed rows attend under `config`'s attention implementation on `device`, attention computing in `dtype`:
+    ("varlen_fa2", None) through the flash kernel, else ("mask", why not the kernel: None where varlen_fa2 was
+    not asked for)."""
+    if config._attn_implementation != VARLEN_FA2:
+        return "mask", None
+    refusal = varlen_fa2_refusal(device, dtype, head_size(config))
+    return ("mask", refusal) if refusal else (VARLEN_FA2, None)
 
 
 def packed_sequence_mask_function(sequence_ids: torch.Tensor, real: torch.Tensor):
@@ -117,28 +138,32 @@ def packed_attention_inputs(
     position_ids: torch.Tensor,
     inputs_embeds: torch.Tensor | None = None,
     per_attention_type: bool = False,
+    sequence_offsets: torch.Tensor | None = None,
 ) -> dict:
     """What `encoder` (RoBERTa's, ALBERT's, ELECTRA's, or a continued stock encoder's) takes, beside its
     `position_ids`, to keep the sequences of packed rows [batch, length] apart, in its configured attention
-    implementation's form: {"attention_mask": the mask} (see `packed_sequence_mask_function`), or for varlen_sdpa
-    no mask and the sequences' offsets, as transformers' attention functions read them. `attention_mask` (2D, 1
-    for real tokens) marks the padding. The mask takes the dtype of `inputs_embeds`, else of the word embeddings.
-    `per_attention_type`: one mask per layer type, as encoders that alternate full and sliding-window attention
-    (ModernBERT) take them."""
+    implementation's form: {"attention_mask": the mask} (see `packed_sequence_mask_function`), or for varlen_fa2
+    where its kernel runs (`packed_rows_path`) no mask and the sequences' offsets, as transformers' attention
+    functions read them: `sequence_offsets` (int32, from the collator) if given, else derived from the positions,
+    which synchronises with the device. `attention_mask` (2D, 1 for real tokens) marks the padding. The mask takes
+    the dtype of `inputs_embeds`, else of the word embeddings. `per_attention_type`: one mask per layer type, as
+    encoders that alternate full and sliding-window attention (ModernBERT) take them."""
     config = encoder.config
     device = position_ids.device if inputs_embeds is None else inputs_embeds.device
     refusal = packed_rows_refusal(config._attn_implementation, device)
     if refusal is not None:
         raise ValueError(refusal)
-    if config._attn_implementation == VARLEN_SDPA:
-        if per_attention_type:
-            raise ValueError(
-                f"{VARLEN_SDPA} runs every layer over whole sequences, and {config.model_type} has sliding-window "
-                "layers: use sdpa (or eager) for its packed rows."
-            )
-        offsets = packed_sequence_offsets(position_ids, attention_mask)
+    if config._attn_implementation == VARLEN_FA2 and per_attention_type:
+        raise ValueError(
+            f"{VARLEN_FA2} runs every layer over whole sequences, and {config.model_type} has sliding-window "
+            "layers: use sdpa (or eager) for its packed rows."
+        )
+    states_dtype = encoder.get_input_embeddings().weight.dtype if inputs_embeds is None else inputs_embeds.dtype
+    if packed_rows_path(config, device, attention_compute_dtype(device, states_dtype))[0] == VARLEN_FA2:
+        if sequence_offsets is None:
+            sequence_offsets = packed_sequence_offsets(position_ids, attention_mask)
         length = position_ids.shape[-1]  # the longest a sequence can be
-        return {"attention_mask": None, "cu_seq_lens_q": offsets, "cu_seq_lens_k": offsets,
+        return {"attention_mask": None, "cu_seq_lens_q": sequence_offsets, "cu_seq_lens_k": sequence_offsets,
                 "max_length_q": length, "max_length_k": length}  # fmt: skip
     if inputs_embeds is None:
         # create_bidirectional_mask reads only the shape, dtype and device of the embeddings.
@@ -165,6 +190,8 @@ __all__ = [
     "packed_rows_refusal",
     "refuses_dropout",
     "takes_dense_mask",
+    "head_size",
+    "packed_rows_path",
     "packed_sequence_ids",
     "packed_sequence_mask_function",
     "packed_attention_inputs",

@@ -141,6 +141,7 @@ class SpanPreTrainingMixin:
         token_type_ids: torch.LongTensor | None = None,
         position_ids: torch.LongTensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
+        sequence_offsets: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
         mlm_positions: torch.LongTensor | None = None,
         sbo_left_positions: torch.LongTensor | None = None,
@@ -159,12 +160,16 @@ class SpanPreTrainingMixin:
             `sbo_right_positions`, `sbo_relative_positions`: an SBO target's span boundaries, its offset in it.
             Or transformers' layout: `labels` `[batch, length]`, -100 where not predicted (see `_dense_to_slots`).
         position_ids (`[batch, length]`): for packed rows, positions that restart at each sequence (packing.py).
+        sequence_offsets (`[sequences + 1]`, int32): for packed rows under varlen_fa2, the sequences' offsets in
+            the flattened batch, from the collator (`SpanRobertaModel` says more).
         next_sentence_label, sentence_order_label (`[batch]`): the sentence head's labels (`SENTENCE_LABELS`).
         num_items_in_batch, num_sbo_items_in_batch, num_sentence_items_in_batch: each head's targets in the
             whole accumulated (and global) batch (`loss_normalisers`); without them a loss is this batch's mean.
         """
         encoder_inputs = dict(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
                               position_ids=position_ids, inputs_embeds=inputs_embeds)  # fmt: skip
+        if sequence_offsets is not None:
+            encoder_inputs["sequence_offsets"] = sequence_offsets
         if labels is None:
             return self._encoder_output(encoder_inputs, kwargs)
         sbo = SboTargets(sbo_left_positions, sbo_right_positions, sbo_relative_positions)
@@ -373,7 +378,8 @@ class SlotLabelsForMaskedLM:
             shape = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
             unlabelled = torch.full(shape, IGNORE_INDEX, dtype=labels.dtype, device=labels.device)
             labels = write_at_slots(unlabelled, mlm_positions.clamp(min=0), labels, labels != IGNORE_INDEX)
-        stock_inputs = {name: value for name, value in kwargs.items() if name not in SBO_FIELDS}
+        # A stock masked LM keeps packed sequences apart by no offsets of its own: they go with the SBO fields.
+        stock_inputs = {name: value for name, value in kwargs.items() if name not in (*SBO_FIELDS, "sequence_offsets")}
         return super().forward(
             input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
             position_ids=position_ids, inputs_embeds=inputs_embeds, labels=labels, **stock_inputs,

@@ -70,10 +70,12 @@ class PretrainingModelArguments:
     attn_implementation: str | None = field(
         default=None,
         metadata={
-            "help": "Attention kernel: sdpa, eager, varlen_sdpa (packed rows through torch's variable-length kernel), "
+            "help": "Attention kernel: sdpa, eager, varlen_fa2 (packed rows through torch's flash kernel on CUDA "
+            "under bf16 or fp16, a block-diagonal mask elsewhere), "
             "flex_attention (no attention dropout: needs --config_overrides attention_probs_dropout_prob=0 where the "
             "model has some), flash_attention_2 or flash_attention_3 (these two need the flash-attn package and a "
-            "GPU). Default: transformers' choice, sdpa (packed rows through a block-diagonal mask).",
+            "GPU). Default: varlen_fa2 for packed rows on CUDA under bf16 or fp16, else transformers' sdpa (packed rows "
+            "through a block-diagonal mask).",
             "choices": list(ATTENTION_IMPLEMENTATIONS),
         },
     )

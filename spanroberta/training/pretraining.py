@@ -22,8 +22,9 @@ from ..data.demo_corpus import demo_corpus_path
 from ..data.sources import PretrainingData, load_pretraining_data
 from ..errors import UserInputError
 from ..models.configuration_spanroberta import first_position_id
+from ..models.varlen_attention import VARLEN_FA2
 from ..objectives import PretrainingObjective, ResolvedRecipe, get_objective, resolve_recipe
-from .attention import packs_rows, plan_packing
+from .attention import default_attention, describe_attention, packs_rows, plan_packing
 from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from .checkpoints import resume_checkpoint
 from .cli import apply_defaults
@@ -107,6 +108,10 @@ def run_pretraining(
     logger.info("Recipe: %s", recipe)
     # Whether rows are packed; the attention asked for refused here if it could not train the run.
     data_args = plan_packing(model_args, data_args, recipe, training_args.device)
+    attention = default_attention(model_args, data_args, recipe, training_args)
+    if attention is not None:
+        model_args = dataclasses.replace(model_args, attn_implementation=attention)
+        chosen = {**(chosen or {}), "attn_implementation": "packed rows on CUDA"}
 
     # Tokenizer, model config and blocks. The main process reads (or prepares) the data first; the others then
     # find it in the cache or on disk. The config is built, and checked, before any block is made.
@@ -150,7 +155,8 @@ def _build_trainer(
     # --eval_masking: runs trained with different schemes predict the same held-out tokens.
     eval_collator = masking(data_args.eval_masking) if data_args.eval_masking not in (None, recipe.masking) else None
 
-    _fit_and_report_run_settings(training_args, data.train, model.config, settings)
+    attention = describe_attention(model.config, training_args, packs_rows(recipe, data_args))
+    _fit_and_report_run_settings(training_args, data.train, attention, settings)
     _check_evaluation_data(data.eval, training_args)
     return PretrainingTrainer(
         model=model,
@@ -174,7 +180,7 @@ class _RunSettingsSources:
 
 
 def _fit_and_report_run_settings(
-    training_args: PretrainingArguments, train_dataset: Dataset, config: PretrainedConfig, sources: _RunSettingsSources
+    training_args: PretrainingArguments, train_dataset: Dataset, attention: str, sources: _RunSettingsSources
 ) -> None:
     """Warm-up, bias correction and logging fitted to the run (before the Trainer builds its optimiser from them),
     then the line of run settings, each with who set it."""
@@ -184,7 +190,7 @@ def _fit_and_report_run_settings(
     set_by.update(dict.fromkeys(given or (), "you"))
     if training_args.should_log:
         # Printed, not logged: transformers' default verbosity hides info logs, and this line says what a step costs.
-        print(run_settings(training_args, train_dataset, set_by, config._attn_implementation))
+        print(run_settings(training_args, train_dataset, set_by, attention))
 
 
 def _check_evaluation_data(eval_dataset: Dataset | None, training_args: PretrainingArguments) -> None:
@@ -235,6 +241,8 @@ def _span_masking_collator(
         first_position_id=first_position_id(config),
         # The pretraining models read their targets at fixed prediction slots, which compile without host syncs.
         label_layout="slots",
+        # varlen_fa2 reads the packed sequences' offsets; made here, the forward never reads them from the device.
+        return_sequence_offsets=packs_rows(recipe, data_args) and config._attn_implementation == VARLEN_FA2,
         **objective.collator_settings(recipe, config),
     )
 
