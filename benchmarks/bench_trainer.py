@@ -101,16 +101,18 @@ def run_spanroberta(recipe: str, size: str, length: int, batch: int, args,
         "--validation_split_percentage", "0",
         "--report_to", "none",
         "--disable_tqdm", "true",
-        "--dataloader_num_workers", str(args.workers),
         "--output_dir", output_dir,
     ]
+    if args.workers is not None:  # else run_pretraining.py's own default (workers on CUDA, none on CPU)
+        command += ["--dataloader_num_workers", str(args.workers)]
     command += _precision_flags(args)
     if args.torch_compile:
         command += ["--torch_compile", "true"]
     printed = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout
     if args.verbose:
         print(printed, end="")
-    attention = re.search(r"^Run settings: .*attn_implementation (.+)$", printed, re.M)
+    # The implementation and, for packed rows under varlen_fa2, the path they took; not who set it.
+    attention = re.search(r"^Run settings: .*attn_implementation (.+) \([^()]*\)$", printed, re.M)
     state = json.loads(Path(output_dir, "trainer_state.json").read_text())
     rates = [log["real_tokens_per_second"] for log in state["log_history"] if "real_tokens_per_second" in log]
     return rates, attention and attention.group(1)
@@ -148,7 +150,7 @@ def run_baseline(size: str, length: int, batch: int, args, output_dir: str) -> t
     rates_file = Path(output_dir, "baseline_rates.json")
     command = [sys.executable, __file__, "--baseline-child", str(rates_file), "--config", args.config_name]
     command += ["--precision", args.precision, "--steps", str(args.steps), "--logging-steps", str(args.logging_steps)]
-    command += ["--workers", str(args.workers)] + (["--torch-compile"] if args.torch_compile else [])
+    command += ["--workers", str(args.workers or 0)] + (["--torch-compile"] if args.torch_compile else [])
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL if not args.verbose else None)
     child = json.loads(rates_file.read_text())
     return child["rates"], child["attn_implementation"]
@@ -169,7 +171,7 @@ def train_baseline(size: str, length: int, batch: int, args, output_dir: str) ->
         save_strategy="no",
         report_to=[],
         disable_tqdm=True,
-        dataloader_num_workers=args.workers,
+        dataloader_num_workers=args.workers or 0,
         bf16=args.precision == "bf16",
         use_cpu=not torch.cuda.is_available(),
         torch_compile=args.torch_compile,
@@ -223,7 +225,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--logging-steps", type=int, default=10)
     parser.add_argument("--skip-windows", type=int, default=2, help="Logging windows dropped as warm-up.")
-    parser.add_argument("--workers", type=int, default=0, help="DataLoader workers (the Trainer's default: 0).")
+    parser.add_argument("--workers", type=int, default=None, help="DataLoader workers (default: each side's own "
+                        "default: run_pretraining.py's, the Trainer's 0 for the baseline).")
     parser.add_argument("--torch-compile", action="store_true")
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--verbose", action="store_true")

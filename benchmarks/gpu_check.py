@@ -86,7 +86,7 @@ def stages(toy: bool, work: Path) -> list[Stage]:
                f"load_blocks(load_tokenizer(), {64 if toy else 512})")  # fmt: skip
     return [
         Stage("prepare", [sys.executable, "-c", prepare], 60),
-        Stage("cuda-tests", [sys.executable, "-m", "pytest", "-q", "-m", "cuda", *tests], 80),
+        Stage("cuda-tests", [sys.executable, "-m", "pytest", "-q", "-m", "cuda", *tests], 150),
         Stage("trainer-eager", _python("bench_trainer.py", *trainer), 150 if toy else 90, benchmark="trainer"),
         Stage("trainer-compiled", _python("bench_trainer.py", *trainer, "--torch-compile"), 120, benchmark="trainer",
               skip="compiling on a CPU takes minutes; the GPU check runs it" if toy else None),

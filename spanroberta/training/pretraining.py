@@ -112,6 +112,7 @@ def run_pretraining(
     if attention is not None:
         model_args = dataclasses.replace(model_args, attn_implementation=attention)
         chosen = {**(chosen or {}), "attn_implementation": "packed rows on CUDA"}
+    chosen = _load_data_beside_the_gpu(training_args, given, chosen)
 
     # Tokenizer, model config and blocks. The main process reads (or prepares) the data first; the others then
     # find it in the cache or on disk. The config is built, and checked, before any block is made.
@@ -132,6 +133,24 @@ def run_pretraining(
     if training_args.push_to_hub:
         trainer.push_to_hub()
     return trainer
+
+
+# DataLoader workers a run on a GPU gets unless --dataloader_num_workers is given: enough to collate ahead of a step
+# (the span collator takes a few milliseconds a batch), few enough not to crowd a node's cores under DDP.
+GPU_DATALOADER_WORKERS = 2
+
+
+def _load_data_beside_the_gpu(
+    training_args: PretrainingArguments, given: Collection[str] | None, chosen: Mapping[str, str] | None
+) -> Mapping[str, str] | None:
+    """On CUDA, batches are loaded and collated in persistent DataLoader workers, so that collating overlaps the
+    GPU's step instead of adding to it; the masks do not change (a pure function of seed, epoch and example
+    index). Returns `chosen` with who set it."""
+    if training_args.device.type != "cuda" or "dataloader_num_workers" in (given or ()):
+        return chosen
+    training_args.dataloader_num_workers = GPU_DATALOADER_WORKERS
+    training_args.dataloader_persistent_workers = True
+    return {**(chosen or {}), "dataloader_num_workers": "training on CUDA"}
 
 
 def _build_trainer(

@@ -83,6 +83,7 @@ def run_settings(
           if getattr(args, "fresh_heads_learning_rate", None) is not None else []),
         setting("warmup_steps", args.get_warmup_steps(total) if total else args.warmup_steps),
         length,
+        setting("dataloader_num_workers", args.dataloader_num_workers),
         *([setting("attn_implementation", attn_implementation)] if attn_implementation else []),
     ])  # fmt: skip
 
