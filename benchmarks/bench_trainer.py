@@ -108,6 +108,8 @@ def run_spanroberta(recipe: str, size: str, length: int, batch: int, args,
     command += _precision_flags(args)
     if args.torch_compile:
         command += ["--torch_compile", "true"]
+    if args.attn_implementation:
+        command += ["--attn_implementation", args.attn_implementation]
     printed = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout
     if args.verbose:
         print(printed, end="")
@@ -228,6 +230,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=None, help="DataLoader workers (default: each side's own "
                         "default: run_pretraining.py's, the Trainer's 0 for the baseline).")
     parser.add_argument("--torch-compile", action="store_true")
+    parser.add_argument("--attn-implementation", help="run_pretraining.py's --attn_implementation (default: its "
+                        "own); the baseline keeps transformers' default.")  # fmt: skip
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--baseline-child", help=argparse.SUPPRESS)  # internal: train the baseline, write rates
@@ -262,7 +266,8 @@ def measure_config(name: str, args: argparse.Namespace) -> None:
     settings = {"config": name, "model_size": size, "seq_length": length, "batch_size": batch,
                 "precision": args.precision, "torch_compile": args.torch_compile, "steps": args.steps,
                 "logging_steps": args.logging_steps, "skip_windows": args.skip_windows,
-                "workers": args.workers, "recipes": args.recipes, "corpus": BENCH_CORPUS.name}  # fmt: skip
+                "workers": args.workers, "recipes": args.recipes, "corpus": BENCH_CORPUS.name,
+                "attn_implementation": args.attn_implementation}  # fmt: skip
     peak = gpu_peak_flops()
     results = {"gpu_peak_flops": peak, "runs": {}}
     for run, rates in windows.items():

@@ -104,11 +104,14 @@ def test_a_batch_without_targets_compiles_and_gives_zero(tiny_tokenizer, batches
     assert output.loss.item() == 0.0 and output.mlm_loss.item() == 0.0 and output.sbo_loss.item() == 0.0
 
 
-def test_under_varlen_fa2_packed_batches_compile_whole_once_and_are_reused(flash_reference_kernels):
+@pytest.mark.parametrize("marked", [False, True], ids=["plain", "marked as the Trainer marks them"])
+def test_under_varlen_fa2_packed_batches_compile_whole_once_and_are_reused(flash_reference_kernels, marked):
     """Under varlen_fa2 (the flash ops, through the reference kernels) with the collator's offsets, packed rows
-    compile whole (fullgraph: no graph break, so no host synchronisation in the forward) and, after the second
-    batch marks the number of sequences dynamic (one recompilation), batches with other numbers of documents reuse
-    the graph; the compiled step equals the eager one."""
+    compile whole (fullgraph: no graph break, so no host synchronisation in the forward); batches with other numbers
+    of documents reuse the graph: after one recompilation at the second batch, or none where the number of sequences
+    is marked dynamic (PretrainingTrainer marks it). The compiled step equals the eager one."""
+    from spanroberta.training.trainer import mark_sequence_count_dynamic
+
     from conftest import packed_batch
 
     from spanroberta.models.varlen_attention import packed_sequence_offsets
@@ -123,11 +126,13 @@ def test_under_varlen_fa2_packed_batches_compile_whole_once_and_are_reused(flash
     for seed, rows in enumerate(layouts):
         batch = packed_batch(rows, LENGTH, 90, seed=seed, num_slots=40)[0]
         batch["sequence_offsets"] = packed_sequence_offsets(batch["position_ids"], batch["attention_mask"])
+        if marked:
+            batch = mark_sequence_count_dynamic(batch)
         output, gradients = step(model, batch, compiled)
         eager_output, eager_gradients = step(model, batch)
         torch.testing.assert_close(output.loss, eager_output.loss)
         for name, gradient in eager_gradients.items():
             torch.testing.assert_close(gradients[name], gradient, rtol=1e-4, atol=1e-6, msg=name)
         frames.append(counter.frame_count)
-    assert frames == [1, 2, 2, 2], frames
+    assert frames == ([1, 1, 1, 1] if marked else [1, 2, 2, 2]), frames
     assert flash_reference_kernels.calls["forward"] > 0

@@ -20,8 +20,7 @@ def test_the_toy_check_runs_every_stage_and_prints_the_table_last(tmp_path, caps
     assert gpu_check.main(["--toy", "--records_dir", str(tmp_path)]) == 0
     table = capsys.readouterr().out.strip().splitlines()
     stages = [line.split(" | ")[0].removeprefix("| ") for line in table if line.startswith("| ") and "---" not in line]
-    assert stages == ["stage", "prepare", "cuda-tests", "trainer-eager", "trainer-compiled", "step", "large-eager",
-                      "large-compiled", "squad-smoke"]
+    assert stages == ["stage", *gpu_check.STAGE_NAMES]
     assert table[-1].startswith("| squad-smoke |")  # the table comes last
 
     record = read_records("gpu-check", tmp_path)[-1]
@@ -38,6 +37,13 @@ def test_the_toy_check_runs_every_stage_and_prints_the_table_last(tmp_path, caps
     assert {run["attn_implementation"] for run in runs.values()} == {"sdpa"}
     assert record["load_average"]["at_end"] is not None and record["settings"]["toy"] is True
     assert {name: len(read_records(name, RESULTS_DIR)) for name in committed} == committed
+
+
+def test_stages_runs_a_part_of_the_check(tmp_path, capsys):
+    assert gpu_check.main(["--toy", "--stages", "step", "--records_dir", str(tmp_path)]) == 0
+    outcomes = read_records("gpu-check", tmp_path)[-1]["results"]["stages"]
+    assert {name for name, outcome in outcomes.items() if outcome["status"] == "passed"} == {"prepare", "step"}
+    assert outcomes["trainer-eager"]["status"] == "skipped: not asked for (--stages)"
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,7 @@ from ..errors import UserInputError
 from ..models.configuration_spanroberta import first_position_id
 from ..models.varlen_attention import VARLEN_FA2
 from ..objectives import PretrainingObjective, ResolvedRecipe, get_objective, resolve_recipe
-from .attention import default_attention, describe_attention, packs_rows, plan_packing
+from .attention import describe_attention, packs_rows, plan_packing
 from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from .checkpoints import resume_checkpoint
 from .cli import apply_defaults
@@ -108,10 +108,6 @@ def run_pretraining(
     logger.info("Recipe: %s", recipe)
     # Whether rows are packed; the attention asked for refused here if it could not train the run.
     data_args = plan_packing(model_args, data_args, recipe, training_args.device)
-    attention = default_attention(model_args, data_args, recipe, training_args)
-    if attention is not None:
-        model_args = dataclasses.replace(model_args, attn_implementation=attention)
-        chosen = {**(chosen or {}), "attn_implementation": "packed rows on CUDA"}
     chosen = _load_data_beside_the_gpu(training_args, given, chosen)
 
     # Tokenizer, model config and blocks. The main process reads (or prepares) the data first; the others then

@@ -69,6 +69,15 @@ def _check_fresh_heads_learning_rate(trainer: PretrainingTrainer) -> None:
         )  # fmt: skip
 
 
+def mark_sequence_count_dynamic(inputs: dict) -> dict:
+    """The number of packed sequences (`sequence_offsets`' length) changes from batch to batch: marked dynamic, a
+    compiled model traces one graph with that size symbolic from the first batch, instead of recompiling at the
+    second."""
+    if inputs.get("sequence_offsets") is not None:
+        torch._dynamo.maybe_mark_dynamic(inputs["sequence_offsets"], 0)
+    return inputs
+
+
 class PretrainingTrainer(Trainer):
     """transformers' Trainer, made exact for SpanRobertaForPreTraining.
 
@@ -149,6 +158,9 @@ class PretrainingTrainer(Trainer):
             persistent_workers=self.args.dataloader_persistent_workers and self.args.dataloader_num_workers > 0,
             prefetch_factor=self.args.dataloader_prefetch_factor,
         )
+
+    def _prepare_inputs(self, inputs: dict) -> dict:
+        return mark_sequence_count_dynamic(super()._prepare_inputs(inputs))
 
     def training_step(self, model, inputs, num_items_in_batch=None) -> torch.Tensor:
         mask = inputs.get("attention_mask")
