@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records_dir", type=Path, help="Where records go (default: benchmarks/results; with "
                         "--toy, a temporary folder).")  # fmt: skip
     parser.add_argument("--stages", nargs="+", choices=STAGE_NAMES, help="Run only these (prepare always runs): "
-                        "the whole check takes longer than one budget on a fresh machine, so it can be run in parts.")  # fmt: skip
+                        "the whole check takes longer than one budget on a fresh machine, so it runs in parts.")
     options = parser.parse_args(argv)
     started, clock = start_run(), time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as folder:

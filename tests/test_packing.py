@@ -208,10 +208,8 @@ def test_the_collators_offsets_are_those_the_model_would_derive(tiny_tokenizer):
     collator = DataCollatorForSpanMasking(tiny_tokenizer, first_position_id=2, return_sequence_offsets=True)
     generator = torch.Generator().manual_seed(0)
     for rows in VARLEN_CASES.values():
-        examples = [
-            {"input_ids": torch.randint(5, 50, (sum(lengths),), generator=generator).tolist(), "sequence_lengths": lengths}
-            for lengths in rows
-        ]
+        examples = [{"input_ids": torch.randint(5, 50, (sum(lengths),), generator=generator).tolist(),
+                     "sequence_lengths": lengths} for lengths in rows]  # fmt: skip
         batch = collator(examples)
         want = packed_sequence_offsets(batch["position_ids"], batch["attention_mask"])
         assert batch["sequence_offsets"].dtype == torch.int32

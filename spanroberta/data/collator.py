@@ -32,6 +32,7 @@ from spanroberta.data.random_streams import mix32
 from spanroberta.errors import UserInputError
 from spanroberta.models.configuration_spanroberta import SENTENCE_LABELS, SpanRobertaConfig, first_position_id
 from spanroberta.models.spans import in_slots, prediction_slots, sbo_targets
+from spanroberta.models.varlen_attention import packed_sequence_offsets
 
 MASKING_SCHEMES = ("span", "word", "token", "ngram", *UNIT_SCHEMES)
 # How the targets are laid out: "dense" is transformers' convention for masked LMs ([batch, length], -100 where a
@@ -200,8 +201,8 @@ class DataCollatorForSpanMasking:
         batch = {"input_ids": inputs, "attention_mask": attention_mask}
         if document_ids is not None:
             batch["position_ids"] = _restarting_positions(document_ids, self.first_position_id)
-            if self.return_sequence_offsets:
-                batch["sequence_offsets"] = _sequence_offsets(document_ids)
+            if self.return_sequence_offsets:  # on the host: no nonzero() on the device
+                batch["sequence_offsets"] = packed_sequence_offsets(batch["position_ids"], attention_mask)
         targets = {"labels": labels}
         if self.return_sbo_targets:
             targets.update(sbo_targets(masked, attention_mask, self.max_span_targets, document_ids))
@@ -331,14 +332,6 @@ def _restarting_positions(document_ids: torch.Tensor, first_position_id: int) ->
     positions = torch.arange(document_ids.shape[1]).expand_as(document_ids)
     is_start = F.pad(document_ids[:, 1:] != document_ids[:, :-1], (1, 0), value=True)
     return positions - torch.where(is_start, positions, 0).cummax(1).values + first_position_id
-
-
-def _sequence_offsets(document_ids: torch.Tensor) -> torch.Tensor:
-    """Int32 [sequences + 1]: where each packed sequence (a run of one document id in a row) starts in the
-    flattened batch, then the batch's end."""
-    is_start = F.pad(document_ids[:, 1:] != document_ids[:, :-1], (1, 0), value=True)
-    starts = is_start.flatten().nonzero().flatten()
-    return torch.cat([starts, starts.new_tensor([document_ids.numel()])]).to(torch.int32)
 
 
 @contextmanager

@@ -83,7 +83,8 @@ class SpanAlbertModel(SpanAlbertPreTrainedModel, AlbertModel):
     """ALBERT's encoder under spanroberta's config: the sharing scheme of `config.cross_layer_sharing`, and packed
     rows. With `position_ids`, each run of consecutive positions is one sequence and attends only to itself (a
     block-diagonal mask for sdpa and eager, the sequences' offsets for varlen_fa2, a block mask for
-    flex_attention; flash attention is not supported for packed ALBERT rows). Without `position_ids` it is exactly AlbertModel."""
+    flex_attention; flash attention is not supported for packed ALBERT rows). Without `position_ids` it is exactly
+    AlbertModel."""
 
     def forward(
         self,

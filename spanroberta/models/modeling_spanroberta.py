@@ -70,8 +70,8 @@ class SpanRobertaModel(SpanRobertaPreTrainedModel, RobertaModel):
     With `position_ids`, each run of consecutive positions is one sequence (see `packing.py`) and attends
     only to itself: through its sequences' offsets for varlen_fa2 (where its kernel runs), a block-diagonal mask
     for sdpa and eager, a block mask for flex_attention, and for flash attention by flattening the batch into one
-    row whose restarting positions transformers' kernels turn into `cu_seqlens`. Without `position_ids`, or as a decoder (`config.is_decoder`, which packing does not
-    serve), it is exactly RobertaModel.
+    row whose restarting positions transformers' kernels turn into `cu_seqlens`. Without `position_ids`, or as a
+    decoder (`config.is_decoder`, which packing does not serve), it is exactly RobertaModel.
     """
 
     def forward(

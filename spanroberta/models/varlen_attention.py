@@ -9,14 +9,14 @@ own autograd node, which saves the forward's `rng_state` and replays the same dr
 recipes, which keep BERT's attention dropout of 0.1.
 
 It is registered with transformers as the attention implementation "varlen_fa2" (torch vendors flash attention 2;
-the name holds no "flash", since transformers takes any implementation so named for a flash-attn package kernel), so every encoder that
-dispatches through `ALL_ATTENTION_FUNCTIONS` takes it (`attn_implementation="varlen_fa2"`). Packed rows reach
-it as the offsets transformers' flash attention reads (`cu_seq_lens_q`, `max_length_q`), which
+the name holds no "flash", since transformers takes any implementation so named for a flash-attn package kernel), so
+every encoder that dispatches through `ALL_ATTENTION_FUNCTIONS` takes it (`attn_implementation="varlen_fa2"`).
+Packed rows reach it as the offsets transformers' flash attention reads (`cu_seq_lens_q`, `max_length_q`), which
 `packing.packed_attention_inputs` passes on: from the collator (`sequence_offsets`, computed on the host with the
 batch, so the forward never synchronises), else derived from the positions. Where the kernel cannot run
-(`varlen_fa2_refusal`: no kernel on the device, as on CPU; a dtype or head size it refuses; an unexpected
-schema of the private op), packed rows take sdpa's block-diagonal mask instead, and so do rows that are not packed:
-this function is then transformers' sdpa, exactly.
+(`varlen_fa2_refusal`: no kernel on the device, as on CPU; a dtype or head size it refuses; an unexpected schema of
+the private op), packed rows take sdpa's block-diagonal mask instead, and so do rows that are not packed: this
+function is then transformers' sdpa, exactly.
 
 This file ships with every checkpoint beside the model files that import it; it imports nothing from spanroberta.
 """
@@ -79,7 +79,8 @@ def varlen_fa2_refusal(device: torch.device | str, dtype: torch.dtype, head_dim:
                 f"not {head_dim}")  # fmt: skip
     capability = torch.cuda.get_device_capability(device)
     if capability < _MIN_CAPABILITY:
-        return f"the flash kernel needs compute capability 8.0 or newer, and this GPU has {capability[0]}.{capability[1]}"
+        found = ".".join(map(str, capability))
+        return f"the flash kernel needs compute capability 8.0 or newer, and this GPU has {found}"
     return None
 
 

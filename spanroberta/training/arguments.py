@@ -74,8 +74,8 @@ class PretrainingModelArguments:
             "under bf16 or fp16, a block-diagonal mask elsewhere), "
             "flex_attention (no attention dropout: needs --config_overrides attention_probs_dropout_prob=0 where the "
             "model has some), flash_attention_2 or flash_attention_3 (these two need the flash-attn package and a "
-            "GPU). Default: transformers' choice, sdpa (packed rows through a block-diagonal mask; the Run settings line "
-            "says where varlen_fa2 would run them).",
+            "GPU). Default: transformers' choice, sdpa (packed rows through a block-diagonal mask; the Run settings "
+            "line says where varlen_fa2 would run them).",
             "choices": list(ATTENTION_IMPLEMENTATIONS),
         },
     )
