@@ -157,7 +157,7 @@ def build_side(name: str, encoder: dict, tokenizer, rows: list, device: str, out
     return Side(model, optimizer, batches, Timings(seconds), ablation)
 
 
-def train_step(side: Side, batch: dict[str, torch.Tensor], device: str, bf16: bool) -> None:
+def train_step(side: Side, batch: dict[str, torch.Tensor], device: str, bf16: bool, synchronize: bool = True) -> None:
     with side.ablation.patch():
         with torch.autocast(device, dtype=torch.bfloat16) if bf16 else nullcontext():
             loss = side.model(**batch, **side.ablation.model_kwargs).loss
@@ -165,21 +165,39 @@ def train_step(side: Side, batch: dict[str, torch.Tensor], device: str, bf16: bo
     torch.nn.utils.clip_grad_norm_(side.model.parameters(), 1.0)
     side.optimizer.step()
     side.optimizer.zero_grad(set_to_none=True)
-    if device == "cuda":
+    if device == "cuda" and synchronize:
         torch.cuda.synchronize()
 
 
-def profile_step(sides: dict[str, Side], device: str, bf16: bool, rows: int) -> None:
+def profile_step(sides: dict[str, Side], device: str, bf16: bool, rows: int) -> dict:
+    """Per side: the host's seconds to issue one step (until the step's Python returns, before waiting for the
+    device), the step's wall seconds (after waiting), and the top ops of a profiled step by self device time (CPU
+    time on CPU), printed as a table too."""
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
-    sort_by = "self_cuda_time_total" if device == "cuda" else "self_cpu_time_total"
+    device_time = "self_device_time_total" if device == "cuda" else "self_cpu_time_total"
+    found = {}
     for name, side in sides.items():
-        train_step(side, side.batches[0], device, bf16)  # warm-up outside the trace
+        train_step(side, side.batches[0], device, bf16)  # warm-up outside the trace and the clock
+        start = time.perf_counter()
+        train_step(side, side.batches[1 % len(side.batches)], device, bf16, synchronize=False)
+        host = time.perf_counter() - start
+        if device == "cuda":
+            torch.cuda.synchronize()
+        wall = time.perf_counter() - start
         with profile(activities=activities) as trace:
-            train_step(side, side.batches[1 % len(side.batches)], device, bf16)
-        print(f"\n### {name}: top ops of one step by self time\n")
-        print(trace.key_averages().table(sort_by=sort_by, row_limit=rows))
+            train_step(side, side.batches[2 % len(side.batches)], device, bf16)
+        averages = sorted(trace.key_averages(), key=lambda event: getattr(event, device_time), reverse=True)[:rows]
+        found[name] = {"host_seconds": host, "wall_seconds": wall, "top_ops": [
+            {"name": event.key, "calls": event.count, "self_device_us": getattr(event, device_time),
+             "self_cpu_us": event.self_cpu_time_total} for event in averages
+        ]}  # fmt: skip
+        print(f"\n### {name}: host {1000 * host:.1f} ms to issue a step, {1000 * wall:.1f} ms wall; top ops by self "
+              "time\n")  # fmt: skip
+        print(trace.key_averages().table(sort_by=device_time.replace("device", "cuda") if device == "cuda"
+                                         else device_time, row_limit=rows))  # fmt: skip
+    return found
 
 
 def main() -> None:
@@ -190,7 +208,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3, help="Untimed steps per side first.")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--ablations", action="store_true", help=f"Also time {', '.join(ABLATIONS)}.")
-    parser.add_argument("--profile", action="store_true", help="Print the top ops of one step instead.")
+    parser.add_argument("--profile", action="store_true", help="Profile one step per side instead of timing: the "
+                        "host time to issue it and the top ops, printed and written as a pretraining_step_profile "
+                        "record.")  # fmt: skip
     parser.add_argument("--profile-rows", type=int, default=20)
     args = parse_with_threads(parser)
     precisions = args.precision or (["bf16"] if args.device == "cuda" else ["fp32", "bf16"])
@@ -209,7 +229,11 @@ def main() -> None:
                 sides = {name: build_side(name, encoder, tokenizer, rows, args.device, output_dir) for name in names}
                 if args.profile:
                     print(f"\n## {config_name} (seq {length}, batch {batch_size}), {precision}, {args.device}")
-                    profile_step(sides, args.device, bf16, args.profile_rows)
+                    profiled = {"sides": profile_step(sides, args.device, bf16, args.profile_rows)}
+                    settings = {"config": config_name, "precision": precision, "device": args.device,
+                                "sides": list(names), "rows": args.profile_rows}  # fmt: skip
+                    name = f"{config_name}-{precision}-{args.device}"
+                    announce(write_record("pretraining_step_profile", settings, profiled, started=started, name=name))
                     continue
                 steps = {
                     name: lambda i, side=side: train_step(side, side.batches[i % len(side.batches)], args.device, bf16)

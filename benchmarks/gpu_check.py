@@ -7,8 +7,9 @@ and each compiled pair needed more than their first limits):
 2. `cuda-tests`: `pytest -m cuda tests`, the tests that need a GPU;
 3. `trainer-eager`: bench_trainer.py, the spanbert recipe (packed rows through varlen_fa2) against its
    run_mlm-style baseline, base 32 x 512, bf16, a short run;
-4. `step`: bench_pretraining_step.py at the GPU batch (base 32 x 512) with its ablations (packed rows under the
-   mask and under varlen_fa2 among them) and MFU;
+4. `step` and `step-profile`: bench_pretraining_step.py at the GPU batch (base 32 x 512) with its ablations
+   (packed rows under the mask and under varlen_fa2 among them) and MFU, then one profiled step a side (the host's
+   time to issue it against its wall time, the top kernels);
 5. `large-eager`: the trainer pair at large 16 x 512;
 6. `trainer-compiled` and `large-compiled`: the two pairs with `--torch-compile` (both sides compiled);
 7. `squad-smoke`: all-MiniLM-L6-v2 (`make checkpoint`) fine-tuned by run_squad.py for about a minute on the first
@@ -68,8 +69,8 @@ class Stage:
     outcome: dict[str, Any] = field(default_factory=dict)
 
 
-STAGE_NAMES = ("prepare", "cuda-tests", "trainer-eager", "step", "large-eager", "trainer-compiled", "large-compiled",
-               "squad-smoke")
+STAGE_NAMES = ("prepare", "cuda-tests", "trainer-eager", "step", "step-profile", "large-eager", "trainer-compiled",
+               "large-compiled", "squad-smoke")
 
 
 def _python(script: str, *flags: str) -> list[str]:
@@ -99,6 +100,8 @@ def stages(toy: bool, work: Path) -> list[Stage]:
         Stage("trainer-eager", _python("bench_trainer.py", *trainer), 150 if toy else 90, benchmark="trainer"),
         Stage("step", _python("bench_pretraining_step.py", *step, "--ablations"), 60 if toy else 70,
               benchmark="pretraining_step"),
+        Stage("step-profile", _python("bench_pretraining_step.py", *step, "--ablations", "--profile"), 60,
+              benchmark="pretraining_step_profile"),
         Stage("large-eager", _python("bench_trainer.py", *large), 90, benchmark="trainer",
               skip="the rehearsal runs one size" if toy else None),
         Stage("trainer-compiled", _python("bench_trainer.py", *trainer, "--torch-compile"), 240, benchmark="trainer",
@@ -176,6 +179,10 @@ def figures(stage: Stage, records_before: dict[str, int], records_dir: Path | No
             return "no record"
         results = records[-1]["results"]
         stage.outcome["record"] = str(records[-1]["path"])
+        if stage.benchmark == "pretraining_step_profile":
+            return "; ".join(f"{side.removeprefix('spanroberta-')} host {1000 * found['host_seconds']:.0f} ms, wall "
+                             f"{1000 * found['wall_seconds']:.0f} ms a step" for side, found in results["sides"].items()
+                             if side in ("spanroberta", "spanroberta-packed-mask", "spanroberta-packed-varlen_fa2"))  # fmt: skip
         if stage.benchmark == "pretraining_step":
             span = results["sides"]["spanroberta"]
             packed = "".join(f"; {side.removeprefix('spanroberta-')} step {ratio['median']:.2f}x unpacked's"
@@ -214,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
         for stage in checked:
             if options.stages and stage.name not in ("prepare", *options.stages) and not stage.skip:
                 stage.skip = "not asked for (--stages)"
-        before = {name: len(read_records(name, records_dir)) for name in ("trainer", "pretraining_step")}
+        before = {name: len(read_records(name, records_dir))
+                  for name in ("trainer", "pretraining_step", "pretraining_step_profile")}  # fmt: skip
         for stage in checked:
             run_stage(stage, BUDGET_SECONDS - (time.perf_counter() - clock), env, work)
             stage.outcome["figures"] = figures(stage, before, records_dir)

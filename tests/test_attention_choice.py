@@ -98,3 +98,31 @@ def test_the_run_settings_line_names_the_attention_and_who_set_it():
     )
     line = run_settings(training_args, None, {"attn_implementation": "you"}, "varlen_fa2")
     assert line.endswith("attn_implementation varlen_fa2 (you)")
+
+
+def test_the_run_settings_line_names_the_path_packed_rows_take():
+    """On CPU varlen_fa2's packed rows take sdpa's mask, and the line says why; sdpa recommends nothing there (no
+    flash kernel). Where the kernel would run (a CUDA device under bf16, here asked of a stand-in that says so),
+    sdpa's line recommends varlen_fa2, except for an encoder with sliding-window layers."""
+    from types import SimpleNamespace
+    from unittest import mock
+
+    from transformers import ModernBertConfig, RobertaConfig
+
+    from spanroberta.training import attention
+
+    on_cpu = SimpleNamespace(device=torch.device("cpu"), bf16=True, fp16=False)
+    config = RobertaConfig(attn_implementation="varlen_fa2")
+    assert attention.describe_attention(config, on_cpu, packed=True) == (
+        "varlen_fa2: packed rows under sdpa's block-diagonal mask, since torch has no flash attention kernel on cpu"
+    )
+    assert attention.describe_attention(config, on_cpu, packed=False) == "varlen_fa2"
+    assert attention.describe_attention(RobertaConfig(attn_implementation="sdpa"), on_cpu, packed=True) == "sdpa"
+    with mock.patch.object(attention, "varlen_fa2_refusal", lambda *args: None):
+        assert attention.describe_attention(config, on_cpu, packed=True) == (
+            "varlen_fa2: packed rows through torch's flash kernel"
+        )
+        line = attention.describe_attention(RobertaConfig(attn_implementation="sdpa"), on_cpu, packed=True)
+        assert line.endswith("--attn_implementation varlen_fa2 would run them through torch's flash kernel here")
+        modernbert = ModernBertConfig(attn_implementation="sdpa")
+        assert attention.describe_attention(modernbert, on_cpu, packed=True) == "sdpa"

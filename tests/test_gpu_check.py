@@ -25,13 +25,14 @@ def test_the_toy_check_runs_every_stage_and_prints_the_table_last(tmp_path, caps
 
     record = read_records("gpu-check", tmp_path)[-1]
     outcomes = record["results"]["stages"]
-    for name in ("prepare", "cuda-tests", "trainer-eager", "step"):
+    for name in ("prepare", "cuda-tests", "trainer-eager", "step", "step-profile"):
         assert outcomes[name]["status"].startswith("passed"), outcomes[name]
     for name in ("trainer-compiled", "large-eager", "large-compiled"):
         assert outcomes[name]["status"].startswith("skipped")
     assert outcomes["squad-smoke"]["status"].startswith(("passed", "skipped: absent"))
     assert "vs baseline" in outcomes["trainer-eager"]["figures"] and "vs baseline" in outcomes["step"]["figures"]
     assert "packed-varlen_fa2 step" in outcomes["step"]["figures"]
+    assert "packed-varlen_fa2 host" in outcomes["step-profile"]["figures"]
     assert read_records("trainer", tmp_path) and read_records("pretraining_step", tmp_path)
     runs = read_records("trainer", tmp_path)[-1]["results"]["runs"]  # each side's attention, as its run named it
     assert {run["attn_implementation"] for run in runs.values()} == {"sdpa"}

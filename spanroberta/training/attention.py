@@ -95,14 +95,15 @@ def _check_packed_rows_attention(attention: str, device: torch.device, flattens_
 def describe_attention(config: PretrainedConfig, training_args: Any, packed: bool) -> str:
     """The attention implementation as the run-settings line names it. With packed rows: under varlen_fa2, the
     path they take (the flash kernel, or the block-diagonal mask and why); under sdpa, where varlen_fa2's kernel
-    would run them (on CUDA under bf16 or fp16), a recommendation of it."""
+    would run them (on CUDA under bf16 or fp16, an encoder with no sliding-window layers), a recommendation of it."""
     name = config._attn_implementation
     if not packed or name not in ("sdpa", VARLEN_FA2):
         return name
     dtype = torch.bfloat16 if training_args.bf16 else torch.float16 if training_args.fp16 else torch.float32
     refusal = varlen_fa2_refusal(training_args.device, dtype, head_size(config))
     if name == "sdpa":
-        if refusal:
+        family = ENCODER_FAMILIES.get(config.model_type)
+        if refusal or (family is not None and family.packing == "mask_per_attention_type"):  # sliding windows
             return name
         return (f"{name}: packed rows under its block-diagonal mask; --attn_implementation {VARLEN_FA2} would run them "
                 "through torch's flash kernel here")  # fmt: skip
