@@ -1,7 +1,8 @@
 """Raw result records: every figure the project reports is a value in one of these JSON files.
 
 A record says what was run and where: the command line, the git commit (and whether the tree had uncommitted
-changes; a copy exported with `git archive` names its commit in $SPANROBERTA_SOURCE_COMMIT), the date, the machine
+changes; a copy exported without its history names its commit in $SPANROBERTA_SOURCE_COMMIT, and the record
+carries a digest of the copy's code, which `verify_measured_from` compares with that commit's), the date, the machine
 (CPU model, logical CPUs, GPU), the package versions, the load average when the run started and when it ended, the
 settings, and every measured value. All of it but the closing load average is read when the run starts
 (`start_run()`), so a record names the code that ran, even if the tree changed while it ran.
@@ -13,6 +14,9 @@ table never holds a number that no record holds.
 from __future__ import annotations
 
 import datetime
+import fnmatch
+import functools
+import hashlib
 import json
 import os
 import platform
@@ -32,6 +36,10 @@ RESULTS_DIR = Path(
     os.environ.get("SPANROBERTA_RECORDS_DIR") or Path(__file__).resolve().parent.parent / "benchmarks" / "results"
 )
 _PACKAGES = ("torch", "transformers", "datasets", "tokenizers", "accelerate", "deepspeed", "numpy")
+ROOT = Path(__file__).resolve().parent.parent
+# The files whose contents make the code a record measured (what an exported copy must share with its commit).
+CODE_FILES = ("run_*.py", "Makefile", "pyproject.toml", "requirements.txt", "spanroberta/*", "benchmarks/*.py",
+              "configs/*", "tests/*")  # fmt: skip
 
 
 def _git(*args: str) -> str | None:
@@ -102,11 +110,72 @@ def provenance() -> dict[str, Any]:
                     "gpu": _gpu(), "system": platform.system()},
         "packages": packages,
     }
-    # A copy exported with `git archive` has no history to read its commit from: whoever exported it names it.
+    # A copy exported without its history cannot read its commit: whoever exported it names it, and the digest of
+    # the copy's code lets anyone with the repository check that name (`verify_measured_from`).
     if os.environ.get("SPANROBERTA_SOURCE_COMMIT"):
+        digest, count = code_digest(_working_blob_ids(ROOT))
         found["measured_from"] = {"commit": os.environ["SPANROBERTA_SOURCE_COMMIT"],
-                                  "named_by": "$SPANROBERTA_SOURCE_COMMIT (an exported copy of the repository)"}
+                                  "named_by": "$SPANROBERTA_SOURCE_COMMIT (an exported copy of the repository)",
+                                  "code_sha256": digest, "code_files": count}  # fmt: skip
     return found
+
+
+def _is_code(path: str) -> bool:
+    """Whether a repository path is one of CODE_FILES (compiled Python never is)."""
+    return not path.endswith(".pyc") and "__pycache__/" not in path and any(
+        fnmatch.fnmatchcase(path, pattern) for pattern in CODE_FILES
+    )
+
+
+def _working_blob_ids(root: Path) -> dict[str, str]:
+    """{path: git blob id} of the code files under `root`, read from the files themselves (no git needed)."""
+    folders = {pattern.split("/")[0] for pattern in CODE_FILES if "/" in pattern}
+    candidates = [path for path in root.iterdir() if path.is_file()]
+    candidates += [path for folder in folders if (root / folder).is_dir() for path in (root / folder).rglob("*")]
+    found = {}
+    for path in candidates:
+        relative = path.relative_to(root).as_posix()
+        if path.is_file() and _is_code(relative):
+            content = path.read_bytes()
+            found[relative] = hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
+    return found
+
+
+def code_digest(blob_ids: dict[str, str]) -> tuple[str, int]:
+    """sha256 over the sorted (path, git blob id) pairs of the code files, and how many there are."""
+    text = "".join(f"{path} {blob}\n" for path, blob in sorted(blob_ids.items()))
+    return hashlib.sha256(text.encode()).hexdigest(), len(blob_ids)
+
+
+@functools.cache
+def _commit_code_digest(commit: str, root: Path) -> tuple[str, int] | None:
+    """The code digest of `commit` in the repository at `root`, from its tree (None: no such commit there)."""
+    try:
+        listing = subprocess.run(["git", "ls-tree", "-r", "--full-tree", commit], capture_output=True, text=True,
+                                 check=True, cwd=root).stdout  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    blob_ids = {}
+    for line in listing.splitlines():
+        meta, path = line.split("\t", 1)
+        _, kind, blob = meta.split()
+        if kind == "blob" and _is_code(path):
+            blob_ids[path] = blob
+    return code_digest(blob_ids)
+
+
+def verify_measured_from(record: dict[str, Any], root: Path = ROOT) -> str | None:
+    """Why the commit a record from an exported copy names is not verified (None: the copy's code digest equals that
+    commit's, read from the repository at `root`)."""
+    named = record["measured_from"]
+    if "code_sha256" not in named:
+        return "the record carries no digest of the copy's code"
+    expected = _commit_code_digest(named["commit"], root)
+    if expected is None:
+        return f"commit {named['commit'][:7]} is not in this repository"
+    if expected[0] != named["code_sha256"]:
+        return f"the copy's code is not commit {named['commit'][:7]}'s"
+    return None
 
 
 @dataclass(frozen=True)
@@ -146,9 +215,10 @@ def record_commit(record: dict[str, Any]) -> str:
     """The commit of this repository a record was measured from, shortened, "(dirty)" when the tree had changes.
 
     A record run on an exported copy of the repository (no git history) names the folder it ran from in
-    `git_commit`; its `measured_from.commit`, added with it, names the repository's commit instead."""
+    `git_commit`; its `measured_from.commit`, added with it, names the repository's commit instead, followed by
+    "(unverified)" unless the copy's code digest is that commit's (`verify_measured_from`)."""
     if record.get("measured_from"):
-        return record["measured_from"]["commit"][:7]
+        return record["measured_from"]["commit"][:7] + (" (unverified)" if verify_measured_from(record) else "")
     return (record.get("git_commit") or "?")[:7] + (" (dirty)" if record.get("git_dirty") else "")
 
 

@@ -82,12 +82,50 @@ def test_every_committed_record_says_how_it_was_made(path: Path):
 
 def test_a_record_from_an_exported_copy_names_the_repository_commit_it_was_measured_from():
     record = {"git_commit": "c29d2b8796f9", "git_dirty": True, "measured_from": {"commit": "5103811f11f9"}}
-    assert record_commit(record) == "5103811"
+    assert record_commit(record) == "5103811 (unverified)"  # it carries no digest of the copy's code
     assert record_commit({"git_commit": "abcdef123456", "git_dirty": True}) == "abcdef1 (dirty)"
 
 
 def test_an_exported_copy_is_named_by_the_commit_its_exporter_gives(monkeypatch):
     monkeypatch.setenv("SPANROBERTA_SOURCE_COMMIT", "5103811f11f9")
-    assert record_commit(provenance()) == "5103811"
+    assert record_commit(provenance()) == "5103811 (unverified)"  # this tree is not 5103811's code
     monkeypatch.delenv("SPANROBERTA_SOURCE_COMMIT")
     assert "measured_from" not in provenance()
+
+
+def test_the_commit_an_exported_copy_names_is_verified_against_its_code(tmp_path):
+    """A copy's code digest (paths and git blob ids of CODE_FILES, read from the files) equals its commit's, read
+    from the repository's tree; a changed code file, an unknown commit or a record without a digest is unverified,
+    and a changed file outside the code (docs) is not looked at."""
+    import subprocess
+
+    from spanroberta.records import _working_blob_ids, code_digest, verify_measured_from
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True, text=True).stdout.strip()
+
+    files = {"run_demo.py": "print('run')\n", "spanroberta/models/a.py": "A = 1\n", "tests/test_a.py": "def test(): pass\n",
+             "docs/page.md": "words\n"}  # fmt: skip
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    git("init", "-q")
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "code")
+    commit = git("rev-parse", "HEAD")
+
+    def record():
+        digest, count = code_digest(_working_blob_ids(tmp_path))
+        return {"measured_from": {"commit": commit, "code_sha256": digest, "code_files": count}}
+
+    assert record()["measured_from"]["code_files"] == 3  # docs/ is not code
+    assert verify_measured_from(record(), tmp_path) is None
+    (tmp_path / "docs" / "page.md").write_text("other words\n")
+    assert verify_measured_from(record(), tmp_path) is None
+    (tmp_path / "spanroberta" / "models" / "a.py").write_text("A = 2\n")
+    assert verify_measured_from(record(), tmp_path) == f"the copy's code is not commit {commit[:7]}'s"
+    unknown = {"measured_from": {**record()["measured_from"], "commit": "0" * 40}}
+    assert verify_measured_from(unknown, tmp_path) == "commit 0000000 is not in this repository"
+    assert verify_measured_from({"measured_from": {"commit": commit}}, tmp_path) == (
+        "the record carries no digest of the copy's code"
+    )
