@@ -114,8 +114,8 @@ def document_lengths(length: int, generator: random.Random) -> list[int]:
     lengths = []
     while sum(lengths) < length:
         lengths.append(max(16, round(generator.expovariate(1 / MEAN_DOCUMENT_TOKENS))))
-    lengths[-1] -= sum(lengths) - length
-    return [n for n in lengths if n > 0]
+    lengths[-1] -= sum(lengths) - length  # the overshoot is less than the last length
+    return lengths
 
 
 @dataclass

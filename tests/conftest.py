@@ -289,11 +289,19 @@ def flash_reference_kernels():
 @pytest.fixture(autouse=True)
 def _flash_path_for_varlen_fa2(request):
     """A CPU test parametrized with attn_implementation="varlen_fa2" runs its flash path (through the reference
-    kernels), not the block-diagonal mask it falls back to where torch has no flash kernel."""
+    kernels), not the block-diagonal mask it falls back to where torch has no flash kernel, and fails if its packed
+    rows (every case but `packed=False`) took the mask."""
     callspec = getattr(request.node, "callspec", None)
-    if callspec is not None and callspec.params.get("attn_implementation") == "varlen_fa2":
-        if not request.node.get_closest_marker("cuda"):
-            request.getfixturevalue("flash_reference_kernels")
+    if callspec is None or callspec.params.get("attn_implementation") != "varlen_fa2":
+        yield
+        return
+    if request.node.get_closest_marker("cuda"):
+        yield
+        return
+    kernels = request.getfixturevalue("flash_reference_kernels")
+    yield
+    if callspec.params.get("packed", True):  # packed rows went through the flash ops, not the mask they fall back to
+        assert kernels.calls["forward"] > 0, "varlen_fa2 took the mask path"
 
 # Sequence lengths per row (rows of 24 tokens).
 VARLEN_CASES = {

@@ -126,3 +126,26 @@ def test_the_run_settings_line_names_the_path_packed_rows_take():
         assert line.endswith("--attn_implementation varlen_fa2 would run them through torch's flash kernel here")
         modernbert = ModernBertConfig(attn_implementation="sdpa")
         assert attention.describe_attention(modernbert, on_cpu, packed=True) == "sdpa"
+
+
+def test_attention_computes_in_autocasts_dtype_where_it_is_on():
+    from spanroberta.models.varlen_attention import attention_compute_dtype
+
+    assert attention_compute_dtype("cpu", torch.float32) == torch.float32
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert attention_compute_dtype("cpu", torch.float32) == torch.bfloat16
+
+
+def test_offsets_go_with_the_batch_only_where_it_reaches_one_model_whole():
+    """nn.DataParallel and accelerate's dispatched batches cut every tensor along its first dimension: there the
+    collator makes no offsets and the model derives them from the rows it gets."""
+    from types import SimpleNamespace
+
+    from spanroberta.training.pretraining import _batches_reach_the_model_whole
+
+    def args(n_gpu, dispatch):
+        return SimpleNamespace(n_gpu=n_gpu, accelerator_config=SimpleNamespace(dispatch_batches=dispatch))
+
+    assert _batches_reach_the_model_whole(args(1, None)) and _batches_reach_the_model_whole(args(0, False))
+    assert not _batches_reach_the_model_whole(args(2, None))
+    assert not _batches_reach_the_model_whole(args(1, True))

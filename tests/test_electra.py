@@ -160,15 +160,15 @@ def test_gradient_accumulation_is_exact(tiny_tokenizer, monkeypatch):
         torch.testing.assert_close(p.grad, g, rtol=1e-4, atol=1e-6)
 
 
-@pytest.mark.parametrize("attn_implementation", ["eager", "varlen_fa2"])
-def test_the_generator_takes_the_discriminators_attention(attn_implementation):
+@pytest.mark.parametrize("implementation", ["eager", "varlen_fa2"])
+def test_the_generator_takes_the_discriminators_attention(implementation):
     """Packed rows reach both encoders in the discriminator's attention's form, as run_pretraining.py builds them
     (the attention set on the discriminator's config only)."""
     config = ElectraConfig(vocab_size=50, embedding_size=16, hidden_size=32, num_hidden_layers=1,
                            num_attention_heads=2, intermediate_size=64)  # fmt: skip
-    config._attn_implementation = attn_implementation
+    config._attn_implementation = implementation
     model = ElectraForReplacedTokenDetection(config, generator_config(config, 0.5))
-    assert model.generator.config._attn_implementation == attn_implementation
+    assert model.generator.config._attn_implementation == implementation
 
 
 @pytest.mark.parametrize("attn_implementation", ["sdpa", "varlen_fa2"])

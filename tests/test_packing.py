@@ -200,20 +200,22 @@ def test_without_a_flash_kernel_varlen_fa2_takes_the_block_diagonal_mask():
         torch.testing.assert_close(encoder(**inputs).last_hidden_state, reference(**inputs).last_hidden_state)
 
 
-def test_the_collators_offsets_are_those_the_model_would_derive(tiny_tokenizer):
-    """The int32 offsets the collator makes on the host (`return_sequence_offsets`) are those
-    `packed_sequence_offsets` reads from its positions and padding, rows of several lengths padded included."""
-    from spanroberta.models.varlen_attention import packed_sequence_offsets
-
+def test_the_collators_offsets_start_each_document_and_each_padding_tail(tiny_tokenizer):
+    """The int32 offsets the collator makes on the host (`return_sequence_offsets`): in the flattened batch, each
+    document's start, each row's padding tail as a sequence of its own, then the batch's end."""
     collator = DataCollatorForSpanMasking(tiny_tokenizer, first_position_id=2, return_sequence_offsets=True)
     generator = torch.Generator().manual_seed(0)
     for rows in VARLEN_CASES.values():
         examples = [{"input_ids": torch.randint(5, 50, (sum(lengths),), generator=generator).tolist(),
                      "sequence_lengths": lengths} for lengths in rows]  # fmt: skip
         batch = collator(examples)
-        want = packed_sequence_offsets(batch["position_ids"], batch["attention_mask"])
+        length = batch["input_ids"].shape[1]
+        want = []
+        for row, lengths in enumerate(rows):
+            starts = [row * length + sum(lengths[:i]) for i in range(len(lengths))]
+            want += starts + ([row * length + sum(lengths)] if sum(lengths) < length else [])
         assert batch["sequence_offsets"].dtype == torch.int32
-        assert torch.equal(batch["sequence_offsets"], want), rows
+        assert batch["sequence_offsets"].tolist() == [*want, len(rows) * length], rows
     assert "sequence_offsets" not in DataCollatorForSpanMasking(tiny_tokenizer, first_position_id=2)(examples)
 
 

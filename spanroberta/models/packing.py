@@ -18,7 +18,7 @@ This file ships with every checkpoint beside the model files that import it; it 
 from __future__ import annotations
 
 import torch
-from transformers import PreTrainedModel
+from transformers import PretrainedConfig, PreTrainedModel
 from transformers.masking_utils import create_bidirectional_mask, create_bidirectional_sliding_window_mask
 
 from .varlen_attention import (
@@ -94,12 +94,14 @@ def refuses_dropout(attn_implementation: str | None) -> bool:
     return attn_implementation in _DROPOUT_FREE_ATTENTION
 
 
-def head_size(config) -> int:
+def head_size(config: PretrainedConfig) -> int:
     """The size of one attention head of `config`'s encoder."""
     return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
 
 
-def packed_rows_path(config, device: torch.device | str, dtype: torch.dtype) -> tuple[str, str | None]:
+def packed_rows_path(
+    config: PretrainedConfig, device: torch.device | str, dtype: torch.dtype
+) -> tuple[str, str | None]:
     """How packed rows attend under `config`'s attention implementation on `device`, attention computing in `dtype`:
     ("varlen_fa2", None) through the flash kernel, else ("mask", why not the kernel: None where varlen_fa2 was
     not asked for)."""

@@ -257,9 +257,18 @@ def _span_masking_collator(
         # The pretraining models read their targets at fixed prediction slots, which compile without host syncs.
         label_layout="slots",
         # varlen_fa2 reads the packed sequences' offsets; made here, the forward never reads them from the device.
-        return_sequence_offsets=packs_rows(recipe, data_args) and config._attn_implementation == VARLEN_FA2,
+        return_sequence_offsets=(packs_rows(recipe, data_args) and config._attn_implementation == VARLEN_FA2
+                                 and _batches_reach_the_model_whole(training_args)),
         **objective.collator_settings(recipe, config),
     )
+
+
+def _batches_reach_the_model_whole(training_args: PretrainingArguments) -> bool:
+    """Whether each batch the collator makes reaches one model whole. nn.DataParallel (several GPUs in one process)
+    and accelerate's dispatched batches cut every tensor along its first dimension, which would cut the
+    sequences' offsets wrongly: there the model derives them from the positions of the rows it gets."""
+    dispatched = getattr(training_args.accelerator_config, "dispatch_batches", None)
+    return training_args.n_gpu <= 1 and not dispatched
 
 
 def _save_and_evaluate(
