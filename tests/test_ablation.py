@@ -236,13 +236,6 @@ def test_bad_configs_are_refused_in_one_paragraph(tmp_path, change, message):
     assert message in refused(tmp_path, {**BASE, **change})
 
 
-def test_duplicate_arm_names_are_refused_in_yaml_and_json(tmp_path):
-    text = "pretraining: {}\narms:\n  span: {masking: span}\n  span: {masking: token}\ntasks: {}\nseeds: [1]\n"
-    assert "gives 'span' twice in one mapping" in refused(tmp_path, text, ".yaml")
-    text = '{"pretraining": {}, "arms": {"span": {}, "span": {}}, "tasks": {}, "seeds": [1]}'
-    assert "gives 'span' twice in one mapping" in refused(tmp_path, text, ".json")
-
-
 def test_a_missing_section_is_named(tmp_path):
     assert "has no `tasks` section" in refused(tmp_path, {key: BASE[key] for key in ("pretraining", "arms", "seeds")})
 

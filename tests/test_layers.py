@@ -31,7 +31,7 @@ LAYERS = [
     ["spanroberta.data", "spanroberta.tasks"],
     ["spanroberta.objectives"],
     ["spanroberta.models", "spanroberta.metrics", "spanroberta.pipelines"],
-    ["spanroberta.errors", "spanroberta.hub", "spanroberta.records"],
+    ["spanroberta.config_files", "spanroberta.errors", "spanroberta.hub", "spanroberta.records"],
 ]
 
 
