@@ -28,7 +28,7 @@ from spanroberta.ablation.tasks import REPORTS, TaskSpec, headline_metric, score
 from spanroberta.ablation.units import start_flags
 from spanroberta.errors import UserInputError
 from spanroberta.records import read_records
-from spanroberta.tasks.finetuning import FINETUNING_TASKS, TASKS_BY_SCRIPT
+from spanroberta.finetuning import FINETUNING_TASKS, TASKS_BY_SCRIPT
 
 CONFIGS = PROJECT_ROOT / "configs" / "ablations"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -25,7 +25,7 @@ tokens, and their eval MLM accuracies compare them whatever masking each trained
 
 A task's `script` is one of the fine-tuning scripts of tasks.py's REPORTS table (run_squad.py, run_glue.py,
 run_race.py, run_relation.py, run_coref.py): it names the fine-tuning task the package declares for that script
-(spanroberta.tasks.finetuning), which the ablation runs itself, so that an installed package runs ablations without
+(spanroberta.finetuning), which the ablation runs itself, so that an installed package runs ablations without
 the scripts. Besides its script's flags, a task may give `metric` (the score its column shows) and, for run_squad.py,
 `split_by_article: {file: SQUAD_JSON, train_articles: N}` (train on the first N articles, evaluate on the rest).
 Every flag is checked against the argument classes of the script that reads it, so a config cannot set a flag that no
@@ -47,7 +47,7 @@ from transformers import HfArgumentParser
 
 from ..config_files import read_config_file
 from ..errors import UserInputError
-from ..tasks.finetuning import task_of_script
+from ..finetuning import task_of_script
 from ..training.pretraining_command import ARGUMENT_CLASSES as PRETRAINING_ARGUMENTS
 from ..training.pretraining_command import pretrain
 from ..training.validation import check_model_sources

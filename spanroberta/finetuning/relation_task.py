@@ -12,13 +12,14 @@ from typing import Any
 
 from transformers import AutoModel, AutoModelForSequenceClassification, PreTrainedModel, Trainer
 
-from ...metrics.relation import SCORERS
-from ...models.configuration_relation import RelationClassifierConfig
-from ...models.modeling_relation import EncoderForRelationClassification, drop_pooler
-from ...training.finetuning import FinetuningArguments, ModelArguments, load_model
-from ...training.finetuning_task import FineTuningRun, FineTuningTask, check_model_length
-from ...training.validation import check_range
-from ..relation import (
+from ..metrics.relation import SCORERS
+from ..models.configuration_relation import RelationClassifierConfig
+from ..models.modeling_relation import EncoderForRelationClassification, drop_pooler
+from .arguments import FinetuningArguments, ModelArguments
+from .model_steps import load_model
+from .task import FineTuningRun, FineTuningTask, check_model_length
+from ..training.validation import check_range
+from ..tasks.relation import (
     ENCODINGS,
     RelationTask,
     add_entity_markers,

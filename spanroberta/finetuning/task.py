@@ -2,8 +2,8 @@
 them and the data before a model is loaded, load the checkpoint, preprocess, train, evaluate, predict, write the
 model card or push to the Hub.
 
-A task (SQuAD, GLUE, RACE, relation extraction, coreference: spanroberta/tasks/finetuning/) declares only what is
-its own, as a `FineTuningTask`: its data flags, how it reads and encodes its data, its collator, how it scores and
+A task (SQuAD, GLUE, RACE, relation extraction, coreference: the *_task.py modules beside this one) declares only
+what is its own, as a `FineTuningTask`: its data flags, how it reads and encodes its data, its collator, how it scores and
 what its model card says. `run_task(task, args)` runs the rest, so that every script behaves alike (the same checks,
 seeding, resuming, metric files and card) and a script's `main` is its task's `FineTuningTask.main`.
 
@@ -30,19 +30,11 @@ from transformers import (
     set_seed,
 )
 
-from .cli import parse_arguments
-from .distributed import finish_processes
-from .finetuning import (
-    FinetuningArguments,
-    ModelArguments,
-    check_finetuning_run,
-    load_config_and_tokenizer,
-    load_model,
-    padding,
-    publish,
-    train_and_save,
-)
-from .validation import check_max_seq_length, user_errors
+from ..training.cli import parse_arguments
+from ..training.distributed import finish_processes
+from .arguments import FinetuningArguments, ModelArguments, check_finetuning_run, padding
+from .model_steps import load_config_and_tokenizer, load_model, publish, train_and_save
+from ..training.validation import check_max_seq_length, user_errors
 
 
 @dataclass

@@ -11,16 +11,17 @@ from typing import Any
 
 from transformers import AutoModel, Trainer
 
-from ...errors import UserInputError
-from ...metrics.gap import gap_answers, gap_scores
-from ...models.configuration_coreference import CorefConfig
-from ...models.modeling_coreference import CorefModel
-from ...training.cli import apply_defaults, with_defaults
-from ...training.coreference import COREF_PRESETS, DEFAULT_COREF_PRESET, CorefTrainer, predict_documents
-from ...training.finetuning import FinetuningArguments, ModelArguments, load_model
-from ...training.finetuning_task import FineTuningRun, FineTuningTask
-from ...training.validation import check_range, model_positions
-from ..coreference import (
+from ..errors import UserInputError
+from ..metrics.gap import gap_answers, gap_scores
+from ..models.configuration_coreference import CorefConfig
+from ..models.modeling_coreference import CorefModel
+from ..training.cli import apply_defaults, with_defaults
+from .coreference_trainer import COREF_PRESETS, DEFAULT_COREF_PRESET, CorefTrainer, predict_documents
+from .arguments import FinetuningArguments, ModelArguments
+from .model_steps import load_model
+from .task import FineTuningRun, FineTuningTask
+from ..training.validation import check_range, model_positions
+from ..tasks.coreference import (
     DocumentCollator,
     TrainingWindows,
     encode_document,
