@@ -7,47 +7,32 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import datasets
-from transformers import TrainingArguments
 
+from ..errors import UserInputError
+from ..training.shared_arguments import ModelArguments, RunArguments
 from ..training.validation import check_range, check_run, require_output_dir
 
 
 @dataclass
-class ModelArguments:
-    """Which checkpoint to fine-tune; the flags follow transformers' example scripts."""
+class FinetuningModelArguments(ModelArguments):
+    """The model flags every script takes (a checkpoint is required here), and the fine-tuning scripts' own."""
 
-    model_name_or_path: str = field(
-        metadata={"help": "A folder written by save_pretrained or a Hub model id (spanroberta, RoBERTa, BERT, ...)."}
-    )
-    config_name: str | None = field(default=None, metadata={"help": "Config name or path, if not the model's."})
-    tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer name or path, if not the model's."})
-    cache_dir: str | None = field(default=None, metadata={"help": "Where downloads from the Hub are cached."})
-    model_revision: str = field(default="main", metadata={"help": "Branch, tag or commit of the Hub model."})
-    token: str | None = field(default=None, metadata={"help": "Hub token for private models."})
-    trust_remote_code: bool = field(
-        default=False, metadata={"help": "Allow code shipped with the checkpoint (needed without spanroberta installed)."}
-    )
-    attn_implementation: str | None = field(
-        default=None,
-        metadata={"help": "Attention kernel: sdpa, eager, flex_attention, flash_attention_2 or flash_attention_3 (these two "
-                  "need the flash-attn package and a GPU). Default: transformers' choice (sdpa where available)."},
-    )
     ignore_mismatched_sizes: bool = field(
         default=False,
         metadata={"help": "Load a checkpoint whose task head has other shapes (e.g. another number of labels); "
                   "those weights start fresh."},
     )
 
+    def __post_init__(self):
+        if self.model_name_or_path is None:
+            raise UserInputError("--model_name_or_path is required: the checkpoint to fine-tune (a folder written by "
+                                 "save_pretrained or a Hub model id).")
+
 
 @dataclass
-class FinetuningArguments(TrainingArguments):
-    """TrainingArguments with the flags of transformers' example scripts that TrainingArguments lacks."""
+class FinetuningArguments(RunArguments):
+    """The training flags every script takes, and the data-handling flags of transformers' example scripts."""
 
-    overwrite_output_dir: bool = field(
-        default=False,
-        metadata={"help": "Train in an --output_dir that holds another run: its checkpoints are deleted first, its "
-                  "model overwritten. Without it (or --resume_from_checkpoint), such a folder is refused."},
-    )
     overwrite_cache: bool = field(
         default=False, metadata={"help": "Redo the tokenizing instead of reusing the datasets cache."}
     )
@@ -59,7 +44,10 @@ class FinetuningArguments(TrainingArguments):
 
 
 def check_finetuning_run(
-    model_args: ModelArguments, training_args: FinetuningArguments, given: set[str], sample_limits: dict[str, Any]
+    model_args: FinetuningModelArguments,
+    training_args: FinetuningArguments,
+    given: set[str],
+    sample_limits: dict[str, Any],
 ) -> None:
     """The checks made once the flags are parsed, before the data is read (see spanroberta.training.validation);
     `sample_limits` maps the --max_*_samples flags to their values."""

@@ -17,7 +17,7 @@ from ..models.configuration_coreference import CorefConfig
 from ..models.modeling_coreference import CorefModel
 from ..training.cli import apply_defaults, with_defaults
 from .coreference_trainer import COREF_PRESETS, DEFAULT_COREF_PRESET, CorefTrainer, predict_documents
-from .arguments import FinetuningArguments, ModelArguments
+from .arguments import FinetuningArguments, FinetuningModelArguments
 from .model_steps import load_model
 from .task import FineTuningRun, FineTuningTask
 from ..training.validation import check_range, model_positions
@@ -156,7 +156,7 @@ def read_splits(data_args: CorefDataArguments, training_args: FinetuningArgument
     return splits
 
 
-def coref_model(model_args: ModelArguments, config, data_args: CorefDataArguments, head_args: CorefHeadArguments):
+def coref_model(model_args: FinetuningModelArguments, config, data_args: CorefDataArguments, head_args: CorefHeadArguments):
     """A saved coreference model with its task layers, or an encoder under new ones (`head_args`)."""
     if config.model_type == CorefConfig.model_type:
         return load_model(model_args, AutoModel, config)

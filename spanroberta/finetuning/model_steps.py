@@ -14,11 +14,11 @@ from ..models.conventions import returns_mean_loss
 from ..training.checkpoints import resume_checkpoint
 from ..training.distributed import drop_unused_weight_conversions
 from ..training.run_length import fit_to_run_length
-from .arguments import ModelArguments
+from .arguments import FinetuningModelArguments
 
 
 def load_config_and_tokenizer(
-    model_args: ModelArguments, **config_overrides: Any
+    model_args: FinetuningModelArguments, **config_overrides: Any
 ) -> tuple[Any, PreTrainedTokenizerBase]:
     """Loads the config (with task-specific overrides such as num_labels) and the tokenizer."""
     hub_settings = _hub_kwargs(model_args)
@@ -33,7 +33,7 @@ def load_config_and_tokenizer(
     return config, tokenizer
 
 
-def load_model(model_args: ModelArguments, auto_class: type, config: Any) -> PreTrainedModel:
+def load_model(model_args: FinetuningModelArguments, auto_class: type, config: Any) -> PreTrainedModel:
     """Loads the checkpoint's weights into the task head chosen by `auto_class` (e.g. AutoModelForQuestionAnswering)."""
     model = auto_class.from_pretrained(
         model_args.model_name_or_path, config=config, ignore_mismatched_sizes=model_args.ignore_mismatched_sizes,
@@ -73,5 +73,5 @@ def publish(trainer: Trainer, model_card: dict[str, Any]) -> None:
         trainer.create_model_card(**model_card)
 
 
-def _hub_kwargs(model_args: ModelArguments) -> dict[str, Any]:
+def _hub_kwargs(model_args: FinetuningModelArguments) -> dict[str, Any]:
     return {**hub_kwargs(model_args), "trust_remote_code": model_args.trust_remote_code}

@@ -32,14 +32,14 @@ from transformers import (
 
 from ..training.cli import parse_arguments
 from ..training.distributed import finish_processes
-from .arguments import FinetuningArguments, ModelArguments, check_finetuning_run, padding
+from .arguments import FinetuningArguments, FinetuningModelArguments, check_finetuning_run, padding
 from .model_steps import load_config_and_tokenizer, load_model, publish, train_and_save
 from ..training.validation import check_max_seq_length, user_errors
 
 
 @dataclass
 class FineTuningRun:
-    """One run of a task: its parsed arguments (`ModelArguments` first, the training arguments last, the task's own
+    """One run of a task: its parsed arguments (`FinetuningModelArguments` first, the training arguments last, the task's own
     in between), the flags the user gave, and what each stage leaves for the next ones."""
 
     arguments: tuple[Any, ...]
@@ -54,7 +54,7 @@ class FineTuningRun:
     encoded: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def model_args(self) -> ModelArguments:
+    def model_args(self) -> FinetuningModelArguments:
         return self.arguments[0]
 
     @property
@@ -83,7 +83,7 @@ class FineTuningTask:
 
     # The registry's name of the task; its script is run_{name}.py.
     name: str
-    # The task's own argument dataclasses (its data flags, ...), which stand between ModelArguments and the
+    # The task's own argument dataclasses (its data flags, ...), which stand between FinetuningModelArguments and the
     # training arguments on the command line.
     task_arguments: tuple[type, ...]
     # Reads and checks the data of every split the run asks for, before a model is loaded.
@@ -120,8 +120,8 @@ class FineTuningTask:
 
     @property
     def argument_classes(self) -> tuple[type, ...]:
-        """Every argument dataclass of the script: ModelArguments first, the training arguments last."""
-        return (ModelArguments, *self.task_arguments, self.training_arguments)
+        """Every argument dataclass of the script: FinetuningModelArguments first, the training arguments last."""
+        return (FinetuningModelArguments, *self.task_arguments, self.training_arguments)
 
     def parse(self, args: list[str] | None) -> FineTuningRun:
         """The flags (or one JSON/YAML file of them) parsed into the task's argument classes."""
