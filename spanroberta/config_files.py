@@ -32,18 +32,18 @@ def read_config_file(path: str | Path, kind: str = "Config file") -> dict[str, A
     except (json.JSONDecodeError, yaml.YAMLError) as error:
         raise UserInputError(f"{where} is not valid {file.suffix[1:].upper()}: {error}") from None
     except _DuplicateKey as duplicate:
-        key, line = duplicate.args
-        raise UserInputError(
-            f"{where}, line {line}: gives {key!r} twice in one mapping, and the second would silently replace the "
-            "first. Rename or remove one."
-        ) from None
+        raise UserInputError(f"{where}, {duplicate}") from None
     if not isinstance(values, dict):
         raise UserInputError(f"{where} must hold a mapping of names to values.")
     return values
 
 
 class _DuplicateKey(Exception):
-    """(key, line): raised by the parsers below at the second occurrence of a key in one mapping."""
+    """Raised by the parsers below at the second occurrence of a key in one mapping."""
+
+    def __init__(self, key: Any, line: int):
+        super().__init__(f"line {line}: gives {key!r} twice in one mapping, and the second would silently replace "
+                         "the first. Rename or remove one.")  # fmt: skip
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
