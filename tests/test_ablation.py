@@ -410,7 +410,7 @@ def test_eval_masking_gives_every_arm_the_same_held_out_targets(tiny_tokenizer, 
     from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
     from spanroberta.data.collator import DataCollatorForSpanMasking
     from spanroberta.data.masking_schedule import DynamicMaskingDataset
-    from spanroberta.training.arguments import PretrainingArguments
+    from spanroberta.training.pretraining_arguments import PretrainingArguments
     from spanroberta.training.trainer import PretrainingTrainer
 
     blocks = DynamicMaskingDataset([{"input_ids": tiny_tokenizer(text)["input_ids"]} for text in TINY_TEXT[:12]])

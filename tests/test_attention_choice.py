@@ -14,7 +14,11 @@ from spanroberta.errors import UserInputError
 from spanroberta.finetuning import TASKS_BY_SCRIPT
 from spanroberta.models.packing import ATTENTION_IMPLEMENTATIONS
 from spanroberta.objectives import resolve_recipe
-from spanroberta.training.arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
+from spanroberta.training.pretraining_arguments import (
+    PretrainingArguments,
+    PretrainingDataArguments,
+    PretrainingModelArguments,
+)
 from spanroberta.training.attention import plan_packing
 from spanroberta.training.cli import parse_arguments
 from spanroberta.training.run_length import run_settings

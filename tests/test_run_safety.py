@@ -314,7 +314,7 @@ def test_the_flags_of_transformers_example_scripts(tmp_path):
     assert padding(training_args, 64) == {"padding": "max_length", "max_length": 64}
     (_, _, training_args), _ = parsed(GLUE, [*base, "--task_name", "rte", "--pad_to_max_length"])
     assert training_args.pad_to_max_length
-    from spanroberta.training.arguments import (
+    from spanroberta.training.pretraining_arguments import (
         PretrainingArguments,
         PretrainingDataArguments,
         PretrainingModelArguments,
