@@ -1,6 +1,7 @@
 """The one reader of the config files the project reads (run_pretraining.py's JSON or YAML config, the ablation
-configs, which the ablation tables read too): a mapping, read strictly. A key written twice in one mapping is refused with its file and line, since
-the JSON and YAML parsers would each keep the last value and silently change the run."""
+configs, which the ablation tables read too): a mapping, read strictly. A key written twice in one mapping is
+refused with its file and line, since the JSON and YAML parsers would each keep the last value and silently change
+the run."""
 
 from __future__ import annotations
 

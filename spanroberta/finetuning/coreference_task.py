@@ -156,7 +156,9 @@ def read_splits(data_args: CorefDataArguments, training_args: FinetuningArgument
     return splits
 
 
-def coref_model(model_args: FinetuningModelArguments, config, data_args: CorefDataArguments, head_args: CorefHeadArguments):
+def coref_model(
+    model_args: FinetuningModelArguments, config, data_args: CorefDataArguments, head_args: CorefHeadArguments
+):
     """A saved coreference model with its task layers, or an encoder under new ones (`head_args`)."""
     if config.model_type == CorefConfig.model_type:
         return load_model(model_args, AutoModel, config)

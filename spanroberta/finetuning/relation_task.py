@@ -100,7 +100,9 @@ def relation_config(config, task: RelationTask):
     return config
 
 
-def load_relation_model(model_args: FinetuningModelArguments, config, tokenizer, around_encoder: bool) -> PreTrainedModel:
+def load_relation_model(
+    model_args: FinetuningModelArguments, config, tokenizer, around_encoder: bool
+) -> PreTrainedModel:
     """The classifier: the checkpoint's own sequence classifier (a stock [CLS] one for spanbert_types, or the
     `EncoderForRelationClassification` a typed_entity_markers run saved), or with `around_encoder` a new
     `EncoderForRelationClassification` around the checkpoint's encoder; its embeddings grown to the markers."""

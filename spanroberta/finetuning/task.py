@@ -3,9 +3,9 @@ them and the data before a model is loaded, load the checkpoint, preprocess, tra
 model card or push to the Hub.
 
 A task (SQuAD, GLUE, RACE, relation extraction, coreference: the *_task.py modules beside this one) declares only
-what is its own, as a `FineTuningTask`: its data flags, how it reads and encodes its data, its collator, how it scores and
-what its model card says. `run_task(task, args)` runs the rest, so that every script behaves alike (the same checks,
-seeding, resuming, metric files and card) and a script's `main` is its task's `FineTuningTask.main`.
+what is its own, as a `FineTuningTask`: its data flags, how it reads and encodes its data, its collator, how it scores
+and what its model card says. `run_task(task, args)` runs the rest, so that every script behaves alike (the same
+checks, seeding, resuming, metric files and card) and a script's `main` is its task's `FineTuningTask.main`.
 
 Metrics: every split's metrics are saved as `{split}_results.json` (eval_results.json, predict_results.json, ...)
 with keys that start with the split's name and an underscore (eval_f1, eval_samples), as the Trainer writes its own
@@ -39,8 +39,8 @@ from ..training.validation import check_max_seq_length, user_errors
 
 @dataclass
 class FineTuningRun:
-    """One run of a task: its parsed arguments (`FinetuningModelArguments` first, the training arguments last, the task's own
-    in between), the flags the user gave, and what each stage leaves for the next ones."""
+    """One run of a task: its parsed arguments (`FinetuningModelArguments` first, the training arguments last, the
+    task's own in between), the flags the user gave, and what each stage leaves for the next ones."""
 
     arguments: tuple[Any, ...]
     given: set[str]
