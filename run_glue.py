@@ -10,10 +10,10 @@
 
 The metrics (GLUE's official ones, computed offline; fractions) go to OUTPUT_DIR/eval_results.json as eval_accuracy,
 eval_f1, ... (MNLI's mismatched dev set with the _mm suffix).
-`python run_glue.py --help` lists every flag; spanroberta/tasks/finetuning/glue.py declares the task.
+`python run_glue.py --help` lists every flag; spanroberta/finetuning/glue_task.py declares the task.
 """
 
-from spanroberta.tasks.finetuning.glue import GLUE
+from spanroberta.finetuning.glue_task import GLUE
 
 # The dataclasses behind the flags; main(args) runs the flags given and returns the evaluation metrics.
 ARGUMENT_CLASSES = GLUE.argument_classes

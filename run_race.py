@@ -10,10 +10,10 @@ Defaults follow RoBERTa's RACE recipe (lr 1e-5, batch 16, 5 epochs; see spanrobe
 you pass win. Accuracy (overall, middle, high; fractions: eval_accuracy, eval_accuracy_middle, eval_accuracy_high)
 goes to OUTPUT_DIR/eval_results.json and each question's prediction to OUTPUT_DIR/eval_predictions.jsonl (predict_*
 for --do_predict).
-`python run_race.py --help` lists every flag; spanroberta/tasks/finetuning/race.py declares the task.
+`python run_race.py --help` lists every flag; spanroberta/finetuning/race_task.py declares the task.
 """
 
-from spanroberta.tasks.finetuning.race import RACE
+from spanroberta.finetuning.race_task import RACE
 
 # The dataclasses behind the flags; main(args) runs the flags given and returns the evaluation metrics.
 ARGUMENT_CLASSES = RACE.argument_classes

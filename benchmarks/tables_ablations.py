@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from spanroberta.config_files import read_config_file
 from tables_format import Context, fmt_date, fmt_load, fmt_number, markdown_table, none_yet
 
 
@@ -37,9 +38,7 @@ def _ablation_command(name: str) -> str:
 
 
 def _runs_on_gpu(context: Context, name: str) -> bool:
-    import yaml
-
-    config = yaml.safe_load((context.root / "configs" / "ablations" / f"{name}.yaml").read_text(encoding="utf-8"))
+    config = read_config_file(context.root / "configs" / "ablations" / f"{name}.yaml", kind="Ablation config")
     return not config.get("pretraining", {}).get("use_cpu", False)
 
 

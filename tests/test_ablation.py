@@ -28,7 +28,7 @@ from spanroberta.ablation.tasks import REPORTS, TaskSpec, headline_metric, score
 from spanroberta.ablation.units import start_flags
 from spanroberta.errors import UserInputError
 from spanroberta.records import read_records
-from spanroberta.tasks.finetuning import FINETUNING_TASKS, TASKS_BY_SCRIPT
+from spanroberta.finetuning import FINETUNING_TASKS, TASKS_BY_SCRIPT
 
 CONFIGS = PROJECT_ROOT / "configs" / "ablations"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -236,13 +236,6 @@ def test_bad_configs_are_refused_in_one_paragraph(tmp_path, change, message):
     assert message in refused(tmp_path, {**BASE, **change})
 
 
-def test_duplicate_arm_names_are_refused_in_yaml_and_json(tmp_path):
-    text = "pretraining: {}\narms:\n  span: {masking: span}\n  span: {masking: token}\ntasks: {}\nseeds: [1]\n"
-    assert "gives 'span' twice in one mapping" in refused(tmp_path, text, ".yaml")
-    text = '{"pretraining": {}, "arms": {"span": {}, "span": {}}, "tasks": {}, "seeds": [1]}'
-    assert "gives 'span' twice in one mapping" in refused(tmp_path, text, ".json")
-
-
 def test_a_missing_section_is_named(tmp_path):
     assert "has no `tasks` section" in refused(tmp_path, {key: BASE[key] for key in ("pretraining", "arms", "seeds")})
 
@@ -417,7 +410,7 @@ def test_eval_masking_gives_every_arm_the_same_held_out_targets(tiny_tokenizer, 
     from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
     from spanroberta.data.collator import DataCollatorForSpanMasking
     from spanroberta.data.masking_schedule import DynamicMaskingDataset
-    from spanroberta.training.arguments import PretrainingArguments
+    from spanroberta.training.pretraining_arguments import PretrainingArguments
     from spanroberta.training.trainer import PretrainingTrainer
 
     blocks = DynamicMaskingDataset([{"input_ids": tiny_tokenizer(text)["input_ids"]} for text in TINY_TEXT[:12]])

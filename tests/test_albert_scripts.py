@@ -16,7 +16,7 @@ import spanroberta  # noqa: F401  (registers the Auto classes and the QA pipelin
 from spanroberta.data.demo_corpus import demo_corpus_path
 from spanroberta.data.tokenizer import train_sentencepiece_unigram
 from spanroberta.errors import UserInputError
-from spanroberta.training.arguments import (
+from spanroberta.training.pretraining_arguments import (
     PretrainingArguments,
     PretrainingDataArguments,
     PretrainingModelArguments,

@@ -5,8 +5,8 @@ import pickle
 
 import pytest
 
-from spanroberta.tasks.finetuning.coreference import CorefTrainingArguments
-from spanroberta.tasks.finetuning.race import RaceTrainingArguments
+from spanroberta.finetuning.coreference_task import CorefTrainingArguments
+from spanroberta.finetuning.race_task import RaceTrainingArguments
 
 
 @pytest.mark.parametrize("arguments_class", [CorefTrainingArguments, RaceTrainingArguments])

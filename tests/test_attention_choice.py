@@ -9,10 +9,16 @@ import run_pretraining
 import torch
 from transformers import HfArgumentParser
 
+from spanroberta.ablation.config import script_arguments
 from spanroberta.errors import UserInputError
+from spanroberta.finetuning import TASKS_BY_SCRIPT
 from spanroberta.models.packing import ATTENTION_IMPLEMENTATIONS
 from spanroberta.objectives import resolve_recipe
-from spanroberta.training.arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
+from spanroberta.training.pretraining_arguments import (
+    PretrainingArguments,
+    PretrainingDataArguments,
+    PretrainingModelArguments,
+)
 from spanroberta.training.attention import plan_packing
 from spanroberta.training.cli import parse_arguments
 from spanroberta.training.run_length import run_settings
@@ -84,12 +90,17 @@ def test_the_refusal_comes_before_any_data_is_read(tmp_path, tiny_tokenizer_dir,
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
-def test_the_help_lists_every_accepted_attention_implementation():
-    help_text = " ".join(HfArgumentParser(PretrainingModelArguments).format_help().split())
+@pytest.mark.parametrize("script", ["run_pretraining.py", *TASKS_BY_SCRIPT])
+def test_every_script_lists_and_accepts_the_same_attention_implementations(script):
+    """The help and the choices come from one field (training/shared_arguments.py) for every script."""
+    model_arguments = script_arguments(script)[0]
+    help_text = " ".join(HfArgumentParser(model_arguments).format_help().split())
     for implementation in ATTENTION_IMPLEMENTATIONS:
         assert implementation in help_text
     with pytest.raises(SystemExit):
-        HfArgumentParser(PretrainingModelArguments).parse_args_into_dataclasses(["--attn_implementation", "fast"])
+        HfArgumentParser(model_arguments).parse_args_into_dataclasses(
+            ["--model_name_or_path", "unused", "--attn_implementation", "fast"]
+        )
 
 
 def test_the_run_settings_line_names_the_attention_and_who_set_it():

@@ -41,7 +41,11 @@ from spanroberta.data.masking import word_start_table
 from spanroberta.data.tokenizer import train_byte_level_bpe
 from spanroberta.errors import UserInputError
 from spanroberta.models.modeling_any_encoder import SBO_HEAD_FILE
-from spanroberta.training.arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
+from spanroberta.training.pretraining_arguments import (
+    PretrainingArguments,
+    PretrainingDataArguments,
+    PretrainingModelArguments,
+)
 from spanroberta.training.attention import plan_packing
 from spanroberta.training.cli import parse_arguments
 from spanroberta.training import pretraining

@@ -379,7 +379,7 @@ def test_run_coref_trains_evaluates_and_resolves_gap(tmp_path, spanroberta_check
     ],
 )  # fmt: skip
 def test_presets_set_what_the_flags_do_not(tmp_path, spanroberta_checkpoint, monkeypatch, preset, given, expected):
-    import spanroberta.tasks.finetuning.coreference as script
+    import spanroberta.finetuning.coreference_task as script
 
     segment_lengths, encode = set(), script.encode_document
     monkeypatch.setattr(script, "encode_document", lambda document, tokenizer, length: (
@@ -398,7 +398,7 @@ def test_presets_set_what_the_flags_do_not(tmp_path, spanroberta_checkpoint, mon
 def test_task_layers_get_their_own_learning_rate(tmp_path):
     from transformers import TrainingArguments
 
-    from spanroberta.training.coreference import CorefTrainer
+    from spanroberta.finetuning.coreference_trainer import CorefTrainer
 
     model = tiny_coref_model()
     args = TrainingArguments(output_dir=str(tmp_path), learning_rate=1e-5, weight_decay=0.01, use_cpu=True,

@@ -20,7 +20,7 @@ from conftest import PROJECT_ROOT, TINY_TEXT
 from safetensors.torch import load_file
 
 from spanroberta.data.collator import DataCollatorForSpanMasking
-from spanroberta.training.arguments import PretrainingArguments
+from spanroberta.training.pretraining_arguments import PretrainingArguments
 
 CONFIGS = PROJECT_ROOT / "configs"
 ACCELERATE_CONFIGS = sorted((CONFIGS / "accelerate").glob("*.yaml"))

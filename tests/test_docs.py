@@ -135,12 +135,12 @@ def argument_parser(script: str) -> argparse.ArgumentParser:
 
 def config_file_keys(script: str, path: str) -> None:
     """A config file given first to a script with ARGUMENT_CLASSES holds only its flag names."""
-    from spanroberta.training.cli import read_config_file
+    from spanroberta.training.cli import read_flag_values
 
     module = importlib.import_module(script.removesuffix(".py"))
     if hasattr(module, "ARGUMENT_CLASSES"):
         fields = {field.name for cls in module.ARGUMENT_CLASSES for field in dataclasses.fields(cls) if field.init}
-        read_config_file(str(PROJECT_ROOT / path), fields)
+        read_flag_values(str(PROJECT_ROOT / path), fields)
 
 
 COMMANDS = [(page, *command) for page in PAGES for command in script_commands(page)]

@@ -29,7 +29,11 @@ from spanroberta.models.modeling_electra_pretraining import (
     ElectraForReplacedTokenDetection,
     generator_config,
 )
-from spanroberta.training.arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
+from spanroberta.training.pretraining_arguments import (
+    PretrainingArguments,
+    PretrainingDataArguments,
+    PretrainingModelArguments,
+)
 from spanroberta.training.cli import parse_arguments
 from spanroberta.objectives import get_objective, resolve_recipe
 from spanroberta.training.pretraining import apply_demo_settings

@@ -9,7 +9,7 @@ from datasets import Dataset, DatasetDict
 
 import run_glue
 from conftest import checked_eval_results, parsed, shared_data
-from spanroberta.tasks.finetuning.glue import GLUE
+from spanroberta.finetuning.glue_task import GLUE
 from spanroberta.tasks.glue import (
     get_glue_task,
     load_glue,

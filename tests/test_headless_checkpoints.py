@@ -32,7 +32,7 @@ from spanroberta.data.demo_corpus import demo_corpus_path
 from spanroberta.data.masking import word_start_table
 from spanroberta.models.modeling_any_encoder import SBO_HEAD_FILE
 from spanroberta.objectives import get_objective, resolve_recipe
-from spanroberta.training.arguments import PretrainingDataArguments, PretrainingModelArguments
+from spanroberta.training.pretraining_arguments import PretrainingDataArguments, PretrainingModelArguments
 from spanroberta.training.cli import parse_arguments
 from spanroberta.training.device import fit_to_device
 
@@ -209,7 +209,7 @@ def test_all_minilm_l6_v2_continues_with_fresh_heads_and_answers_fill_mask(tmp_p
 
 def continue_in_process(checkpoint: Path, output_dir: Path, *flags: str):
     """run_pretraining() on `checkpoint` in this process, on CPU: the trainer, to look at its optimiser."""
-    from spanroberta.training.arguments import PretrainingArguments
+    from spanroberta.training.pretraining_arguments import PretrainingArguments
     from spanroberta.training.pretraining import apply_demo_settings, run_pretraining as run
 
     args = ["--model_name_or_path", str(checkpoint), "--recipe", "spanbert", "--train_file", str(demo_corpus_path()),
@@ -269,7 +269,7 @@ def test_the_flag_is_refused_where_a_deepspeed_config_builds_its_own_optimizer(t
     from types import SimpleNamespace
 
     from spanroberta.errors import UserInputError
-    from spanroberta.training.arguments import PretrainingArguments
+    from spanroberta.training.pretraining_arguments import PretrainingArguments
     from spanroberta.training.trainer import _check_fresh_heads_learning_rate
 
     args = PretrainingArguments(output_dir=str(tmp_path), report_to="none", use_cpu=True,

@@ -19,19 +19,19 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Top to bottom. A module belongs to the longest entry that is its name or a package above it. The run_*.py scripts
 # sit above the package; inside it, the package's own __init__ (the Auto-class registrations) and the ablation
-# driver, which runs the fine-tuning tasks and pretraining, sit at the top; the tasks' declarations (each a
-# FineTuningTask, run by training's life cycle) sit above training, while the tasks' data code sits below it. The
-# data stage reads a resolved recipe, so objectives (and the recipes, with the names of the input formats they
-# choose from) sit below data.
+# driver, which runs the fine-tuning tasks and pretraining, sit at the top; fine-tuning (the tasks' declarations and
+# their life cycle) runs on training; the tasks' data code sits beside the pretraining data. The data stage reads a
+# resolved recipe, so objectives (and the recipes, with the names of the input formats they choose from) sit below
+# data.
 LAYERS = [
     ["run_*"],
     ["spanroberta", "spanroberta.ablation"],
-    ["spanroberta.tasks.finetuning"],
+    ["spanroberta.finetuning"],
     ["spanroberta.training"],
     ["spanroberta.data", "spanroberta.tasks"],
     ["spanroberta.objectives"],
     ["spanroberta.models", "spanroberta.metrics", "spanroberta.pipelines"],
-    ["spanroberta.errors", "spanroberta.hub", "spanroberta.records"],
+    ["spanroberta.config_files", "spanroberta.errors", "spanroberta.hub", "spanroberta.records"],
 ]
 
 

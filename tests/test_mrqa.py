@@ -13,7 +13,7 @@ import run_squad
 from conftest import TINY_TEXT, checked_eval_results, shared_data
 from test_squad import FAST_ARGS, pretrained, read_output  # noqa: F401  (pretrained is a fixture)
 from spanroberta.metrics.squad import mrqa_evaluate, squad_v1_evaluate
-from spanroberta.training import finetuning_task
+from spanroberta.finetuning import task as finetuning_task
 from spanroberta.tasks.squad.reading import SquadFormatError, is_mrqa_file, load_squad_splits, read_mrqa_file
 
 

@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
 from spanroberta.data.collator import DataCollatorForSpanMasking
 from spanroberta.data.masking_schedule import DynamicMaskingDataset
-from spanroberta.training.arguments import PretrainingArguments
+from spanroberta.training.pretraining_arguments import PretrainingArguments
 from spanroberta.training.trainer import PretrainingTrainer, TrainingDivergedError
 
 POISONED_STEP = 3

@@ -12,7 +12,7 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer, RobertaModel
 
 import spanroberta  # noqa: F401  (registers the Auto classes)
 from spanroberta import SpanRobertaForPreTraining
-from spanroberta.training.arguments import (
+from spanroberta.training.pretraining_arguments import (
     PretrainingArguments,
     PretrainingDataArguments,
     PretrainingModelArguments,

@@ -11,7 +11,7 @@ from transformers import AutoTokenizer
 
 import run_race
 from conftest import TINY_TEXT, checked_eval_results, parsed, shared_data
-from spanroberta.tasks.finetuning.race import RACE
+from spanroberta.finetuning.race_task import RACE
 from spanroberta.tasks.race import (
     RaceEncoder,
     fill_in_option,

@@ -12,7 +12,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer, Bert
 import run_relation
 from conftest import TINY_TEXT, checked_eval_results, run_without_spanroberta, shared_data
 from spanroberta import EncoderForRelationClassification
-from spanroberta.tasks.finetuning import relation as relation_declaration
+from spanroberta.finetuning import relation_task as relation_declaration
 from spanroberta.metrics.relation import semeval_score, tacred_score
 from spanroberta.tasks.relation import (
     SEMEVAL_LABELS,

@@ -6,7 +6,7 @@ import logging
 
 from transformers import TrainingArguments
 
-from spanroberta.training.arguments import PretrainingArguments
+from spanroberta.training.pretraining_arguments import PretrainingArguments
 from spanroberta.training.run_length import fit_to_run_length, planned_steps
 
 

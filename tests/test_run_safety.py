@@ -19,8 +19,8 @@ from conftest import TINY_TEXT, parsed
 from spanroberta.errors import UserInputError
 from spanroberta.training import validation
 from spanroberta.training.checkpoints import _check_same_model
-from spanroberta.tasks.finetuning.glue import GLUE
-from spanroberta.tasks.finetuning.race import RACE
+from spanroberta.finetuning.glue_task import GLUE
+from spanroberta.finetuning.race_task import RACE
 
 SCRIPTS = {"run_pretraining.py": run_pretraining, "run_glue.py": run_glue, "run_squad.py": run_squad,
            "run_race.py": run_race, "run_relation.py": run_relation, "run_coref.py": run_coref}  # fmt: skip
@@ -305,7 +305,7 @@ def test_the_collator_is_importable_from_the_package():
 
 
 def test_the_flags_of_transformers_example_scripts(tmp_path):
-    from spanroberta.training.finetuning import padding
+    from spanroberta.finetuning.arguments import padding
 
     base = ["--model_name_or_path", "x", "--output_dir", str(tmp_path)]
     (model_args, _, training_args), _ = parsed(RACE, 
@@ -314,7 +314,7 @@ def test_the_flags_of_transformers_example_scripts(tmp_path):
     assert padding(training_args, 64) == {"padding": "max_length", "max_length": 64}
     (_, _, training_args), _ = parsed(GLUE, [*base, "--task_name", "rte", "--pad_to_max_length"])
     assert training_args.pad_to_max_length
-    from spanroberta.training.arguments import (
+    from spanroberta.training.pretraining_arguments import (
         PretrainingArguments,
         PretrainingDataArguments,
         PretrainingModelArguments,

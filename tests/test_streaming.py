@@ -18,7 +18,11 @@ from spanroberta.data.formats import block_builder, prepare_blocks
 from spanroberta.data.prepared import preparing
 from spanroberta.data.streaming import StreamingBlocks
 from spanroberta.errors import UserInputError
-from spanroberta.training.arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
+from spanroberta.training.pretraining_arguments import (
+    PretrainingArguments,
+    PretrainingDataArguments,
+    PretrainingModelArguments,
+)
 from spanroberta.training.cli import parse_arguments
 from spanroberta.training.pretraining import apply_demo_settings, run_pretraining as pretraining_run
 

@@ -25,7 +25,7 @@ tokens, and their eval MLM accuracies compare them whatever masking each trained
 
 A task's `script` is one of the fine-tuning scripts of tasks.py's REPORTS table (run_squad.py, run_glue.py,
 run_race.py, run_relation.py, run_coref.py): it names the fine-tuning task the package declares for that script
-(spanroberta.tasks.finetuning), which the ablation runs itself, so that an installed package runs ablations without
+(spanroberta.finetuning), which the ablation runs itself, so that an installed package runs ablations without
 the scripts. Besides its script's flags, a task may give `metric` (the score its column shows) and, for run_squad.py,
 `split_by_article: {file: SQUAD_JSON, train_articles: N}` (train on the first N articles, evaluate on the rest).
 Every flag is checked against the argument classes of the script that reads it, so a config cannot set a flag that no
@@ -37,18 +37,17 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
-import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from transformers import HfArgumentParser
 
+from ..config_files import read_config_file
 from ..errors import UserInputError
-from ..tasks.finetuning import task_of_script
+from ..finetuning import task_of_script
 from ..training.pretraining_command import ARGUMENT_CLASSES as PRETRAINING_ARGUMENTS
 from ..training.pretraining_command import pretrain
 from ..training.validation import check_model_sources
@@ -190,48 +189,10 @@ def _blamed(path: str, what: str) -> Iterator[None]:
 
 
 def _read_mapping(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise AblationConfigError(f"Ablation config {path} does not exist.")
-    if path.suffix not in (".json", ".yaml", ".yml"):
-        raise AblationConfigError(f"Ablation config {path}: expected a .yaml, .yml or .json file.")
-    text = path.read_text(encoding="utf-8")
     try:
-        values = (json.loads(text, object_pairs_hook=_unique_json_keys) if path.suffix == ".json"
-                  else yaml.load(text, Loader=_UniqueKeyLoader))  # fmt: skip
-    except (json.JSONDecodeError, yaml.YAMLError) as error:
-        raise AblationConfigError(f"Ablation config {path} is not valid {path.suffix[1:].upper()}: {error}") from None
-    except _DuplicateKey as duplicate:
-        raise AblationConfigError(
-            f"Ablation config {path} gives {duplicate.args[0]!r} twice in one mapping: arm and task names (and "
-            "flags) must be unique, or one would silently replace the other. Rename or remove one."
-        ) from None
-    if not isinstance(values, dict):
-        raise AblationConfigError(f"Ablation config {path} must hold a mapping (pretraining, arms, tasks, seeds).")
-    return values
-
-
-class _DuplicateKey(Exception):
-    pass
-
-
-def _unique_json_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    seen: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in seen:
-            raise _DuplicateKey(key)
-        seen[key] = value
-    return seen
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """yaml.safe_load keeps the last of two equal keys; an ablation would then silently lose an arm."""
-
-    def construct_mapping(self, node, deep=False):
-        keys = [self.construct_object(key_node, deep=deep) for key_node, _ in node.value]
-        for index, key in enumerate(keys):
-            if key in keys[:index]:
-                raise _DuplicateKey(key)
-        return super().construct_mapping(node, deep=deep)
+        return read_config_file(path, kind="Ablation config")
+    except UserInputError as error:
+        raise AblationConfigError(str(error)) from None
 
 
 def _refuse_unknown(where: str, section: str, values: dict, known) -> None:

@@ -66,7 +66,7 @@ REPORTS: dict[str, dict[str, Report]] = {
     "run_coref.py": {"coref": Report(_COREF_METRICS, "conll_f1")},
 }
 FINETUNING_SCRIPTS = tuple(REPORTS)
-# Every fine-tuning's eval_results.json key starts with it (spanroberta.training.finetuning_task).
+# Every fine-tuning's eval_results.json key starts with it (spanroberta.finetuning.task).
 EVAL_PREFIX = "eval_"
 
 

@@ -116,6 +116,7 @@ class ElectraForReplacedTokenDetection(ElectraForPreTraining):
 
     def forward(
         self,
+        # Named here, not shared: the Trainer's column filter (like a reader) learns a model's inputs from this list.
         input_ids: torch.LongTensor,
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.LongTensor | None = None,

@@ -88,6 +88,7 @@ class SpanAlbertModel(SpanAlbertPreTrainedModel, AlbertModel):
 
     def forward(
         self,
+        # Named here, not shared: the Trainer's column filter (like a reader) learns a model's inputs from this list.
         input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,

@@ -136,6 +136,7 @@ class SpanPreTrainingMixin:
 
     def forward(
         self,
+        # Named here, not shared: the Trainer's column filter (like a reader) learns a model's inputs from this list.
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.LongTensor | None = None,

@@ -4,20 +4,16 @@ gave explicitly (so that recipes and presets fill in only the rest)."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 import typing
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-import yaml
 from transformers import HfArgumentParser
 
+from ..config_files import CONFIG_SUFFIXES, read_config_file
 from ..errors import UserInputError
 from .validation import check_optional_packages
-
-CONFIG_SUFFIXES = (".json", ".yaml", ".yml")
 
 
 def parse_arguments(
@@ -35,7 +31,7 @@ def parse_arguments(
     known_fields = _field_names(dataclass_types)
     values: dict[str, Any] = {}
     if argv and argv[0].endswith(CONFIG_SUFFIXES) and not argv[0].startswith("-"):
-        values = read_config_file(argv[0], known_fields)
+        values = read_flag_values(argv[0], known_fields)
         argv = argv[1:]
         if not argv:
             check_optional_packages(values)
@@ -64,20 +60,12 @@ def _use_as_defaults(parser: HfArgumentParser, values: Mapping[str, Any]) -> Non
             action.default = value
 
 
-def read_config_file(path: str, known_fields: set[str]) -> dict[str, Any]:
-    file = Path(path)
-    if not file.is_file():
-        raise FileNotFoundError(f"Config file {path} does not exist.")
-    text = file.read_text(encoding="utf-8")
-    try:
-        values = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as error:
-        raise ValueError(f"Config file {path} is not valid {file.suffix[1:].upper()}: {error}") from None
-    if not isinstance(values, dict):
-        raise ValueError(f"Config file {path} must hold a mapping of flag names to values.")
+def read_flag_values(path: str, known_fields: set[str]) -> dict[str, Any]:
+    """The flag values of the config file at `path`, whose keys must be among `known_fields` (the flag names)."""
+    values = read_config_file(path)
     unknown = sorted(set(values) - known_fields)
     if unknown:
-        raise ValueError(
+        raise UserInputError(
             f"Config file {path} has unknown keys: {', '.join(unknown)}. Keys are the command-line flag names "
             "without the leading dashes (see --help)."
         )

@@ -1,4 +1,4 @@
-"""Several processes, one run: what the four scripts do so that `accelerate launch` (or torchrun, or deepspeed)
+"""Several processes, one run: what every run_*.py script does so that `accelerate launch` (or torchrun, or deepspeed)
 with N processes gives one data-parallel run of N, never N runs writing into one folder.
 
 - `check_process_world` (called by `validation.check_run`, before anything is read or written): the launcher

@@ -25,7 +25,7 @@ from ..models.configuration_spanroberta import first_position_id
 from ..models.varlen_attention import VARLEN_FA2
 from ..objectives import PretrainingObjective, ResolvedRecipe, get_objective, resolve_recipe
 from .attention import describe_attention, packs_rows, plan_packing
-from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
+from .pretraining_arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from .checkpoints import resume_checkpoint
 from .cli import apply_defaults
 from .distributed import drop_unused_weight_conversions, training_processes

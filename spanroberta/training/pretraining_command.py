@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datasets
 
-from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
+from .pretraining_arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from .cli import parse_arguments
 from .distributed import finish_processes
 from .pretraining import apply_demo_settings, run_pretraining

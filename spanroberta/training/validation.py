@@ -1,4 +1,4 @@
-"""Checks that the four scripts run on their settings and paths before any model is loaded, so that a typo
+"""Checks that every run_*.py script runs on its settings and paths before any model is loaded, so that a typo
 costs seconds, not a run: each failure is a `UserInputError` whose one-paragraph message names the flag or
 path and says what to do (the scripts print it and exit with status 1, without a traceback).
 

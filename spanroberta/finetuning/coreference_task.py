@@ -11,16 +11,17 @@ from typing import Any
 
 from transformers import AutoModel, Trainer
 
-from ...errors import UserInputError
-from ...metrics.gap import gap_answers, gap_scores
-from ...models.configuration_coreference import CorefConfig
-from ...models.modeling_coreference import CorefModel
-from ...training.cli import apply_defaults, with_defaults
-from ...training.coreference import COREF_PRESETS, DEFAULT_COREF_PRESET, CorefTrainer, predict_documents
-from ...training.finetuning import FinetuningArguments, ModelArguments, load_model
-from ...training.finetuning_task import FineTuningRun, FineTuningTask
-from ...training.validation import check_range, model_positions
-from ..coreference import (
+from ..errors import UserInputError
+from ..metrics.gap import gap_answers, gap_scores
+from ..models.configuration_coreference import CorefConfig
+from ..models.modeling_coreference import CorefModel
+from ..training.cli import apply_defaults, with_defaults
+from .coreference_trainer import COREF_PRESETS, DEFAULT_COREF_PRESET, CorefTrainer, predict_documents
+from .arguments import FinetuningArguments, FinetuningModelArguments
+from .model_steps import load_model
+from .task import FineTuningRun, FineTuningTask
+from ..training.validation import check_range, model_positions
+from ..tasks.coreference import (
     DocumentCollator,
     TrainingWindows,
     encode_document,
@@ -155,7 +156,9 @@ def read_splits(data_args: CorefDataArguments, training_args: FinetuningArgument
     return splits
 
 
-def coref_model(model_args: ModelArguments, config, data_args: CorefDataArguments, head_args: CorefHeadArguments):
+def coref_model(
+    model_args: FinetuningModelArguments, config, data_args: CorefDataArguments, head_args: CorefHeadArguments
+):
     """A saved coreference model with its task layers, or an encoder under new ones (`head_args`)."""
     if config.model_type == CorefConfig.model_type:
         return load_model(model_args, AutoModel, config)

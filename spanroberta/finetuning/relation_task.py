@@ -12,13 +12,14 @@ from typing import Any
 
 from transformers import AutoModel, AutoModelForSequenceClassification, PreTrainedModel, Trainer
 
-from ...metrics.relation import SCORERS
-from ...models.configuration_relation import RelationClassifierConfig
-from ...models.modeling_relation import EncoderForRelationClassification, drop_pooler
-from ...training.finetuning import FinetuningArguments, ModelArguments, load_model
-from ...training.finetuning_task import FineTuningRun, FineTuningTask, check_model_length
-from ...training.validation import check_range
-from ..relation import (
+from ..metrics.relation import SCORERS
+from ..models.configuration_relation import RelationClassifierConfig
+from ..models.modeling_relation import EncoderForRelationClassification, drop_pooler
+from .arguments import FinetuningArguments, FinetuningModelArguments
+from .model_steps import load_model
+from .task import FineTuningRun, FineTuningTask, check_model_length
+from ..training.validation import check_range
+from ..tasks.relation import (
     ENCODINGS,
     RelationTask,
     add_entity_markers,
@@ -99,7 +100,9 @@ def relation_config(config, task: RelationTask):
     return config
 
 
-def load_relation_model(model_args: ModelArguments, config, tokenizer, around_encoder: bool) -> PreTrainedModel:
+def load_relation_model(
+    model_args: FinetuningModelArguments, config, tokenizer, around_encoder: bool
+) -> PreTrainedModel:
     """The classifier: the checkpoint's own sequence classifier (a stock [CLS] one for spanbert_types, or the
     `EncoderForRelationClassification` a typed_entity_markers run saved), or with `around_encoder` a new
     `EncoderForRelationClassification` around the checkpoint's encoder; its embeddings grown to the markers."""

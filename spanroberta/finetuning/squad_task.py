@@ -12,17 +12,17 @@ from typing import Any
 from datasets import Dataset
 from transformers import AutoModelForQuestionAnswering, Trainer
 
-from ...errors import UserInputError
-from ...training.finetuning_task import FineTuningRun, FineTuningTask, check_model_length
-from ...training.validation import check_range, fit_doc_stride
-from ..squad.features import prepare_eval_features, prepare_train_features
-from ..squad.postprocessing import (
+from ..errors import UserInputError
+from .task import FineTuningRun, FineTuningTask, check_model_length
+from ..training.validation import check_range, fit_doc_stride
+from ..tasks.squad.features import prepare_eval_features, prepare_train_features
+from ..tasks.squad.postprocessing import (
     load_null_score_threshold,
     predict_and_score,
     save_null_score_threshold,
     save_qa_checkpoint,
 )
-from ..squad.reading import QaSplit, load_squad_splits
+from ..tasks.squad.reading import QaSplit, load_squad_splits
 
 logger = logging.getLogger(__name__)
 

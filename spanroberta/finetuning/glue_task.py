@@ -11,11 +11,11 @@ from typing import Any
 from datasets import DatasetDict
 from transformers import AutoModelForSequenceClassification, Trainer
 
-from ...metrics.glue import logits_to_predictions
-from ...training.cli import apply_defaults
-from ...training.finetuning_task import FineTuningRun, FineTuningTask
-from ...training.validation import check_range
-from ..glue import (
+from ..metrics.glue import logits_to_predictions
+from ..training.cli import apply_defaults
+from .task import FineTuningRun, FineTuningTask
+from ..training.validation import check_range
+from ..tasks.glue import (
     GlueTask,
     get_glue_task,
     glue_compute_metrics,

@@ -2,10 +2,10 @@
 them and the data before a model is loaded, load the checkpoint, preprocess, train, evaluate, predict, write the
 model card or push to the Hub.
 
-A task (SQuAD, GLUE, RACE, relation extraction, coreference: spanroberta/tasks/finetuning/) declares only what is
-its own, as a `FineTuningTask`: its data flags, how it reads and encodes its data, its collator, how it scores and
-what its model card says. `run_task(task, args)` runs the rest, so that every script behaves alike (the same checks,
-seeding, resuming, metric files and card) and a script's `main` is its task's `FineTuningTask.main`.
+A task (SQuAD, GLUE, RACE, relation extraction, coreference: the *_task.py modules beside this one) declares only
+what is its own, as a `FineTuningTask`: its data flags, how it reads and encodes its data, its collator, how it scores
+and what its model card says. `run_task(task, args)` runs the rest, so that every script behaves alike (the same
+checks, seeding, resuming, metric files and card) and a script's `main` is its task's `FineTuningTask.main`.
 
 Metrics: every split's metrics are saved as `{split}_results.json` (eval_results.json, predict_results.json, ...)
 with keys that start with the split's name and an underscore (eval_f1, eval_samples), as the Trainer writes its own
@@ -30,25 +30,17 @@ from transformers import (
     set_seed,
 )
 
-from .cli import parse_arguments
-from .distributed import finish_processes
-from .finetuning import (
-    FinetuningArguments,
-    ModelArguments,
-    check_finetuning_run,
-    load_config_and_tokenizer,
-    load_model,
-    padding,
-    publish,
-    train_and_save,
-)
-from .validation import check_max_seq_length, user_errors
+from ..training.cli import parse_arguments
+from ..training.distributed import finish_processes
+from .arguments import FinetuningArguments, FinetuningModelArguments, check_finetuning_run, padding
+from .model_steps import load_config_and_tokenizer, load_model, publish, train_and_save
+from ..training.validation import check_max_seq_length, user_errors
 
 
 @dataclass
 class FineTuningRun:
-    """One run of a task: its parsed arguments (`ModelArguments` first, the training arguments last, the task's own
-    in between), the flags the user gave, and what each stage leaves for the next ones."""
+    """One run of a task: its parsed arguments (`FinetuningModelArguments` first, the training arguments last, the
+    task's own in between), the flags the user gave, and what each stage leaves for the next ones."""
 
     arguments: tuple[Any, ...]
     given: set[str]
@@ -62,7 +54,7 @@ class FineTuningRun:
     encoded: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def model_args(self) -> ModelArguments:
+    def model_args(self) -> FinetuningModelArguments:
         return self.arguments[0]
 
     @property
@@ -91,7 +83,7 @@ class FineTuningTask:
 
     # The registry's name of the task; its script is run_{name}.py.
     name: str
-    # The task's own argument dataclasses (its data flags, ...), which stand between ModelArguments and the
+    # The task's own argument dataclasses (its data flags, ...), which stand between FinetuningModelArguments and the
     # training arguments on the command line.
     task_arguments: tuple[type, ...]
     # Reads and checks the data of every split the run asks for, before a model is loaded.
@@ -128,8 +120,8 @@ class FineTuningTask:
 
     @property
     def argument_classes(self) -> tuple[type, ...]:
-        """Every argument dataclass of the script: ModelArguments first, the training arguments last."""
-        return (ModelArguments, *self.task_arguments, self.training_arguments)
+        """Every argument dataclass of the script: FinetuningModelArguments first, the training arguments last."""
+        return (FinetuningModelArguments, *self.task_arguments, self.training_arguments)
 
     def parse(self, args: list[str] | None) -> FineTuningRun:
         """The flags (or one JSON/YAML file of them) parsed into the task's argument classes."""

@@ -13,11 +13,11 @@ import numpy as np
 from datasets import Dataset
 from transformers import AutoModelForMultipleChoice, DataCollatorForMultipleChoice, Trainer
 
-from ...training.cli import with_defaults
-from ...training.finetuning import FinetuningArguments
-from ...training.finetuning_task import FineTuningRun, FineTuningTask, check_model_length, padding_collator
-from ...training.validation import check_range, fit_max_qa_length
-from ..race import (
+from ..training.cli import with_defaults
+from .arguments import FinetuningArguments
+from .task import FineTuningRun, FineTuningTask, check_model_length, padding_collator
+from ..training.validation import check_range, fit_max_qa_length
+from ..tasks.race import (
     MAX_QA_LENGTH,
     MAX_SEQ_LENGTH,
     RACE_CONFIGS,

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from transformers import TrainingArguments
-
 from ..models.configuration_span_albert import CROSS_LAYER_SHARING
 from ..models.configuration_spanroberta import SENTENCE_OBJECTIVES
-from ..models.packing import ATTENTION_IMPLEMENTATIONS
 from ..data.collator import MASKING_SCHEMES, check_masking_rates
 from ..data.masking_units import PMI_MIN_COUNT, PMI_VOCABULARY_SIZE, UNIT_SCHEMES, check_unit_settings
 from ..errors import UserInputError
 from ..models.sizes import MODEL_SIZES
 from ..objectives.recipes import INPUT_FORMATS, RECIPES
+from .shared_arguments import ModelArguments, RunArguments
 from .trainer import NONFINITE_LOSS_POLICIES
 from .validation import check_range, min_block_length_for_targets
 
@@ -25,14 +23,9 @@ MIN_TRAINED_VOCAB_SIZE = 263
 
 
 @dataclass
-class PretrainingModelArguments:
-    model_name_or_path: str | None = field(
-        default=None,
-        metadata={
-            "help": "Continue pretraining from this checkpoint (a folder or Hub id; RoBERTa or spanroberta). Its "
-            "encoder and MLM head are loaded; an SBO head it lacks starts fresh. Default: train from scratch."
-        },
-    )
+class PretrainingModelArguments(ModelArguments):
+    """The model flags every script takes, and those of a pretrained encoder's shape and heads."""
+
     model_size: str = field(
         default="base",
         metadata={"help": "Encoder shape when training from scratch.", "choices": list(MODEL_SIZES)},
@@ -40,15 +33,6 @@ class PretrainingModelArguments:
     config_overrides: str | None = field(
         default=None,
         metadata={"help": "Config settings to override, e.g. 'num_hidden_layers=6,hidden_dropout_prob=0.0'."},
-    )
-    config_name: str | None = field(
-        default=None,
-        metadata={"help": "Config name or path, if not the model's; without --model_name_or_path, a model of this "
-                  "shape is trained from scratch (instead of --model_size)."},
-    )
-    tokenizer_name: str | None = field(
-        default=None,
-        metadata={"help": "Tokenizer name or path. Default: the model's, or a byte-level BPE trained on the data."},
     )
     tokenizer_vocab_size: int = field(
         default=50265,
@@ -62,22 +46,6 @@ class PretrainingModelArguments:
     sentence_objective: str | None = field(
         default=None,
         metadata={"help": "Sentence-level head. Default: the recipe's.", "choices": list(SENTENCE_OBJECTIVES)},
-    )
-    cache_dir: str | None = field(default=None, metadata={"help": "Where Hub downloads are cached."})
-    model_revision: str = field(default="main", metadata={"help": "Branch, tag or commit of the Hub model."})
-    token: str | None = field(default=None, metadata={"help": "Hub token for private models."})
-    trust_remote_code: bool = field(default=False, metadata={"help": "Allow code shipped with a Hub checkpoint."})
-    attn_implementation: str | None = field(
-        default=None,
-        metadata={
-            "help": "Attention kernel: sdpa, eager, varlen_fa2 (packed rows through torch's flash kernel on CUDA "
-            "under bf16 or fp16, a block-diagonal mask elsewhere), "
-            "flex_attention (no attention dropout: needs --config_overrides attention_probs_dropout_prob=0 where the "
-            "model has some), flash_attention_2 or flash_attention_3 (these two need the flash-attn package and a "
-            "GPU). Default: transformers' choice, sdpa (packed rows through a block-diagonal mask; the Run settings "
-            "line says where varlen_fa2 would run them).",
-            "choices": list(ATTENTION_IMPLEMENTATIONS),
-        },
     )
     embedding_size: int | None = field(
         default=None,
@@ -265,7 +233,7 @@ class PretrainingDataArguments:
 
 
 @dataclass
-class PretrainingArguments(TrainingArguments):
+class PretrainingArguments(RunArguments):
     """TrainingArguments with the RoBERTa paper's optimiser (RoBERTa section 3.1 and appendix Table 9): AdamW
     with beta2 0.98, epsilon 1e-6, weight decay 0.01, peak learning rate 6e-4 (base), linear warm-up over
     24K of 500K steps (4.8%) then linear decay."""
@@ -281,11 +249,6 @@ class PretrainingArguments(TrainingArguments):
     )
     # The datasets handed to the Trainer are spanroberta's own; their fields are what the collator needs.
     remove_unused_columns: bool = field(default=False, metadata={"help": "Keep every dataset column."})
-    overwrite_output_dir: bool = field(
-        default=False,
-        metadata={"help": "Train in an --output_dir that holds another run: its checkpoints are deleted first, its "
-                  "model overwritten. Without it (or --resume_from_checkpoint), such a folder is refused."},
-    )
     on_nonfinite_loss: str = field(
         default="stop",
         metadata={

@@ -1,0 +1,62 @@
+"""The flags every script takes, declared once: which model, tokenizer and config to load and from where, the
+attention implementation, and what to do with an --output_dir that holds another run. run_pretraining.py and the
+fine-tuning scripts extend these classes, so that every script accepts, refuses and explains them alike."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from transformers import TrainingArguments
+
+from ..models.packing import ATTENTION_IMPLEMENTATIONS
+
+
+@dataclass
+class ModelArguments:
+    model_name_or_path: str | None = field(
+        default=None,
+        metadata={
+            "help": "A folder written by save_pretrained or a Hub model id (spanroberta, RoBERTa, BERT, ...): the "
+            "checkpoint to fine-tune (required by the fine-tuning scripts), or to continue pretraining from (its "
+            "encoder and MLM head are loaded; an SBO head it lacks starts fresh). Pretraining default: from scratch."
+        },
+    )
+    config_name: str | None = field(
+        default=None,
+        metadata={"help": "Config name or path, if not the model's; pretraining without --model_name_or_path trains a "
+                  "model of this shape from scratch (instead of --model_size)."},
+    )
+    tokenizer_name: str | None = field(
+        default=None,
+        metadata={"help": "Tokenizer name or path, if not the model's (pretraining from scratch: default a byte-level "
+                  "BPE trained on the data)."},
+    )
+    cache_dir: str | None = field(default=None, metadata={"help": "Where downloads from the Hub are cached."})
+    model_revision: str = field(default="main", metadata={"help": "Branch, tag or commit of the Hub model."})
+    token: str | None = field(default=None, metadata={"help": "Hub token for private models."})
+    trust_remote_code: bool = field(
+        default=False, metadata={"help": "Allow code shipped with the checkpoint (needed without spanroberta installed)."}
+    )
+    attn_implementation: str | None = field(
+        default=None,
+        metadata={
+            "help": "Attention kernel: sdpa, eager, varlen_fa2 (pretraining's packed rows through torch's flash "
+            "kernel on CUDA under bf16 or fp16; sdpa wherever the kernel cannot run), flex_attention (no attention "
+            "dropout: needs --config_overrides attention_probs_dropout_prob=0 where the model has some), "
+            "flash_attention_2 or flash_attention_3 (these two need the flash-attn package and a GPU). Default: "
+            "transformers' choice, sdpa (pretraining runs packed rows under a block-diagonal mask; its Run settings "
+            "line says where varlen_fa2 would run them).",
+            "choices": list(ATTENTION_IMPLEMENTATIONS),
+        },
+    )
+
+
+@dataclass
+class RunArguments(TrainingArguments):
+    """TrainingArguments with the output-folder flag of transformers' example scripts, which TrainingArguments lacks."""
+
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={"help": "Train in an --output_dir that holds another run: its checkpoints are deleted first, its "
+                  "model overwritten. Without it (or --resume_from_checkpoint), such a folder is refused."},
+    )
