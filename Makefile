@@ -8,7 +8,7 @@ VENV ?= .venv
 DEEPSPEED_VERSION := 0.19.8
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test clean checkpoint gpu-check
+.PHONY: setup demo test clean checkpoint gpu-check gpu-bundle
 
 # DeepSpeed's setup imports torch, so it is installed after torch, without build isolation; no ops are compiled
 # ahead (DS_BUILD_OPS=0), which is how it installs without CUDA (the tests run it on CPU processes).
@@ -33,6 +33,11 @@ test: setup
 # the CPU wheel); the SQuAD smoke needs `make checkpoint` and ../shared/data, and is skipped without them.
 gpu-check:
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false $(PYTHON) benchmarks/gpu_check.py
+
+# .gpu/: what the GPU check needs on a single-GPU machine with no network (wheels, data, checkpoint), to travel with a
+# copy of the checkout; there, `bash benchmarks/offline_gpu/run.sh` (benchmarks/RESULTS.md#the-gpu-check).
+gpu-bundle: setup
+	PYTHON=$(PY) bash benchmarks/offline_gpu/build.sh
 
 # The real checkpoint of the fine-tuning parity benchmark (benchmarks/PARITY.md), unpacked, never installed;
 # WHEEL=path.whl uses a wheel already on this machine instead of downloading it.

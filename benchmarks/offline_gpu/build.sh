@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Builds .gpu/ (ignored by git): what the GPU check needs on a single-GPU machine that has a CUDA build of torch
+# and Python 3.12 but no network, no ../shared/data and no checkpoint, to travel there beside a copy of this
+# checkout (at most about 56 MB, so that both fit a 64 MB transfer):
+#   wheels.tar.xz       the pinned transformers, tokenizers, datasets and evaluate (requirements.txt) and the dill,
+#                       multiprocess and fsspec of this venv, for CPython 3.12 on x86_64 (stored uncompressed in
+#                       their zips, so that xz compresses across them), plus pytest in case the machine lacks it;
+#   data/               the Reuters corpus cut to its first 6,000,000 characters at a document boundary (the step
+#                       and Trainer benchmarks read about 2,300 blocks of 512 tokens of it) and SQuAD v1.1 dev,
+#                       gzipped, from ../shared/data;
+#   minilm-fp16.tar.gz  all-MiniLM-L6-v2 (`make checkpoint`) with its weights rounded to fp16;
+#   COMMIT, FILES       HEAD and its tracked files, for the provenance the run prints (run.sh).
+# The tree must be clean: the run proves its code is HEAD's by a digest of these files.
+#
+#     bash benchmarks/offline_gpu/build.sh          # then, on the GPU machine, from the checkout's root:
+#     bash benchmarks/offline_gpu/run.sh [--stages ...]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PY="${PYTHON:-.venv/bin/python}"
+BUNDLE=.gpu
+SHARED=../shared/data
+if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
+    echo "build.sh: the tree has uncommitted changes; commit them first (the run proves it ran HEAD's code)." >&2
+    exit 1
+fi
+for needed in "$SHARED/corpus/reuters_bodies.txt" "$SHARED/squad/dev-v1.1.json"; do
+    [ -f "$needed" ] || { echo "build.sh: $needed is absent." >&2; exit 1; }
+done
+[ -f benchmarks/.cache/all-MiniLM-L6-v2/config.json ] || make checkpoint PYTHON="$PY"
+
+rm -rf "$BUNDLE" && mkdir -p "$BUNDLE/data/corpus" "$BUNDLE/data/squad"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+echo "[build] wheels"
+pinned() { grep -E "^$1==" requirements.txt | cut -d= -f3; }
+installed() { "$PY" -c "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))" "$1"; }
+download() {  # folder, then NAME==VERSION...
+    local folder="$1"; shift
+    "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+        -d "$work/$folder" "$@"
+}
+download whl "transformers==$(pinned transformers)" "tokenizers==$(pinned tokenizers)" \
+    "datasets==$(pinned datasets)" "evaluate==$(pinned evaluate)" "dill==$(installed dill)" \
+    "multiprocess==$(installed multiprocess)" "fsspec==$(installed fsspec)"
+download whl-pytest "pytest==$(pinned pytest)" "pluggy==$(installed pluggy)" "iniconfig==$(installed iniconfig)" \
+    "pygments==$(installed pygments)"
+"$PY" - "$work" <<'EOF'
+import pathlib, sys, zipfile
+for wheel in pathlib.Path(sys.argv[1]).glob("*/*.whl"):  # same members in the same order, stored uncompressed
+    with zipfile.ZipFile(wheel) as source:
+        members = [(info, source.read(info)) for info in source.infolist()]
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_STORED) as target:
+        for info, data in members:
+            info.compress_type = zipfile.ZIP_STORED
+            target.writestr(info, data)
+EOF
+tar -C "$work" -cJf "$BUNDLE/wheels.tar.xz" whl whl-pytest
+
+echo "[build] data"
+"$PY" - "$SHARED/corpus/reuters_bodies.txt" "$BUNDLE/data/corpus/reuters_bodies.txt" <<'EOF'
+import sys
+text = open(sys.argv[1], encoding="utf-8").read()
+end = text.rfind("\n\n", 0, 6_000_000)  # documents are separated by blank lines
+open(sys.argv[2], "w", encoding="utf-8").write(text[: end + 1])
+EOF
+cp "$SHARED/squad/dev-v1.1.json" "$BUNDLE/data/squad/dev-v1.1.json"
+gzip -9 "$BUNDLE/data/corpus/reuters_bodies.txt" "$BUNDLE/data/squad/dev-v1.1.json"
+
+echo "[build] all-MiniLM-L6-v2 in fp16"
+cp -r benchmarks/.cache/all-MiniLM-L6-v2 "$work/all-MiniLM-L6-v2"
+"$PY" - "$work/all-MiniLM-L6-v2/model.safetensors" <<'EOF'
+import sys
+import torch
+from safetensors.torch import load_file, save_file
+state = load_file(sys.argv[1])
+save_file({name: tensor.half() if tensor.is_floating_point() else tensor for name, tensor in state.items()},
+          sys.argv[1], metadata={"format": "pt"})
+EOF
+tar -C "$work" -czf "$BUNDLE/minilm-fp16.tar.gz" all-MiniLM-L6-v2
+
+git rev-parse HEAD > "$BUNDLE/COMMIT"
+git ls-files > "$BUNDLE/FILES"
+du -sh "$BUNDLE"
