@@ -103,23 +103,25 @@ def fmt_aim(row: Row, size: str, summary: dict[str, Any] | None) -> str:
     return f"{aim:g} ({'short' if short_of_aim(row.label, size, summary) else 'met'})"
 
 
-def curve_summary(records: Sequence[dict]) -> tuple[float, float, float] | None:
-    """The lowest seed's logged training loss: its first and last values and its relative change over the last
-    quarter of training (negative: it fell). None where no record holds a curve."""
+def curve_summary(records: Sequence[dict]) -> tuple[int, float, float, float] | None:
+    """The logged training loss of the lowest seed whose record holds one (older records hold none): that seed, the
+    loss's first and last values and its relative change over the last quarter of training (negative: it fell).
+    None where no record holds a curve."""
     ordered = sorted(records, key=lambda record: record["settings"]["seed"])
-    curve = next((r["results"]["loss_curve"] for r in ordered if r["results"].get("loss_curve")), None)
-    if not curve:
+    with_curve = next((r for r in ordered if r["results"].get("loss_curve")), None)
+    if with_curve is None:
         return None
+    curve = with_curve["results"]["loss_curve"]
     start = next(loss for epoch, loss in curve if epoch >= 0.75 * curve[-1][0])
-    return curve[0][1], curve[-1][1], (curve[-1][1] - start) / start if start else 0.0
+    return with_curve["settings"]["seed"], curve[0][1], curve[-1][1], (curve[-1][1] - start) / start if start else 0.0
 
 
 def fmt_curve(records: Sequence[dict]) -> str:
     summary = curve_summary(records)
     if summary is None:
         return "not recorded"
-    first, last, change = summary
-    return f"{first:.2f} → {last:.2f}, last quarter {round(100 * change) or 0:+d}%"
+    seed, first, last, change = summary
+    return f"seed {seed}: {first:.2f} → {last:.2f}, last quarter {round(100 * change) or 0:+d}%"
 
 
 # How the shortfall notes read a loss curve: a loss that moved less than this share from its first value did not
@@ -133,7 +135,7 @@ def read_shortfall(summary: dict[str, Any], learned: Sequence[str] = ()) -> str:
     curve = curve_summary(summary["records"])
     if curve is None:
         return "its record holds no loss curve"
-    first, last, change = curve
+    _, first, last, change = curve
     if abs(last - first) < FLAT_CURVE * first:
         curve_read, learning = (
             (f"the unit's training loss, shared with {' and '.join(learned)} (clear of its floor), moved little",

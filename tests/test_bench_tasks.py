@@ -78,14 +78,21 @@ def test_a_unit_is_run_again_only_when_its_budget_changed(tmp_path):
 
 
 @pytest.mark.parametrize(("curve", "shown"), [
-    ([[0.5, 3.0], [1.0, 2.0], [1.5, 1.0], [2.0, 0.8]], "3.00 → 0.80, last quarter -20%"),
-    ([[1.0, 2.0], [2.0, 2.0]], "2.00 → 2.00, last quarter +0%"),  # flat: no "-0%"
-    ([[1.0, 0.5]], "0.50 → 0.50, last quarter +0%"),
+    ([[0.5, 3.0], [1.0, 2.0], [1.5, 1.0], [2.0, 0.8]], "seed 0: 3.00 → 0.80, last quarter -20%"),
+    ([[1.0, 2.0], [2.0, 2.0]], "seed 0: 2.00 → 2.00, last quarter +0%"),  # flat: no "-0%"
+    ([[1.0, 0.5]], "seed 0: 0.50 → 0.50, last quarter +0%"),
     ([], "not recorded"),
 ])  # fmt: skip
 def test_the_loss_column_reads_the_curve(curve, shown):
     record = {"settings": {"seed": 0}, "results": {"loss_curve": curve}}
     assert tables_tasks.fmt_curve([record]) == shown
+
+
+def test_the_loss_column_names_the_seed_whose_curve_it_shows():
+    """A seed whose record predates loss curves is passed over, and the column says which seed it shows."""
+    older = {"settings": {"seed": 0}, "results": {}}
+    newer = {"settings": {"seed": 1}, "results": {"loss_curve": [[0.5, 2.0], [1.0, 1.5], [1.5, 1.2], [2.0, 0.6]]}}
+    assert tables_tasks.fmt_curve([newer, older]) == "seed 1: 2.00 → 0.60, last quarter -50%"
 
 
 def test_the_semeval_floor_is_the_best_single_relation_answered_everywhere():
@@ -192,7 +199,7 @@ def test_the_table_shows_the_spread_over_seeds_the_floor_and_the_newest_record_o
     lines = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}
     assert "- RTE, not clear of its floor: the training loss was still falling over the last quarter (-20%)" in table
     assert "- SQuAD v1.1" not in table  # clear of its floor and at its aim: no note
-    squad_line = "**51.0** ± 1.4 (2 seeds) | 0.0 | yes | 50 (met) | 100 | 3.00 → 0.80, last quarter -20%"
+    squad_line = "**51.0** ± 1.4 (2 seeds) | 0.0 | yes | 50 (met) | 100 | seed 0: 3.00 → 0.80, last quarter -20%"
     assert squad_line in lines["SQuAD v1.1"]
     earlier = "an earlier task or budget (the catalog's is not run yet)"
     assert f"**53.0** (1 seed), {earlier} | 52.7 | **no** | 58 (short)" in lines["RTE"]
