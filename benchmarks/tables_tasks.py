@@ -263,7 +263,8 @@ def render_task_benchmark(context: Context) -> str:
 
 def headline_sentence(records: Sequence[dict]) -> str:
     """The README's line on the task benchmark: at each size recorded from the real checkpoint (gpu, then cpu),
-    how many scores are clear of their floor and how many reach the size's aim, naming those that do not."""
+    how many scores are clear of their floor, from how many seeds, and how many reach the size's aim, naming those
+    that do not."""
     sizes = [size for size in SIZE_ORDER[:2] if row_summaries(records, CHECKPOINT_NAME, size)]
     if not sizes:
         return f"Task benchmark: not run yet (`{COMMAND}`)."
@@ -278,8 +279,12 @@ def _size_summary(records: Sequence[dict], size: str) -> str:
     not_clear = [label for label in run if not row_clear_of_floor(summaries[label])]
     aims = [label for label in run if aim_of(label, size) is not None]
     short = [label for label in aims if short_of_aim(label, size, summaries[label])]
-    parts = [f"{len(run) - len(not_clear)} of {len(rows)} scores clear of their floor"
-             + (f" (not clear: {', '.join(not_clear)})" if not_clear else "")]
+    seeds = sorted({summaries[label]["score"]["n"] for label in run})
+    counted = f"{seeds[0]} to {seeds[-1]} seeds a score"
+    if len(seeds) == 1:
+        counted = f"{seeds[0]} seed a score" if seeds[0] == 1 else f"{seeds[0]} seeds a score"
+    parts = [f"{len(run) - len(not_clear)} of {len(rows)} scores clear of their floor ({counted}"
+             + (f"; not clear: {', '.join(not_clear)})" if not_clear else ")")]
     if aims:
         parts.append(f"aims met on {len(aims) - len(short)} of the {len(aims)} with an aim"
                      + (f" (short: {', '.join(short)})" if short else ""))  # fmt: skip

@@ -213,7 +213,7 @@ def test_the_table_shows_the_spread_over_seeds_the_floor_and_the_newest_record_o
     assert "LitBank" not in page  # coreference.md's
     headline = tables_tasks.headline_sentence(read_records("tasks", tmp_path))
     assert headline.startswith("Task benchmark (all-MiniLM-L6-v2, size `cpu`): 1 of 13 scores clear of their floor "
-                               "(not clear: RTE); aims met on 1 of the 2 with an aim (short: RTE); not run yet: "
+                               "(1 to 2 seeds a score; not clear: RTE); aims met on 1 of the 2 with an aim (short: RTE); not run yet: "
                                "SQuAD v2.0")  # fmt: skip
 
 
@@ -326,5 +326,7 @@ def test_the_headline_gives_the_gpu_size_first_then_the_cpu_size(tmp_path):
     _unit(tmp_path, "squad", 0, 51.0, 0.0)
     _unit(tmp_path, "squad", 0, 66.0, 0.0, size="gpu")
     headline = tables_tasks.headline_sentence(read_records("tasks", tmp_path))
-    assert headline.startswith("Task benchmark (all-MiniLM-L6-v2, size `gpu`): 1 of 13 scores clear of their floor; ")
-    assert " At size `cpu`: 1 of 13 scores clear of their floor; aims met on 1 of the 1 with an aim; " in headline
+    assert headline.startswith("Task benchmark (all-MiniLM-L6-v2, size `gpu`): 1 of 13 scores clear of their floor "
+                               "(1 seed a score); ")  # fmt: skip
+    assert (" At size `cpu`: 1 of 13 scores clear of their floor (1 seed a score); aims met on 1 of the 1 with an "
+            "aim; ") in headline
