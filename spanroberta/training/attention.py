@@ -71,8 +71,7 @@ def plan_packing(model_args: Any, data_args: Any, recipe: ResolvedRecipe, device
         flattens_rows = recipe.objective == "masked_lm" and (
             model_type in ROBERTA_MODEL_TYPES if model_type else recipe.encoder == "roberta"
         )
-        sliding_window = family is not None and family.packing == "mask_per_attention_type"
-        _check_packed_rows_attention(attention, device, flattens_rows, sliding_window)
+        _check_packed_rows_attention(attention, device, flattens_rows, _has_sliding_window_layers(model_type))
     _check_dropout(attention, model_args, recipe)
     return data_args
 
@@ -92,6 +91,13 @@ def _check_packed_rows_attention(attention: str, device: torch.device, flattens_
         )
 
 
+def _has_sliding_window_layers(model_type: str | None) -> bool:
+    """Whether the encoder family alternates full and sliding-window layers (ModernBERT), which need sdpa's
+    per-layer masks for packed rows."""
+    family = ENCODER_FAMILIES.get(model_type)
+    return family is not None and family.packing == "mask_per_attention_type"
+
+
 def describe_attention(config: PretrainedConfig, training_args: Any, packed: bool) -> str:
     """The attention implementation as the run-settings line names it. With packed rows: under varlen_fa2, the
     path they take (the flash kernel, or the block-diagonal mask and why); under sdpa, where varlen_fa2's kernel
@@ -102,8 +108,7 @@ def describe_attention(config: PretrainedConfig, training_args: Any, packed: boo
     dtype = torch.bfloat16 if training_args.bf16 else torch.float16 if training_args.fp16 else torch.float32
     refusal = varlen_fa2_refusal(training_args.device, dtype, head_size(config))
     if name == "sdpa":
-        family = ENCODER_FAMILIES.get(config.model_type)
-        if refusal or (family is not None and family.packing == "mask_per_attention_type"):  # sliding windows
+        if refusal or _has_sliding_window_layers(config.model_type):
             return name
         return (f"{name}: packed rows under its block-diagonal mask; --attn_implementation {VARLEN_FA2} would run them "
                 "through torch's flash kernel here")  # fmt: skip

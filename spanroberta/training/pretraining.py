@@ -108,7 +108,7 @@ def run_pretraining(
     logger.info("Recipe: %s", recipe)
     # Whether rows are packed; the attention asked for refused here if it could not train the run.
     data_args = plan_packing(model_args, data_args, recipe, training_args.device)
-    chosen = _load_data_beside_the_gpu(training_args, given, chosen)
+    chosen = _load_data_beside_the_gpu(training_args, data_args, given, chosen)
 
     # Tokenizer, model config and blocks. The main process reads (or prepares) the data first; the others then
     # find it in the cache or on disk. The config is built, and checked, before any block is made.
@@ -137,12 +137,16 @@ GPU_DATALOADER_WORKERS = 2
 
 
 def _load_data_beside_the_gpu(
-    training_args: PretrainingArguments, given: Collection[str] | None, chosen: Mapping[str, str] | None
+    training_args: PretrainingArguments,
+    data_args: PretrainingDataArguments,
+    given: Collection[str] | None,
+    chosen: Mapping[str, str] | None,
 ) -> Mapping[str, str] | None:
     """On CUDA, batches are loaded and collated in persistent DataLoader workers, so that collating overlaps the
     GPU's step instead of adding to it; the masks do not change (a pure function of seed, epoch and example
-    index). Returns `chosen` with who set it."""
-    if training_args.device.type != "cuda" or "dataloader_num_workers" in (given or ()):
+    index). Not in streaming mode, where the workers share out the stream: more of them would change which blocks
+    each reader gets, and so the data of a run resumed under the old count. Returns `chosen` with who set it."""
+    if training_args.device.type != "cuda" or data_args.streaming or "dataloader_num_workers" in (given or ()):
         return chosen
     training_args.dataloader_num_workers = GPU_DATALOADER_WORKERS
     training_args.dataloader_persistent_workers = True
