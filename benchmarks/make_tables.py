@@ -82,6 +82,8 @@ GPU_FIGURES = (
      "python benchmarks/bench_trainer.py --config base-gpu large-gpu --precision bf16"),
     ("Trainer path, base, bf16, `--torch_compile`, GPU", "trainer", {"config": "base-gpu", "torch_compile": True},
      "python benchmarks/bench_trainer.py --config base-gpu large-gpu --precision bf16 --torch-compile"),
+    ("Trainer path, large, bf16, `--torch_compile`, GPU", "trainer", {"config": "large-gpu", "torch_compile": True},
+     "python benchmarks/bench_trainer.py --config base-gpu large-gpu --precision bf16 --torch-compile"),
 )  # fmt: skip
 
 

@@ -70,14 +70,19 @@ def render_trainer(context: Context) -> str:
                          header, rows_of)  # fmt: skip
 
 
+NOT_ASKED = "skipped: not asked for"  # gpu_check.py's status of a stage --stages left out
+
+
 def render_gpu_check(context: Context) -> str:
-    """Each `make gpu-check` record (its --toy rehearsals left out): every stage's status, seconds and figures."""
+    """Each `make gpu-check` record (its --toy rehearsals left out): the status, seconds and figures of every stage
+    it ran or was asked to run (a part run with --stages leaves the others out)."""
 
     def rows_of(record: dict[str, Any]) -> list[list[str]]:
         if record["settings"].get("toy"):
             return []
         return [[stage, outcome["status"], fmt_number(outcome["seconds"]), outcome.get("figures") or "-"]
-                for stage, outcome in record["results"]["stages"].items()]  # fmt: skip
+                for stage, outcome in record["results"]["stages"].items()
+                if not outcome["status"].startswith(NOT_ASKED)]  # fmt: skip
 
     return records_table(context, "gpu-check", "make gpu-check", ["stage", "status", "seconds", "figures"], rows_of)
 
