@@ -160,3 +160,41 @@ def test_offsets_go_with_the_batch_only_where_it_reaches_one_model_whole():
     assert _batches_reach_the_model_whole(args(1, None)) and _batches_reach_the_model_whole(args(0, False))
     assert not _batches_reach_the_model_whole(args(2, None))
     assert not _batches_reach_the_model_whole(args(1, True))
+
+
+def test_packed_rows_on_cuda_take_varlen_fa2_unless_told_otherwise():
+    """With no --attn_implementation, packed rows on CUDA under bf16 or fp16 take varlen_fa2 where its kernel
+    would run them (asked here of a stand-in that says so), and the run-settings line says who chose it. An
+    implementation given, rows not packed, a CPU device, fp32 and sliding-window layers all keep the default."""
+    from types import SimpleNamespace
+    from unittest import mock
+
+    from transformers import ModernBertConfig, RobertaConfig
+
+    from spanroberta.models import varlen_attention
+    from spanroberta.training import attention
+
+    def run(device="cuda", bf16=True, fp16=False):
+        return SimpleNamespace(device=torch.device(device), bf16=bf16, fp16=fp16)
+
+    not_given, given = SimpleNamespace(attn_implementation=None), SimpleNamespace(attn_implementation="sdpa")
+
+    def choose(model_args=not_given, training_args=None, packed=True, config=None):
+        config = config or RobertaConfig(attn_implementation="sdpa")
+        reason = attention.choose_packed_rows_attention(config, model_args, training_args or run(), packed)
+        return reason, config._attn_implementation
+
+    def refusal(device, dtype, head_dim):  # the kernel's own rule on CUDA, the device's kernels taken as present
+        return None if dtype in (torch.bfloat16, torch.float16) else "fp32"
+
+    with mock.patch.object(attention, "varlen_fa2_refusal", refusal):
+        assert choose() == ("packed rows on cuda under bf16", "varlen_fa2")
+        assert choose(training_args=run(bf16=False, fp16=True)) == ("packed rows on cuda under fp16", "varlen_fa2")
+        assert choose(training_args=run(bf16=False)) == (None, "sdpa")
+        assert choose(model_args=given) == (None, "sdpa")
+        assert choose(packed=False) == (None, "sdpa")
+        assert choose(training_args=run("cpu")) == (None, "sdpa")
+        assert choose(config=ModernBertConfig(attn_implementation="sdpa")) == (None, "sdpa")
+    # On this machine's CPU torch has no flash kernel: nothing changes, whatever the device is called.
+    assert varlen_attention.varlen_fa2_refusal("cpu", torch.bfloat16, 64) is not None
+    assert choose(training_args=run("cpu")) == (None, "sdpa")

@@ -6,12 +6,12 @@ once, before any data is read, from the facts `models/packing.py` states about e
   its rows then hold one document each, with a warning.
 - Packed rows under an implementation that cannot run them here (flash attention outside spanroberta's RoBERTa
   encoder, flex_attention on CPU) are refused.
-- With no --attn_implementation, packed rows run under transformers' default, sdpa, with a block-diagonal mask.
-  varlen_fa2 (each document alone through torch's flash kernel, `models/varlen_attention.py`) is a choice: on one
-  H200 it ran the spanbert Trainer path at 1.46x its baseline, and packed rows within 2% of unpacked ones, but the
-  GPU check's CUDA tests did not finish within their limit there, so it is not the default yet. Where it would
-  run, the run-settings line recommends it; where it cannot (CPU, fp32, a head size the kernel refuses), packed
-  rows under it take the mask, and that line says so and why (`describe_attention`).
+- With no --attn_implementation, packed rows take varlen_fa2 (each document alone through torch's flash kernel,
+  `models/varlen_attention.py`) where that kernel runs them: on CUDA under bf16 or fp16, a head size it takes, an
+  encoder with no sliding-window layers: the GPU check at commit 43a84f0 (one H200) passed every CUDA test and
+  timed packed rows faster under it than under the mask (benchmarks/RESULTS.md). Elsewhere (CPU, fp32, ...) they run
+  under transformers' default, sdpa, with a block-diagonal mask. The run-settings line names the path and why
+  (`describe_attention`); an implementation given by --attn_implementation is always kept.
 - An implementation that cannot apply attention dropout (flex_attention) is refused when the model keeps some:
   the recipe is never changed silently.
 """
@@ -98,6 +98,18 @@ def _has_sliding_window_layers(model_type: str | None) -> bool:
     return family is not None and family.packing == "mask_per_attention_type"
 
 
+def choose_packed_rows_attention(config: PretrainedConfig, model_args: Any, training_args: Any,
+                                 packed: bool) -> str | None:  # fmt: skip
+    """Where no --attn_implementation was given and varlen_fa2's kernel would run the run's packed rows on CUDA,
+    sets it on `config` (before the model is built from it) and returns why, for the run-settings line; otherwise
+    None. Only CUDA: the default stands on what the GPU check measured there."""
+    if (model_args.attn_implementation is not None or not packed or training_args.device.type != "cuda"
+            or _varlen_fa2_refusal(config, training_args)):  # fmt: skip
+        return None
+    config._attn_implementation = VARLEN_FA2
+    return f"packed rows on cuda under {_precision(training_args)}"
+
+
 def describe_attention(config: PretrainedConfig, training_args: Any, packed: bool) -> str:
     """The attention implementation as the run-settings line names it. With packed rows: under varlen_fa2, the
     path they take (the flash kernel, or the block-diagonal mask and why); under sdpa, where varlen_fa2's kernel
@@ -105,16 +117,32 @@ def describe_attention(config: PretrainedConfig, training_args: Any, packed: boo
     name = config._attn_implementation
     if not packed or name not in ("sdpa", VARLEN_FA2):
         return name
-    dtype = torch.bfloat16 if training_args.bf16 else torch.float16 if training_args.fp16 else torch.float32
-    refusal = varlen_fa2_refusal(training_args.device, dtype, head_size(config))
+    refusal = _varlen_fa2_refusal(config, training_args)
     if name == "sdpa":
-        if refusal or _has_sliding_window_layers(config.model_type):
+        if refusal:
             return name
         return (f"{name}: packed rows under its block-diagonal mask; --attn_implementation {VARLEN_FA2} would run them "
                 "through torch's flash kernel here")  # fmt: skip
     if refusal:
         return f"{name}: packed rows under sdpa's block-diagonal mask, since {refusal}"
     return f"{name}: packed rows through torch's flash kernel"
+
+
+def _varlen_fa2_refusal(config: PretrainedConfig, training_args: Any) -> str | None:
+    """Why varlen_fa2's kernel would not run this run's packed rows (None: it would)."""
+    if _has_sliding_window_layers(config.model_type):
+        return "this encoder has sliding-window layers, which need sdpa's per-layer masks"
+    return varlen_fa2_refusal(training_args.device, _training_dtype(training_args), head_size(config))
+
+
+def _precision(training_args: Any) -> str:
+    """The run's precision, as its flags name it."""
+    return "bf16" if training_args.bf16 else "fp16" if training_args.fp16 else "fp32"
+
+
+def _training_dtype(training_args: Any) -> torch.dtype:
+    """The dtype autocast computes attention in under the run's precision flags."""
+    return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[_precision(training_args)]
 
 
 def _check_dropout(attention: str | None, model_args: Any, recipe: ResolvedRecipe) -> None:

@@ -24,7 +24,7 @@ from ..errors import UserInputError
 from ..models.configuration_spanroberta import first_position_id
 from ..models.varlen_attention import VARLEN_FA2
 from ..objectives import PretrainingObjective, ResolvedRecipe, get_objective, resolve_recipe
-from .attention import describe_attention, packs_rows, plan_packing
+from .attention import choose_packed_rows_attention, describe_attention, packs_rows, plan_packing
 from .pretraining_arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from .checkpoints import resume_checkpoint
 from .cli import apply_defaults
@@ -163,7 +163,11 @@ def _build_trainer(
     settings: _RunSettingsSources,
 ) -> PretrainingTrainer:
     """The model, its collators and the Trainer, once the run's length is fitted and its settings reported."""
-    # The model: from the checkpoint, or freshly initialised.
+    # The model: from the checkpoint, or freshly initialised; packed rows take varlen_fa2 where its kernel runs them,
+    # unless --attn_implementation says otherwise.
+    packed = packs_rows(recipe, data_args)
+    if (reason := choose_packed_rows_attention(data.config, model_args, training_args, packed)) is not None:
+        settings = dataclasses.replace(settings, chosen={**(settings.chosen or {}), "attn_implementation": reason})
     model = objective.build_model(model_args, data.config, data.tokenizer)
     drop_unused_weight_conversions(model)
 
@@ -174,7 +178,7 @@ def _build_trainer(
     # --eval_masking: runs trained with different schemes predict the same held-out tokens.
     eval_collator = masking(data_args.eval_masking) if data_args.eval_masking not in (None, recipe.masking) else None
 
-    attention = describe_attention(model.config, training_args, packs_rows(recipe, data_args))
+    attention = describe_attention(model.config, training_args, packed)
     _fit_and_report_run_settings(training_args, data.train, attention, settings)
     _check_evaluation_data(data.eval, training_args)
     return PretrainingTrainer(
