@@ -12,7 +12,7 @@ from ..errors import UserInputError
 from ..models.sizes import MODEL_SIZES
 from ..objectives.recipes import INPUT_FORMATS, RECIPES
 from .shared_arguments import ModelArguments, RunArguments
-from .trainer import NONFINITE_LOSS_POLICIES
+from .nonfinite import NONFINITE_LOSS_POLICIES
 from .validation import check_range, min_block_length_for_targets
 
 # The schemes an evaluation can mask with: the unit schemes need marks prepared with the data for that scheme.
@@ -257,6 +257,14 @@ class PretrainingArguments(RunArguments):
             "choices": list(NONFINITE_LOSS_POLICIES),
         },
     )
+    logging_nan_inf_filter: bool | None = field(
+        default=None,
+        metadata={
+            "help": "Log a NaN or infinite loss as the window's mean so far (transformers' filter, which waits for "
+            "the device at every step). Default: on under --on_nonfinite_loss skip, whose skipped losses it keeps "
+            "out of the logs; off under stop, which ends the run before such a loss is logged."
+        },
+    )
 
     fresh_heads_learning_rate: float | None = field(
         default=None,
@@ -279,6 +287,8 @@ class PretrainingArguments(RunArguments):
 
     def __post_init__(self):
         _check_choice("--on_nonfinite_loss", self.on_nonfinite_loss, NONFINITE_LOSS_POLICIES)
+        if self.logging_nan_inf_filter is None:
+            self.logging_nan_inf_filter = self.on_nonfinite_loss == "skip"
         super().__post_init__()
 
 

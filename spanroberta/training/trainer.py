@@ -16,12 +16,10 @@ from ..data.streaming import StreamingBlocks
 from ..errors import UserInputError
 from ..objectives import PretrainingObjective, get_objective
 from .distributed import weights_are_finite
+from .nonfinite import NonFiniteLossGuard, TrainingDivergedError
 from .optimizers import deepspeed_builds_optimizer, move_to_learning_rate
 
 logger = logging.getLogger(__name__)
-
-NONFINITE_LOSS_POLICIES = ("stop", "skip")
-
 
 class _MaskingEpochCallback(TrainerCallback):
     """Tells the dataset which epoch starts, so dynamic masks are drawn for (seed, epoch, index).
@@ -35,20 +33,6 @@ class _MaskingEpochCallback(TrainerCallback):
 
     def on_epoch_begin(self, args, state, control, **kwargs):
         self.dataset.set_epoch(int(state.epoch or 0))
-
-
-class TrainingDivergedError(RuntimeError):
-    """The loss or the weights became NaN or infinite; the message names the step. Nothing non-finite was saved."""
-
-
-class _NonFiniteLossGuard(TrainerCallback):
-    """Runs the trainer's non-finite loss check between the backward passes and the optimizer step."""
-
-    def __init__(self, trainer: PretrainingTrainer):
-        self.trainer = trainer
-
-    def on_pre_optimizer_step(self, args, state, control, **kwargs):
-        self.trainer._check_loss_before_optimizer_step()
 
 
 def _check_fresh_heads_learning_rate(trainer: PretrainingTrainer) -> None:
@@ -90,10 +74,11 @@ class PretrainingTrainer(Trainer):
     - `evaluate()` reports what the objective sums over the whole evaluation set (masked LM: loss, mlm_loss,
       mlm_accuracy, perplexity, sbo_ and nsp_/sop_ loss and accuracy; ELECTRA: the discriminator's loss,
       accuracy, precision and recall).
-    - A NaN or infinite loss in any process is caught once per optimizer step, before the update. With
+    - A NaN or infinite loss in any process never reaches the weights (`nonfinite.py`): with
       `args.on_nonfinite_loss="stop"` (the default) training stops with a `TrainingDivergedError` naming the
-      step; with "skip" the update is skipped (the learning-rate schedule still advances, as for an fp16
-      overflow) and a warning names the step. Weights holding NaN or inf are never saved: `save_model` raises.
+      step, read from the device only at steps that log, save, evaluate or end under torch's fused AdamW; with
+      "skip" the update is skipped and a warning names the step. Weights holding NaN or inf are never saved:
+      `save_model` raises.
     - A `StreamingBlocks` training set splits itself between processes; its DataLoader is not sharded again.
     - `eval_data_collator`, when given, masks the evaluation set instead of `data_collator` (--eval_masking).
     - With `args.fresh_heads_learning_rate`, the heads the checkpoint lacked (the model's `fresh_head_prefixes`,
@@ -123,11 +108,11 @@ class PretrainingTrainer(Trainer):
             _check_fresh_heads_learning_rate(self)
         if hasattr(self.train_dataset, "set_epoch"):
             self.add_callback(_MaskingEpochCallback(self.train_dataset))
-        self.add_callback(_NonFiniteLossGuard(self))
+        self.nonfinite_guard = NonFiniteLossGuard(self, self.on_nonfinite_loss)
+        self.add_callback(self.nonfinite_guard)
         self._step_loss_normalisers: dict[str, torch.Tensor] = {}
         self._head_loss_sums: dict[str, torch.Tensor] = {}
         self._head_losses_logged_at_step = 0
-        self._nonfinite_losses: torch.Tensor | None = None
         # Real (non-padding) tokens trained on, summed on the device and read once per log.
         self._real_tokens = torch.zeros((), dtype=torch.long, device=self.args.device)
         self._real_tokens_logged = 0
@@ -166,33 +151,8 @@ class PretrainingTrainer(Trainer):
         mask = inputs.get("attention_mask")
         self._real_tokens += mask.sum() if mask is not None else inputs["input_ids"].numel()
         loss = super().training_step(model, inputs, num_items_in_batch)
-        # Counted on the device, read once per optimizer step: no extra host synchronisation per micro-batch.
-        nonfinite = (~torch.isfinite(loss)).sum()
-        self._nonfinite_losses = nonfinite if self._nonfinite_losses is None else self._nonfinite_losses + nonfinite
+        self.nonfinite_guard.count(loss)
         return loss
-
-    def _check_loss_before_optimizer_step(self) -> None:
-        if self._nonfinite_losses is None:
-            return
-        count = self._nonfinite_losses
-        self._nonfinite_losses = None
-        if self.args.world_size > 1:
-            count = self.accelerator.reduce(count, reduction="sum")
-        if not int(count):
-            return
-        step = self.state.global_step + 1
-        if self.on_nonfinite_loss == "skip":
-            logger.warning("Step %d: the loss is NaN or infinite; skipping its update (on_nonfinite_loss=skip).", step)
-            if self.accelerator.scaler is None:
-                # Optimizers leave parameters without a gradient untouched (an fp16 GradScaler skips by itself).
-                for parameter in self.model.parameters():
-                    parameter.grad = None
-            return
-        raise TrainingDivergedError(
-            f"The loss became NaN or infinite at step {step}; training stopped there and saved nothing of that "
-            "step. Resume from the last checkpoint with a lower learning rate (keep --max_grad_norm on, prefer bf16 "
-            "to fp16), or pass --on_nonfinite_loss skip to skip such steps."
-        )
 
     def _issue_warnings_after_load(self, load_result: Any) -> None:
         # A checkpoint leaves out the decoders tied to the word embeddings (they load with them); the Trainer
