@@ -43,6 +43,21 @@ class FinetuningArguments(RunArguments):
     )
 
 
+@dataclass(kw_only=True)
+class SampleLimitArguments:
+    """The flags that cut each split of a task's data to its first N examples (a SQuAD or RACE example is a
+    question), declared once for the tasks with train, evaluation and test splits: their data arguments inherit
+    them. Keyword-only, so that a task's own fields, required ones included, may follow them."""
+
+    max_train_samples: int | None = field(default=None, metadata={"help": "Keep the first N training examples."})
+    max_eval_samples: int | None = field(
+        default=None, metadata={"help": "Keep the first N evaluation examples (of each evaluation set or file)."}
+    )
+    max_predict_samples: int | None = field(
+        default=None, metadata={"help": "Keep the first N test examples (of each test set or file)."}
+    )
+
+
 def check_finetuning_run(
     model_args: FinetuningModelArguments,
     training_args: FinetuningArguments,

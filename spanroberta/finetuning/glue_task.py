@@ -13,6 +13,7 @@ from transformers import AutoModelForSequenceClassification, Trainer
 
 from ..metrics.glue import logits_to_predictions
 from ..training.cli import apply_defaults
+from .arguments import SampleLimitArguments
 from .task import FineTuningRun, FineTuningTask
 from ..training.validation import check_range
 from ..tasks.glue import (
@@ -70,7 +71,7 @@ def task_preset_defaults(preset: str, task_name: str) -> dict[str, Any]:
 
 
 @dataclass
-class GlueDataArguments:
+class GlueDataArguments(SampleLimitArguments):
     task_name: str = field(
         metadata={"help": "cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte or wnli (or GLUE's names: SST-2, STS-B, ...)."}
     )
@@ -88,9 +89,6 @@ class GlueDataArguments:
     max_seq_length: int = field(
         default=128, metadata={"help": "Longer inputs are truncated to this many tokens (at most the model's positions)."}
     )
-    max_train_samples: int | None = field(default=None, metadata={"help": "Keep the first N training examples."})
-    max_eval_samples: int | None = field(default=None, metadata={"help": "Keep the first N examples of each dev set."})
-    max_predict_samples: int | None = field(default=None, metadata={"help": "Keep the first N test examples."})
 
     def __post_init__(self):
         check_range("max_seq_length", self.max_seq_length, 1)

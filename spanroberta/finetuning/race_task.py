@@ -14,7 +14,7 @@ from datasets import Dataset
 from transformers import AutoModelForMultipleChoice, DataCollatorForMultipleChoice, Trainer
 
 from ..training.cli import with_defaults
-from .arguments import FinetuningArguments
+from .arguments import FinetuningArguments, SampleLimitArguments
 from .task import FineTuningRun, FineTuningTask, check_model_length, padding_collator
 from ..training.validation import check_range, fit_max_qa_length
 from ..tasks.race import (
@@ -31,7 +31,7 @@ from ..tasks.race import (
 
 
 @dataclass
-class RaceDataArguments:
+class RaceDataArguments(SampleLimitArguments):
     dataset_config_name: str = field(
         default="all", metadata={"help": f"School levels, from the Hub or --data_dir: {', '.join(RACE_CONFIGS)}."}
     )
@@ -52,9 +52,6 @@ class RaceDataArguments:
         metadata={"help": "The question with the option is cut to this many tokens (the default is lowered to "
                   "fit a shorter --max_seq_length)."},
     )
-    max_train_samples: int | None = field(default=None, metadata={"help": "Keep the first N training questions."})
-    max_eval_samples: int | None = field(default=None, metadata={"help": "Keep the first N dev questions."})
-    max_predict_samples: int | None = field(default=None, metadata={"help": "Keep the first N test questions."})
 
     def __post_init__(self):
         check_range("max_seq_length", self.max_seq_length, 1)

@@ -15,7 +15,7 @@ from transformers import AutoModel, AutoModelForSequenceClassification, PreTrain
 from ..metrics.relation import SCORERS
 from ..models.configuration_relation import RelationClassifierConfig
 from ..models.modeling_relation import EncoderForRelationClassification, drop_pooler
-from .arguments import FinetuningArguments, FinetuningModelArguments
+from .arguments import FinetuningArguments, FinetuningModelArguments, SampleLimitArguments
 from .model_steps import load_model
 from .task import FineTuningRun, FineTuningTask, check_model_length
 from ..training.validation import check_range
@@ -35,7 +35,7 @@ from ..tasks.relation import (
 
 
 @dataclass
-class RelationDataArguments:
+class RelationDataArguments(SampleLimitArguments):
     train_file: str | None = field(
         default=None, metadata={"help": "TACRED-style JSON: a list of {id, relation, token, subj_start, subj_end, "
                                 "obj_start, obj_end, subj_type, obj_type} (ends inclusive), or one a line."}
@@ -60,9 +60,6 @@ class RelationDataArguments:
     max_seq_length: int = field(
         default=128, metadata={"help": "Longer inputs keep a window of this many tokens around the entities."}
     )
-    max_train_samples: int | None = field(default=None, metadata={"help": "Keep the first N training examples."})
-    max_eval_samples: int | None = field(default=None, metadata={"help": "Keep the first N evaluation examples."})
-    max_predict_samples: int | None = field(default=None, metadata={"help": "Keep the first N test examples."})
 
     def __post_init__(self):
         check_range("max_seq_length", self.max_seq_length, 1)

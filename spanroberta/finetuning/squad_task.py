@@ -13,6 +13,7 @@ from datasets import Dataset
 from transformers import AutoModelForQuestionAnswering, Trainer
 
 from ..errors import UserInputError
+from .arguments import SampleLimitArguments
 from .task import FineTuningRun, FineTuningTask, check_model_length
 from ..training.validation import check_range, fit_doc_stride
 from ..tasks.squad.features import prepare_eval_features, prepare_train_features
@@ -28,7 +29,7 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class SquadArguments:
+class SquadArguments(SampleLimitArguments):
     """Which data, how it is cut into windows, and how answers are decoded."""
 
     dataset_name: str | None = field(
@@ -76,13 +77,6 @@ class SquadArguments:
             "help": "v2.0: add RoBERTa's answerability classifier, whose loss is added to the span loss "
             "(needs a spanroberta checkpoint)."
         },
-    )
-    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training questions."})
-    max_eval_samples: int | None = field(
-        default=None, metadata={"help": "Evaluate only the first N questions (of each evaluation file)."}
-    )
-    max_predict_samples: int | None = field(
-        default=None, metadata={"help": "Predict only the first N questions (of each test file)."}
     )
     preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenization."})
 

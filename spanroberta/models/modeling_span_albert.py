@@ -11,7 +11,7 @@ The pretraining objectives (MLM and SBO at the prediction slots, NSP/SOP, losses
 `SpanPreTrainingMixin`'s, the same code as for RoBERTa's encoder; this file provides ALBERT's MLM head
 (`predictions`, E wide), its pooler and SOP head (`sop_classifier`), so that transformers' `AlbertForPreTraining`
 checkpoints load with their MLM and SOP heads (a fresh SBO head). Packed rows (restarting `position_ids`) attend
-within their own sequence, through the mask of `packing.py`, as in `SpanRobertaModel`.
+within their own sequence through `SpanRobertaModel`'s forward (`PackedRowsEncoderMixin`), which this encoder shares.
 
 This file is copied next to every saved checkpoint (see `auto_map`), with the files it imports relatively.
 """
@@ -19,7 +19,6 @@ This file is copied next to every saved checkpoint (see `auto_map`), with the fi
 from __future__ import annotations
 
 import torch
-from transformers.modeling_outputs import BaseModelOutputWithPooling
 from transformers.models.albert.modeling_albert import (
     AlbertForMaskedLM,
     AlbertForMultipleChoice,
@@ -34,7 +33,7 @@ from transformers.models.albert.modeling_albert import (
 
 from .configuration_span_albert import AUTO_MAP, SpanAlbertConfig
 from .conventions import register_for_auto_classes, returns_mean_loss
-from .packing import packed_attention_inputs
+from .modeling_spanroberta import PackedRowsEncoderMixin
 from .pretraining_heads import MlmDecoderAsOutputEmbeddings, SlotLabelsForMaskedLM, SpanPreTrainingMixin
 
 # The submodules of an AlbertLayer that each scheme shares across layers. The FFN's output layer norm goes with
@@ -79,37 +78,10 @@ class SpanAlbertPreTrainedModel(AlbertPreTrainedModel):
         self._tied_weights_keys = {**(self._tied_weights_keys or {}), **tied}
 
 
-class SpanAlbertModel(SpanAlbertPreTrainedModel, AlbertModel):
+class SpanAlbertModel(PackedRowsEncoderMixin, SpanAlbertPreTrainedModel, AlbertModel):
     """ALBERT's encoder under spanroberta's config: the sharing scheme of `config.cross_layer_sharing`, and packed
-    rows. With `position_ids`, each run of consecutive positions is one sequence and attends only to itself (a
-    block-diagonal mask for sdpa and eager, the sequences' offsets for varlen_fa2, a block mask for
-    flex_attention; flash attention is not supported for packed ALBERT rows). Without `position_ids` it is exactly
-    AlbertModel."""
-
-    def forward(
-        self,
-        # Named here, not shared: the Trainer's column filter (like a reader) learns a model's inputs from this list.
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        sequence_offsets: torch.Tensor | None = None,
-        **kwargs,
-    ) -> BaseModelOutputWithPooling:
-        """`sequence_offsets`: as `SpanRobertaModel` takes them."""
-        packed = {"attention_mask": attention_mask}
-        if position_ids is not None:
-            packed = packed_attention_inputs(self, attention_mask, position_ids, inputs_embeds,
-                                             sequence_offsets=sequence_offsets)  # fmt: skip
-        return super().forward(
-            input_ids=input_ids,
-            **packed,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            **kwargs,
-        )
+    rows, as `SpanRobertaModel` takes them (`PackedRowsEncoderMixin`; flash attention is not supported for packed
+    ALBERT rows). Without `position_ids` it is exactly AlbertModel."""
 
 
 class SpanAlbertForPreTraining(SpanPreTrainingMixin, MlmDecoderAsOutputEmbeddings, SpanAlbertPreTrainedModel):

@@ -5,7 +5,8 @@ The encoder is RoBERTa's own (`base_model_prefix = "roberta"`), so weights move 
 stock RoBERTa checkpoints. `SpanRobertaModel` adds one thing to it: packed rows. Several sequences may share a row
 when `position_ids` restart at each of them (transformers' padding-free convention, as `DataCollatorWithFlattening`
 emits, with RoBERTa's first position `padding_idx + 1`); every sequence then attends only to itself, under every
-attention implementation, and is computed exactly as it would be alone.
+attention implementation, and is computed exactly as it would be alone. That forward (`PackedRowsEncoderMixin`) is
+ALBERT's encoder's too.
 
 `SpanRobertaForPreTraining` adds, on top of RoBERTa's MLM head:
 - the span boundary objective (SBO, SpanBERT section 3.2): each token of a masked span is predicted from the
@@ -64,14 +65,16 @@ class SpanRobertaPreTrainedModel(RobertaPreTrainedModel):
     config: SpanRobertaConfig
 
 
-class SpanRobertaModel(SpanRobertaPreTrainedModel, RobertaModel):
-    """RoBERTa's encoder, under spanroberta's config, that also takes packed rows.
+class PackedRowsEncoderMixin:
+    """The forward of spanroberta's encoders (RoBERTa's and ALBERT's), which also takes packed rows; mixed in before
+    transformers' encoder class, whose forward it calls.
 
-    With `position_ids`, each run of consecutive positions is one sequence (see `packing.py`) and attends
-    only to itself: through its sequences' offsets for varlen_fa2 (where its kernel runs), a block-diagonal mask
-    for sdpa and eager, a block mask for flex_attention, and for flash attention by flattening the batch into one
-    row whose restarting positions transformers' kernels turn into `cu_seqlens`. Without `position_ids`, or as a
-    decoder (`config.is_decoder`, which packing does not serve), it is exactly RobertaModel.
+    With `position_ids`, each run of consecutive positions is one sequence (see `packing.py`) and attends only to
+    itself, through the inputs `packed_attention_inputs` gives the configured attention implementation (a
+    block-diagonal mask for sdpa and eager, the sequences' offsets for varlen_fa2, a block mask for
+    flex_attention), or, where `flattens_packed_rows` says so, by flattening the batch into one row. Without
+    `position_ids`, or as a decoder (`config.is_decoder`, which packing does not serve), it is exactly the
+    encoder's own forward.
     """
 
     def forward(
@@ -84,24 +87,41 @@ class SpanRobertaModel(SpanRobertaPreTrainedModel, RobertaModel):
         inputs_embeds: torch.Tensor | None = None,
         sequence_offsets: torch.Tensor | None = None,
         **kwargs,
-    ) -> BaseModelOutputWithPoolingAndCrossAttentions:
+    ) -> ModelOutput | tuple:
         r"""
         sequence_offsets (`[sequences + 1]`, int32): for packed rows, where each sequence starts in the flattened
             batch, then its end, as `DataCollatorForSpanMasking(return_sequence_offsets=True)` gives them; read by
             varlen_fa2 only, which otherwise derives them from `position_ids` (a device synchronisation).
         """
         inputs = {"input_ids": input_ids, "token_type_ids": token_type_ids, "inputs_embeds": inputs_embeds}
-        if position_ids is None or self.config.is_decoder:
-            return super().forward(attention_mask=attention_mask, position_ids=position_ids, **inputs, **kwargs)
+        # ALBERT's config has no `is_decoder`: its encoder is never one.
+        if position_ids is None or getattr(self.config, "is_decoder", False):
+            return self._encoder_forward(attention_mask=attention_mask, position_ids=position_ids, **inputs, **kwargs)
         if self.flattens_packed_rows():
             return self._flattened_forward(attention_mask, position_ids, inputs, kwargs)
         packed = packed_attention_inputs(self, attention_mask, position_ids, inputs_embeds,
                                          sequence_offsets=sequence_offsets)  # fmt: skip
-        return super().forward(position_ids=position_ids, **packed, **inputs, **kwargs)
+        return self._encoder_forward(position_ids=position_ids, **packed, **inputs, **kwargs)
 
     def flattens_packed_rows(self) -> bool:
-        """Whether packed rows are isolated by flattening the batch (flash attention reads `cu_seqlens` from the
-        positions of a single row) rather than by a mask."""
+        """Whether packed rows are isolated by flattening the batch (then `_flattened_forward` runs them) rather
+        than by the inputs of `packed_attention_inputs`."""
+        return False
+
+    def _encoder_forward(self, **inputs) -> ModelOutput | tuple:
+        """transformers' encoder forward (of the class this mixin comes before), which reads packed rows only
+        through the inputs given."""
+        return super().forward(**inputs)
+
+
+class SpanRobertaModel(PackedRowsEncoderMixin, SpanRobertaPreTrainedModel, RobertaModel):
+    """RoBERTa's encoder, under spanroberta's config, that also takes packed rows (`PackedRowsEncoderMixin`): for
+    flash attention by flattening the batch into one row whose restarting positions transformers' kernels turn into
+    `cu_seqlens`. Without `position_ids`, or as a decoder, it is exactly RobertaModel.
+    """
+
+    def flattens_packed_rows(self) -> bool:
+        """Flash attention reads `cu_seqlens` from the positions of a single row: packed rows are flattened."""
         return is_flash_attention(self.config)
 
     def _flattened_forward(
@@ -118,7 +138,7 @@ class SpanRobertaModel(SpanRobertaPreTrainedModel, RobertaModel):
             for name, value in inputs.items()
         }
         return_dict = kwargs.pop("return_dict", None)
-        outputs = super().forward(position_ids=position_ids.reshape(1, -1), return_dict=True, **flat, **kwargs)
+        outputs = self._encoder_forward(position_ids=position_ids.reshape(1, -1), return_dict=True, **flat, **kwargs)
 
         def rows(hidden: torch.Tensor) -> torch.Tensor:
             return hidden.reshape(batch_size, length, -1)
