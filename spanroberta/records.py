@@ -7,7 +7,7 @@ carries a digest of the copy's code, which `verify_measured_from` compares with 
 settings, and every measured value. All of it but the closing load average is read when the run starts
 (`start_run()`), so a record names the code that ran, even if the tree changed while it ran.
 Benchmarks and ablations write one per run under `benchmarks/results/<benchmark>/`; the tables of
-benchmarks/RESULTS.md and benchmarks/ABLATIONS.md are generated from them (`python benchmarks/make_tables.py`), so a
+benchmarks/RESULTS.md and benchmarks/ABLATIONS.md are generated from them (`python -m benchmarks.tables.generate`), so a
 table never holds a number that no record holds.
 """
 

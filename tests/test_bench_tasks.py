@@ -1,4 +1,4 @@
-"""The task benchmark (benchmarks/bench_tasks.py): its toy size runs tasks end to end through the scripts' command
+"""The task benchmark (benchmarks/tasks/scores.py): its toy size runs tasks end to end through the scripts' command
 lines and records each unit once (a rerun skips it); the floors are what a constant answer scores; the splits keep
 the training and evaluation data apart; the table shows each row's mean and spread over seeds and whether it is
 clear of its floor."""
@@ -7,22 +7,16 @@ import collections
 import csv
 import dataclasses
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import PROJECT_ROOT, shared_data
-
-sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
-
-import bench_tasks  # noqa: E402
-import task_catalog  # noqa: E402
-import tables_tasks  # noqa: E402
-from parity_tasks import CHECKPOINT_NAME  # noqa: E402
-from tables_format import Context  # noqa: E402
-
-from spanroberta.records import RunStart, provenance, read_records, write_record  # noqa: E402
+from benchmarks.parity.common import CHECKPOINT_NAME
+from benchmarks.tables import tasks as tables_tasks
+from benchmarks.tables.format import Context
+from benchmarks.tasks import catalog as task_catalog, scores as bench_tasks
+from conftest import shared_data
+from spanroberta.records import RunStart, provenance, read_records, write_record
 
 
 def test_the_toy_size_fine_tunes_two_tasks_end_to_end_and_a_rerun_skips_them(tmp_path, capsys):
@@ -209,7 +203,7 @@ def test_the_table_shows_the_spread_over_seeds_the_floor_and_the_newest_record_o
     page = tables_tasks.render_task_scores(Context(tmp_path, root / "docs" / "finetuning.md", root))
     assert "- SQuAD v1.1, F1: **51.0** ± 1.4 (2 seeds), clear of its floor 0.0; all-MiniLM-L6-v2, size `cpu`" in page
     assert f"- RTE, accuracy: **53.0** (1 seed), {earlier}, not clear of its floor 52.7" in page
-    assert "- CoLA, Matthews corr.: not yet run (`python benchmarks/bench_tasks.py --size cpu --tasks cola`)." in page
+    assert "- CoLA, Matthews corr.: not yet run (`python -m benchmarks.tasks.scores --size cpu --tasks cola`)." in page
     assert "LitBank" not in page  # coreference.md's
     headline = tables_tasks.headline_sentence(read_records("tasks", tmp_path))
     assert headline.startswith("Task benchmark (all-MiniLM-L6-v2, size `cpu`): 1 of 13 scores clear of their floor "

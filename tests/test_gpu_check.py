@@ -1,4 +1,4 @@
-"""benchmarks/gpu_check.py rehearsed on a CPU at toy size (--toy), so that the prepared GPU check cannot rot: every
+"""benchmarks/gpu/check.py rehearsed on a CPU at toy size (--toy), so that the prepared GPU check cannot rot: every
 stage runs or says why it is skipped, a failing or hanging stage is reported without stopping the rest, and the
 records go to the folder asked for, never to the project's benchmarks/results/."""
 
@@ -6,13 +6,8 @@ import sys
 
 import pytest
 
-from conftest import PROJECT_ROOT
-
-sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
-
-import gpu_check  # noqa: E402
-
-from spanroberta.records import RESULTS_DIR, read_records  # noqa: E402
+from benchmarks.gpu import check as gpu_check
+from spanroberta.records import RESULTS_DIR, read_records
 
 
 def test_the_toy_check_runs_every_stage_and_prints_the_table_last(tmp_path, capsys):

@@ -1,26 +1,12 @@
-"""benchmarks/make_tables.py: the committed tables are what the committed records give, a region is rendered from
+"""benchmarks/tables/generate.py: the committed tables are what the committed records give, a region is rendered from
 its records, a stale or unknown region is reported."""
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
+from benchmarks.tables import generate as make_tables
 from spanroberta.records import RunStart, provenance, write_record
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load_make_tables():
-    spec = importlib.util.spec_from_file_location("make_tables", ROOT / "benchmarks" / "make_tables.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["make_tables"] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-make_tables = _load_make_tables()
 
 
 def test_the_committed_files_are_what_the_committed_records_give(capsys):
@@ -88,7 +74,7 @@ def test_the_headline_says_which_targets_are_met_and_what_is_not_measured(tmp_pa
     row = "| collator, span+SBO against transformers token | **0.50x** (sequences/s) | **not met** (target >= 1.0x)"
     assert row in text
     assert "pretraining step, small, fp32, CPU | no record | not measured" in text
-    assert "Not measured on a GPU yet; run `python benchmarks/bench_pretraining_step.py" in text
+    assert "Not measured on a GPU yet; run `python -m benchmarks.speed.pretraining_step" in text
 
 
 @pytest.mark.parametrize(
