@@ -18,7 +18,7 @@ the corpus grows are the point.
     python -m benchmarks.speed.corpus_scaling --sizes_mb 64 256 --num_proc 2
 
 Generated corpora and prepared folders go to --work_dir (default benchmarks/.cache/corpus_scaling) and are
-deleted after each size unless --keep. Writes a raw record to benchmarks/results/corpus_scaling/ (per size: bytes
+deleted after each size unless --keep. Writes a raw record to benchmarks/results/corpus-scaling/ (per size: bytes
 written, seconds, blocks, tokens, tokens/s, peak PSS and anonymous PSS; the load average before and after).
 """
 

@@ -18,7 +18,7 @@ included.
     python -m benchmarks.speed.data_prep --mode streaming
     python -m benchmarks.speed.data_prep --scales 1 2 --num-proc 2 --input-format full-sentences
 
-Writes a raw record to benchmarks/results/data_prep/ (per scale: megabytes, blocks, tokens, seconds, tokens/s,
+Writes a raw record to benchmarks/results/data-prep/ (per scale: megabytes, blocks, tokens, seconds, tokens/s,
 time over linear, peak RSS; the load average before and after).
 """
 

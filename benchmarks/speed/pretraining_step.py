@@ -22,7 +22,7 @@ sdpa's block-diagonal mask and under varlen_fa2, each against the unpacked spanr
 On CUDA (picked automatically when present) the default precision is bf16 autocast, and each side's model
 FLOPs utilisation is reported (see `model_flops_per_step`).
 
-Each configuration and precision writes a raw record to benchmarks/results/pretraining_step/ (every step's wall and
+Each configuration and precision writes a raw record to benchmarks/results/pretraining-step/ (every step's wall and
 CPU seconds, medians, ratios, the load average before and after), from which benchmarks/tables/generate.py generates
 the tables of benchmarks/RESULTS.md.
 """
