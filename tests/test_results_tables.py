@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.tables import generate as make_tables
+from benchmarks.tables import generate
 from spanroberta.records import RunStart, provenance, write_record
 
 
 def test_the_committed_files_are_what_the_committed_records_give(capsys):
-    assert make_tables.main(["--check"]) == 0, capsys.readouterr().err
+    assert generate.main(["--check"]) == 0, capsys.readouterr().err
 
 
 def _collator_record(records_dir: Path, token_seconds: float) -> Path:
@@ -48,28 +48,28 @@ def test_a_region_is_rendered_from_its_records_and_a_stale_one_is_named(tmp_path
     records = root / "benchmarks" / "results"
     first = _collator_record(records, token_seconds=0.04)
 
-    assert make_tables.main(["--root", str(root), "--check"]) == 1
+    assert generate.main(["--root", str(root), "--check"]) == 1
     assert "benchmarks/RESULTS.md, region `collator`" in capsys.readouterr().err
-    assert make_tables.main(["--root", str(root)]) == 0
+    assert generate.main(["--root", str(root)]) == 0
     text = page.read_text(encoding="utf-8")
     assert text.startswith("# Results\n\nText kept as is.\n\n<!-- generated:collator -->\n")
     assert text.endswith("<!-- /generated:collator -->\n\nEnd.\n")
     assert "hand-written" not in text
     assert f"[{first.name}](results/collator/{first.name})" in text  # each row links its record
     assert "| 12,800 |" in text and "4.00x" in text and "| 1.5 → " in text
-    assert make_tables.main(["--root", str(root), "--check"]) == 0
+    assert generate.main(["--root", str(root), "--check"]) == 0
 
     second = _collator_record(records, token_seconds=0.05)  # a new record makes the committed table stale
-    assert make_tables.main(["--root", str(root), "--check"]) == 1
+    assert generate.main(["--root", str(root), "--check"]) == 1
     assert "region `collator`" in capsys.readouterr().err
-    assert make_tables.main(["--root", str(root)]) == 0
+    assert generate.main(["--root", str(root)]) == 0
     assert second.name in page.read_text(encoding="utf-8") and "5.00x" in page.read_text(encoding="utf-8")
 
 
 def test_the_headline_says_which_targets_are_met_and_what_is_not_measured(tmp_path):
     root, page = _project(tmp_path, "<!-- generated:headline -->\n<!-- /generated:headline -->\n")
     _collator_record(root / "benchmarks" / "results", token_seconds=0.005)  # span+SBO at 0.5x token masking
-    assert make_tables.main(["--root", str(root)]) == 0
+    assert generate.main(["--root", str(root)]) == 0
     text = page.read_text(encoding="utf-8")
     row = "| collator, span+SBO against transformers token | **0.50x** (sequences/s) | **not met** (target >= 1.0x)"
     assert row in text
@@ -86,6 +86,6 @@ def test_the_headline_says_which_targets_are_met_and_what_is_not_measured(tmp_pa
 )
 def test_an_unknown_or_unclosed_region_is_an_error(tmp_path, capsys, markdown, message):
     root, page = _project(tmp_path, markdown)
-    assert make_tables.main(["--root", str(root)]) == 2
+    assert generate.main(["--root", str(root)]) == 2
     assert message in capsys.readouterr().err
     assert page.read_text(encoding="utf-8") == markdown  # nothing written
