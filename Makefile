@@ -32,17 +32,17 @@ test: setup
 # $(PYTHON), which must have the requirements and a CUDA build of torch installed (the venv of `make setup` may hold
 # the CPU wheel); the SQuAD smoke needs `make checkpoint` and ../shared/data, and is skipped without them.
 gpu-check:
-	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false $(PYTHON) benchmarks/gpu_check.py
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false $(PYTHON) -m benchmarks.gpu.check
 
 # .gpu/: what the GPU check needs on a single-GPU machine with no network (wheels, data, checkpoint), to travel with a
-# copy of the checkout; there, `bash benchmarks/offline_gpu/run.sh` (benchmarks/RESULTS.md#the-gpu-check).
+# copy of the checkout; there, `bash benchmarks/gpu/offline/run.sh` (benchmarks/RESULTS.md#the-gpu-check).
 gpu-bundle: setup
-	PYTHON=$(PY) bash benchmarks/offline_gpu/build.sh
+	PYTHON=$(PY) bash benchmarks/gpu/offline/build.sh
 
 # The real checkpoint of the fine-tuning parity benchmark (benchmarks/PARITY.md), unpacked, never installed;
 # WHEEL=path.whl uses a wheel already on this machine instead of downloading it.
 checkpoint:
-	$(PYTHON) benchmarks/fetch_checkpoint.py $(if $(WHEEL),--wheel $(WHEEL))
+	$(PYTHON) -m benchmarks.parity.fetch_checkpoint $(if $(WHEEL),--wheel $(WHEEL))
 
 clean:
 	rm -rf $(VENV) spanroberta-demo

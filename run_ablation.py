@@ -19,7 +19,7 @@ The units run the package's own pretraining and fine-tuning tasks, so an install
 --record_dir: where the raw record of the ablation goes (spanroberta.records: the command, commit, machine, the
 config's values, the content of results.json, the wall time and the load average), as
 `<record_dir>/ablation-<config name>/<UTC time>-<config name>.json`. By default `benchmarks/results` of this
-checkout (benchmarks/make_tables.py makes benchmarks/ABLATIONS.md's tables from it); with `--record_dir ""`, no
+checkout (benchmarks/tables/generate.py makes benchmarks/ABLATIONS.md's tables from it); with `--record_dir ""`, no
 record is written.
 """
 

@@ -6,9 +6,9 @@ carries a digest of the copy's code, which `verify_measured_from` compares with 
 (CPU model, logical CPUs, GPU), the package versions, the load average when the run started and when it ended, the
 settings, and every measured value. All of it but the closing load average is read when the run starts
 (`start_run()`), so a record names the code that ran, even if the tree changed while it ran.
-Benchmarks and ablations write one per run under `benchmarks/results/<benchmark>/`; the tables of
-benchmarks/RESULTS.md and benchmarks/ABLATIONS.md are generated from them (`python benchmarks/make_tables.py`), so a
-table never holds a number that no record holds.
+Benchmarks and ablations write one per run under `benchmarks/results/<benchmark>/`, its words joined by hyphens
+(`results_folder`); the tables of benchmarks/RESULTS.md and benchmarks/ABLATIONS.md are generated from them
+(`python -m benchmarks.tables.generate`), so a table never holds a number that no record holds.
 """
 
 from __future__ import annotations
@@ -241,6 +241,15 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "run"
 
 
+def results_folder(benchmark: str, results_dir: str | Path | None = None) -> Path:
+    """The folder of `benchmark`'s records under `results_dir` (default: RESULTS_DIR), named in the one scheme of
+    result folders, words joined by hyphens: a benchmark whose name has underscores (`pretraining_step`, as its
+    records say in their `benchmark` field, which stays as it was written) keeps its records in `pretraining-step/`.
+    Every path to a benchmark's records is made here."""
+    folder = Path(results_dir) if results_dir is not None else RESULTS_DIR
+    return folder / _slug(benchmark).replace("_", "-")
+
+
 def write_record(
     benchmark: str,
     settings: dict[str, Any],
@@ -250,8 +259,8 @@ def write_record(
     name: str | None = None,
     results_dir: str | Path | None = None,
 ) -> Path:
-    """Writes one raw record to `<results_dir>/<benchmark>/<UTC time>-<name>.json` and returns its path; the time
-    has microseconds, so names sort in the order written.
+    """Writes one raw record to `<results_dir>/<benchmark>/<UTC time>-<name>.json` (the folder: `results_folder`)
+    and returns its path; the time has microseconds, so names sort in the order written.
 
     The default `results_dir` is benchmarks/results/ of the checkout spanroberta is imported from, or
     $SPANROBERTA_RECORDS_DIR.
@@ -267,8 +276,7 @@ def write_record(
               "load_average": {"at_start": started.load_average, "at_end": load_average()},
               "settings": settings, "results": results}  # fmt: skip
     check_record(record)
-    folder = Path(results_dir) if results_dir is not None else RESULTS_DIR
-    folder = folder / _slug(benchmark)
+    folder = results_folder(benchmark, results_dir)
     folder.mkdir(parents=True, exist_ok=True)
     # Microseconds in the name: records sort by time, and two records of one second never overwrite each other.
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
@@ -281,9 +289,8 @@ def write_record(
 
 def read_records(benchmark: str, results_dir: str | Path | None = None) -> list[dict[str, Any]]:
     """Every record of `benchmark`, oldest first (file names start with the UTC time), each with its `path`."""
-    folder = (Path(results_dir) if results_dir is not None else RESULTS_DIR) / _slug(benchmark)
     found = []
-    for path in sorted(folder.glob("*.json")):
+    for path in sorted(results_folder(benchmark, results_dir).glob("*.json")):
         record = json.loads(path.read_text(encoding="utf-8"))
         record["path"] = path
         found.append(record)

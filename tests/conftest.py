@@ -16,8 +16,8 @@ import pytest
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
-# The run_*.py scripts live at the top level; tests import them and call their main().
-sys.path.insert(0, str(PROJECT_ROOT))
+# The run_*.py scripts at the top level and the benchmarks package are imported from PROJECT_ROOT, which pytest puts
+# first on the import path (`pythonpath` in pyproject.toml).
 
 def pytest_collection_modifyitems(config, items):
     """Tests marked `cuda` skip where there is no CUDA GPU."""

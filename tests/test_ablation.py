@@ -244,13 +244,13 @@ def test_a_missing_section_is_named(tmp_path):
 def test_the_shipped_configs_match_the_scripts_parsers(name, monkeypatch):
     """Every flag of every shipped config is one its script has, with a value its parser and recipe accept (checked
     with use_cpu, so that a GPU config's bf16 is accepted on a CPU machine). A config that continues a checkpoint
-    of benchmarks/.cache/ (`python benchmarks/fetch_checkpoint.py` puts it there) is skipped without it. Every
+    of benchmarks/.cache/ (`python -m benchmarks.parity.fetch_checkpoint` puts it there) is skipped without it. Every
     config but a quick variant (a smoke run of a bigger config) has several fine-tuning seeds, and at least two rows
     to compare (arms, or one arm beside the starting checkpoint fine-tuned as it is)."""
     config = load_config(CONFIGS / name)
     start = config.pretraining.get("model_name_or_path", "")
     if start.startswith("benchmarks/.cache/") and not (PROJECT_ROOT / start).is_dir():
-        pytest.skip(f"{start} is not here: `python benchmarks/fetch_checkpoint.py` fetches it")
+        pytest.skip(f"{start} is not here: `python -m benchmarks.parity.fetch_checkpoint` fetches it")
     monkeypatch.chdir(PROJECT_ROOT)  # the configs' paths are relative to the project root
     check_values(config, extra={"use_cpu": True})
     assert len(config.table_arms) >= 2 and (len(config.seeds) >= 2 or name.endswith("-quick.yaml"))

@@ -1,4 +1,4 @@
-"""The task benchmark (benchmarks/bench_tasks.py): its toy size runs tasks end to end through the scripts' command
+"""The task benchmark (benchmarks/tasks/scores.py): its toy size runs tasks end to end through the scripts' command
 lines and records each unit once (a rerun skips it); the floors are what a constant answer scores; the splits keep
 the training and evaluation data apart; the table shows each row's mean and spread over seeds and whether it is
 clear of its floor."""
@@ -7,40 +7,34 @@ import collections
 import csv
 import dataclasses
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import PROJECT_ROOT, shared_data
-
-sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
-
-import bench_tasks  # noqa: E402
-import task_catalog  # noqa: E402
-import tables_tasks  # noqa: E402
-from parity_tasks import CHECKPOINT_NAME  # noqa: E402
-from tables_format import Context  # noqa: E402
-
-from spanroberta.records import RunStart, provenance, read_records, write_record  # noqa: E402
+from benchmarks.parity.common import CHECKPOINT_NAME
+from benchmarks.tables import tasks as tables_tasks
+from benchmarks.tables.format import Context
+from benchmarks.tasks import catalog, scores as task_benchmark
+from conftest import shared_data
+from spanroberta.records import RunStart, provenance, read_records, write_record
 
 
 def test_the_toy_size_fine_tunes_two_tasks_end_to_end_and_a_rerun_skips_them(tmp_path, capsys):
     shared_data("glue", "RTE")
     shared_data("relation", "semeval2010_task8")
     arguments = ["--size", "toy", "--tasks", "rte", "semeval", "--records_dir", str(tmp_path)]
-    bench_tasks.main(arguments)
+    task_benchmark.main(arguments)
     records = read_records("tasks", tmp_path)
     assert [r["settings"]["task"] for r in records] == ["rte", "semeval"]
     for record in records:
-        task = task_catalog.TASKS[record["settings"]["task"]]
+        task = catalog.TASKS[record["settings"]["task"]]
         (row,) = task.rows
         results = record["results"]
         scores = results["scores"]["eval_results.json"]
         assert results["rows"][row.label]["score"] == pytest.approx(100 * scores[row.metric])
         assert 0 <= results["rows"][row.label]["floor"] <= 100
         assert results["wall_seconds"] > 0 and record["settings"]["budget"]["train"] == 16
-        assert record["settings"]["checkpoint"] == bench_tasks.TOY_CHECKPOINT
+        assert record["settings"]["checkpoint"] == task_benchmark.TOY_CHECKPOINT
         epochs = [epoch for epoch, _ in results["loss_curve"]]
         assert epochs and epochs == sorted(epochs) and all(loss > 0 for _, loss in results["loss_curve"])
     # The RTE floor is the majority class of the 16 evaluation examples the toy size drew.
@@ -48,33 +42,33 @@ def test_the_toy_size_fine_tunes_two_tasks_end_to_end_and_a_rerun_skips_them(tmp
     assert rte["scores"]["eval_results.json"]["eval_samples"] == 16
     assert rte["rows"]["RTE"]["floor"] in {100 * k / 16 for k in range(8, 17)}
 
-    bench_tasks.main(arguments)  # every unit is recorded: nothing runs again
+    task_benchmark.main(arguments)  # every unit is recorded: nothing runs again
     assert len(read_records("tasks", tmp_path)) == 2
     assert "every seed recorded already" in capsys.readouterr().out
 
 
 def test_the_toy_size_runs_race_once_for_both_levels_rows(tmp_path):
     shared_data("race")
-    bench_tasks.main(["--size", "toy", "--tasks", "race", "--records_dir", str(tmp_path)])
+    task_benchmark.main(["--size", "toy", "--tasks", "race", "--records_dir", str(tmp_path)])
     (record,) = read_records("tasks", tmp_path)
     scores = record["results"]["scores"]["eval_results.json"]
     assert scores["eval_samples"] == 32  # 16 questions of each level
-    for row in task_catalog.TASKS["race"].rows:
+    for row in catalog.TASKS["race"].rows:
         assert record["results"]["rows"][row.label]["score"] == pytest.approx(100 * scores[row.metric])
 
 
 def test_a_unit_is_run_again_only_when_its_budget_changed(tmp_path):
-    budget = task_catalog.SIZES["cpu"].budgets["semeval"]
+    budget = catalog.SIZES["cpu"].budgets["semeval"]
     settings = {"kind": "unit", "size": "cpu", "task": "semeval", "seed": 0, "checkpoint": CHECKPOINT_NAME}
     write_record("tasks", {**settings, "budget": budget.as_record()}, {}, started=RunStart(provenance(), [1.0] * 3),
                  results_dir=tmp_path)  # fmt: skip
     records = read_records("tasks", tmp_path)  # through JSON, as the benchmark reads them
-    assert bench_tasks.finished(records, settings, budget) is not None
-    assert bench_tasks.finished(records, {**settings, "seed": 1}, budget) is None
-    assert bench_tasks.finished(records, settings, dataclasses.replace(budget, epochs=budget.epochs + 1)) is None
+    assert task_benchmark.finished(records, settings, budget) is not None
+    assert task_benchmark.finished(records, {**settings, "seed": 1}, budget) is None
+    assert task_benchmark.finished(records, settings, dataclasses.replace(budget, epochs=budget.epochs + 1)) is None
     # A record that predates a field with a default counts at the default.
     del records[0]["settings"]["budget"]["gap_examples"]
-    assert bench_tasks.finished(records, settings, budget) is not None
+    assert task_benchmark.finished(records, settings, budget) is not None
 
 
 @pytest.mark.parametrize(("curve", "shown"), [
@@ -99,7 +93,7 @@ def test_the_semeval_floor_is_the_best_single_relation_answered_everywhere():
     relations = ["Cause-Effect(e1,e2)"] * 3 + ["Other"] * 5 + ["Component-Whole(e2,e1)"] * 2
     # Cause-Effect(e1,e2) everywhere: its precision 3/10, recall 1; Component-Whole scores 0; macro over the 2.
     precision = 3 / 10
-    assert task_catalog.best_constant_semeval(relations) == pytest.approx(100 * (2 * precision / (precision + 1)) / 2)
+    assert catalog.best_constant_semeval(relations) == pytest.approx(100 * (2 * precision / (precision + 1)) / 2)
 
 
 def _gap_file(path: Path, golds: list[tuple[bool, bool]]) -> Path:
@@ -118,15 +112,15 @@ def test_the_gap_floor_is_the_best_of_a_b_both_and_neither(tmp_path):
     # Answering A everywhere: 2 true positives, 1 false positive, no false negative: F1 0.8 (both: 0.5, B or
     # neither: 0).
     path = _gap_file(tmp_path / "gap.tsv", [(True, False), (True, False), (False, False)])
-    assert task_catalog.best_constant_gap(path) == pytest.approx(80.0)
+    assert catalog.best_constant_gap(path) == pytest.approx(80.0)
 
 
 def test_squad_v2_is_split_by_article_and_its_floor_is_the_unanswerable_share(tmp_path):
     source = shared_data("squad", "dev-v2.0.part-a.json")
-    budget = task_catalog.Budget(None, None, 128, 8, 1e-4, 1)
-    prepared = task_catalog.prepare_squad_v2(tmp_path, budget)
+    budget = catalog.Budget(None, None, 128, 8, 1e-4, 1)
+    prepared = catalog.prepare_squad_v2(tmp_path, budget)
     articles = json.loads(source.read_text())["data"]
-    held_out = [qa for a in articles[task_catalog.SQUAD_V2_TRAIN_ARTICLES:] for p in a["paragraphs"] for qa in p["qas"]]
+    held_out = [qa for a in articles[catalog.SQUAD_V2_TRAIN_ARTICLES:] for p in a["paragraphs"] for qa in p["qas"]]
     expected = 100 * sum(qa["is_impossible"] for qa in held_out) / len(held_out)
     assert prepared.floors == {"SQuAD v2.0": pytest.approx(expected)}
     assert "--version_2_with_negative" in prepared.flags
@@ -139,11 +133,11 @@ def test_squad_v2_is_split_by_article_and_its_floor_is_the_unanswerable_share(tm
 
 def test_squad_v1_questions_join_squad_v2_training_from_articles_outside_the_v2_part(tmp_path):
     shared_data("squad", "dev-v2.0.part-a.json")
-    alone = task_catalog.Budget(None, None, 128, 8, 1e-4, 1)
+    alone = catalog.Budget(None, None, 128, 8, 1e-4, 1)
     for folder in ("alone", "joined"):
         (tmp_path / folder).mkdir()
-    task_catalog.prepare_squad_v2(tmp_path / "alone", alone)
-    prepared = task_catalog.prepare_squad_v2(tmp_path / "joined", dataclasses.replace(alone, squad_v1_train=40))
+    catalog.prepare_squad_v2(tmp_path / "alone", alone)
+    prepared = catalog.prepare_squad_v2(tmp_path / "joined", dataclasses.replace(alone, squad_v1_train=40))
 
     def questions(folder, split):
         data = json.loads((folder / f"dev-v2.0.part-a-{split}.json").read_text())["data"]
@@ -160,12 +154,12 @@ def test_squad_v1_questions_join_squad_v2_training_from_articles_outside_the_v2_
 
 def test_a_glue_floor_is_the_majority_class_and_cola_has_none_above_zero(tmp_path):
     dev = shared_data("glue", "RTE", "dev.tsv")
-    budget = task_catalog.Budget(None, None, 128, 8, 1e-4, 1)
+    budget = catalog.Budget(None, None, 128, 8, 1e-4, 1)
     with open(dev, encoding="utf-8", newline="") as file:
         labels = [row["label"] for row in csv.DictReader(file, delimiter="\t", quoting=csv.QUOTE_NONE)]
     majority = collections.Counter(labels).most_common(1)[0][1] / len(labels)
-    assert task_catalog.prepare_glue("rte", "RTE")(tmp_path, budget).floors == {"RTE": pytest.approx(100 * majority)}
-    assert task_catalog.prepare_glue("cola", "CoLA")(tmp_path, budget).floors == {"CoLA": 0.0}
+    assert catalog.prepare_glue("rte", "RTE")(tmp_path, budget).floors == {"RTE": pytest.approx(100 * majority)}
+    assert catalog.prepare_glue("cola", "CoLA")(tmp_path, budget).floors == {"CoLA": 0.0}
 
 
 FALLING = [[0.5, 3.0], [1.0, 2.0], [1.5, 1.0], [2.0, 0.8]]
@@ -176,10 +170,10 @@ def _unit(records_dir: Path, task: str, seed: int, score: float | dict[str, floa
           curve: list = FALLING) -> None:  # fmt: skip
     """A unit's record: `score` for every row, or per row label; `labels` names the rows of a task the catalog no
     longer has."""
-    labels = labels or tuple(row.label for row in task_catalog.TASKS[task].rows)
+    labels = labels or tuple(row.label for row in catalog.TASKS[task].rows)
     scores = score if isinstance(score, dict) else dict.fromkeys(labels, score)
     settings = {"kind": "unit", "size": size, "task": task, "seed": seed, "checkpoint": CHECKPOINT_NAME,
-                "budget": budget or task_catalog.SIZES[size].budgets[task].as_record()}  # fmt: skip
+                "budget": budget or catalog.SIZES[size].budgets[task].as_record()}  # fmt: skip
     results = {"rows": {label: {"score": scores[label], "floor": floor} for label in labels}, "wall_seconds": 100.0,
                "loss_curve": curve}
     write_record("tasks", settings, results, started=RunStart(provenance(), [1.0, 1.0, 1.0]), results_dir=records_dir)
@@ -189,11 +183,11 @@ def test_the_table_shows_the_spread_over_seeds_the_floor_and_the_newest_record_o
     root = tmp_path / "checkout"
     (root / "benchmarks").mkdir(parents=True)
     (root / "docs").mkdir()
-    squad = task_catalog.SIZES["cpu"].budgets["squad"]
+    squad = catalog.SIZES["cpu"].budgets["squad"]
     _unit(tmp_path, "squad", 0, 10.0, 0.0, budget=dataclasses.replace(squad, learning_rate=1e-5).as_record())
     _unit(tmp_path, "squad", 0, 50.0, 0.0)
     _unit(tmp_path, "squad", 1, 52.0, 0.0)
-    rte = task_catalog.SIZES["cpu"].budgets["rte"]
+    rte = catalog.SIZES["cpu"].budgets["rte"]
     _unit(tmp_path, "rte", 0, 53.0, 52.7, budget=dataclasses.replace(rte, epochs=1).as_record())  # at the floor
     table = tables_tasks.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
     lines = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}
@@ -209,7 +203,7 @@ def test_the_table_shows_the_spread_over_seeds_the_floor_and_the_newest_record_o
     page = tables_tasks.render_task_scores(Context(tmp_path, root / "docs" / "finetuning.md", root))
     assert "- SQuAD v1.1, F1: **51.0** ± 1.4 (2 seeds), clear of its floor 0.0; all-MiniLM-L6-v2, size `cpu`" in page
     assert f"- RTE, accuracy: **53.0** (1 seed), {earlier}, not clear of its floor 52.7" in page
-    assert "- CoLA, Matthews corr.: not yet run (`python benchmarks/bench_tasks.py --size cpu --tasks cola`)." in page
+    assert "- CoLA, Matthews corr.: not yet run (`python -m benchmarks.tasks.scores --size cpu --tasks cola`)." in page
     assert "LitBank" not in page  # coreference.md's
     headline = tables_tasks.headline_sentence(read_records("tasks", tmp_path))
     assert headline.startswith("Task benchmark (all-MiniLM-L6-v2, size `cpu`): 1 of 13 scores clear of their floor "
@@ -220,7 +214,7 @@ def test_the_table_shows_the_spread_over_seeds_the_floor_and_the_newest_record_o
 def test_a_task_that_gives_other_tasks_rows_replaces_their_records_row_by_row(tmp_path):
     root = tmp_path / "checkout"
     (root / "benchmarks").mkdir(parents=True)
-    race = task_catalog.SIZES["cpu"].budgets["race"].as_record()
+    race = catalog.SIZES["cpu"].budgets["race"].as_record()
     _unit(tmp_path, "race_middle", 0, 36.0, 27.8, budget=race, labels=("RACE middle",))
     _unit(tmp_path, "race_high", 0, 27.0, 27.3, budget=race, labels=("RACE high",))
     _unit(tmp_path, "race_middle", 1, 35.0, 27.8, budget=race, labels=("RACE middle",))
@@ -240,7 +234,7 @@ def test_a_task_that_gives_other_tasks_rows_replaces_their_records_row_by_row(tm
 def test_a_record_replaced_on_one_of_its_rows_is_listed_with_that_row_only(tmp_path):
     root = tmp_path / "checkout"
     (root / "benchmarks").mkdir(parents=True)
-    race = task_catalog.SIZES["cpu"].budgets["race"]
+    race = catalog.SIZES["cpu"].budgets["race"]
     _unit(tmp_path, "race", 0, 30.0, 27.0, budget=dataclasses.replace(race, epochs=2).as_record())
     _unit(tmp_path, "race_high", 0, 33.0, 27.0, budget=race.as_record(), labels=("RACE high",))
     table = tables_tasks.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
@@ -267,7 +261,7 @@ def test_a_short_row_whose_unit_taught_another_row_says_the_curve_is_shared(tmp_
 
 def test_race_trains_one_model_on_both_levels_and_scores_each_apart(tmp_path):
     shared_data("race")
-    prepared = task_catalog.prepare_race(tmp_path, task_catalog.SIZES["toy"].budgets["race"])
+    prepared = catalog.prepare_race(tmp_path, catalog.SIZES["toy"].budgets["race"])
     flags = prepared.flags
     train = flags[flags.index("--train_file") + 1: flags.index("--validation_file")]
     validation = flags[flags.index("--validation_file") + 1: flags.index("--max_seq_length")]
@@ -278,17 +272,17 @@ def test_race_trains_one_model_on_both_levels_and_scores_each_apart(tmp_path):
         assert len(rows) == 16 and all(row["example_id"].startswith(level) for row in rows)
         most_frequent = collections.Counter(row["answer"] for row in rows).most_common(1)[0][1]
         assert prepared.floors[f"RACE {level}"] == pytest.approx(100 * most_frequent / 16)
-    metrics = {row.label: row.metric for row in task_catalog.TASKS["race"].rows}
+    metrics = {row.label: row.metric for row in catalog.TASKS["race"].rows}
     assert metrics == {"RACE middle": "eval_accuracy_middle", "RACE high": "eval_accuracy_high"}
 
 
 def test_the_gap_note_says_which_way_the_answers_went():
     scores = {"gap_overall_precision": 0.5, "gap_overall_recall": 0.25}
     answered = {"gap_answered_neither": 0.4, "gap_answered_a": 0.2, "gap_answered_b": 0.1, "gap_answered_both": 0.3}
-    assert task_catalog.gap_note({"scores": {"gap_results.json": scores}}) == "precision 50.0, recall 25.0"
-    assert task_catalog.gap_note({"scores": {"gap_results.json": {**scores, **answered}}}) == (
+    assert catalog.gap_note({"scores": {"gap_results.json": scores}}) == "precision 50.0, recall 25.0"
+    assert catalog.gap_note({"scores": {"gap_results.json": {**scores, **answered}}}) == (
         "precision 50.0, recall 25.0; answered neither 40%, A only 20%, B only 10%, both (never right) 30%")
-    assert task_catalog.gap_note({"scores": {}}) is None
+    assert catalog.gap_note({"scores": {}}) is None
 
 
 @pytest.mark.parametrize(("curve", "reading"), [
@@ -304,12 +298,12 @@ def test_a_short_row_is_read_from_its_loss_curve(curve, reading):
 
 def test_the_squad_v2_note_splits_answerable_from_unanswerable():
     scores = {"eval_HasAns_f1": 0.0, "eval_HasAns_total": 216, "eval_NoAns_f1": 100.0, "eval_NoAns_total": 419}
-    assert task_catalog.squad_v2_note({"scores": {"eval_results.json": scores}}) == (
+    assert catalog.squad_v2_note({"scores": {"eval_results.json": scores}}) == (
         "F1 0.0 on the 216 answerable questions, 100.0 on the 419 unanswerable ones")
     with_best = {**scores, "eval_best_f1": 66.0}
-    assert task_catalog.squad_v2_note({"scores": {"eval_results.json": with_best}}).endswith(
+    assert catalog.squad_v2_note({"scores": {"eval_results.json": with_best}}).endswith(
         "; the best null threshold, chosen on these questions, would score 66.0")
-    assert task_catalog.squad_v2_note({"scores": {"eval_results.json": {}}}) is None
+    assert catalog.squad_v2_note({"scores": {"eval_results.json": {}}}) is None
 
 
 def test_a_rerun_with_the_same_budget_names_the_packages_that_changed():

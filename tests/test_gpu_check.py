@@ -1,4 +1,4 @@
-"""benchmarks/gpu_check.py rehearsed on a CPU at toy size (--toy), so that the prepared GPU check cannot rot: every
+"""benchmarks/gpu/check.py rehearsed on a CPU at toy size (--toy), so that the prepared GPU check cannot rot: every
 stage runs or says why it is skipped, a failing or hanging stage is reported without stopping the rest, and the
 records go to the folder asked for, never to the project's benchmarks/results/."""
 
@@ -6,21 +6,16 @@ import sys
 
 import pytest
 
-from conftest import PROJECT_ROOT
-
-sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
-
-import gpu_check  # noqa: E402
-
-from spanroberta.records import RESULTS_DIR, read_records  # noqa: E402
+from benchmarks.gpu import check
+from spanroberta.records import RESULTS_DIR, read_records
 
 
 def test_the_toy_check_runs_every_stage_and_prints_the_table_last(tmp_path, capsys):
     committed = {name: len(read_records(name)) for name in ("trainer", "pretraining_step", "gpu-check")}
-    assert gpu_check.main(["--toy", "--records_dir", str(tmp_path)]) == 0
+    assert check.main(["--toy", "--records_dir", str(tmp_path)]) == 0
     table = capsys.readouterr().out.strip().splitlines()
     stages = [line.split(" | ")[0].removeprefix("| ") for line in table if line.startswith("| ") and "---" not in line]
-    assert stages == ["stage", *gpu_check.STAGE_NAMES]
+    assert stages == ["stage", *check.STAGE_NAMES]
     assert table[-1].startswith("| squad-smoke |")  # the table comes last
 
     record = read_records("gpu-check", tmp_path)[-1]
@@ -41,7 +36,7 @@ def test_the_toy_check_runs_every_stage_and_prints_the_table_last(tmp_path, caps
 
 
 def test_stages_runs_a_part_of_the_check(tmp_path, capsys):
-    assert gpu_check.main(["--toy", "--stages", "step", "--records_dir", str(tmp_path)]) == 0
+    assert check.main(["--toy", "--stages", "step", "--records_dir", str(tmp_path)]) == 0
     outcomes = read_records("gpu-check", tmp_path)[-1]["results"]["stages"]
     assert {name for name, outcome in outcomes.items() if outcome["status"] == "passed"} == {"prepare", "step"}
     assert outcomes["trainer-eager"]["status"] == "skipped: not asked for (--stages)"
@@ -53,14 +48,14 @@ def test_stages_runs_a_part_of_the_check(tmp_path, capsys):
      ("print('what went wrong'); import time; time.sleep(60)", 5, "timed out after 5 s")],
 )
 def test_a_failing_or_hanging_stage_is_reported_not_fatal(tmp_path, code, limit, status):
-    stage = gpu_check.Stage("broken", [sys.executable, "-c", code], timeout=limit)
-    gpu_check.run_stage(stage, seconds_left=60, env=gpu_check.stage_environment(tmp_path, toy=True), logs=tmp_path)
+    stage = check.Stage("broken", [sys.executable, "-c", code], timeout=limit)
+    check.run_stage(stage, seconds_left=60, env=check.stage_environment(tmp_path, toy=True), logs=tmp_path)
     assert stage.outcome["status"] == status
-    assert gpu_check.figures(stage, {}, tmp_path) == ""
+    assert check.figures(stage, {}, tmp_path) == ""
     assert stage.outcome["log_tail"] == ["what went wrong"]  # the end of its log outlives the log's folder
 
 
 def test_a_stage_never_runs_past_what_is_left_of_the_budget(tmp_path):
-    stage = gpu_check.Stage("slow", [sys.executable, "-c", "import time; time.sleep(30)"], timeout=100)
-    gpu_check.run_stage(stage, seconds_left=1.5, env={}, logs=tmp_path)
+    stage = check.Stage("slow", [sys.executable, "-c", "import time; time.sleep(30)"], timeout=100)
+    check.run_stage(stage, seconds_left=1.5, env={}, logs=tmp_path)
     assert stage.outcome["status"] == "timed out after 1 s" and stage.outcome["limit_seconds"] == 1

@@ -40,7 +40,8 @@ MINILM_FOLDERS = [Path(os.environ["SPANROBERTA_MINILM"])] if os.environ.get("SPA
 MINILM_FOLDERS.append(PROJECT_ROOT / "benchmarks" / ".cache" / "all-MiniLM-L6-v2")
 MINILM = next((folder for folder in MINILM_FOLDERS if (folder / "config.json").is_file()), None)
 needs_minilm = pytest.mark.skipif(
-    MINILM is None, reason="all-MiniLM-L6-v2 is not here (python benchmarks/fetch_checkpoint.py, or SPANROBERTA_MINILM)"
+    MINILM is None,
+    reason="all-MiniLM-L6-v2 is not here (python -m benchmarks.parity.fetch_checkpoint, or SPANROBERTA_MINILM)",
 )
 
 FRESH_LINES = (

@@ -1,19 +1,14 @@
-"""The fine-tuning parity benchmark's summary and tables (benchmarks/parity_summary.py), from hand-made run records:
+"""The fine-tuning parity benchmark's summary and tables (benchmarks/parity/summary.py), from hand-made run records:
 the newest record of a run replaces older ones, each side gets its mean and spread over seeds, the difference its
 noise, and sides that agree at the floor are told apart from parity met. And the committed PARITY.md's findings are
 what the committed records give."""
 
 import math
 import statistics
-import sys
 
 import pytest
 
-from conftest import PROJECT_ROOT
-
-sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
-
-import parity_summary as parity  # noqa: E402
+from benchmarks.parity import summary as parity
 
 
 def record(side, seed, primary, date, task="mrpc", kind="run", wall=None, size="cpu-small", floor=0.5):

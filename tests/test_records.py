@@ -1,5 +1,6 @@
 """Raw result records: what a record holds, that one without its provenance or load average is refused, that records
-are never overwritten, and that every committed record says how it was made."""
+are never overwritten, where they are kept, and that every committed record says how it was made and sits where
+its benchmark's records are read."""
 
 import json
 from pathlib import Path
@@ -14,6 +15,7 @@ from spanroberta.records import (
     read_records,
     record_commit,
     record_load_average,
+    results_folder,
     start_run,
     write_record,
 )
@@ -78,6 +80,13 @@ def test_every_committed_record_says_how_it_was_made(path: Path):
     check_record(record)
     start, end = record_load_average(record)
     assert (start is None) == (end is None)  # both read, or the record says neither was
+    assert path.parent == results_folder(record["benchmark"])  # where read_records looks for it
+
+
+def test_a_benchmark_named_with_underscores_keeps_its_records_in_a_hyphenated_folder(tmp_path):
+    path = write_record("pretraining_step", {}, {}, started=start_run(), results_dir=tmp_path)
+    assert path.parent == tmp_path / "pretraining-step"
+    assert [record["benchmark"] for record in read_records("pretraining_step", tmp_path)] == ["pretraining_step"]
 
 
 def test_a_record_from_an_exported_copy_names_the_repository_commit_it_was_measured_from():

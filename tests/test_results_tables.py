@@ -1,30 +1,16 @@
-"""benchmarks/make_tables.py: the committed tables are what the committed records give, a region is rendered from
+"""benchmarks/tables/generate.py: the committed tables are what the committed records give, a region is rendered from
 its records, a stale or unknown region is reported."""
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
+from benchmarks.tables import generate
 from spanroberta.records import RunStart, provenance, write_record
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load_make_tables():
-    spec = importlib.util.spec_from_file_location("make_tables", ROOT / "benchmarks" / "make_tables.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["make_tables"] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-make_tables = _load_make_tables()
 
 
 def test_the_committed_files_are_what_the_committed_records_give(capsys):
-    assert make_tables.main(["--check"]) == 0, capsys.readouterr().err
+    assert generate.main(["--check"]) == 0, capsys.readouterr().err
 
 
 def _collator_record(records_dir: Path, token_seconds: float) -> Path:
@@ -62,33 +48,33 @@ def test_a_region_is_rendered_from_its_records_and_a_stale_one_is_named(tmp_path
     records = root / "benchmarks" / "results"
     first = _collator_record(records, token_seconds=0.04)
 
-    assert make_tables.main(["--root", str(root), "--check"]) == 1
+    assert generate.main(["--root", str(root), "--check"]) == 1
     assert "benchmarks/RESULTS.md, region `collator`" in capsys.readouterr().err
-    assert make_tables.main(["--root", str(root)]) == 0
+    assert generate.main(["--root", str(root)]) == 0
     text = page.read_text(encoding="utf-8")
     assert text.startswith("# Results\n\nText kept as is.\n\n<!-- generated:collator -->\n")
     assert text.endswith("<!-- /generated:collator -->\n\nEnd.\n")
     assert "hand-written" not in text
     assert f"[{first.name}](results/collator/{first.name})" in text  # each row links its record
     assert "| 12,800 |" in text and "4.00x" in text and "| 1.5 → " in text
-    assert make_tables.main(["--root", str(root), "--check"]) == 0
+    assert generate.main(["--root", str(root), "--check"]) == 0
 
     second = _collator_record(records, token_seconds=0.05)  # a new record makes the committed table stale
-    assert make_tables.main(["--root", str(root), "--check"]) == 1
+    assert generate.main(["--root", str(root), "--check"]) == 1
     assert "region `collator`" in capsys.readouterr().err
-    assert make_tables.main(["--root", str(root)]) == 0
+    assert generate.main(["--root", str(root)]) == 0
     assert second.name in page.read_text(encoding="utf-8") and "5.00x" in page.read_text(encoding="utf-8")
 
 
 def test_the_headline_says_which_targets_are_met_and_what_is_not_measured(tmp_path):
     root, page = _project(tmp_path, "<!-- generated:headline -->\n<!-- /generated:headline -->\n")
     _collator_record(root / "benchmarks" / "results", token_seconds=0.005)  # span+SBO at 0.5x token masking
-    assert make_tables.main(["--root", str(root)]) == 0
+    assert generate.main(["--root", str(root)]) == 0
     text = page.read_text(encoding="utf-8")
     row = "| collator, span+SBO against transformers token | **0.50x** (sequences/s) | **not met** (target >= 1.0x)"
     assert row in text
     assert "pretraining step, small, fp32, CPU | no record | not measured" in text
-    assert "Not measured on a GPU yet; run `python benchmarks/bench_pretraining_step.py" in text
+    assert "Not measured on a GPU yet; run `python -m benchmarks.speed.pretraining_step" in text
 
 
 @pytest.mark.parametrize(
@@ -100,6 +86,6 @@ def test_the_headline_says_which_targets_are_met_and_what_is_not_measured(tmp_pa
 )
 def test_an_unknown_or_unclosed_region_is_an_error(tmp_path, capsys, markdown, message):
     root, page = _project(tmp_path, markdown)
-    assert make_tables.main(["--root", str(root)]) == 2
+    assert generate.main(["--root", str(root)]) == 2
     assert message in capsys.readouterr().err
     assert page.read_text(encoding="utf-8") == markdown  # nothing written

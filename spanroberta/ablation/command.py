@@ -4,8 +4,8 @@ checkout): the config read and checked, every unit not yet done run, the results
 --record_dir: where the raw record of the ablation goes (spanroberta.records: the command, commit, machine, the
 config's values, the content of results.json, the wall time and the load average), as
 `<record_dir>/ablation-<config name>/<UTC time>-<config name>.json`. By default `benchmarks/results` of the checkout
-the package is in, when that folder exists (benchmarks/make_tables.py makes benchmarks/ABLATIONS.md's tables from it);
-otherwise (an installed package), or with `--record_dir ""`, no record is written.
+the package is in, when that folder exists (benchmarks/tables/generate.py makes benchmarks/ABLATIONS.md's tables from
+it); otherwise (an installed package), or with `--record_dir ""`, no record is written.
 """
 
 from __future__ import annotations

@@ -105,7 +105,7 @@ def _encode_lines(lines: list[str], tokenizer: PreTrainedTokenizerBase) -> list[
         and backend.encode_special_tokens == tokenizer.split_special_tokens
     ):
         # What `tokenizer(lines)` runs, without building an `Encoding` per line (offsets, word ids) and
-        # converting it to Python lists, most of the tokenizer's time (benchmarks/bench_data_prep.py measures it).
+        # converting it to Python lists, most of the tokenizer's time (benchmarks/speed/data_prep.py measures it).
         # Only when the backend is set as that call would set it, so the ids are the same.
         return [encoding.ids for encoding in backend.encode_batch_fast(lines, add_special_tokens=False)]
     # verbose=False: lines longer than the model's maximum length are expected (blocks cut them).

@@ -118,7 +118,7 @@ def _layer_at_positions(
 
 def fuses_decoder_cross_entropy(config, x: torch.Tensor, decoder: nn.Linear) -> bool:
     """Whether `fused_decoder_cross_entropy` applies: turned on, and training on CPU under autocast, where it was
-    measured to pay (with bf16: benchmarks/bench_heads.py, its records in benchmarks/RESULTS.md).
+    measured to pay (with bf16: benchmarks/speed/heads.py, its records in benchmarks/RESULTS.md).
     In float32 it was not measured to pay at the step level, and on GPUs it has not been measured."""
     training = torch.is_grad_enabled() and (x.requires_grad or decoder.weight.requires_grad)
     return (

@@ -11,8 +11,8 @@ tokenizer's offsets and special-token masks, which is what transformers' collato
 finds words from the offsets; without a special_tokens_mask, token masking calls the tokenizer per row).
 Every collator gets the same rows as lists of ints, as a `datasets` dataset yields them.
 
-    python benchmarks/bench_collator.py
-    python benchmarks/bench_collator.py --batches 20 --threads 1
+    python -m benchmarks.speed.collator
+    python -m benchmarks.speed.collator --batches 20 --threads 1
 
 Writes a raw record to benchmarks/results/collator/ (every batch's seconds per collator, medians, the span+SBO
 collator's ratios to transformers', the load average before and after).
@@ -24,9 +24,16 @@ import argparse
 import warnings
 
 import torch
-from common import REUTERS, announce, load_tokenizer, parse_with_threads, require_corpus, time_alternately
 from transformers import DataCollatorForLanguageModeling
 
+from benchmarks.speed.common import (
+    REUTERS,
+    announce,
+    load_tokenizer,
+    parse_with_threads,
+    require_corpus,
+    time_alternately,
+)
 from spanroberta.data.collator import DataCollatorForSpanMasking
 from spanroberta.records import start_run, write_record
 

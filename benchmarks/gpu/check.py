@@ -3,11 +3,11 @@
 whole cut at 9 minutes; `--stages` runs a part of it (all of it does not fit one budget: on one H200 the CUDA tests
 and each compiled pair needed more than their first limits):
 
-1. `prepare`: the benchmarks' tokenizer and packed blocks, built once (benchmarks/common.py);
+1. `prepare`: the benchmarks' tokenizer and packed blocks, built once (benchmarks/speed/common.py);
 2. `cuda-tests`: `pytest -m cuda tests`, the tests that need a GPU;
-3. `trainer-eager`: bench_trainer.py, the spanbert recipe (packed rows through varlen_fa2) against its
+3. `trainer-eager`: speed/trainer.py, the spanbert recipe (packed rows through varlen_fa2) against its
    run_mlm-style baseline, base 32 x 512, bf16, a short run;
-4. `step` and `step-profile`: bench_pretraining_step.py at the GPU batch (base 32 x 512) with its ablations
+4. `step` and `step-profile`: speed/pretraining_step.py at the GPU batch (base 32 x 512) with its ablations
    (packed rows under the mask and under varlen_fa2 among them) and MFU, then one profiled step a side (the host's
    time to issue it against its wall time, the top kernels);
 5. `large-eager`: the trainer pair at large 16 x 512;
@@ -21,9 +21,9 @@ and printed before the table, and the others still run. The benchmark stages wri
 benchmarks/results/ as usual; the check writes one more, `gpu-check`, with every stage's status, time and headline
 figures, and prints the table last.
 
-    make gpu-check                                     # python benchmarks/gpu_check.py
-    python benchmarks/gpu_check.py --stages cuda-tests trainer-compiled   # a part: prepare and these two
-    python benchmarks/gpu_check.py --toy               # CPU rehearsal: tiny model, bundled demo corpus, seconds
+    make gpu-check                         # python -m benchmarks.gpu.check
+    python -m benchmarks.gpu.check --stages cuda-tests trainer-compiled   # a part: prepare and these two
+    python -m benchmarks.gpu.check --toy   # CPU rehearsal: tiny model, bundled demo corpus, seconds
 
 `--toy` rehearses every stage on a CPU (tests/test_gpu_check.py runs it): the tiny model size on the bundled demo
 corpus, a few steps each, records to a temporary folder (or --records_dir). It skips the compiled stage (compiling
@@ -43,14 +43,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-BENCHMARKS = Path(__file__).resolve().parent
-ROOT = BENCHMARKS.parent
-sys.path.insert(0, str(ROOT))
-
-from parity_tasks import CHECKPOINT, DATA, TaskSize, squad_files  # noqa: E402
-
-from spanroberta.data.demo_corpus import DEMO_CORPUS_FILE  # noqa: E402
-from spanroberta.records import read_records, start_run, write_record  # noqa: E402
+from benchmarks import ROOT
+from benchmarks.parity.common import CHECKPOINT, DATA, TaskSize, squad_files
+from spanroberta.data.demo_corpus import DEMO_CORPUS_FILE
+from spanroberta.records import read_records, start_run, write_record
 
 BUDGET_SECONDS = 540  # the whole check, every stage included
 LOG_TAIL_LINES = 40  # of a stage that failed or timed out, kept in the record and printed
@@ -73,8 +69,9 @@ STAGE_NAMES = ("prepare", "cuda-tests", "trainer-eager", "step", "step-profile",
                "large-compiled", "squad-smoke")
 
 
-def _python(script: str, *flags: str) -> list[str]:
-    return [sys.executable, str(BENCHMARKS / script), *flags]
+def _python(module: str, *flags: str) -> list[str]:
+    """A benchmark run as a module, `python -m benchmarks.<module>`, from the checkout's root (run_stage's cwd)."""
+    return [sys.executable, "-m", f"benchmarks.{module}", *flags]
 
 
 def stages(toy: bool, work: Path) -> list[Stage]:
@@ -91,22 +88,22 @@ def stages(toy: bool, work: Path) -> list[Stage]:
         step = ["--config", "base-gpu", "--steps", "10", "--warmup", "3"]
         tests = ["tests"]
     large = [*trainer[:1], "large-gpu", *trainer[2:]]
-    prepare = ("from common import load_blocks, load_tokenizer; "
+    prepare = ("from benchmarks.speed.common import load_blocks, load_tokenizer; "
                f"load_blocks(load_tokenizer(), {64 if toy else 512})")  # fmt: skip
     return [
         Stage("prepare", [sys.executable, "-c", prepare], 60),
         # On one H200 the CUDA tests ran past 150 s and each compiled pair past 120 s (both sides compile).
         Stage("cuda-tests", [sys.executable, "-m", "pytest", "-q", "-m", "cuda", *tests], 240),
-        Stage("trainer-eager", _python("bench_trainer.py", *trainer), 150 if toy else 90, benchmark="trainer"),
-        Stage("step", _python("bench_pretraining_step.py", *step, "--ablations"), 60 if toy else 70,
+        Stage("trainer-eager", _python("speed.trainer", *trainer), 150 if toy else 90, benchmark="trainer"),
+        Stage("step", _python("speed.pretraining_step", *step, "--ablations"), 60 if toy else 70,
               benchmark="pretraining_step"),
-        Stage("step-profile", _python("bench_pretraining_step.py", *step, "--ablations", "--profile"), 60,
+        Stage("step-profile", _python("speed.pretraining_step", *step, "--ablations", "--profile"), 60,
               benchmark="pretraining_step_profile"),
-        Stage("large-eager", _python("bench_trainer.py", *large), 90, benchmark="trainer",
+        Stage("large-eager", _python("speed.trainer", *large), 90, benchmark="trainer",
               skip="the rehearsal runs one size" if toy else None),
-        Stage("trainer-compiled", _python("bench_trainer.py", *trainer, "--torch-compile"), 240, benchmark="trainer",
+        Stage("trainer-compiled", _python("speed.trainer", *trainer, "--torch-compile"), 240, benchmark="trainer",
               skip="compiling on a CPU takes minutes; the GPU check runs it" if toy else None),
-        Stage("large-compiled", _python("bench_trainer.py", *large, "--torch-compile"), 240, benchmark="trainer",
+        Stage("large-compiled", _python("speed.trainer", *large, "--torch-compile"), 240, benchmark="trainer",
               skip="the rehearsal runs one size" if toy else None),
         squad_smoke(toy, work),
     ]  # fmt: skip
@@ -132,10 +129,10 @@ def squad_smoke(toy: bool, work: Path) -> Stage:
 
 
 def stage_environment(records_dir: Path | None, toy: bool) -> dict[str, str]:
-    """The environment every stage runs in: offline, this checkout and the benchmarks first on the import path,
-    then whatever the caller's PYTHONPATH holds, and unbuffered output, so that a stage killed at its limit has
-    written everything it printed to its log."""
-    paths = [str(ROOT), str(BENCHMARKS), *filter(None, [os.environ.get("PYTHONPATH")])]
+    """The environment every stage runs in: offline, this checkout first on the import path (its spanroberta and
+    its benchmarks), then whatever the caller's PYTHONPATH holds, and unbuffered output, so that a stage killed at
+    its limit has written everything it printed to its log."""
+    paths = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
            "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(paths)}  # fmt: skip
     if records_dir:

@@ -14,11 +14,11 @@ nothing is read back from an earlier run; the peak resident set size (`ru_maxrss
 `datasets` memory-maps as they are touched) is that process's. Tokens are the block tokens, special tokens
 included.
 
-    python benchmarks/bench_data_prep.py                              # prepared, 1x 2x 4x 8x, doc-sentences, 512
-    python benchmarks/bench_data_prep.py --mode streaming
-    python benchmarks/bench_data_prep.py --scales 1 2 --num-proc 2 --input-format full-sentences
+    python -m benchmarks.speed.data_prep   # prepared, 1x 2x 4x 8x, doc-sentences, 512
+    python -m benchmarks.speed.data_prep --mode streaming
+    python -m benchmarks.speed.data_prep --scales 1 2 --num-proc 2 --input-format full-sentences
 
-Writes a raw record to benchmarks/results/data_prep/ (per scale: megabytes, blocks, tokens, seconds, tokens/s,
+Writes a raw record to benchmarks/results/data-prep/ (per scale: megabytes, blocks, tokens, seconds, tokens/s,
 time over linear, peak RSS; the load average before and after).
 """
 
@@ -35,9 +35,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import REUTERS, announce, load_tokenizer, require_corpus
 from transformers import PreTrainedTokenizerBase
 
+from benchmarks import ROOT
+from benchmarks.speed.common import REUTERS, announce, load_tokenizer, require_corpus
 from spanroberta.data.corpus import iter_documents, load_documents
 from spanroberta.data.formats import block_builder, prepare_blocks
 from spanroberta.records import start_run, write_record
@@ -134,11 +135,12 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     scales = []
     for scale in args.scales:
-        command = [sys.executable, __file__, "--child", str(scaled_corpus(scale)), "--mode", args.mode]
+        command = [sys.executable, "-m", "benchmarks.speed.data_prep", "--child", str(scaled_corpus(scale))]
+        command += ["--mode", args.mode]
         command += ["--input-format", args.input_format, "--max-seq-length", str(args.max_seq_length)]
         if args.num_proc:
             command += ["--num-proc", str(args.num_proc)]
-        output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+        output = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True).stdout
         figures = json.loads(next(line for line in output.splitlines() if line.startswith("RESULT "))[7:])
         seconds = figures["total_seconds"]
         first = scales[0] if scales else {"scale": scale, **figures}

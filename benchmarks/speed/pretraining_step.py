@@ -12,9 +12,9 @@ spanroberta, `TrainingArguments` for the baseline). Batches are collated beforeh
 per batch is reported next to the step time: with the Trainer's default of no DataLoader workers, it adds to
 every step.
 
-    python benchmarks/bench_pretraining_step.py --config small --precision fp32 bf16 --threads 2
-    python benchmarks/bench_pretraining_step.py --config base --steps 4 --warmup 1 --ablations
-    python benchmarks/bench_pretraining_step.py --config small --profile      # top ops of one step per side
+    python -m benchmarks.speed.pretraining_step --config small --precision fp32 bf16 --threads 2
+    python -m benchmarks.speed.pretraining_step --config base --steps 4 --warmup 1 --ablations
+    python -m benchmarks.speed.pretraining_step --config small --profile   # top ops of one step per side
 
 --ablations also times packed rows (documents of the Reuters corpus's mean length cut from the blocks) under
 sdpa's block-diagonal mask and under varlen_fa2, each against the unpacked spanroberta side.
@@ -22,8 +22,8 @@ sdpa's block-diagonal mask and under varlen_fa2, each against the unpacked spanr
 On CUDA (picked automatically when present) the default precision is bf16 autocast, and each side's model
 FLOPs utilisation is reported (see `model_flops_per_step`).
 
-Each configuration and precision writes a raw record to benchmarks/results/pretraining_step/ (every step's wall and
-CPU seconds, medians, ratios, the load average before and after), from which benchmarks/make_tables.py generates
+Each configuration and precision writes a raw record to benchmarks/results/pretraining-step/ (every step's wall and
+CPU seconds, medians, ratios, the load average before and after), from which benchmarks/tables/generate.py generates
 the tables of benchmarks/RESULTS.md.
 """
 
@@ -40,20 +40,6 @@ from dataclasses import dataclass, field
 from unittest import mock
 
 import torch
-from common import (
-    BENCH_CORPUS,
-    Timings,
-    announce,
-    batches_of_rows,
-    encoder_settings,
-    gpu_peak_flops,
-    load_blocks,
-    load_tokenizer,
-    mfu,
-    model_flops_per_step,
-    parse_with_threads,
-    time_alternately,
-)
 from transformers import (
     DataCollatorForLanguageModeling,
     RobertaConfig,
@@ -62,6 +48,7 @@ from transformers import (
     TrainingArguments,
 )
 
+from benchmarks.speed import common
 from spanroberta.models import pretraining_heads
 from spanroberta.models.configuration_spanroberta import SpanRobertaConfig
 from spanroberta.data.collator import DataCollatorForSpanMasking
@@ -125,7 +112,7 @@ class Side:
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
     batches: list[dict[str, torch.Tensor]]
-    collate_seconds: Timings
+    collate_seconds: common.Timings
     ablation: Ablation
 
 
@@ -154,7 +141,7 @@ def build_side(name: str, encoder: dict, tokenizer, rows: list, device: str, out
         batch = collator(examples)
         seconds.append(time.perf_counter() - start)
         batches.append({key: value.to(device) for key, value in batch.items()})
-    return Side(model, optimizer, batches, Timings(seconds), ablation)
+    return Side(model, optimizer, batches, common.Timings(seconds), ablation)
 
 
 def train_step(side: Side, batch: dict[str, torch.Tensor], device: str, bf16: bool, synchronize: bool = True) -> None:
@@ -212,15 +199,15 @@ def main() -> None:
                         "host time to issue it and the top ops, printed and written as a pretraining_step_profile "
                         "record.")  # fmt: skip
     parser.add_argument("--profile-rows", type=int, default=20)
-    args = parse_with_threads(parser)
+    args = common.parse_with_threads(parser)
     precisions = args.precision or (["bf16"] if args.device == "cuda" else ["fp32", "bf16"])
 
-    tokenizer = load_tokenizer()
+    tokenizer = common.load_tokenizer()
     for config_name in args.config:
         size, length, batch_size = CONFIGS[config_name]
-        encoder = encoder_settings(tokenizer, size)
+        encoder = common.encoder_settings(tokenizer, size)
         # A handful of distinct batches (masks differ too), cycled through, keeps memory bounded.
-        rows = batches_of_rows(load_blocks(tokenizer, length), batch_size, count=4)
+        rows = common.batches_of_rows(common.load_blocks(tokenizer, length), batch_size, count=4)
         for precision in precisions:
             bf16 = precision == "bf16"
             started = start_run()
@@ -233,25 +220,26 @@ def main() -> None:
                     settings = {"config": config_name, "precision": precision, "device": args.device,
                                 "sides": list(names), "rows": args.profile_rows}  # fmt: skip
                     name = f"{config_name}-{precision}-{args.device}"
-                    announce(write_record("pretraining_step_profile", settings, profiled, started=started, name=name))
+                    path = write_record("pretraining_step_profile", settings, profiled, started=started, name=name)
+                    common.announce(path)
                     continue
                 steps = {
                     name: lambda i, side=side: train_step(side, side.batches[i % len(side.batches)], args.device, bf16)
                     for name, side in sides.items()
                 }
-                timings = time_alternately(steps, repeats=args.steps, warmup=args.warmup)
+                timings = common.time_alternately(steps, repeats=args.steps, warmup=args.warmup)
             settings = {"config": config_name, "model_size": size, "seq_length": length, "batch_size": batch_size,
                         "precision": precision, "device": args.device, "steps": args.steps, "warmup": args.warmup,
                         "threads": torch.get_num_threads(), "sides": list(names),
-                        "corpus": BENCH_CORPUS.name}  # fmt: skip
+                        "corpus": common.BENCH_CORPUS.name}  # fmt: skip
             results = measure(batch_size * length, sides, timings, args.device)
             report(settings, results)
             name = f"{config_name}-{precision}-{args.device}"
-            announce(write_record("pretraining_step", settings, results, started=started, name=name))
+            common.announce(write_record("pretraining_step", settings, results, started=started, name=name))
             del sides
 
 
-def measure(tokens: int, sides: dict[str, Side], timings: dict[str, Timings], device: str) -> dict:
+def measure(tokens: int, sides: dict[str, Side], timings: dict[str, common.Timings], device: str) -> dict:
     """Every side's timings, tokens/s and collation time, spanroberta's ratios to the baseline and the ablations,
     and on CUDA each side's model FLOPs and MFU."""
     results: dict = {"tokens_per_step": tokens, "sides": {}}
@@ -268,15 +256,15 @@ def measure(tokens: int, sides: dict[str, Side], timings: dict[str, Timings], de
         for name in timings.keys() - set(SIDES)
     }
     if device == "cuda":
-        peak = gpu_peak_flops()
+        peak = common.gpu_peak_flops()
         results["gpu_peak_flops"] = peak
         for name in SIDES:
             side = sides[name]
-            flops = sum(model_flops_per_step(side.model.config, b, name == "baseline") for b in side.batches)
+            flops = sum(common.model_flops_per_step(side.model.config, b, name == "baseline") for b in side.batches)
             flops /= len(side.batches)
             achieved = flops / timings[name].median
             results["sides"][name].update(model_flops_per_step=flops, flops_per_second=achieved,
-                                          mfu=mfu(achieved, peak))  # fmt: skip
+                                          mfu=common.mfu(achieved, peak))  # fmt: skip
     return results
 
 

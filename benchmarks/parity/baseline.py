@@ -12,7 +12,7 @@ spanroberta (only the shared data and metric formulas of parity_tasks are used):
 - RACE follows examples/pytorch/multiple-choice/run_swag.py's `preprocess_function` with RACE's columns (the
   passage as SWAG's context, "question option" as its header and ending) and `DataCollatorForMultipleChoice`.
 
-The spanroberta side (bench_finetuning_parity.py) calls the project's run_squad.py, run_glue.py and run_race.py.
+The spanroberta side (parity/finetuning.py) calls the project's run_squad.py, run_glue.py and run_race.py.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 from datasets import Dataset
-from parity_tasks import CHECKPOINT, Outcome, TaskSize, accuracy, binary_f1, read_rows, squad_v1_scores
 from transformers import (
     AutoConfig,
     AutoModelForMultipleChoice,
@@ -39,6 +38,8 @@ from transformers import (
     TrainingArguments,
     set_seed,
 )
+
+from benchmarks.parity.common import CHECKPOINT, Outcome, TaskSize, accuracy, binary_f1, read_rows, squad_v1_scores
 
 # run_glue.py's task_to_keys: the text columns of each GLUE task the benchmark runs.
 GLUE_COLUMNS = {"sst2": ("sentence",), "mrpc": ("sentence1", "sentence2"), "rte": ("sentence1", "sentence2")}

@@ -20,9 +20,9 @@ dense bf16 peak (common.GPU_PEAK_BF16_FLOPS). The FLOPs per real token are count
 on one batch of full blocks collated as each side masks them: the baseline's MLM head at every token, the spanbert
 recipe's heads at its span-masked targets and SBO targets. Other recipes and CPU runs record no MFU.
 
-    python benchmarks/bench_trainer.py --config small --steps 60                 # CPU: small, 128 x 32
-    python benchmarks/bench_trainer.py --config base --recipes spanbert --torch-compile
-    python benchmarks/bench_trainer.py --config base-gpu large-gpu               # on a GPU: 32 x 512, 16 x 512
+    python -m benchmarks.speed.trainer --config small --steps 60     # CPU: small, 128 x 32
+    python -m benchmarks.speed.trainer --config base --recipes spanbert --torch-compile
+    python -m benchmarks.speed.trainer --config base-gpu large-gpu   # on a GPU: 32 x 512, 16 x 512
 
 Each config writes a raw record to benchmarks/results/trainer/ (every run's tokens/s per logging window, the
 steady medians, the ratios to the baseline, the load average before and after).
@@ -42,20 +42,6 @@ from pathlib import Path
 
 import datasets
 import torch
-from common import (
-    BENCH_CORPUS,
-    BENCHMARKS,
-    CACHE,
-    announce,
-    batches_of_rows,
-    encoder_settings,
-    gpu_peak_flops,
-    load_blocks,
-    load_tokenizer,
-    mfu,
-    model_flops_per_step,
-    require_corpus,
-)
 from transformers import (
     DataCollatorForLanguageModeling,
     RobertaConfig,
@@ -65,6 +51,8 @@ from transformers import (
     TrainingArguments,
 )
 
+from benchmarks import ROOT
+from benchmarks.speed import common
 from spanroberta.data.collator import DataCollatorForSpanMasking
 from spanroberta.models.configuration_spanroberta import SpanRobertaConfig
 from spanroberta.records import start_run, write_record
@@ -87,9 +75,9 @@ def run_spanroberta(recipe: str, size: str, length: int, batch: int, args,
     its `Run settings:` line names."""
     command = [
         sys.executable,
-        str(BENCHMARKS.parent / "run_pretraining.py"),
-        "--train_file", str(BENCH_CORPUS),
-        "--tokenizer_name", str(CACHE / "bpe50k"),
+        str(ROOT / "run_pretraining.py"),
+        "--train_file", str(common.BENCH_CORPUS),
+        "--tokenizer_name", str(common.CACHE / "bpe50k"),
         "--recipe", recipe,
         "--model_size", size,
         "--max_seq_length", str(length),
@@ -150,19 +138,20 @@ def run_baseline(size: str, length: int, batch: int, args, output_dir: str) -> t
     process like spanroberta's runs: a parent that has trained keeps its threads spinning for a while and would
     slow the runs after it."""
     rates_file = Path(output_dir, "baseline_rates.json")
-    command = [sys.executable, __file__, "--baseline-child", str(rates_file), "--config", args.config_name]
+    command = [sys.executable, "-m", "benchmarks.speed.trainer", "--baseline-child", str(rates_file)]
+    command += ["--config", args.config_name]
     command += ["--precision", args.precision, "--steps", str(args.steps), "--logging-steps", str(args.logging_steps)]
     command += ["--workers", str(args.workers or 0)] + (["--torch-compile"] if args.torch_compile else [])
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL if not args.verbose else None)
+    subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL if not args.verbose else None)
     child = json.loads(rates_file.read_text())
     return child["rates"], child["attn_implementation"]
 
 
 def train_baseline(size: str, length: int, batch: int, args, output_dir: str) -> tuple[list[float], str]:
-    tokenizer = load_tokenizer()
-    blocks = load_blocks(tokenizer, length)
+    tokenizer = common.load_tokenizer()
+    blocks = common.load_blocks(tokenizer, length)
     dataset = datasets.Dataset.from_dict({"input_ids": blocks.tolist()})
-    config = RobertaConfig(**encoder_settings(tokenizer, size))
+    config = RobertaConfig(**common.encoder_settings(tokenizer, size))
     torch.manual_seed(0)
     model = RobertaForMaskedLM(config)
     training_args = TrainingArguments(
@@ -199,9 +188,9 @@ def _precision_flags(args) -> list[str]:
 
 def model_flops_per_real_token(run: str, size: str, length: int) -> float | None:
     """The model FLOPs of one real token of `run` (see the module's docstring); None for a recipe not counted."""
-    tokenizer = load_tokenizer()
-    rows = batches_of_rows(load_blocks(tokenizer, length), batch_size=8, count=1)[0]
-    encoder = encoder_settings(tokenizer, size)
+    tokenizer = common.load_tokenizer()
+    rows = common.batches_of_rows(common.load_blocks(tokenizer, length), batch_size=8, count=1)[0]
+    encoder = common.encoder_settings(tokenizer, size)
     if run == BASELINE:
         config, collator = RobertaConfig(**encoder), DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15)
     elif run == "run_pretraining.py --recipe spanbert":
@@ -210,7 +199,7 @@ def model_flops_per_real_token(run: str, size: str, length: int) -> float | None
         return None
     torch.manual_seed(0)
     batch = collator([{"input_ids": row} for row in rows])
-    return model_flops_per_step(config, batch, dense_head=run == BASELINE) / float(batch["attention_mask"].sum())
+    return common.model_flops_per_step(config, batch, dense_head=run == BASELINE) / float(batch["attention_mask"].sum())
 
 
 def steady(rates: list[float], skip: int) -> float:
@@ -243,8 +232,8 @@ def main() -> None:
         Path(args.baseline_child).write_text(json.dumps({"rates": rates, "attn_implementation": attention}))
         return
 
-    require_corpus()
-    load_tokenizer()  # trains and caches the BPE once, before any timing
+    common.require_corpus()
+    common.load_tokenizer()  # trains and caches the BPE once, before any timing
     print(f"| config | run | median real tokens/s over logging windows {args.skip_windows + 1}.. | vs baseline | MFU |")
     print("|---|---|---|---|---|")
     for name in args.config:
@@ -266,22 +255,22 @@ def measure_config(name: str, args: argparse.Namespace) -> None:
     settings = {"config": name, "model_size": size, "seq_length": length, "batch_size": batch,
                 "precision": args.precision, "torch_compile": args.torch_compile, "steps": args.steps,
                 "logging_steps": args.logging_steps, "skip_windows": args.skip_windows,
-                "workers": args.workers, "recipes": args.recipes, "corpus": BENCH_CORPUS.name,
+                "workers": args.workers, "recipes": args.recipes, "corpus": common.BENCH_CORPUS.name,
                 "attn_implementation": args.attn_implementation}  # fmt: skip
-    peak = gpu_peak_flops()
+    peak = common.gpu_peak_flops()
     results = {"gpu_peak_flops": peak, "runs": {}}
     for run, rates in windows.items():
         rate = steady(rates, args.skip_windows)
         ratio = rate / steady(windows[BASELINE], args.skip_windows) if BASELINE in windows else None
         flops = model_flops_per_real_token(run, size, length)
-        utilisation = mfu(flops * rate, peak) if flops is not None else None
+        utilisation = common.mfu(flops * rate, peak) if flops is not None else None
         results["runs"][run] = {"real_tokens_per_second_windows": rates, "real_tokens_per_second": rate,
                                 "ratio_to_baseline": ratio, "model_flops_per_real_token": flops,
                                 "mfu": utilisation, "attn_implementation": attention[run]}  # fmt: skip
         print(f"| {name}, {args.precision} | {run} | {rate:,.0f} | {f'{ratio:.2f}x' if ratio else '-'} "
               f"| {f'{100 * utilisation:.1f}%' if utilisation is not None else '-'} |")  # fmt: skip
     label = f"{name}-{args.precision}" + ("-compile" if args.torch_compile else "")
-    announce(write_record("trainer", settings, results, started=started, name=label))
+    common.announce(write_record("trainer", settings, results, started=started, name=label))
 
 
 if __name__ == "__main__":

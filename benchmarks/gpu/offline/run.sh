@@ -7,7 +7,7 @@ set -o pipefail
 OUT="${OUT:-gpu-check-output}"
 mkdir -p "$OUT"
 started="$(mktemp)"
-source benchmarks/offline_gpu/setup.sh || exit 1
-timeout 560 "${PYTHON:-python3}" benchmarks/gpu_check.py "$@" 2>&1 | tee "$OUT/gpu-check.log"
+source benchmarks/gpu/offline/setup.sh || exit 1
+timeout 560 "${PYTHON:-python3}" -m benchmarks.gpu.check "$@" 2>&1 | tee "$OUT/gpu-check.log"
 find benchmarks/results -type f -newer "$started" -exec cp {} "$OUT/" \;
 ls "$OUT"

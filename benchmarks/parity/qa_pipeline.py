@@ -5,8 +5,8 @@ process that imported spanroberta, and in a process where spanroberta cannot be 
 transformers, the pipeline code the checkpoint carries, `trust_remote_code=True`). Both must give the same
 answers; the record holds them with their scores and the questions' gold answers.
 
-    python benchmarks/bench_finetuning_parity.py --size cpu --tasks squad --seeds 0 --keep_outputs outputs/parity
-    python benchmarks/bench_qa_pipeline.py --model outputs/parity/cpu/squad-spanroberta-0
+    python -m benchmarks.parity.finetuning --size cpu --tasks squad --seeds 0 --keep_outputs outputs/parity
+    python -m benchmarks.parity.qa_pipeline --model outputs/parity/cpu/squad-spanroberta-0
 
 The questions are the first paragraph's of the first article after those the parity benchmark trains on
 (`--article`, `--questions`), taken in the file's order, whatever the model answers. Writes one `qa-pipeline`
@@ -27,15 +27,13 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]  # spanroberta of this checkout, parity_tasks here
-
-# The parity benchmark owns the SQuAD split by article.
-from parity_tasks import DATA, SQUAD_TRAIN_ARTICLES  # noqa: E402
 from huggingface_hub import ModelCard  # noqa: E402
 from transformers import pipeline  # noqa: E402
 
 import spanroberta  # noqa: E402,F401  (registers pipeline("question-answering") in this process)
+
+# The parity benchmark owns the SQuAD split by article.
+from benchmarks.parity.common import DATA, SQUAD_TRAIN_ARTICLES  # noqa: E402
 from spanroberta.records import start_run, write_record  # noqa: E402
 
 BENCHMARK = "qa-pipeline"

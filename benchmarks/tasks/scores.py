@@ -3,15 +3,15 @@
 through its script's command line (run_squad.py, run_glue.py, run_race.py, run_relation.py, run_coref.py), and
 records its score beside the task's floor and, for context, a published score. See benchmarks/TASKS.md.
 
-    python benchmarks/fetch_checkpoint.py                   # once: all-MiniLM-L6-v2 into benchmarks/.cache
-    python benchmarks/bench_tasks.py --size cpu             # each task aimed at ~20 minutes on 2 CPU cores
-    python benchmarks/bench_tasks.py --size gpu             # the whole shared data, ~10 minutes a seed on one H100
-    python benchmarks/bench_tasks.py --size toy --tasks rte semeval   # a tiny random model: a rehearsal
+    python -m benchmarks.parity.fetch_checkpoint   # once: all-MiniLM-L6-v2 into benchmarks/.cache
+    python -m benchmarks.tasks.scores --size cpu   # each task aimed at ~20 minutes on 2 CPU cores
+    python -m benchmarks.tasks.scores --size gpu   # the whole shared data, ~10 minutes a seed on one H100
+    python -m benchmarks.tasks.scores --size toy --tasks rte semeval   # a tiny random model: a rehearsal
 
-The tasks, their splits, floors and budgets are in task_catalog.py. Each (task, seed) unit writes one record,
+The tasks, their splits, floors and budgets are in tasks/catalog.py. Each (task, seed) unit writes one record,
 `tasks` with `settings.kind == "unit"`, under benchmarks/results/tasks/ when it finishes, and a unit whose record
 exists (same size, task, seed, checkpoint and budget) is skipped: an interrupted run goes on where it stopped. The
-tables are generated from the records (tables_tasks.py, `python benchmarks/make_tables.py`).
+tables are generated from the records (tables/tasks.py, `python -m benchmarks.tables.generate`).
 """
 
 from __future__ import annotations
@@ -30,12 +30,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]  # spanroberta of this checkout; the sibling modules
-
-from parity_tasks import CHECKPOINT, CHECKPOINT_NAME, DATA  # noqa: E402
-from task_catalog import SIZES, TASKS, Budget, Prepared, Task  # noqa: E402
-
+from benchmarks import ROOT  # noqa: E402
+from benchmarks.parity.common import CHECKPOINT, CHECKPOINT_NAME, DATA  # noqa: E402
+from benchmarks.tasks.catalog import SIZES, TASKS, Budget, Prepared, Task  # noqa: E402
 from spanroberta.records import RunStart, read_records, start_run, write_record  # noqa: E402
 
 BENCHMARK = "tasks"
@@ -98,7 +95,7 @@ def unit_results(task: Task, prepared: Prepared, output: Path, wall_seconds: flo
     for row in task.rows:
         if row.metric not in scores[row.results_file]:
             raise SystemExit(f"{task.script} wrote no {row.metric} to {output / row.results_file} (it holds "
-                             f"{', '.join(scores[row.results_file])}); the task's row in task_catalog.py names "
+                             f"{', '.join(scores[row.results_file])}); the task's row in tasks/catalog.py names "
                              "the key its score is read from.")  # fmt: skip
     rows = {row.label: {"metric": row.metric, "score": row.scale * scores[row.results_file][row.metric],
                         "floor": prepared.floors[row.label]} for row in task.rows}  # fmt: skip

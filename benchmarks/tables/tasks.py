@@ -1,4 +1,4 @@
-"""The task benchmark's tables (bench_tasks.py, its records under benchmarks/results/tasks/): the table of every task
+"""The task benchmark's tables (tasks/scores.py, its records under benchmarks/results/tasks/): the table of every task
 in benchmarks/TASKS.md, and each docs page's line of the scores of its tasks.
 
 A row's score is the mean over the seeds recorded, with the sample standard deviation; it is clear of the floor when
@@ -15,13 +15,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from parity_summary import clear_of_floor, spread
-from parity_tasks import CHECKPOINT_NAME
-from tables_format import Context, fmt_number, markdown_table, none_yet
-from task_catalog import SIZES, TASKS, Row
+from benchmarks.parity.common import CHECKPOINT_NAME
+from benchmarks.parity.summary import clear_of_floor, spread
+from benchmarks.tables.format import Context, fmt_number, markdown_table, none_yet
+from benchmarks.tasks.catalog import SIZES, TASKS, Row
 
 BENCHMARK = "tasks"
-COMMAND = "python benchmarks/bench_tasks.py --size cpu"
+COMMAND = "python -m benchmarks.tasks.scores --size cpu"
 SIZE_ORDER = ("gpu", "cpu", "toy")  # the fullest size first
 
 

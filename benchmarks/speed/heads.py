@@ -7,7 +7,7 @@ the fusion changes. Shapes are those of the step benchmark's heads: about 580 ta
 256 (small), about 300 at 768 (base), a 50,265-id vocabulary; a Linear(hidden, hidden) in front stands for the
 head's transform. Timed alternately, in CPU seconds of this process.
 
-    python benchmarks/bench_heads.py --threads 1
+    python -m benchmarks.speed.heads --threads 1
 
 Writes a raw record to benchmarks/results/heads/ (every repetition's CPU seconds per shape and precision, medians,
 speed-ups, the load average before and after).
@@ -21,8 +21,8 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from common import VOCAB_SIZE, announce, parse_with_threads, time_alternately
 
+from benchmarks.speed.common import VOCAB_SIZE, announce, parse_with_threads, time_alternately
 from spanroberta.models.modeling_efficient import fused_decoder_cross_entropy
 from spanroberta.records import start_run, write_record
 

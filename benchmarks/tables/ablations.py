@@ -1,13 +1,13 @@
 """The ablation tables of benchmarks/ABLATIONS.md and their rows in the README's figures: the latest record of
-each config under configs/ablations/, written by run_ablation.py (benchmarks/make_tables.py writes them)."""
+each config under configs/ablations/, written by run_ablation.py (benchmarks/tables/generate.py writes them)."""
 
 from __future__ import annotations
 
 import statistics
 from typing import Any
 
+from benchmarks.tables.format import Context, fmt_date, fmt_load, fmt_number, markdown_table, none_yet
 from spanroberta.config_files import read_config_file
-from tables_format import Context, fmt_date, fmt_load, fmt_number, markdown_table, none_yet
 
 
 def ablation_rows(context: Context) -> list[list[str]]:

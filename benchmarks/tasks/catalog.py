@@ -1,4 +1,4 @@
-"""The tasks of the task benchmark (bench_tasks.py): for each, the data it reads from ../shared/data and how it is
+"""The tasks of the task benchmark (tasks/scores.py): for each, the data it reads from ../shared/data and how it is
 split, the script that fine-tunes on it, the rows it gives the table (the score's key in the script's results, its
 floor and a published score for context), and its budget at each size.
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from parity_tasks import (
+from benchmarks.parity.common import (
     DATA,
     SQUAD_TRAIN_ARTICLES,
     TaskSize,
@@ -30,7 +30,6 @@ from parity_tasks import (
     squad_v1_scores,
     write_jsonl,
 )
-
 from spanroberta.metrics.gap import GapDecision, gap_scores
 from spanroberta.metrics.relation import semeval_score
 from spanroberta.tasks.gap import read_gap

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Prepares an offline GPU machine (Python 3.12, CUDA torch, no network) for `python3 benchmarks/gpu_check.py`, from
+# Prepares an offline GPU machine (Python 3.12, CUDA torch, no network) for `python3 -m benchmarks.gpu.check`, from
 # the bundle build.sh makes in .gpu/. Run from the repository root, sourced, so that the exports reach the caller
 # (run.sh does):
-#     source benchmarks/offline_gpu/setup.sh && python3 benchmarks/gpu_check.py
+#     source benchmarks/gpu/offline/setup.sh && python3 -m benchmarks.gpu.check
 # It installs the pinned wheels of .gpu/wheels.tar.xz into /tmp/site (PYTHONPATH, ahead of the image's packages),
 # unpacks the data into ../shared/data (files already there are kept), and unpacks all-MiniLM-L6-v2 (fp16-rounded
 # weights, converted back to float32) into /tmp/all-MiniLM-L6-v2-fp16-rounded (SPANROBERTA_MINILM).
@@ -18,7 +18,7 @@ _gpu_setup_work() (
     WHL=/tmp/gpu-setup-whl
     DATA="$ROOT/../shared/data"
     CKPT=/tmp/all-MiniLM-L6-v2-fp16-rounded
-    [ -f "$ROOT/benchmarks/gpu_check.py" ] || { echo "setup.sh: run it from the repository root" >&2; exit 1; }
+    [ -f "$ROOT/benchmarks/gpu/check.py" ] || { echo "setup.sh: run it from the repository root" >&2; exit 1; }
     [ -d "$GPU" ] || { echo "setup.sh: $GPU is absent" >&2; exit 1; }
 
     echo "[setup] unpacking wheels"

@@ -1,17 +1,17 @@
 #!/usr/bin/env python
 """Fine-tuning parity on a real checkpoint: the project's run_squad.py, run_glue.py and run_race.py against a
-plain transformers baseline (parity_baseline.py: the Auto task heads, the Trainer, and the pre- and post-processing
+plain transformers baseline (parity/baseline.py: the Auto task heads, the Trainer, and the pre- and post-processing
 of transformers' example scripts run_qa.py, run_glue.py and run_swag.py, written out there), from the same
-checkpoint, on the same data (parity_tasks.py), with the same seeds and hyperparameters. See benchmarks/PARITY.md.
+checkpoint, on the same data (parity/common.py), with the same seeds and hyperparameters. See benchmarks/PARITY.md.
 
-    python benchmarks/fetch_checkpoint.py                     # once: all-MiniLM-L6-v2 into benchmarks/.cache
-    python benchmarks/bench_finetuning_parity.py --size cpu-small
-    python benchmarks/bench_finetuning_parity.py --size gpu --tasks squad race --seeds 1 2
+    python -m benchmarks.parity.fetch_checkpoint   # once: all-MiniLM-L6-v2 into benchmarks/.cache
+    python -m benchmarks.parity.finetuning --size cpu-small
+    python -m benchmarks.parity.finetuning --size gpu --tasks squad race --seeds 1 2
 
 Each run (task x side x seed) writes one record, `finetuning-parity` with `settings.kind == "run"`, under
 benchmarks/results/finetuning-parity/; at the end a `settings.kind == "summary"` record holds the mean and
 spread over seeds of each side and their difference, computed from the newest run records of the size
-(parity_summary.py, which also renders the tables of benchmarks/PARITY.md and the README).
+(parity/summary.py, which also renders the tables of benchmarks/PARITY.md and the README).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import collections
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -36,15 +35,17 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from datasets import Dataset  # noqa: E402
 from transformers import AutoModelForSequenceClassification, AutoTokenizer  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # the run_*.py scripts live at the top of the project
-
+# The run_*.py scripts live at the top of the project, which `python -m` puts on the import path.
 import run_glue  # noqa: E402
 import run_race  # noqa: E402
 import run_squad  # noqa: E402
-from parity_baseline import baseline_classification, baseline_squad, qa_train_features, race_features  # noqa: E402
-from parity_summary import render_parity, summarize  # noqa: E402
-from parity_tasks import (  # noqa: E402
+from benchmarks.parity.baseline import (  # noqa: E402
+    baseline_classification,
+    baseline_squad,
+    qa_train_features,
+    race_features,
+)
+from benchmarks.parity.common import (  # noqa: E402
     CHECKPOINT,
     CHECKPOINT_NAME,
     DATA,
@@ -60,6 +61,7 @@ from parity_tasks import (  # noqa: E402
     squad_files,
     task_files,
 )
+from benchmarks.parity.summary import render_parity, summarize  # noqa: E402
 from spanroberta.records import read_records, start_run, write_record  # noqa: E402
 
 BENCHMARK = "finetuning-parity"
@@ -242,7 +244,7 @@ def main(args: list[str] | None = None) -> None:
     if options.summarize:
         return write_summary(options.size)
     if not (CHECKPOINT / "config.json").is_file():
-        raise SystemExit(f"No checkpoint at {CHECKPOINT}: run `python benchmarks/fetch_checkpoint.py` (or `make "
+        raise SystemExit(f"No checkpoint at {CHECKPOINT}: run `python -m benchmarks.parity.fetch_checkpoint` (or `make "
                          "checkpoint`) first, or point $SPANROBERTA_MINILM at an unpacked all-MiniLM-L6-v2 folder.")
     if not (DATA / "squad" / "dev-v1.1.json").is_file():
         raise SystemExit(f"The benchmark reads SQuAD, GLUE and RACE from {DATA}, which is absent on this machine.")

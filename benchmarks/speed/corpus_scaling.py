@@ -14,11 +14,11 @@ workers counted once): all of it, and its anonymous part (heap: what the corpus 
 memory; the rest is pages of memory-mapped Arrow files, which the kernel can drop at any time). Flat peaks as
 the corpus grows are the point.
 
-    python benchmarks/bench_corpus_scaling.py                        # 128 MB, 512 MB, 2 GB
-    python benchmarks/bench_corpus_scaling.py --sizes_mb 64 256 --num_proc 2
+    python -m benchmarks.speed.corpus_scaling   # 128 MB, 512 MB, 2 GB
+    python -m benchmarks.speed.corpus_scaling --sizes_mb 64 256 --num_proc 2
 
 Generated corpora and prepared folders go to --work_dir (default benchmarks/.cache/corpus_scaling) and are
-deleted after each size unless --keep. Writes a raw record to benchmarks/results/corpus_scaling/ (per size: bytes
+deleted after each size unless --keep. Writes a raw record to benchmarks/results/corpus-scaling/ (per size: bytes
 written, seconds, blocks, tokens, tokens/s, peak PSS and anonymous PSS; the load average before and after).
 """
 
@@ -34,11 +34,9 @@ import threading
 import time
 from pathlib import Path
 
-from common import CACHE, REUTERS, announce, load_tokenizer, require_corpus
-
+from benchmarks import ROOT
+from benchmarks.speed.common import CACHE, REUTERS, announce, load_tokenizer, require_corpus
 from spanroberta.records import start_run, write_record
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def generate_corpus(path: Path, size_bytes: int, seed: int = 0) -> int:

@@ -27,10 +27,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from transformers import PreTrainedTokenizerBase, RobertaTokenizerFast  # noqa: E402
 
+from benchmarks import CACHE, ROOT  # noqa: E402
 
-BENCHMARKS = Path(__file__).resolve().parent
-CACHE = BENCHMARKS / ".cache"
-CORPUS = BENCHMARKS.parent.parent / "shared" / "data" / "corpus"
+CORPUS = ROOT.parent / "shared" / "data" / "corpus"
 REUTERS = CORPUS / "reuters_bodies.txt"
 BENCH_CORPUS = Path(os.environ.get("SPANROBERTA_BENCH_CORPUS") or REUTERS)
 if BENCH_CORPUS != REUTERS:
@@ -193,7 +192,7 @@ def time_alternately(
 
 def announce(path: Path) -> None:
     """Prints where a benchmark wrote its raw record (the tables of RESULTS.md are generated from it)."""
-    print(f"\nRecord: {path.relative_to(BENCHMARKS.parent) if path.is_relative_to(BENCHMARKS.parent) else path}")
+    print(f"\nRecord: {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
 
 
 def parse_with_threads(parser: argparse.ArgumentParser) -> argparse.Namespace:

@@ -1,4 +1,4 @@
-"""What every table of benchmarks/make_tables.py shares: the context a renderer gets, and the formatting helpers
+"""What every table of benchmarks/tables/generate.py shares: the context a renderer gets, and the formatting helpers
 every number in a table goes through."""
 
 from __future__ import annotations

@@ -19,8 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from parity_tasks import PRIMARY, SIDES, TASKS
-
+from benchmarks.parity.common import PRIMARY, SIDES, TASKS
 from spanroberta.records import record_load_average
 
 

@@ -1,11 +1,11 @@
 """The full tables of benchmarks/RESULTS.md: every record of a speed or data benchmark, newest first, each row
-naming its record (benchmarks/make_tables.py writes them)."""
+naming its record (benchmarks/tables/generate.py writes them)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tables_format import Context, fmt_number, fmt_ratio, records_table
+from benchmarks.tables.format import Context, fmt_number, fmt_ratio, records_table
 
 
 def render_pretraining_step(context: Context) -> str:
@@ -25,7 +25,7 @@ def render_pretraining_step(context: Context) -> str:
               "baseline tokens/s (median)", "ratio (medians)", "ratio (fastest steps)", "ratio (CPU time)",
               "spanroberta / ablation"]  # fmt: skip
     return records_table(context, "pretraining_step",
-                         "python benchmarks/bench_pretraining_step.py --config small --precision fp32 bf16",
+                         "python -m benchmarks.speed.pretraining_step --config small --precision fp32 bf16",
                          header, rows_of)  # fmt: skip
 
 
@@ -38,7 +38,7 @@ def render_heads(context: Context) -> str:
 
     header = ["shape (targets x hidden)", "precision", "threads", "plain CPU s (median)", "fused CPU s (median)",
               "fused speed-up"]  # fmt: skip
-    return records_table(context, "heads", "python benchmarks/bench_heads.py --threads 1", header, rows_of)
+    return records_table(context, "heads", "python -m benchmarks.speed.heads --threads 1", header, rows_of)
 
 
 def render_collator(context: Context) -> str:
@@ -51,7 +51,7 @@ def render_collator(context: Context) -> str:
 
     header = ["collator", "threads", "sequences/s (median)", "sequences/s (best)", "ms/batch (median)",
               "span+SBO / this"]  # fmt: skip
-    return records_table(context, "collator", "python benchmarks/bench_collator.py", header, rows_of)
+    return records_table(context, "collator", "python -m benchmarks.speed.collator", header, rows_of)
 
 
 def render_trainer(context: Context) -> str:
@@ -66,11 +66,11 @@ def render_trainer(context: Context) -> str:
                 for run, figures in record["results"]["runs"].items()]  # fmt: skip
 
     header = ["config", "steps", "run", "attention", "real tokens/s (median window)", "vs baseline", "MFU"]
-    return records_table(context, "trainer", "python benchmarks/bench_trainer.py --config small --precision fp32",
+    return records_table(context, "trainer", "python -m benchmarks.speed.trainer --config small --precision fp32",
                          header, rows_of)  # fmt: skip
 
 
-NOT_ASKED = "skipped: not asked for"  # gpu_check.py's status of a stage --stages left out
+NOT_ASKED = "skipped: not asked for"  # gpu/check.py's status of a stage --stages left out
 
 
 def render_gpu_check(context: Context) -> str:
@@ -95,7 +95,7 @@ def render_data_prep(context: Context) -> str:
                 for scale in record["results"]["scales"]]  # fmt: skip
 
     header = ["mode", "corpus", "MB", "blocks", "tokens", "time s", "tokens/s", "time / linear", "peak RSS MiB"]
-    return records_table(context, "data_prep", "python benchmarks/bench_data_prep.py --mode prepared", header, rows_of)
+    return records_table(context, "data_prep", "python -m benchmarks.speed.data_prep --mode prepared", header, rows_of)
 
 
 def render_corpus_scaling(context: Context) -> str:
@@ -107,4 +107,4 @@ def render_corpus_scaling(context: Context) -> str:
 
     header = ["corpus", "processes", "wall s", "blocks", "tokens", "tokens/s", "peak PSS MiB (tree)",
               "peak anonymous PSS MiB (tree)"]  # fmt: skip
-    return records_table(context, "corpus_scaling", "python benchmarks/bench_corpus_scaling.py", header, rows_of)
+    return records_table(context, "corpus_scaling", "python -m benchmarks.speed.corpus_scaling", header, rows_of)

