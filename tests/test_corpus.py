@@ -5,12 +5,13 @@ import json
 
 import pytest
 
-from spanroberta.data.corpus import load_documents
+from spanroberta.data.corpus import CorpusSource, load_documents
 from spanroberta.data.demo_corpus import demo_corpus_path, generate_demo_corpus
 
 
 def load(files, tmp_path, **kwargs):
-    return load_documents([str(file) for file in files], cache_dir=str(tmp_path / "cache"), **kwargs)["text"]
+    source = CorpusSource([str(file) for file in files], **kwargs)
+    return load_documents(source, cache_dir=str(tmp_path / "cache"))["text"]
 
 
 def test_text_files_split_documents_at_blank_lines(tmp_path):
@@ -44,7 +45,7 @@ def test_a_local_dataset_folder_loads_through_dataset_name(tmp_path):
     folder = tmp_path / "my_dataset"
     folder.mkdir()
     (folder / "train.jsonl").write_text(json.dumps({"content": "A.\nB."}) + "\n")
-    documents = load_documents(dataset_name=str(folder), text_column_name="content", cache_dir=str(tmp_path / "c"))
+    documents = load_documents(CorpusSource(dataset_name=str(folder), text_column_name="content"), str(tmp_path / "c"))
     assert documents["text"] == ["A.\nB."]
 
 
@@ -76,9 +77,9 @@ def test_bad_inputs_raise_errors_naming_the_file(tmp_path):
 
 def test_exactly_one_source_must_be_given(tmp_path):
     with pytest.raises(ValueError, match="exactly one"):
-        load_documents()
+        CorpusSource()
     with pytest.raises(ValueError, match="exactly one"):
-        load_documents(train_files=["a.txt"], dataset_name="wikitext")
+        CorpusSource(train_files=["a.txt"], dataset_name="wikitext")
 
 
 def test_the_demo_corpus_ships_with_the_package_and_loads(tmp_path):

@@ -12,7 +12,7 @@ import pytest
 from conftest import shared_data
 from transformers import BertTokenizer
 
-from spanroberta.data.corpus import load_documents
+from spanroberta.data.corpus import CorpusSource, load_documents
 from spanroberta.data.formats import (
     INPUT_FORMATS,
     PAIR_FORMATS,
@@ -251,7 +251,7 @@ def test_bad_arguments_are_refused(tiny_tokenizer, tokenized):
 def test_prepared_blocks_are_cached_per_tokenizer(tmp_path, tiny_tokenizer):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("The quick brown fox jumps.\nIt runs.\n\nThe lazy dog sleeps.\n")
-    documents = load_documents([str(corpus)], cache_dir=str(tmp_path / "cache"))
+    documents = load_documents(CorpusSource([str(corpus)]), cache_dir=str(tmp_path / "cache"))
 
     def cache_files(tokenizer):
         blocks = prepare_blocks(documents, tokenizer, "segment-pair", MAX_LENGTH, seed=5)
@@ -266,7 +266,7 @@ def test_prepared_blocks_are_cached_per_tokenizer(tmp_path, tiny_tokenizer):
 
 def test_wikitext_in_every_format(tmp_path, tiny_tokenizer):
     path = shared_data("corpus", "wiki.valid.raw")
-    documents = load_documents([str(path)], cache_dir=str(tmp_path / "cache"))
+    documents = load_documents(CorpusSource([str(path)]), cache_dir=str(tmp_path / "cache"))
     assert len(documents) > 1000 and "Homarus gammarus" in documents[1]["text"]
     tokenized = tokenize_documents(documents, tiny_tokenizer)["sentence_ids"]
     total_tokens = sum(len(sentence) for document in tokenized for sentence in document)

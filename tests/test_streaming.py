@@ -13,7 +13,7 @@ from conftest import TINY_TEXT
 from safetensors.torch import load_file
 from torch.utils.data import DataLoader
 
-from spanroberta.data.corpus import iter_documents, load_documents
+from spanroberta.data.corpus import CorpusSource, iter_documents, load_documents
 from spanroberta.data.formats import block_builder, prepare_blocks
 from spanroberta.data.prepared import preparing
 from spanroberta.data.streaming import StreamingBlocks
@@ -47,7 +47,7 @@ def as_list(rows):
 def streamed(corpus, tokenizer, process_index, num_processes, num_workers, rows):
     """The first `rows` rows that one process (of `num_processes`) streams with `num_workers` workers."""
     dataset = StreamingBlocks(
-        functools.partial(iter_documents, train_files=[str(corpus)]),
+        functools.partial(iter_documents, CorpusSource([str(corpus)])),
         tokenizer,
         block_builder(tokenizer, "full-sentences", 32),
         documents_per_group=DOCUMENTS_PER_GROUP,
@@ -67,7 +67,7 @@ def parse(args):
 
 def test_every_streamed_block_is_seen_once_per_epoch_across_processes_and_workers(corpus, tiny_tokenizer, tmp_path):
     expected = prepare_blocks(
-        load_documents([str(corpus)], cache_dir=str(tmp_path)), tiny_tokenizer, "full-sentences", 32,
+        load_documents(CorpusSource([str(corpus)]), cache_dir=str(tmp_path)), tiny_tokenizer, "full-sentences", 32,
         documents_per_group=DOCUMENTS_PER_GROUP,
     )["input_ids"]
     # 2 processes x 2 DataLoader workers = 4 readers sharing the 10 groups; enough rows for two passes each

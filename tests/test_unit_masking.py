@@ -20,7 +20,7 @@ from conftest import shared_data
 
 import run_pretraining
 from spanroberta.data.collator import DataCollatorForSpanMasking
-from spanroberta.data.corpus import iter_documents, load_documents
+from spanroberta.data.corpus import CorpusSource, iter_documents, load_documents
 from spanroberta.data.formats import block_builder, prepare_blocks
 from spanroberta.data.masking import (
     INSIDE_UNIT,
@@ -294,9 +294,9 @@ def test_streaming_gives_the_blocks_and_units_of_prepare_blocks(wiki_file, wiki_
     units = build_masking_units("named-entity", wiki_tokenizer, None, str(entity_pipeline))
     units = pickle.loads(pickle.dumps(units))  # as DataLoader workers and datasets' processes receive them
     builder = block_builder(wiki_tokenizer, "doc-sentences", 512, units=units)
-    read = functools.partial(iter_documents, train_files=[str(wiki_file)])
+    read = functools.partial(iter_documents, CorpusSource([str(wiki_file)]))
     stream = StreamingBlocks(read, wiki_tokenizer, builder, documents_per_group=1000, shuffle_buffer_size=8)
-    documents = load_documents(train_files=[str(wiki_file)])
+    documents = load_documents(CorpusSource([str(wiki_file)]))
     expected = prepare_blocks(documents, wiki_tokenizer, "doc-sentences", 512, units=units)
 
     def contents(row):

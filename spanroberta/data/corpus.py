@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import datasets
@@ -39,71 +40,65 @@ BUILDERS_BY_EXTENSION = {
 }
 
 
-def load_documents(
-    train_files: list[str] | None = None,
-    dataset_name: str | None = None,
-    dataset_config_name: str | None = None,
-    split: str = "train",
-    text_column_name: str = "text",
-    cache_dir: str | None = None,
-) -> datasets.Dataset:
-    """Reads local files or a `datasets` dataset into a dataset of documents.
+@dataclass(frozen=True)
+class CorpusSource:
+    """Where a corpus's documents come from: `train_files` (text files, or json/jsonl/csv/parquet files with a
+    `text_column_name` column), or `dataset_name` (+ `dataset_config_name`, `split`) for `datasets.load_dataset`;
+    exactly one of the two."""
 
-    Give either `train_files` (text files, or json/jsonl/csv/parquet files with a `text_column_name`
-    column) or `dataset_name` (+ `dataset_config_name`, `split`) for `datasets.load_dataset`.
-    Returns a dataset with one column, `text`: one document per row, its sentences joined by "\\n"
-    (files of one format are read together, formats in the order they first appear in `train_files`).
-    """
-    _check_one_source(train_files, dataset_name)
-    if dataset_name is not None:
-        source = f"dataset {dataset_name!r} (config {dataset_config_name!r}, split {split!r})"
-        raw = datasets.load_dataset(dataset_name, dataset_config_name, split=split, cache_dir=cache_dir)
-        documents = _rows_to_documents(raw, text_column_name, source, blank_lines_separate_documents=False)
+    train_files: list[str] | None = None
+    dataset_name: str | None = None
+    dataset_config_name: str | None = None
+    split: str = "train"
+    text_column_name: str = "text"
+
+    def __post_init__(self):
+        if (self.train_files is None) == (self.dataset_name is None):
+            raise ValueError("Give exactly one of train_files and dataset_name.")
+        if self.train_files is not None and not self.train_files:
+            raise UserInputError("train_files is empty: give at least one file.")
+
+
+def load_documents(source: CorpusSource, cache_dir: str | None = None) -> datasets.Dataset:
+    """Reads `source` into a dataset of documents: one column, `text`, one document per row, its sentences joined
+    by "\\n" (files of one format are read together, formats in the order they first appear in `train_files`)."""
+    if source.dataset_name is not None:
+        name, config, split = source.dataset_name, source.dataset_config_name, source.split
+        where = f"dataset {name!r} (config {config!r}, split {split!r})"
+        raw = datasets.load_dataset(name, config, split=split, cache_dir=cache_dir)
+        documents = _rows_to_documents(raw, source.text_column_name, where, blank_lines_separate_documents=False)
     else:
         parts = [
-            _load_files(files, builder, text_column_name, cache_dir)
-            for builder, files in _files_by_builder(train_files).items()
+            _load_files(files, builder, source.text_column_name, cache_dir)
+            for builder, files in _files_by_builder(source.train_files).items()
         ]
         documents = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
-        source = ", ".join(train_files)
+        where = ", ".join(source.train_files)
     if len(documents) == 0:
-        raise UserInputError(f"No documents in {source}: every line is blank.")
+        raise UserInputError(f"No documents in {where}: every line is blank.")
     return documents
 
 
-def iter_documents(
-    train_files: list[str] | None = None,
-    dataset_name: str | None = None,
-    dataset_config_name: str | None = None,
-    split: str = "train",
-    text_column_name: str = "text",
-) -> Iterator[str]:
+def iter_documents(source: CorpusSource) -> Iterator[str]:
     """The documents of `load_documents`, in the same order, read lazily with `datasets` streaming.
 
     Nothing is cached and memory does not grow with the corpus. Text files are decoded with
     `errors="replace"`: a byte that is not UTF-8 becomes U+FFFD rather than stopping a run that is already
     training; other formats that hold such a byte raise a `UserInputError` naming the file and line.
     """
-    _check_one_source(train_files, dataset_name)
-    if dataset_name is not None:
-        raw = datasets.load_dataset(dataset_name, dataset_config_name, split=split, streaming=True)
-        yield from _stream_documents(raw, text_column_name, blank_lines_separate_documents=False)
+    if source.dataset_name is not None:
+        raw = datasets.load_dataset(source.dataset_name, source.dataset_config_name, split=source.split,
+                                    streaming=True)  # fmt: skip
+        yield from _stream_documents(raw, source.text_column_name, blank_lines_separate_documents=False)
         return
-    for builder, files in _files_by_builder(train_files).items():
+    for builder, files in _files_by_builder(source.train_files).items():
         is_text = builder == "text"
         options = {"sample_by": "paragraph", "encoding_errors": "replace"} if is_text else {}
         raw = datasets.load_dataset(builder, data_files=files, split="train", streaming=True, **options)
         try:
-            yield from _stream_documents(raw, "text" if is_text else text_column_name, is_text)
+            yield from _stream_documents(raw, "text" if is_text else source.text_column_name, is_text)
         except UnicodeDecodeError:
             raise _not_utf8_error(files) from None
-
-
-def _check_one_source(train_files: list[str] | None, dataset_name: str | None) -> None:
-    if (train_files is None) == (dataset_name is None):
-        raise ValueError("Give exactly one of train_files and dataset_name.")
-    if train_files is not None and not train_files:
-        raise UserInputError("train_files is empty: give at least one file.")
 
 
 def _stream_documents(

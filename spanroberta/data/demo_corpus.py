@@ -74,7 +74,7 @@ def write_demo_corpus(path: str | Path = DEMO_CORPUS_FILE) -> Path:
 
 
 def demo_corpus_path() -> Path:
-    """The packaged demo corpus, ready for `load_documents(train_files=[str(demo_corpus_path())])`."""
+    """The packaged demo corpus, ready for `load_documents(CorpusSource(train_files=[str(demo_corpus_path())]))`."""
     if not DEMO_CORPUS_FILE.is_file():
         raise FileNotFoundError(
             f"The demo corpus is missing from the installed package: {DEMO_CORPUS_FILE}; "

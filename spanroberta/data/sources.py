@@ -30,7 +30,7 @@ from ..errors import UserInputError
 from ..hub import hub_kwargs
 from ..objectives.base import ResolvedRecipe
 from . import prepared
-from .corpus import iter_documents, load_documents
+from .corpus import CorpusSource, iter_documents, load_documents
 from .formats import PAIR_FORMATS, block_builder, prepare_blocks, tokenize_documents
 from .masking_schedule import DynamicMaskingDataset, StaticMaskingDataset
 from .masking_units import (
@@ -215,13 +215,7 @@ def _document_splits(
     data_args: Any, seed: int, cache_dir: str | None
 ) -> tuple[datasets.Dataset, datasets.Dataset | None]:
     """Training documents and evaluation documents (--validation_file, or a held-out share, or none)."""
-    documents = load_documents(
-        train_files=data_args.train_file.split(",") if data_args.train_file else None,
-        dataset_name=data_args.dataset_name,
-        dataset_config_name=data_args.dataset_config_name,
-        text_column_name=data_args.text_column_name,
-        cache_dir=cache_dir,
-    )
+    documents = load_documents(_training_source(data_args), cache_dir=cache_dir)
     if data_args.validation_file:
         return documents, _validation_documents(data_args, cache_dir)
     if data_args.validation_split_percentage > 0 and len(documents) > 1:
@@ -232,12 +226,19 @@ def _document_splits(
     return documents, None
 
 
-def _validation_documents(data_args: Any, cache_dir: str | None) -> datasets.Dataset:
-    return load_documents(
-        train_files=data_args.validation_file.split(","),
+def _training_source(data_args: Any) -> CorpusSource:
+    """The training corpus the flags name: --train_file (comma-separated files) or --dataset_name."""
+    return CorpusSource(
+        train_files=data_args.train_file.split(",") if data_args.train_file else None,
+        dataset_name=data_args.dataset_name,
+        dataset_config_name=data_args.dataset_config_name,
         text_column_name=data_args.text_column_name,
-        cache_dir=cache_dir,
     )
+
+
+def _validation_documents(data_args: Any, cache_dir: str | None) -> datasets.Dataset:
+    source = CorpusSource(train_files=data_args.validation_file.split(","), text_column_name=data_args.text_column_name)
+    return load_documents(source, cache_dir=cache_dir)
 
 
 def _prepared_settings(run: _Run, tokenizer: PreTrainedTokenizerBase | None) -> dict:
@@ -291,13 +292,7 @@ def _streaming_data(run: _Run) -> tuple:
 
 def _streaming_blocks(run: _Run, tokenizer: PreTrainedTokenizerBase, units: MaskingUnits | None) -> StreamingBlocks:
     data_args, training_args = run.data_args, run.training_args
-    read_documents = functools.partial(
-        iter_documents,
-        train_files=data_args.train_file.split(",") if data_args.train_file else None,
-        dataset_name=data_args.dataset_name,
-        dataset_config_name=data_args.dataset_config_name,
-        text_column_name=data_args.text_column_name,
-    )
+    read_documents = functools.partial(iter_documents, _training_source(data_args))
     builder = block_builder(
         tokenizer,
         run.recipe.input_format,

@@ -54,7 +54,8 @@ class StreamingBlocks(IterableDataset):
     """An endless stream of pretraining blocks for one process, split between its DataLoader workers.
 
     read_documents: called once per pass by each reader; returns the corpus's documents in a fixed order (for
-        example `functools.partial(corpus.iter_documents, train_files=[...])`; it must pickle, for workers).
+        example `functools.partial(corpus.iter_documents, CorpusSource(train_files=[...]))`; it must pickle, for
+        workers).
     builder: how a group of tokenized documents becomes blocks (`formats.block_builder`).
     static_masking_copies: None for dynamic masking (a fresh mask each pass); otherwise the number of masks each
         block cycles through (RoBERTa section 4.1's static baseline with `dupe_factor` copies).
