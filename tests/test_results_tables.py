@@ -73,8 +73,19 @@ def test_the_headline_says_which_targets_are_met_and_what_is_not_measured(tmp_pa
     text = page.read_text(encoding="utf-8")
     row = "| collator, span+SBO against transformers token | **0.50x** (sequences/s) | **not met** (target >= 1.0x)"
     assert row in text
-    assert "pretraining step, small, fp32, CPU | no record | not measured" in text
+    assert "collator, span+SBO against transformers whole-word | no record | not measured" in text
     assert "Not measured on a GPU yet; run `python -m benchmarks.speed.pretraining_step" in text
+
+
+def test_the_front_page_shows_only_what_was_measured(tmp_path):
+    """The README's summary names the measured figures; what has no record stays in RESULTS.md's headline."""
+    root, page = _project(tmp_path, "<!-- generated:front-page -->\n<!-- /generated:front-page -->\n")
+    _collator_record(root / "benchmarks" / "results", token_seconds=0.05)
+    assert generate.main(["--root", str(root)]) == 0
+    text = page.read_text(encoding="utf-8")
+    assert "| collator, span+SBO against transformers token | **5.00x** (sequences/s) | **met** (target >= 1.0x)" in text
+    assert "no record" not in text and "whole-word" not in text and "| Trainer path" not in text
+    assert "No GPU record yet." in text
 
 
 @pytest.mark.parametrize(
