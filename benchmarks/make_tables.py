@@ -158,7 +158,7 @@ def render_headline(context: Context) -> str:
         + (f". Not measured: {'; '.join(unmeasured)}" if unmeasured else "") + ".",
         f"{sum(row[1] == 'no record' for row in gpu)} of the {len(gpu)} GPU figures are not measured yet.",
         _parity_summary().headline_sentence(context.records("finetuning-parity")),
-        task_headline(context.records("tasks")),
+        task_headline(context.records("tasks"), context.records("task-floors")),
         "Ratios are spanroberta's throughput over the transformers baseline's (medians); details: "
         + ", ".join(context.page(label, "RESULTS.md", anchor) for label, anchor in SECTIONS)
         + f", {context.page('ablations', 'ABLATIONS.md', 'ablations')}, {context.page('tasks', 'TASKS.md', 'results')}. Wall times on a machine shared with other "

@@ -2,10 +2,15 @@
 split, the script that fine-tunes on it, the rows it gives the table (the score's key in the script's results, its
 floor and a published score for context), and its budget at each size.
 
-A floor is what a model that learned nothing scores on the evaluation data, in the row's units (0-100): the best
-constant answer (the majority class for accuracy, "paraphrase" for MRPC's F1, no correlation for STS-B and CoLA,
-the most frequent relation for SemEval, the best of A, B, both and neither for GAP), an empty answer for SQuAD and
-MRQA (on SQuAD v2.0 it is right on every unanswerable question), and no mention found for LitBank.
+A floor is what a model that learned nothing scores on the evaluated examples, in the row's units (0-100): the best
+of the answers that need no learning (floor_heuristics.py), each scored on those examples and kept with the floor
+(`Prepared.answers`): the trivial ones (chance, the majority class, "paraphrase" for MRPC's F1, the most frequent
+relation for SemEval, each of A, B, both and neither for GAP, an empty answer for SQuAD and MRQA, which on SQuAD
+v2.0 is right on every unanswerable question, no mention found for LitBank) and the cheap heuristics the tasks'
+literature reports: the longest option, the option sharing the most words with the article and the sliding window
+for RACE; a sliding-window span for SQuAD v1.1, v2.0 and MRQA; word-overlap similarity for STS-B; the nearer name
+for GAP; exact string match over capitalised names and pronouns for LitBank. CoLA's floor is a constant answer's
+Matthews correlation, 0: no cheap heuristic of its literature judges grammaticality.
 """
 
 from __future__ import annotations
@@ -19,6 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from floor_heuristics import (
+    best,
+    classification_heuristics,
+    exact_match_clusters,
+    nearer_name,
+    race_heuristics,
+    sliding_window_answer,
+    stsb_heuristics,
+)
 from parity_tasks import (
     DATA,
     SQUAD_TRAIN_ARTICLES,
@@ -32,8 +46,10 @@ from parity_tasks import (
     write_jsonl,
 )
 
+from spanroberta.metrics.coreference import coref_scores
 from spanroberta.metrics.gap import GapDecision, gap_scores
 from spanroberta.metrics.relation import semeval_score
+from spanroberta.tasks.coref_documents import read_coref_documents
 from spanroberta.tasks.gap import read_gap
 from spanroberta.tasks.race import RACE_CONFIGS
 
@@ -107,12 +123,26 @@ class Row:
 
 @dataclass
 class Prepared:
-    """A task's data written for one size: the script's data flags, each row's floor (0-100), and a description
-    of the data for the record."""
+    """A task's data written for one size: the script's data flags, each row's floor (0-100), a description of the
+    data for the record, and per row the score (0-100) of each answer that learns nothing (the floor is the best)."""
 
     flags: list[str]
     floors: dict[str, float]
     data: dict[str, Any]
+    answers: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def prepared_with_floors(flags: list[str], answers: dict[str, dict[str, float]], data: dict[str, Any]) -> Prepared:
+    """A Prepared whose floors are the best of each row's answers."""
+    return Prepared(flags, {label: best(scores)[1] for label, scores in answers.items()}, data, answers)
+
+
+def evaluated_examples(budget: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a budget (as a record holds it) that decide which examples a task evaluates: two budgets alike
+    in them evaluate the same examples, so their floors are the same."""
+    fields = ("eval", "gap_examples", "split")
+    defaults = {f.name: f.default for f in dataclasses.fields(Budget) if f.name in fields}
+    return {name: budget.get(name, defaults[name]) for name in fields}
 
 
 @dataclass(frozen=True)
@@ -134,23 +164,38 @@ def _squad_flags(files: dict[str, Path], budget: Budget) -> list[str]:
 def prepare_squad(folder: Path, budget: Budget) -> Prepared:
     files = split_by_article(DATA / "squad" / "dev-v1.1.json", SQUAD_TRAIN_ARTICLES, budget.train, budget.eval,
                              folder)
-    return Prepared(_squad_flags(files, budget), {"SQuAD v1.1": floor("squad", files)},
-                    {"split": f"dev-v1.1.json articles 1-{SQUAD_TRAIN_ARTICLES} train, the rest evaluate"})
+    questions = [(p["context"], qa) for a in json.loads(files["validation"].read_text())["data"]
+                 for p in a["paragraphs"] for qa in p["qas"]]  # fmt: skip
+    gold = {qa["id"]: [answer["text"] for answer in qa["answers"]] for _, qa in questions}
+    answers = {"empty answer": floor("squad", files),
+               "sliding window": squad_v1_scores(gold, sliding_window_answers(questions, "id"))["f1"]}  # fmt: skip
+    return prepared_with_floors(_squad_flags(files, budget), {"SQuAD v1.1": answers},
+                                {"split": f"dev-v1.1.json articles 1-{SQUAD_TRAIN_ARTICLES} train, the rest evaluate"})
+
+
+def sliding_window_answers(questions: list[tuple[str, dict]], key: str) -> dict[str, str]:
+    """floor_heuristics.sliding_window_answer for each (context, question) pair, by the question's `key`."""
+    return {qa[key]: sliding_window_answer(context, qa["question"]) for context, qa in questions}
 
 
 def prepare_squad_v2(folder: Path, budget: Budget) -> Prepared:
     source = DATA / "squad" / "dev-v2.0.part-a.json"
     files = split_by_article(source, SQUAD_V2_TRAIN_ARTICLES, budget.train, budget.eval, folder)
-    questions = [qa for a in json.loads(files["validation"].read_text())["data"] for p in a["paragraphs"]
-                 for qa in p["qas"]]  # fmt: skip
-    # evaluate-v2.0.py scores an empty answer 1 on an unanswerable question and 0 on an answerable one.
+    pairs = [(p["context"], qa) for a in json.loads(files["validation"].read_text())["data"] for p in a["paragraphs"]
+             for qa in p["qas"]]  # fmt: skip
+    questions = [qa for _, qa in pairs]
+    # evaluate-v2.0.py scores an empty answer 1 on an unanswerable question and 0 on an answerable one, and a
+    # non-empty answer 0 on an unanswerable one.
     empty_answer = 100 * sum(qa["is_impossible"] for qa in questions) / len(questions)
+    answerable = {qa["id"]: [answer["text"] for answer in qa["answers"]] for qa in questions if not qa["is_impossible"]}
+    window = squad_v1_scores(answerable, sliding_window_answers(pairs, "id"))["f1"] * len(answerable) / len(questions)
     split = f"dev-v2.0.part-a.json articles 1-{SQUAD_V2_TRAIN_ARTICLES} train, the rest evaluate"
     if budget.squad_v1_train != 0:
         added = add_squad_v1_questions(files["train"], source, budget.squad_v1_train)
         split += f"; {added} dev-v1.1.json questions from articles outside the part also train"
-    return Prepared(_squad_flags(files, budget) + ["--version_2_with_negative"], {"SQuAD v2.0": empty_answer},
-                    {"split": split})
+    return prepared_with_floors(_squad_flags(files, budget) + ["--version_2_with_negative"],
+                                {"SQuAD v2.0": {"empty answer": empty_answer, "sliding window everywhere": window}},
+                                {"split": split})
 
 
 def add_squad_v1_questions(train_file: Path, v2_source: Path, count: int | None) -> int:
@@ -183,13 +228,15 @@ def prepare_mrqa(folder: Path, budget: Budget) -> Prepared:
     validation = folder / "SQuAD-dev-held-out.jsonl.gz"
     with gzip.open(validation, "wt", encoding="utf-8") as target:
         target.write("".join(json.dumps(row) + "\n" for row in [header, *kept]))
-    questions = [qa for line in kept for qa in line["qas"]][: budget.eval]
-    empty = squad_v1_scores({qa["qid"]: qa["answers"] for qa in questions}, {})["f1"]
+    pairs = [(line["context"], qa) for line in kept for qa in line["qas"]][: budget.eval]
+    gold = {qa["qid"]: qa["answers"] for _, qa in pairs}
+    answers = {"empty answer": squad_v1_scores(gold, {})["f1"],
+               "sliding window": squad_v1_scores(gold, sliding_window_answers(pairs, "qid"))["f1"]}  # fmt: skip
     flags = ["--train_file", str(files["train"]), "--validation_file", str(validation), "--max_seq_length",
              str(budget.length)] + (["--max_eval_samples", str(budget.eval)] if budget.eval else [])  # fmt: skip
-    return Prepared(flags, {"MRQA SQuAD": empty},
-                    {"split": f"dev-v1.1.json articles 1-{SQUAD_TRAIN_ARTICLES} train, MRQA's SQuAD-dev lines of the "
-                              "rest evaluate", "eval_contexts": len(kept)})  # fmt: skip
+    return prepared_with_floors(flags, {"MRQA SQuAD": answers},
+                                {"split": f"dev-v1.1.json articles 1-{SQUAD_TRAIN_ARTICLES} train, MRQA's SQuAD-dev "
+                                          "lines of the rest evaluate", "eval_contexts": len(kept)})  # fmt: skip
 
 
 # --- GLUE, RACE, SemEval ---
@@ -198,12 +245,18 @@ def prepare_mrqa(folder: Path, budget: Budget) -> Prepared:
 def prepare_glue(task: str, label: str) -> Callable[[Path, Budget], Prepared]:
     def prepare(folder: Path, budget: Budget) -> Prepared:
         files = glue_files(folder, task, TaskSize(budget.train, budget.eval, budget.length, 0, 0, 0))
-        labels = [json.loads(line)["label"] for line in files["validation"].read_text().splitlines()]
-        # A constant answer has no correlation (CoLA's Matthews, STS-B's Pearson); otherwise parity's floor.
-        constant = 0.0 if task in ("cola", "stsb") else 100 * floor(task, files)
+        rows = [json.loads(line) for line in files["validation"].read_text().splitlines()]
+        labels = [row["label"] for row in rows]
+        if task == "cola":  # a constant answer has no Matthews correlation
+            answers = {"constant answer": 0.0}
+        elif task == "stsb":
+            answers = stsb_heuristics([(row["sentence1"], row["sentence2"]) for row in rows], labels)
+        else:
+            answers = classification_heuristics(labels, positive_f1=task == "mrpc")
         flags = ["--task_name", task, "--train_file", str(files["train"]), "--validation_file",
                  str(files["validation"]), "--max_seq_length", str(budget.length)]  # fmt: skip
-        return Prepared(flags, {label: constant}, {"split": "GLUE train (sampled) and dev", "eval": len(labels)})
+        return prepared_with_floors(flags, {label: answers}, {"split": "GLUE train (sampled) and dev",
+                                                              "eval": len(labels)})  # fmt: skip
 
     return prepare
 
@@ -212,18 +265,19 @@ def prepare_race(folder: Path, budget: Budget) -> Prepared:
     """RACE as RoBERTa fine-tunes it (Liu et al. 2019, Section 5.3 and Table 7): one model trained on both school
     levels' questions, scored on each level's dev questions apart. `budget.train` and `budget.eval` count questions
     per level, so the two levels weigh the same in training."""
-    train_files, dev_files, floors = [], [], {}
+    train_files, dev_files, answers = [], [], {}
     for level in RACE_CONFIGS["all"]:
         with gzip.open(DATA / "race" / f"train.{level}.jsonl.gz", "rt", encoding="utf-8") as file:
             train = [json.loads(line) for line in file]
         dev = [json.loads(line) for line in (DATA / "race" / f"dev.{level}.jsonl").read_text().splitlines()]
         train_files.append(write_jsonl(folder / f"race-{level}-train.jsonl", sample(train, budget.train)))
-        dev_files.append(write_jsonl(folder / f"race-{level}-dev.jsonl", sample(dev, budget.eval)))
-        floors[f"RACE {level}"] = 100 * floor("race", {"validation": dev_files[-1]})
+        evaluated = sample(dev, budget.eval)
+        dev_files.append(write_jsonl(folder / f"race-{level}-dev.jsonl", evaluated))
+        answers[f"RACE {level}"] = race_heuristics(evaluated)
     flags = ["--train_file", *map(str, train_files), "--validation_file", *map(str, dev_files),
              "--max_seq_length", str(budget.length)]  # fmt: skip
-    return Prepared(flags, floors, {"split": "RACE train.middle and train.high (each sampled), dev.middle and "
-                                             "dev.high, scored apart"})
+    return prepared_with_floors(flags, answers, {"split": "RACE train.middle and train.high (each sampled), "
+                                                          "dev.middle and dev.high, scored apart"})  # fmt: skip
 
 
 def best_constant_semeval(relations: list[str]) -> float:
@@ -270,8 +324,9 @@ def prepare_semeval(folder: Path, budget: Budget) -> Prepared:
              f"(seed 0, stratified by relation), {len(dev)} of them evaluate; {len(train)} of the other "
              f"{len(splits['train'])} train; the last {len(splits['tuning'])} sentences are the tuning split (the "
              "entity markers and epochs were chosen on it), unused here")  # fmt: skip
-    return Prepared(flags, {"SemEval-2010 Task 8": best_constant_semeval([row["relation"] for row in dev])},
-                    {"split": split})
+    constant = best_constant_semeval([row["relation"] for row in dev])
+    return prepared_with_floors(flags, {"SemEval-2010 Task 8": {"best single relation everywhere": constant}},
+                                {"split": split})
 
 
 # --- coreference: LitBank, and GAP resolved by the LitBank model ---
@@ -279,9 +334,28 @@ def prepare_semeval(folder: Path, budget: Budget) -> Prepared:
 
 def best_constant_gap(path: Path) -> float:
     """The best overall F1 (0-100) of one answer (A, B, both or neither) given for every GAP pronoun."""
+    return max(score for name, score in gap_answers(path).items() if name != "nearer name")
+
+
+def gap_answers(path: Path) -> dict[str, float]:
+    """The overall F1 (0-100) of each answer given for every GAP pronoun (A, B, both, neither), and of the name
+    nearer the pronoun in words (floor_heuristics.nearer_name)."""
     examples = read_gap(path)
-    return 100 * max(gap_scores(GapDecision(e.pronoun, e.a_coref, e.b_coref, a, b) for e in examples)["overall_f1"]
-                     for a in (False, True) for b in (False, True))  # fmt: skip
+    constants = {"A everywhere": (True, False), "B everywhere": (False, True), "both everywhere": (True, True),
+                 "neither everywhere": (False, False)}  # fmt: skip
+    scores = {name: 100 * gap_scores(GapDecision(e.pronoun, e.a_coref, e.b_coref, a, b) for e in examples)["overall_f1"]
+              for name, (a, b) in constants.items()}  # fmt: skip
+    nearer = [GapDecision(e.pronoun, e.a_coref, e.b_coref, *nearer_name(e.pronoun_words[0], e.a_words[0],
+                                                                        e.b_words[0])) for e in examples]  # fmt: skip
+    scores["nearer name"] = 100 * gap_scores(nearer)["overall_f1"]
+    return scores
+
+
+def litbank_answers(documents: list) -> dict[str, float]:
+    """The CoNLL F1 (0-100, singletons scored, as run_coref.py's --keep_singletons) of finding no mention, and of
+    clustering capitalised names and pronouns by exact string (floor_heuristics.exact_match_clusters)."""
+    pairs = [(document.clusters, exact_match_clusters(document.sentences)) for document in documents]
+    return {"no mention": 0.0, "exact string match": 100 * coref_scores(pairs, keep_singletons=True)["conll_f1"]}
 
 
 def prepare_coref(folder: Path, budget: Budget) -> Prepared:
@@ -295,8 +369,10 @@ def prepare_coref(folder: Path, budget: Budget) -> Prepared:
              "--gap_file", str(gap), "--max_segment_length", str(budget.length)]  # fmt: skip
     split = (f"LitBank documents by name: the first {budget.train or LITBANK_TRAIN} train, {evaluated} evaluate; "
              f"the first {budget.gap_examples or 'all'} GAP development examples resolved by the LitBank model")
-    # No mention found scores 0 on every CoNLL metric.
-    return Prepared(flags, {"LitBank": 0.0, "GAP": best_constant_gap(gap)}, {"split": split})
+    end = LITBANK_TRAIN + budget.eval if budget.eval else None
+    documents = read_coref_documents(str(litbank))[LITBANK_TRAIN:end]  # run_coref.py's --eval_documents
+    return prepared_with_floors(flags, {"LitBank": litbank_answers(documents), "GAP": gap_answers(gap)},
+                                {"split": split})
 
 
 def gap_note(results: dict[str, Any]) -> str | None:
