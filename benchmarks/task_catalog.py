@@ -67,7 +67,8 @@ GAP_FILE = DATA / "coref" / "gap" / "gap-development.tsv"
 @dataclass(frozen=True)
 class Budget:
     """One task's data and hyperparameters at one size. Samples are drawn with seed 0 (parity_tasks.sample), so
-    every seed of a size sees the same examples."""
+    every seed of a size sees the same examples, except two taken in file order: MRQA's evaluation questions (the
+    first `eval`, run_squad.py's --max_eval_samples) and GAP's examples (the first `gap_examples`)."""
 
     train: int | None  # training examples (questions, sentences, documents; RACE's per level); None: all of the split
     eval: int | None  # evaluation examples (RACE's per level); None: all
@@ -216,12 +217,13 @@ def add_squad_v1_questions(train_file: Path, v2_source: Path, count: int | None)
 
 
 def prepare_mrqa(folder: Path, budget: Budget) -> Prepared:
-    """Trains on SQuAD v1.1's first 36 articles, evaluates on MRQA's SQuAD dev lines of the last 12 (the first
-    `budget.eval` questions, run_squad.py's --max_eval_samples)."""
+    """Trains on SQuAD v1.1's first 36 articles, evaluates on MRQA's SQuAD dev lines of the last 12: the first
+    `budget.eval` questions in the file's order (run_squad.py's --max_eval_samples), not a seeded sample, so they
+    come from the first of those articles only (the record's `eval_articles` counts them)."""
     files = split_by_article(DATA / "squad" / "dev-v1.1.json", SQUAD_TRAIN_ARTICLES, budget.train, budget.eval,
                              folder)
     articles = json.loads((DATA / "squad" / "dev-v1.1.json").read_text(encoding="utf-8"))["data"]
-    held_out = {p["context"] for a in articles[SQUAD_TRAIN_ARTICLES:] for p in a["paragraphs"]}
+    held_out = {p["context"]: a["title"] for a in articles[SQUAD_TRAIN_ARTICLES:] for p in a["paragraphs"]}
     with gzip.open(DATA / "mrqa" / "SQuAD-dev.jsonl.gz", "rt", encoding="utf-8") as source:
         header, *lines = [json.loads(line) for line in source]
     kept = [line for line in lines if line["context"] in held_out]
@@ -236,7 +238,9 @@ def prepare_mrqa(folder: Path, budget: Budget) -> Prepared:
              str(budget.length)] + (["--max_eval_samples", str(budget.eval)] if budget.eval else [])  # fmt: skip
     return prepared_with_floors(flags, {"MRQA SQuAD": answers},
                                 {"split": f"dev-v1.1.json articles 1-{SQUAD_TRAIN_ARTICLES} train, MRQA's SQuAD-dev "
-                                          "lines of the rest evaluate", "eval_contexts": len(kept)})  # fmt: skip
+                                          "lines of the rest evaluate", "eval_contexts": len(kept),
+                                 "eval_articles": len({held_out[context] for context, _ in pairs}),
+                                 "held_out_articles": len(set(held_out.values()))})  # fmt: skip
 
 
 # --- GLUE, RACE, SemEval ---
