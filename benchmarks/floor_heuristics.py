@@ -93,8 +93,8 @@ def race_heuristics(questions: Sequence[dict]) -> dict[str, float]:
         "longest option": [longest_option(row["options"]) for row in questions],
         "most word overlap with the article": [most_overlapping_option(row["article"], row["options"])
                                                for row in questions],  # fmt: skip
-        "sliding window (Richardson et al. 2013)": [sliding_window_option(row["article"], row["question"],
-                                                                          row["options"]) for row in questions],
+        "sliding window": [sliding_window_option(row["article"], row["question"], row["options"])
+                           for row in questions],
     }  # fmt: skip
     scores = {"chance": 100 / len(questions[0]["options"]),
               "most frequent answer letter": 100 * Counter(letters).most_common(1)[0][1] / len(letters)}  # fmt: skip
