@@ -27,7 +27,7 @@ WORD = re.compile(r"\w+")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 # The longest candidate span (in words) of the SQuAD baseline. Constituents of any length are its candidates in
 # Rajpurkar et al. 2016; spans of up to this many words within one sentence stand for them here (most SQuAD answers
-# are a few words: Rajpurkar et al. 2016, Section 3, Table 2, finds dates, numbers, names and short noun phrases).
+# are a few words: Rajpurkar et al. 2016, Table 2, finds dates, numbers, names and short noun phrases).
 MAX_SPAN_WORDS = 4
 
 
