@@ -271,7 +271,9 @@ def test_race_trains_one_model_on_both_levels_and_scores_each_apart(tmp_path):
         rows = [json.loads(line) for line in Path(path).read_text().splitlines()]
         assert len(rows) == 16 and all(row["example_id"].startswith(level) for row in rows)
         most_frequent = collections.Counter(row["answer"] for row in rows).most_common(1)[0][1]
-        assert prepared.floors[f"RACE {level}"] == pytest.approx(100 * most_frequent / 16)
+        answers = prepared.answers[f"RACE {level}"]
+        assert answers["most frequent answer letter"] == pytest.approx(100 * most_frequent / 16)
+        assert prepared.floors[f"RACE {level}"] == max(answers.values()) >= answers["chance"] == 25.0
     metrics = {row.label: row.metric for row in catalog.TASKS["race"].rows}
     assert metrics == {"RACE middle": "eval_accuracy_middle", "RACE high": "eval_accuracy_high"}
 

@@ -126,7 +126,7 @@ def render_headline(context: Context) -> str:
         + (f". Not measured: {'; '.join(unmeasured)}" if unmeasured else "") + ".",
         f"{sum(row[1] == 'no record' for row in gpu)} of the {len(gpu)} GPU figures are not measured yet.",
         _parity_summary().headline_sentence(context.records("finetuning-parity")),
-        task_headline(context.records("tasks")),
+        task_headline(context.records("tasks"), context.records("task-floors")),
         _details_sentence(context),
     ]
     table = markdown_table(["figure", "latest", "target", "record"], rows + gpu + _parity_rows(context) + ablation_rows(context))
@@ -146,7 +146,7 @@ def render_front_page(context: Context) -> str:
         "The span collator, on the CPU that feeds every run:\n\n"
         + (markdown_table(["figure", "latest", "target", "record"], collators) if collators else "No record yet."),
         _parity_summary().headline_sentence(context.records("finetuning-parity")) + " "
-        + task_headline(context.records("tasks")),
+        + task_headline(context.records("tasks"), context.records("task-floors")),
         "Every figure, its target and what is not measured yet: "
         + context.page("the headline of benchmarks/RESULTS.md", "RESULTS.md", "headline") + ". " + _details_sentence(context),
     ]) + "\n"  # fmt: skip

@@ -5,10 +5,14 @@ A row's score is the mean over the seeds recorded, with the sample standard devi
 the mean less two standard errors is above the floor by a tenth of the way from the floor to a perfect score
 (parity_summary.FLOOR_MARGIN, the parity benchmark's rule), so that a model that still gives the constant answer
 for all but a handful of examples does not count as having learned the task.
+
+A row's floor comes from the newest floors record (tasks/floors.py) computed on the examples the row's records
+evaluated (tasks/catalog.evaluated_examples); where none was, from the unit's record itself, as it was computed then.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 from collections.abc import Sequence
@@ -18,9 +22,10 @@ from typing import Any
 from benchmarks.parity.common import CHECKPOINT_NAME
 from benchmarks.parity.summary import clear_of_floor, spread
 from benchmarks.tables.format import Context, fmt_number, markdown_table, none_yet
-from benchmarks.tasks.catalog import SIZES, TASKS, Row
+from benchmarks.tasks.catalog import SIZES, TASKS, Row, evaluated_examples
 
 BENCHMARK = "tasks"
+FLOORS_BENCHMARK = "task-floors"
 COMMAND = "python -m benchmarks.tasks.scores --size cpu"
 SIZE_ORDER = ("gpu", "cpu", "toy")  # the fullest size first
 
@@ -53,21 +58,57 @@ def superseded_units(records: Sequence[dict], checkpoint: str, size: str) -> lis
     return replaced
 
 
-def row_summaries(records: Sequence[dict], checkpoint: str, size: str) -> dict[str, dict[str, Any]]:
-    """Per row label: the score's spread over seeds, the floor, the wall seconds' mean, and the records."""
+def floors_by_examples(floor_records: Sequence[dict]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Per (row label, evaluated examples as JSON): the floor, the answer that gives it, every answer's score and
+    the floors record, from the newest floors record that holds them."""
+    floors = {}
+    for record in sorted(floor_records, key=lambda record: record.get("date", "")):
+        for entry in record["results"]["floors"]:
+            examples = json.dumps(entry["evaluated"], sort_keys=True)
+            for label, row in entry["rows"].items():
+                floors[label, examples] = {**row, "record": record}
+    return floors
+
+
+def row_floor(label: str, record: dict, floors: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
+    """A row's floor for a unit's record: the floors record's on the same evaluated examples, else the unit
+    record's own (`answer` None where the record names no answer, as records before the floor answers)."""
+    examples = json.dumps(evaluated_examples(record["settings"].get("budget", {})), sort_keys=True)
+    if (label, examples) in floors:
+        return floors[label, examples]
+    row = record["results"]["rows"][label]
+    answers = row.get("floor_answers") or {}
+    answer = max(answers, key=lambda name: answers[name]) if answers else None
+    return {"floor": row["floor"], "answer": answer, "answers": answers, "record": None}
+
+
+def row_summaries(records: Sequence[dict], checkpoint: str, size: str,
+                  floor_records: Sequence[dict] = ()) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """Per row label: the score's spread over seeds, the floor (`row_floor`: its value, answer and record), the wall
+    seconds' mean, and the records."""
     found: dict[str, list[dict]] = {}
     for (name, size_name, label, _), record in row_units(records).items():
         if (name, size_name) == (checkpoint, size):
             found.setdefault(label, []).append(record)
-    return {
-        label: {
+    floors = floors_by_examples(floor_records)
+    summaries = {}
+    for label, label_records in found.items():
+        floor = row_floor(label, label_records[0], floors)
+        summaries[label] = {
             "score": spread([r["results"]["rows"][label]["score"] for r in label_records]),
-            "floor": label_records[0]["results"]["rows"][label]["floor"],
+            "floor": floor["floor"],
+            "floor_answer": floor["answer"],
+            "floor_record": floor["record"],
             "wall_seconds": statistics.fmean(r["results"]["wall_seconds"] for r in label_records),
             "records": label_records,
         }
-        for label, label_records in found.items()
-    }
+    return summaries
+
+
+def fmt_floor(summary: dict[str, Any]) -> str:
+    """The floor and the answer that gives it, where known."""
+    answer = summary["floor_answer"]
+    return f"{summary['floor']:.1f}" + (f" ({answer})" if answer else "")
 
 
 def row_clear_of_floor(summary: dict[str, Any]) -> bool:
@@ -204,7 +245,7 @@ def fmt_published(row: Row) -> str:
 
 
 def _size_table(context: Context, records: Sequence[dict], checkpoint: str, size: str) -> str:
-    summaries = row_summaries(records, checkpoint, size)
+    summaries = row_summaries(records, checkpoint, size, context.records(FLOORS_BENCHMARK))
     lines = []
     for task in TASKS.values():
         for row in task.rows:
@@ -215,14 +256,26 @@ def _size_table(context: Context, records: Sequence[dict], checkpoint: str, size
                               "-"])  # fmt: skip
                 continue
             links = ", ".join(context.link(record) for record in summary["records"])
-            lines.append([row.label, row.metric_name, fmt_score(summary, size), f"{summary['floor']:.1f}",
+            lines.append([row.label, row.metric_name, fmt_score(summary, size), fmt_floor(summary),
                           "yes" if row_clear_of_floor(summary) else "**no**", aim,
                           fmt_number(summary["wall_seconds"]), fmt_curve(summary["records"]), fmt_published(row),
                           links])  # fmt: skip
     header = ["task", "metric", "score (0-100), mean ± sd", "floor", "clear of floor", "aim", "wall s per seed",
               "training loss, first → last", "published, for context", "records"]  # fmt: skip
-    return (f"**{checkpoint}**, size `{size}`:\n\n" + markdown_table(header, lines) + _notes(summaries, size)
-            + _superseded_lines(context, records, checkpoint, size))
+    return (f"**{checkpoint}**, size `{size}`:\n\n" + markdown_table(header, lines) + _floors_line(context, summaries)
+            + _notes(summaries, size) + _superseded_lines(context, records, checkpoint, size))
+
+
+def _floors_line(context: Context, summaries: dict[str, dict[str, Any]]) -> str:
+    """Which floors records the floors come from, and the rows whose floor is their unit records' own."""
+    used = {id(s["floor_record"]): s["floor_record"] for s in summaries.values() if s["floor_record"] is not None}
+    own = [label for label, summary in summaries.items() if summary["floor_record"] is None]
+    parts = [f"floors from {', '.join(context.link(record) for record in used.values())}"] if used else []
+    if own:
+        parts.append(f"the floor of {', '.join(own)} is its unit record's own (no floors record holds its evaluated "
+                     "examples)")  # fmt: skip
+    text = "; ".join(parts)
+    return f"\n\n{text[:1].upper()}{text[1:]}." if parts else ""
 
 
 def _notes(summaries: dict[str, dict[str, Any]], size: str) -> str:
@@ -261,19 +314,19 @@ def render_task_benchmark(context: Context) -> str:
     return "\n\n".join(_size_table(context, records, checkpoint, size) for checkpoint, size in groups(records))
 
 
-def headline_sentence(records: Sequence[dict]) -> str:
+def headline_sentence(records: Sequence[dict], floor_records: Sequence[dict] = ()) -> str:
     """The README's line on the task benchmark: at each size recorded from the real checkpoint (gpu, then cpu),
     how many scores are clear of their floor, from how many seeds, and how many reach the size's aim, naming those
     that do not."""
-    sizes = [size for size in SIZE_ORDER[:2] if row_summaries(records, CHECKPOINT_NAME, size)]
+    sizes = [size for size in SIZE_ORDER[:2] if row_summaries(records, CHECKPOINT_NAME, size, floor_records)]
     if not sizes:
         return f"Task benchmark: not run yet (`{COMMAND}`)."
     leads = [f"Task benchmark (all-MiniLM-L6-v2, size `{sizes[0]}`): "] + [f"At size `{size}`: " for size in sizes[1:]]
-    return " ".join(lead + _size_summary(records, size) + "." for lead, size in zip(leads, sizes))
+    return " ".join(lead + _size_summary(records, size, floor_records) + "." for lead, size in zip(leads, sizes))
 
 
-def _size_summary(records: Sequence[dict], size: str) -> str:
-    summaries = row_summaries(records, CHECKPOINT_NAME, size)
+def _size_summary(records: Sequence[dict], size: str, floor_records: Sequence[dict]) -> str:
+    summaries = row_summaries(records, CHECKPOINT_NAME, size, floor_records)
     rows = [row.label for task in TASKS.values() for row in task.rows]
     run = [label for label in rows if label in summaries]
     not_clear = [label for label in run if not row_clear_of_floor(summaries[label])]
@@ -296,7 +349,7 @@ def _size_summary(records: Sequence[dict], size: str) -> str:
 def _score_line(context: Context, row: Row, records: Sequence[dict]) -> str:
     page = Path(os.path.relpath(context.root / "benchmarks" / "TASKS.md", context.markdown.parent)).as_posix()
     for size in SIZE_ORDER[:2]:
-        summary = row_summaries(records, CHECKPOINT_NAME, size).get(row.label)
+        summary = row_summaries(records, CHECKPOINT_NAME, size, context.records(FLOORS_BENCHMARK)).get(row.label)
         if summary is not None:
             verdict = "clear of" if row_clear_of_floor(summary) else "not clear of"
             return (f"- {row.label}, {row.metric_name}: {fmt_score(summary, size)}, {verdict} its floor "

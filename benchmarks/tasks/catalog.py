@@ -2,10 +2,15 @@
 split, the script that fine-tunes on it, the rows it gives the table (the score's key in the script's results, its
 floor and a published score for context), and its budget at each size.
 
-A floor is what a model that learned nothing scores on the evaluation data, in the row's units (0-100): the best
-constant answer (the majority class for accuracy, "paraphrase" for MRPC's F1, no correlation for STS-B and CoLA,
-the most frequent relation for SemEval, the best of A, B, both and neither for GAP), an empty answer for SQuAD and
-MRQA (on SQuAD v2.0 it is right on every unanswerable question), and no mention found for LitBank.
+A floor is what a model that learned nothing scores on the evaluated examples, in the row's units (0-100): the best
+of the answers that need no learning (tasks/heuristics.py), each scored on those examples and kept with the floor
+(`Prepared.answers`): the trivial ones (chance, the majority class, "paraphrase" for MRPC's F1, the most frequent
+relation for SemEval, each of A, B, both and neither for GAP, an empty answer for SQuAD and MRQA, which on SQuAD
+v2.0 is right on every unanswerable question, no mention found for LitBank) and the cheap heuristics the tasks'
+literature reports: the longest option, the option sharing the most words with the article and the sliding window
+for RACE; a sliding-window span for SQuAD v1.1, v2.0 and MRQA; word-overlap similarity for STS-B; the nearer name
+for GAP; exact string match over capitalised names and pronouns for LitBank. CoLA's floor is a constant answer's
+Matthews correlation, 0: no cheap heuristic of its literature judges grammaticality.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,21 +36,39 @@ from benchmarks.parity.common import (
     squad_v1_scores,
     write_jsonl,
 )
+
+from benchmarks.tasks.heuristics import (
+    best,
+    classification_heuristics,
+    exact_match_clusters,
+    nearer_name,
+    race_heuristics,
+    sliding_window_answer,
+    stsb_heuristics,
+)
+from spanroberta.metrics.coreference import coref_scores
 from spanroberta.metrics.gap import GapDecision, gap_scores
 from spanroberta.metrics.relation import semeval_score
+from spanroberta.tasks.coref_documents import read_coref_documents
 from spanroberta.tasks.gap import read_gap
 from spanroberta.tasks.race import RACE_CONFIGS
 
 SQUAD_V2_TRAIN_ARTICLES = 6  # of the shared part's 8 articles; the last 2 evaluate
-SEMEVAL_TRAIN, SEMEVAL_EVAL = 7000, 1000  # the first 7,000 of the 8,000 shared sentences train, the last 1,000 evaluate
+# SemEval: of the 8,000 shared sentences, the last 1,000 are the tuning split (the entity markers and the epochs
+# were chosen on their scores); the reporting split is 1,000 drawn from the first 7,000, which no choice looked at,
+# and the other 6,000 train.
+SEMEVAL_POOL, SEMEVAL_EVAL = 7000, 1000
+# Budget.split of SemEval's budgets: records without it evaluated on the tuning split, then the only one.
+SEMEVAL_SPLIT = "reporting: 1000 of the first 7000, label-stratified, seed 0"
 LITBANK_TRAIN = 80  # documents sorted by name: the first 80 train, the last 10 evaluate
 GAP_FILE = DATA / "coref" / "gap" / "gap-development.tsv"
 
 
 @dataclass(frozen=True)
 class Budget:
-    """One task's data and hyperparameters at one size. Samples are drawn with seed 0 (parity_tasks.sample), so
-    every seed of a size sees the same examples."""
+    """One task's data and hyperparameters at one size. Samples are drawn with seed 0 (parity.common.sample), so
+    every seed of a size sees the same examples, except two taken in file order: MRQA's evaluation questions (the
+    first `eval`, run_squad.py's --max_eval_samples) and GAP's examples (the first `gap_examples`)."""
 
     train: int | None  # training examples (questions, sentences, documents; RACE's per level); None: all of the split
     eval: int | None  # evaluation examples (RACE's per level); None: all
@@ -58,6 +82,9 @@ class Budget:
     # articles the v2.0 part does not hold (SQuAD 2.0's own training set is SQuAD 1.1's with unanswerable questions
     # added).
     squad_v1_train: int | None = 0
+    # The task's split, where it changed after the task's first records (None: the first one), so that a record of
+    # the earlier split is another budget: run again, and never shown as the current split's score.
+    split: str | None = None
 
     def as_record(self) -> dict[str, Any]:
         """The budget as a record holds it (through JSON)."""
@@ -97,12 +124,26 @@ class Row:
 
 @dataclass
 class Prepared:
-    """A task's data written for one size: the script's data flags, each row's floor (0-100), and a description
-    of the data for the record."""
+    """A task's data written for one size: the script's data flags, each row's floor (0-100), a description of the
+    data for the record, and per row the score (0-100) of each answer that learns nothing (the floor is the best)."""
 
     flags: list[str]
     floors: dict[str, float]
     data: dict[str, Any]
+    answers: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def prepared_with_floors(flags: list[str], answers: dict[str, dict[str, float]], data: dict[str, Any]) -> Prepared:
+    """A Prepared whose floors are the best of each row's answers."""
+    return Prepared(flags, {label: best(scores)[1] for label, scores in answers.items()}, data, answers)
+
+
+def evaluated_examples(budget: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a budget (as a record holds it) that decide which examples a task evaluates: two budgets alike
+    in them evaluate the same examples, so their floors are the same."""
+    fields = ("eval", "gap_examples", "split")
+    defaults = {f.name: f.default for f in dataclasses.fields(Budget) if f.name in fields}
+    return {name: budget.get(name, defaults[name]) for name in fields}
 
 
 @dataclass(frozen=True)
@@ -124,23 +165,38 @@ def _squad_flags(files: dict[str, Path], budget: Budget) -> list[str]:
 def prepare_squad(folder: Path, budget: Budget) -> Prepared:
     files = split_by_article(DATA / "squad" / "dev-v1.1.json", SQUAD_TRAIN_ARTICLES, budget.train, budget.eval,
                              folder)
-    return Prepared(_squad_flags(files, budget), {"SQuAD v1.1": floor("squad", files)},
-                    {"split": f"dev-v1.1.json articles 1-{SQUAD_TRAIN_ARTICLES} train, the rest evaluate"})
+    questions = [(p["context"], qa) for a in json.loads(files["validation"].read_text())["data"]
+                 for p in a["paragraphs"] for qa in p["qas"]]  # fmt: skip
+    gold = {qa["id"]: [answer["text"] for answer in qa["answers"]] for _, qa in questions}
+    answers = {"empty answer": floor("squad", files),
+               "sliding window": squad_v1_scores(gold, sliding_window_answers(questions, "id"))["f1"]}  # fmt: skip
+    return prepared_with_floors(_squad_flags(files, budget), {"SQuAD v1.1": answers},
+                                {"split": f"dev-v1.1.json articles 1-{SQUAD_TRAIN_ARTICLES} train, the rest evaluate"})
+
+
+def sliding_window_answers(questions: list[tuple[str, dict]], key: str) -> dict[str, str]:
+    """heuristics.sliding_window_answer for each (context, question) pair, by the question's `key`."""
+    return {qa[key]: sliding_window_answer(context, qa["question"]) for context, qa in questions}
 
 
 def prepare_squad_v2(folder: Path, budget: Budget) -> Prepared:
     source = DATA / "squad" / "dev-v2.0.part-a.json"
     files = split_by_article(source, SQUAD_V2_TRAIN_ARTICLES, budget.train, budget.eval, folder)
-    questions = [qa for a in json.loads(files["validation"].read_text())["data"] for p in a["paragraphs"]
-                 for qa in p["qas"]]  # fmt: skip
-    # evaluate-v2.0.py scores an empty answer 1 on an unanswerable question and 0 on an answerable one.
+    pairs = [(p["context"], qa) for a in json.loads(files["validation"].read_text())["data"] for p in a["paragraphs"]
+             for qa in p["qas"]]  # fmt: skip
+    questions = [qa for _, qa in pairs]
+    # evaluate-v2.0.py scores an empty answer 1 on an unanswerable question and 0 on an answerable one, and a
+    # non-empty answer 0 on an unanswerable one.
     empty_answer = 100 * sum(qa["is_impossible"] for qa in questions) / len(questions)
+    answerable = {qa["id"]: [answer["text"] for answer in qa["answers"]] for qa in questions if not qa["is_impossible"]}
+    window = squad_v1_scores(answerable, sliding_window_answers(pairs, "id"))["f1"] * len(answerable) / len(questions)
     split = f"dev-v2.0.part-a.json articles 1-{SQUAD_V2_TRAIN_ARTICLES} train, the rest evaluate"
     if budget.squad_v1_train != 0:
         added = add_squad_v1_questions(files["train"], source, budget.squad_v1_train)
         split += f"; {added} dev-v1.1.json questions from articles outside the part also train"
-    return Prepared(_squad_flags(files, budget) + ["--version_2_with_negative"], {"SQuAD v2.0": empty_answer},
-                    {"split": split})
+    return prepared_with_floors(_squad_flags(files, budget) + ["--version_2_with_negative"],
+                                {"SQuAD v2.0": {"empty answer": empty_answer, "sliding window everywhere": window}},
+                                {"split": split})
 
 
 def add_squad_v1_questions(train_file: Path, v2_source: Path, count: int | None) -> int:
@@ -161,25 +217,30 @@ def add_squad_v1_questions(train_file: Path, v2_source: Path, count: int | None)
 
 
 def prepare_mrqa(folder: Path, budget: Budget) -> Prepared:
-    """Trains on SQuAD v1.1's first 36 articles, evaluates on MRQA's SQuAD dev lines of the last 12 (the first
-    `budget.eval` questions, run_squad.py's --max_eval_samples)."""
+    """Trains on SQuAD v1.1's first 36 articles, evaluates on MRQA's SQuAD dev lines of the last 12: the first
+    `budget.eval` questions in the file's order (run_squad.py's --max_eval_samples), not a seeded sample, so they
+    come from the first of those articles only (the record's `eval_articles` counts them)."""
     files = split_by_article(DATA / "squad" / "dev-v1.1.json", SQUAD_TRAIN_ARTICLES, budget.train, budget.eval,
                              folder)
     articles = json.loads((DATA / "squad" / "dev-v1.1.json").read_text(encoding="utf-8"))["data"]
-    held_out = {p["context"] for a in articles[SQUAD_TRAIN_ARTICLES:] for p in a["paragraphs"]}
+    held_out = {p["context"]: a["title"] for a in articles[SQUAD_TRAIN_ARTICLES:] for p in a["paragraphs"]}
     with gzip.open(DATA / "mrqa" / "SQuAD-dev.jsonl.gz", "rt", encoding="utf-8") as source:
         header, *lines = [json.loads(line) for line in source]
     kept = [line for line in lines if line["context"] in held_out]
     validation = folder / "SQuAD-dev-held-out.jsonl.gz"
     with gzip.open(validation, "wt", encoding="utf-8") as target:
         target.write("".join(json.dumps(row) + "\n" for row in [header, *kept]))
-    questions = [qa for line in kept for qa in line["qas"]][: budget.eval]
-    empty = squad_v1_scores({qa["qid"]: qa["answers"] for qa in questions}, {})["f1"]
+    pairs = [(line["context"], qa) for line in kept for qa in line["qas"]][: budget.eval]
+    gold = {qa["qid"]: qa["answers"] for _, qa in pairs}
+    answers = {"empty answer": squad_v1_scores(gold, {})["f1"],
+               "sliding window": squad_v1_scores(gold, sliding_window_answers(pairs, "qid"))["f1"]}  # fmt: skip
     flags = ["--train_file", str(files["train"]), "--validation_file", str(validation), "--max_seq_length",
              str(budget.length)] + (["--max_eval_samples", str(budget.eval)] if budget.eval else [])  # fmt: skip
-    return Prepared(flags, {"MRQA SQuAD": empty},
-                    {"split": f"dev-v1.1.json articles 1-{SQUAD_TRAIN_ARTICLES} train, MRQA's SQuAD-dev lines of the "
-                              "rest evaluate", "eval_contexts": len(kept)})  # fmt: skip
+    return prepared_with_floors(flags, {"MRQA SQuAD": answers},
+                                {"split": f"dev-v1.1.json articles 1-{SQUAD_TRAIN_ARTICLES} train, MRQA's SQuAD-dev "
+                                          "lines of the rest evaluate", "eval_contexts": len(kept),
+                                 "eval_articles": len({held_out[context] for context, _ in pairs}),
+                                 "held_out_articles": len(set(held_out.values()))})  # fmt: skip
 
 
 # --- GLUE, RACE, SemEval ---
@@ -188,12 +249,18 @@ def prepare_mrqa(folder: Path, budget: Budget) -> Prepared:
 def prepare_glue(task: str, label: str) -> Callable[[Path, Budget], Prepared]:
     def prepare(folder: Path, budget: Budget) -> Prepared:
         files = glue_files(folder, task, TaskSize(budget.train, budget.eval, budget.length, 0, 0, 0))
-        labels = [json.loads(line)["label"] for line in files["validation"].read_text().splitlines()]
-        # A constant answer has no correlation (CoLA's Matthews, STS-B's Pearson); otherwise parity's floor.
-        constant = 0.0 if task in ("cola", "stsb") else 100 * floor(task, files)
+        rows = [json.loads(line) for line in files["validation"].read_text().splitlines()]
+        labels = [row["label"] for row in rows]
+        if task == "cola":  # a constant answer has no Matthews correlation
+            answers = {"constant answer": 0.0}
+        elif task == "stsb":
+            answers = stsb_heuristics([(row["sentence1"], row["sentence2"]) for row in rows], labels)
+        else:
+            answers = classification_heuristics(labels, positive_f1=task == "mrpc")
         flags = ["--task_name", task, "--train_file", str(files["train"]), "--validation_file",
                  str(files["validation"]), "--max_seq_length", str(budget.length)]  # fmt: skip
-        return Prepared(flags, {label: constant}, {"split": "GLUE train (sampled) and dev", "eval": len(labels)})
+        return prepared_with_floors(flags, {label: answers}, {"split": "GLUE train (sampled) and dev",
+                                                              "eval": len(labels)})  # fmt: skip
 
     return prepare
 
@@ -202,18 +269,19 @@ def prepare_race(folder: Path, budget: Budget) -> Prepared:
     """RACE as RoBERTa fine-tunes it (Liu et al. 2019, Section 5.3 and Table 7): one model trained on both school
     levels' questions, scored on each level's dev questions apart. `budget.train` and `budget.eval` count questions
     per level, so the two levels weigh the same in training."""
-    train_files, dev_files, floors = [], [], {}
+    train_files, dev_files, answers = [], [], {}
     for level in RACE_CONFIGS["all"]:
         with gzip.open(DATA / "race" / f"train.{level}.jsonl.gz", "rt", encoding="utf-8") as file:
             train = [json.loads(line) for line in file]
         dev = [json.loads(line) for line in (DATA / "race" / f"dev.{level}.jsonl").read_text().splitlines()]
         train_files.append(write_jsonl(folder / f"race-{level}-train.jsonl", sample(train, budget.train)))
-        dev_files.append(write_jsonl(folder / f"race-{level}-dev.jsonl", sample(dev, budget.eval)))
-        floors[f"RACE {level}"] = 100 * floor("race", {"validation": dev_files[-1]})
+        evaluated = sample(dev, budget.eval)
+        dev_files.append(write_jsonl(folder / f"race-{level}-dev.jsonl", evaluated))
+        answers[f"RACE {level}"] = race_heuristics(evaluated)
     flags = ["--train_file", *map(str, train_files), "--validation_file", *map(str, dev_files),
              "--max_seq_length", str(budget.length)]  # fmt: skip
-    return Prepared(flags, floors, {"split": "RACE train.middle and train.high (each sampled), dev.middle and "
-                                             "dev.high, scored apart"})
+    return prepared_with_floors(flags, answers, {"split": "RACE train.middle and train.high (each sampled), "
+                                                          "dev.middle and dev.high, scored apart"})  # fmt: skip
 
 
 def best_constant_semeval(relations: list[str]) -> float:
@@ -221,17 +289,48 @@ def best_constant_semeval(relations: list[str]) -> float:
     return 100 * max(semeval_score([label] * len(relations), relations)["f1"] for label in set(relations))
 
 
-def prepare_semeval(folder: Path, budget: Budget) -> Prepared:
+def stratified_holdout(rows: list[dict], key: str, count: int, seed: int = 0) -> tuple[list[dict], list[dict]]:
+    """Splits `rows` into the rest and a hold-out of `count` rows drawn at random with `seed`, stratified by
+    `row[key]`: each label gets its share of `count` rounded down, and the rows still to place go to the labels
+    with the largest remainders (ties to the more frequent label, then by name), so each label's count is within
+    one of its share. Both parts keep the rows' original order."""
+    by_label: dict[Any, list[int]] = {}
+    for index, row in enumerate(rows):
+        by_label.setdefault(row[key], []).append(index)
+    shares = {label: len(indices) * count / len(rows) for label, indices in by_label.items()}
+    counts = {label: int(share) for label, share in shares.items()}
+    ranked = sorted(by_label, key=lambda label: (-(shares[label] - counts[label]), -len(by_label[label]), str(label)))
+    for label in ranked[: count - sum(counts.values())]:
+        counts[label] += 1
+    generator = random.Random(seed)
+    held = {index for label in sorted(by_label, key=str)
+            for index in generator.sample(by_label[label], counts[label])}  # fmt: skip
+    return [row for i, row in enumerate(rows) if i not in held], [row for i, row in enumerate(rows) if i in held]
+
+
+def semeval_splits() -> dict[str, list[dict]]:
+    """SemEval's three splits of the shared sentences: `train`, `reporting` (the scores reported) and `tuning`
+    (the last 1,000, on which the entity markers and the epochs were chosen)."""
     sentences = json.loads((DATA / "relation" / "semeval2010_task8" / "train.json").read_text(encoding="utf-8"))
-    train = sentences[:SEMEVAL_TRAIN][: budget.train]
-    dev = sample(sentences[-SEMEVAL_EVAL:], budget.eval)
+    train, reporting = stratified_holdout(sentences[:SEMEVAL_POOL], "relation", SEMEVAL_EVAL)
+    return {"train": train, "reporting": reporting, "tuning": sentences[SEMEVAL_POOL:]}
+
+
+def prepare_semeval(folder: Path, budget: Budget) -> Prepared:
+    splits = semeval_splits()
+    train = sample(splits["train"], budget.train)
+    dev = sample(splits["reporting"], budget.eval)
     (folder / "semeval-train.json").write_text(json.dumps(train), encoding="utf-8")
     (folder / "semeval-dev.json").write_text(json.dumps(dev), encoding="utf-8")
     flags = ["--train_file", str(folder / "semeval-train.json"), "--validation_file", str(folder / "semeval-dev.json"),
              "--scorer", "semeval", "--max_seq_length", str(budget.length)]  # fmt: skip
-    return Prepared(flags, {"SemEval-2010 Task 8": best_constant_semeval([row["relation"] for row in dev])},
-                    {"split": f"the first {len(train)} of the first {SEMEVAL_TRAIN} sentences train, of the last "
-                              f"{SEMEVAL_EVAL} {len(dev)} evaluate"})  # fmt: skip
+    split = (f"reporting split: {len(splits['reporting'])} of the first {SEMEVAL_POOL} sentences held out at random "
+             f"(seed 0, stratified by relation), {len(dev)} of them evaluate; {len(train)} of the other "
+             f"{len(splits['train'])} train; the last {len(splits['tuning'])} sentences are the tuning split (the "
+             "entity markers and epochs were chosen on it), unused here")  # fmt: skip
+    constant = best_constant_semeval([row["relation"] for row in dev])
+    return prepared_with_floors(flags, {"SemEval-2010 Task 8": {"best single relation everywhere": constant}},
+                                {"split": split})
 
 
 # --- coreference: LitBank, and GAP resolved by the LitBank model ---
@@ -239,9 +338,28 @@ def prepare_semeval(folder: Path, budget: Budget) -> Prepared:
 
 def best_constant_gap(path: Path) -> float:
     """The best overall F1 (0-100) of one answer (A, B, both or neither) given for every GAP pronoun."""
+    return max(score for name, score in gap_answers(path).items() if name != "nearer name")
+
+
+def gap_answers(path: Path) -> dict[str, float]:
+    """The overall F1 (0-100) of each answer given for every GAP pronoun (A, B, both, neither), and of the name
+    nearer the pronoun in words (heuristics.nearer_name)."""
     examples = read_gap(path)
-    return 100 * max(gap_scores(GapDecision(e.pronoun, e.a_coref, e.b_coref, a, b) for e in examples)["overall_f1"]
-                     for a in (False, True) for b in (False, True))  # fmt: skip
+    constants = {"A everywhere": (True, False), "B everywhere": (False, True), "both everywhere": (True, True),
+                 "neither everywhere": (False, False)}  # fmt: skip
+    scores = {name: 100 * gap_scores(GapDecision(e.pronoun, e.a_coref, e.b_coref, a, b) for e in examples)["overall_f1"]
+              for name, (a, b) in constants.items()}  # fmt: skip
+    nearer = [GapDecision(e.pronoun, e.a_coref, e.b_coref, *nearer_name(e.pronoun_words[0], e.a_words[0],
+                                                                        e.b_words[0])) for e in examples]  # fmt: skip
+    scores["nearer name"] = 100 * gap_scores(nearer)["overall_f1"]
+    return scores
+
+
+def litbank_answers(documents: list) -> dict[str, float]:
+    """The CoNLL F1 (0-100, singletons scored, as run_coref.py's --keep_singletons) of finding no mention, and of
+    clustering capitalised names and pronouns by exact string (heuristics.exact_match_clusters)."""
+    pairs = [(document.clusters, exact_match_clusters(document.sentences)) for document in documents]
+    return {"no mention": 0.0, "exact string match": 100 * coref_scores(pairs, keep_singletons=True)["conll_f1"]}
 
 
 def prepare_coref(folder: Path, budget: Budget) -> Prepared:
@@ -255,8 +373,10 @@ def prepare_coref(folder: Path, budget: Budget) -> Prepared:
              "--gap_file", str(gap), "--max_segment_length", str(budget.length)]  # fmt: skip
     split = (f"LitBank documents by name: the first {budget.train or LITBANK_TRAIN} train, {evaluated} evaluate; "
              f"the first {budget.gap_examples or 'all'} GAP development examples resolved by the LitBank model")
-    # No mention found scores 0 on every CoNLL metric.
-    return Prepared(flags, {"LitBank": 0.0, "GAP": best_constant_gap(gap)}, {"split": split})
+    end = LITBANK_TRAIN + budget.eval if budget.eval else None
+    documents = read_coref_documents(str(litbank))[LITBANK_TRAIN:end]  # run_coref.py's --eval_documents
+    return prepared_with_floors(flags, {"LitBank": litbank_answers(documents), "GAP": gap_answers(gap)},
+                                {"split": split})
 
 
 def gap_note(results: dict[str, Any]) -> str | None:
@@ -371,7 +491,7 @@ TYPED_MARKERS = {"entity_markers": "typed_entity_markers"}
 # gpu: the whole shared data (RACE sampled to 20,000 questions a level), one epoch of SST-2 and RACE; a target time
 # for all tasks of about 10 minutes a seed on one H100 in bf16, most of a short unit being its process's start and
 # tokenization.
-# toy: a tiny random model (bench_tasks.toy_checkpoint) on a few examples, for the test suite.
+# toy: a tiny random model (scores.toy_checkpoint) on a few examples, for the test suite.
 SIZES: dict[str, Size] = {
     "cpu": Size((0, 1), {
         "squad": SQUAD_CPU, "squad_v2": SQUAD_V2_CPU, "mrqa": HALF_SQUAD_CPU,
@@ -381,7 +501,7 @@ SIZES: dict[str, Size] = {
         "stsb": Budget(None, None, 128, 32, 1e-4, 3),
         "rte": Budget(None, None, 128, 16, 5e-5, 3),
         "race": RACE_CPU,
-        "semeval": Budget(None, None, 128, 32, 1e-4, 2, TYPED_MARKERS),
+        "semeval": Budget(None, None, 128, 32, 1e-4, 2, TYPED_MARKERS, split=SEMEVAL_SPLIT),
         "coref": Budget(None, None, 256, 1, 5e-5, 5, {"max_train_segments": 2, "ffnn_size": 300,
                                                       "task_learning_rate": 3e-4, **COREF_EVAL}, gap_examples=500),
     }, aims={"SQuAD v1.1": 50, "MRQA SQuAD": 50, "SST-2": 85, "MRPC": 85, "RTE": 58, "CoLA": 20, "STS-B": 80,
@@ -394,7 +514,7 @@ SIZES: dict[str, Size] = {
         "stsb": Budget(None, None, 128, 32, 5e-5, 5),
         "rte": Budget(None, None, 256, 16, 5e-5, 5),
         "race": Budget(20000, None, 384, 16, 5e-5, 1, {"max_qa_length": 128}),
-        "semeval": Budget(None, None, 128, 32, 5e-5, 5, TYPED_MARKERS),
+        "semeval": Budget(None, None, 128, 32, 5e-5, 5, TYPED_MARKERS, split=SEMEVAL_SPLIT),
         "coref": Budget(None, None, 384, 1, 5e-5, 8, {"max_train_segments": 3, "task_learning_rate": 3e-4,
                                                        **COREF_EVAL}),
     }, flags={"bf16": "true"}),
@@ -402,7 +522,7 @@ SIZES: dict[str, Size] = {
         **{name: Budget(16, 16, 64, 8, 1e-3, 1) for name in TASKS},
         **{name: Budget(16, 16, 128, 8, 1e-3, 1, {"doc_stride": 32}) for name in ("squad", "squad_v2", "mrqa")},
         "race": Budget(16, 16, 64, 8, 1e-3, 1, {"max_qa_length": 32}),
-        "semeval": Budget(16, 16, 64, 8, 1e-3, 1, TYPED_MARKERS),
+        "semeval": Budget(16, 16, 64, 8, 1e-3, 1, TYPED_MARKERS, split=SEMEVAL_SPLIT),
         "coref": Budget(2, 1, 64, 1, 1e-3, 1, {"max_train_segments": 1, "ffnn_size": 32, **COREF_EVAL},
                         gap_examples=16),
     }),

@@ -87,7 +87,8 @@ def run_script(arguments: list[str], log: Path) -> float:
 
 
 def unit_results(task: Task, prepared: Prepared, output: Path, wall_seconds: float) -> dict[str, Any]:
-    """The record's results: each row's score and floor (0-100), every value of the script's results files, the
+    """The record's results: each row's score and floor (0-100) with the score of each answer the floor is the best
+    of, every value of the script's results files, the
     training loss (its mean and its logged curve) and seconds, and the unit's wall seconds (the script's process,
     data loading included)."""
     files = {row.results_file for row in task.rows}
@@ -98,7 +99,8 @@ def unit_results(task: Task, prepared: Prepared, output: Path, wall_seconds: flo
                              f"{', '.join(scores[row.results_file])}); the task's row in tasks/catalog.py names "
                              "the key its score is read from.")  # fmt: skip
     rows = {row.label: {"metric": row.metric, "score": row.scale * scores[row.results_file][row.metric],
-                        "floor": prepared.floors[row.label]} for row in task.rows}  # fmt: skip
+                        "floor": prepared.floors[row.label], "floor_answers": prepared.answers.get(row.label, {})}
+            for row in task.rows}  # fmt: skip
     trained = json.loads((output / "train_results.json").read_text())
     return {"rows": rows, "scores": scores, "train_loss": trained.get("train_loss"), "loss_curve": loss_curve(output),
             "train_runtime": trained.get("train_runtime"), "wall_seconds": wall_seconds}  # fmt: skip
