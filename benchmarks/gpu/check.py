@@ -82,7 +82,8 @@ def stages(toy: bool, work: Path) -> list[Stage]:
         step = ["--config", "tiny", "--precision", "fp32", "--steps", "2", "--warmup", "1", "--threads", "1"]
         tests = ["tests/test_records.py"]  # the selection's mechanics; the CUDA tests skip on a CPU anyway
     else:
-        # Packed rows through the flash kernel: the candidate default on CUDA (docs/pretraining.md).
+        # Packed rows through the flash kernel, named although it is the default on CUDA under bf16: the records say
+        # which attention each side ran.
         trainer = ["--config", "base-gpu", "--recipes", "spanbert", "--precision", "bf16", "--steps", "40",
                    "--logging-steps", "5", "--skip-windows", "2", "--attn-implementation", "varlen_fa2"]  # fmt: skip
         step = ["--config", "base-gpu", "--steps", "10", "--warmup", "3"]
