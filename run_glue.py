@@ -9,7 +9,8 @@
     accelerate launch run_glue.py ...                           # several GPUs
 
 The metrics (GLUE's official ones, computed offline; fractions) go to OUTPUT_DIR/eval_results.json as eval_accuracy,
-eval_f1, ... (MNLI's mismatched dev set with the _mm suffix).
+eval_f1, ... (MNLI's mismatched dev set with the _mm suffix), each dev example's gold label and prediction to
+OUTPUT_DIR/eval_predictions.jsonl (eval_predictions_mm.jsonl).
 `python run_glue.py --help` lists every flag; spanroberta/finetuning/glue_task.py declares the task.
 """
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from benchmarks.parity.common import CHECKPOINT_NAME
-from benchmarks.tables import tasks as tables_tasks
+from benchmarks.tables import noise, tasks as tables_tasks
 from benchmarks.tables.format import Context
-from benchmarks.tasks import catalog, scores as task_benchmark
+from benchmarks.tasks import catalog, outcomes as outcomes_module, scores as task_benchmark
 from conftest import shared_data
 from spanroberta.records import RunStart, provenance, read_records, write_record
 
@@ -37,6 +37,12 @@ def test_the_toy_size_fine_tunes_two_tasks_end_to_end_and_a_rerun_skips_them(tmp
         assert record["settings"]["checkpoint"] == task_benchmark.TOY_CHECKPOINT
         epochs = [epoch for epoch, _ in results["loss_curve"]]
         assert epochs and epochs == sorted(epochs) and all(loss > 0 for _, loss in results["loss_curve"])
+        # Each evaluated example's outcome, which scores the row as the script did, and the bootstrap runs on them.
+        outcomes = results["rows"][row.label]["outcomes"]
+        assert outcomes_module.outcome_count(outcomes) == 16
+        assert outcomes_module.outcome_score(outcomes) == pytest.approx(results["rows"][row.label]["score"])
+        low, high = noise.bootstrap_interval(outcomes, resamples=50)
+        assert 0 <= low <= high <= 100 and noise.sample_noise(outcomes) >= 0
     # The RTE floor is the majority class of the 16 evaluation examples the toy size drew.
     rte = records[0]["results"]
     assert rte["scores"]["eval_results.json"]["eval_samples"] == 16
@@ -55,6 +61,8 @@ def test_the_toy_size_runs_race_once_for_both_levels_rows(tmp_path):
     assert scores["eval_samples"] == 32  # 16 questions of each level
     for row in catalog.TASKS["race"].rows:
         assert record["results"]["rows"][row.label]["score"] == pytest.approx(100 * scores[row.metric])
+        outcomes = record["results"]["rows"][row.label]["outcomes"]  # the level's questions alone
+        assert outcomes["scorer"] == "mean" and len(outcomes["values"]) == 16
 
 
 def test_a_unit_is_run_again_only_when_its_budget_changed(tmp_path):
@@ -167,15 +175,16 @@ FALLING = [[0.5, 3.0], [1.0, 2.0], [1.5, 1.0], [2.0, 0.8]]
 
 def _unit(records_dir: Path, task: str, seed: int, score: float | dict[str, float], floor: float,
           size: str = "cpu", budget: dict | None = None, labels: tuple[str, ...] | None = None,
-          curve: list = FALLING) -> None:  # fmt: skip
-    """A unit's record: `score` for every row, or per row label; `labels` names the rows of a task the catalog no
-    longer has."""
+          curve: list = FALLING, outcomes: dict | None = None) -> None:  # fmt: skip
+    """A unit's record: `score` for every row, or per row label, with `outcomes` where given; `labels` names the
+    rows of a task the catalog no longer has."""
     labels = labels or tuple(row.label for row in catalog.TASKS[task].rows)
     scores = score if isinstance(score, dict) else dict.fromkeys(labels, score)
     settings = {"kind": "unit", "size": size, "task": task, "seed": seed, "checkpoint": CHECKPOINT_NAME,
                 "budget": budget or catalog.SIZES[size].budgets[task].as_record()}  # fmt: skip
-    results = {"rows": {label: {"score": scores[label], "floor": floor} for label in labels}, "wall_seconds": 100.0,
-               "loss_curve": curve}
+    rows = {label: {"score": scores[label], "floor": floor, **({"outcomes": outcomes} if outcomes else {})}
+            for label in labels}  # fmt: skip
+    results = {"rows": rows, "wall_seconds": 100.0, "loss_curve": curve}
     write_record("tasks", settings, results, started=RunStart(provenance(), [1.0, 1.0, 1.0]), results_dir=records_dir)
 
 
@@ -191,24 +200,30 @@ def test_the_table_shows_the_spread_over_seeds_the_floor_and_the_newest_record_o
     _unit(tmp_path, "rte", 0, 53.0, 52.7, budget=dataclasses.replace(rte, epochs=1).as_record())  # at the floor
     table = tables_tasks.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
     lines = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}
-    assert "- RTE, not clear of its floor: the training loss was still falling over the last quarter (-20%)" in table
-    assert "- SQuAD v1.1" not in table  # clear of its floor and at its aim: no note
-    squad_line = "**51.0** ± 1.4 (2 seeds) | 0.0 | yes | 50 (met) | 100 | seed 0: 3.00 → 0.80, last quarter -20%"
+    # Without a verdict, the notes read the mean alone, and say so.
+    assert ("- RTE, its mean not clear of its floor: the training loss was still falling over the last quarter "
+            "(-20%)") in table  # fmt: skip
+    assert "- SQuAD v1.1" not in table  # its mean clear of its floor and at its aim: no note
+    squad_line = ("**51.0** ± 1.4 (2 seeds) | 2.0 + not recorded | 0.0 | 2 seeds: no verdict | 50 (no verdict) | 100 "
+                  "| seed 0: 3.00 → 0.80, last quarter -20%")  # fmt: skip
     assert squad_line in lines["SQuAD v1.1"]
     earlier = "an earlier task or budget (the catalog's is not run yet)"
-    assert f"**53.0** (1 seed), {earlier} | 52.7 | **no** | 58 (short)" in lines["RTE"]
+    rte_line = f"**53.0** (1 seed), {earlier} | - + not recorded | 52.7 | 1 seed: no verdict | 58 (no verdict)"
+    assert rte_line in lines["RTE"]
     (replaced,) = [line for line in table.splitlines() if line.startswith("- squad, seed 0")]
     assert "SQuAD v1.1 10.0" in replaced and "rerun with learning_rate: 1e-05 -> 0.0001." in replaced
     assert "not yet run" in lines["SemEval-2010 Task 8"] and "88.5, BERT-base" in lines["SQuAD v1.1"]
     page = tables_tasks.render_task_scores(Context(tmp_path, root / "docs" / "finetuning.md", root))
-    assert "- SQuAD v1.1, F1: **51.0** ± 1.4 (2 seeds), clear of its floor 0.0; all-MiniLM-L6-v2, size `cpu`" in page
-    assert f"- RTE, accuracy: **53.0** (1 seed), {earlier}, not clear of its floor 52.7" in page
+    assert ("- SQuAD v1.1, F1: **51.0** ± 1.4 (2 seeds), its floor 0.0 (2 seeds: no verdict); all-MiniLM-L6-v2, "
+            "size `cpu`") in page  # fmt: skip
+    assert f"- RTE, accuracy: **53.0** (1 seed), {earlier}, its floor 52.7 (1 seed: no verdict)" in page
     assert "- CoLA, Matthews corr.: not yet run (`python -m benchmarks.tasks.scores --size cpu --tasks cola`)." in page
     assert "LitBank" not in page  # coreference.md's
     headline = tables_tasks.headline_sentence(read_records("tasks", tmp_path))
-    assert headline.startswith("Task benchmark (all-MiniLM-L6-v2, size `cpu`): 1 of 13 scores clear of their floor "
-                               "(1 to 2 seeds a score; not clear: RTE); aims met on 1 of the 2 with an aim (short: RTE); not run yet: "
-                               "SQuAD v2.0")  # fmt: skip
+    assert headline.startswith("Task benchmark (all-MiniLM-L6-v2, size `cpu`): 2 rows of 2 tasks scored (")
+    assert ("a verdict on 0 of them, from 0 of the tasks; no verdict on 2: 2 have fewer than the 3 seeds a verdict "
+            "needs (1 to 2 seeds each), and 2 have no per-example outcomes in their records, so no evaluation-sample "
+            "noise; not run yet: SQuAD v2.0") in headline  # fmt: skip
 
 
 def test_a_task_that_gives_other_tasks_rows_replaces_their_records_row_by_row(tmp_path):
@@ -223,7 +238,7 @@ def test_a_task_that_gives_other_tasks_rows_replaces_their_records_row_by_row(tm
     lines = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}
     # Seed 0 of each row is the joint task's; seed 1 of middle is still the old task's, so the row says so.
     assert "**37.5** ± 3.5 (2 seeds), an earlier task or budget" in lines["RACE middle"]
-    assert "**40.0** (1 seed) | 27.0 |" in lines["RACE high"]
+    assert "**40.0** (1 seed) | - + not recorded | 27.0 |" in lines["RACE high"]
     replaced = [line for line in table.splitlines() if line.startswith("- race_")]
     assert [line.split(",")[0] for line in replaced] == ["- race_middle", "- race_high"]
     assert all("rerun with task: race_" in line and "-> race." in line for line in replaced)
@@ -253,9 +268,9 @@ def test_a_short_row_whose_unit_taught_another_row_says_the_curve_is_shared(tmp_
     _unit(tmp_path, "race", 0, {"RACE middle": 45.0, "RACE high": 28.0}, 27.0, curve=flat)
     _unit(tmp_path, "rte", 0, 53.0, 52.7, curve=flat)
     table = tables_tasks.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
-    assert ("- RACE high, not clear of its floor: the unit's training loss, shared with RACE middle (clear of its "
-            "floor), moved little (1.39 to 1.38)") in table  # fmt: skip
-    assert "- RTE, not clear of its floor: the training loss never moved (1.39 to 1.38)" in table
+    assert ("- RACE high, its mean not clear of its floor: the unit's training loss, shared with RACE middle (above "
+            "its floor), moved little (1.39 to 1.38)") in table  # fmt: skip
+    assert "- RTE, its mean not clear of its floor: the training loss never moved (1.39 to 1.38)" in table
     assert "- RACE middle" not in table
 
 
@@ -322,7 +337,95 @@ def test_the_headline_gives_the_gpu_size_first_then_the_cpu_size(tmp_path):
     _unit(tmp_path, "squad", 0, 51.0, 0.0)
     _unit(tmp_path, "squad", 0, 66.0, 0.0, size="gpu")
     headline = tables_tasks.headline_sentence(read_records("tasks", tmp_path))
-    assert headline.startswith("Task benchmark (all-MiniLM-L6-v2, size `gpu`): 1 of 13 scores clear of their floor "
-                               "(1 seed a score); ")  # fmt: skip
-    assert (" At size `cpu`: 1 of 13 scores clear of their floor (1 seed a score); aims met on 1 of the 1 with an "
-            "aim; ") in headline
+    assert headline.startswith("Task benchmark (all-MiniLM-L6-v2, size `gpu`): 1 row of 1 task scored (")
+    assert " At size `cpu`: 1 row of 1 task scored (" in headline and "(1 seed each)" in headline
+
+
+# --- the evaluation-sample noise and the verdicts ---
+
+
+def _correct(right: int, total: int) -> dict:
+    """Accuracy outcomes: `right` of `total` questions answered right."""
+    return {"scorer": "mean", "values": [1] * right + [0] * (total - right)}
+
+
+def test_the_bootstrap_of_constant_outcomes_has_no_width():
+    assert noise.bootstrap_interval(_correct(40, 40)) == (100.0, 100.0) and noise.sample_noise(_correct(0, 40)) == 0
+    labels = {"scorer": "accuracy", "predictions": [1, 0, 1], "references": [1, 0, 1]}
+    assert noise.bootstrap_interval(labels, resamples=20) == (100.0, 100.0)
+
+
+def test_the_bootstrap_interval_holds_the_score_and_is_seeded():
+    outcomes = _correct(15, 20)
+    low, high = noise.bootstrap_interval(outcomes)
+    assert low < outcomes_module.outcome_score(outcomes) == 75.0 < high
+    # The binomial standard error of 15 of 20, sqrt(0.75 * 0.25 / 20): the 95% half-width is about 1.96 of them.
+    assert (high - low) / 2 == pytest.approx(1.96 * 100 * (0.75 * 0.25 / 20) ** 0.5, rel=0.25)
+    assert noise.bootstrap_interval(outcomes) == (low, high)  # seeded
+    assert noise.sample_noise(outcomes) == (high - low) / 2
+    assert noise.bootstrap_interval(outcomes, seed=1) != (low, high)
+
+
+def test_outcomes_are_scored_by_the_projects_scorers():
+    stsb = {"scorer": "spearmanr", "predictions": [0.1, 0.4, 0.2, 0.9], "references": [1.0, 3.0, 2.0, 4.0]}
+    assert outcomes_module.outcome_score(stsb) == pytest.approx(100.0)
+    semeval = {"scorer": "semeval", "predictions": ["Other", "Cause-Effect(e1,e2)"],
+               "references": ["Other", "Cause-Effect(e1,e2)"]}  # fmt: skip
+    assert outcomes_module.outcome_score(semeval) == 100.0
+    assert outcomes_module.outcome_score(outcomes_module.resampled(_correct(1, 2), [0, 0, 1, 0])) == 75.0
+    with pytest.raises(SystemExit, match="score 50.0, its script 60.0"):
+        outcomes_module.check_outcomes("RTE", _correct(1, 2), 60.0)
+
+
+def _summary(tmp_path: Path, scores: list[float], floor: float, outcomes: dict | None) -> dict:
+    for seed, score in enumerate(scores):
+        _unit(tmp_path, "rte", seed, score, floor, outcomes=outcomes)
+    return tables_tasks.row_summaries(read_records("tasks", tmp_path), CHECKPOINT_NAME, "cpu")["RTE"]
+
+
+def test_a_verdict_needs_three_seeds(tmp_path):
+    summary = _summary(tmp_path, [90.0, 90.5], 50.0, _correct(180, 200))
+    assert tables_tasks.row_clear_of_floor(summary) is None and tables_tasks.short_of_aim("RTE", "cpu", summary) is None
+    assert tables_tasks.fmt_clear(summary) == "2 seeds: no verdict"
+    assert tables_tasks.fmt_aim(catalog.TASKS["rte"].rows[0], "cpu", summary).endswith("(no verdict)")
+
+
+def test_a_verdict_needs_the_evaluation_sample_noise(tmp_path):
+    summary = _summary(tmp_path, [90.0, 90.5, 91.0], 50.0, None)
+    assert tables_tasks.row_clear_of_floor(summary) is None
+    assert tables_tasks.fmt_clear(summary) == "sample noise not recorded: no verdict"
+    assert tables_tasks.fmt_margin(summary).endswith(" + not recorded")
+
+
+def test_three_seeds_far_above_the_floor_with_little_noise_are_clear(tmp_path):
+    summary = _summary(tmp_path, [90.0, 90.5, 91.0], 50.0, _correct(1810, 2000))
+    margin = tables_tasks.verdict_margin(summary)
+    assert margin == pytest.approx(tables_tasks.seed_spread(summary) + noise.sample_noise(_correct(1810, 2000)))
+    assert tables_tasks.row_clear_of_floor(summary) is True and tables_tasks.fmt_clear(summary) == "yes"
+    aim = catalog.SIZES["cpu"].aims["RTE"]
+    assert tables_tasks.short_of_aim("RTE", "cpu", summary) is (90.5 - margin < aim)
+
+
+def test_a_mean_clear_of_the_floor_by_less_than_the_noise_is_not_clear(tmp_path):
+    # RTE-sized noise: 277 pairs. The mean is clear of the floor's tenth by a point, within the bootstrap's width.
+    floor = 52.7
+    mean = floor + tables_tasks.FLOOR_MARGIN * (100 - floor) + 1.0
+    outcomes = _correct(round(mean / 100 * 277), 277)
+    summary = _summary(tmp_path, [mean - 0.1, mean, mean + 0.1], floor, outcomes)
+    assert tables_tasks.clear_of_floor(summary, 0.0)  # the mean alone would pass
+    assert tables_tasks.evaluation_noise(summary) > 1.0
+    assert tables_tasks.row_clear_of_floor(summary) is False and tables_tasks.fmt_clear(summary) == "**no**"
+    table = tables_tasks._size_table(Context(tmp_path, tmp_path / "TASKS.md", tmp_path),
+                                     read_records("tasks", tmp_path), CHECKPOINT_NAME, "cpu")  # fmt: skip
+    assert "- RTE, not clear of its floor:" in table  # a verdict: the note says so without "its mean"
+    headline = tables_tasks.headline_sentence(read_records("tasks", tmp_path))
+    assert "a verdict on 1 of them, from 1 of the tasks; clear of the floor beyond the noise: 0 of 1 (not clear: RTE)" \
+        in headline
+
+
+def test_the_headline_counts_squad_and_mrqa_as_one_task(tmp_path):
+    _unit(tmp_path, "squad", 0, 51.0, 0.0)
+    _unit(tmp_path, "mrqa", 0, 40.0, 0.0)
+    _unit(tmp_path, "race", 0, 40.0, 27.0)
+    headline = tables_tasks.headline_sentence(read_records("tasks", tmp_path))
+    assert headline.startswith("Task benchmark (all-MiniLM-L6-v2, size `cpu`): 4 rows of 2 tasks scored (")

@@ -10,6 +10,7 @@ from datasets import Dataset, DatasetDict
 import run_glue
 from conftest import checked_eval_results, parsed, shared_data
 from spanroberta.finetuning.glue_task import GLUE
+from spanroberta.metrics.glue import METRICS
 from spanroberta.tasks.glue import (
     get_glue_task,
     load_glue,
@@ -240,6 +241,13 @@ def test_run_glue_trains_evaluates_and_predicts(task_name, spanroberta_checkpoin
     ])
     results = checked_eval_results(tmp_path)
     assert metrics <= set(results) and results["eval_samples"] == 8
+    # Each dev example's gold label and prediction, which score the dev set as eval_results.json does.
+    evaluated = [json.loads(line) for line in (tmp_path / "eval_predictions.jsonl").read_text().splitlines()]
+    assert len({row["idx"] for row in evaluated}) == len(evaluated) == 8
+    for name in metrics:
+        rescored = METRICS[name.removeprefix("eval_")]([row["prediction"] for row in evaluated],
+                                                        [row["label"] for row in evaluated])  # fmt: skip
+        assert rescored == pytest.approx(results[name], nan_ok=True)
     lines = (tmp_path / submission).read_text().splitlines()
     assert lines[0] == "index\tprediction" and [line.split("\t")[0] for line in lines[1:]] == ["0", "1", "2", "3", "4"]
     predictions = [line.split("\t")[1] for line in lines[1:]]

@@ -21,7 +21,9 @@ from spanroberta.metrics.squad import (
     load_squad_metric,
     normalize_answer,
     squad_v1_evaluate,
+    squad_v1_question_scores,
     squad_v2_evaluate,
+    squad_v2_question_scores,
 )
 
 
@@ -116,6 +118,17 @@ def test_the_versions_differ_where_the_official_scripts_do():
     gold = {"q1": ["Paris"], "q2": ["Rome"]}
     assert squad_v1_evaluate(gold, {"q1": "Paris"}) == {"exact_match": 50.0, "f1": 50.0}
     assert squad_v2_evaluate({"q1": ["Paris"]}, {"q1": "paris", "extra": "x"})["total"] == 1
+
+
+def test_each_questions_scores_average_to_the_official_ones():
+    gold = {"q1": ["Paris"], "q2": ["the Rome city"], "q3": []}
+    predictions = {"q1": "Paris", "q2": "Rome", "q3": ""}
+    v1 = squad_v1_question_scores({"q1": gold["q1"], "q2": gold["q2"]}, {"q2": "Rome"})
+    assert v1 == {"q1": (False, 0), "q2": (False, 2 / 3)}  # the missing q1 scores 0, as in evaluate-v1.1.py
+    v2 = squad_v2_question_scores(gold, predictions)
+    assert v2["q3"] == (1, 1)  # a right no-answer
+    official = squad_v2_evaluate(gold, predictions)
+    assert 100 * sum(f1 for _, f1 in v2.values()) / len(v2) == pytest.approx(official["f1"])
 
 
 def test_evaluate_interface_gives_the_same_numbers(tmp_path):

@@ -156,9 +156,10 @@ def test_the_table_shows_each_row_against_the_floors_record_of_its_evaluated_exa
     table = tables_tasks.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
     lines = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}
     # RTE's record evaluated the examples of the floors record: its floor, and the verdict against it.
-    assert "| 58.0 (a heuristic) | **no** |" in lines["RTE"]
+    assert "| 58.0 (a heuristic) | 1 seed: no verdict |" in lines["RTE"]
     # SemEval's evaluated the earlier split, which no floors record holds: the record's own floor.
-    assert "| 2.4 | yes |" in lines["SemEval-2010 Task 8"]
+    assert "| 2.4 | 1 seed: no verdict |" in lines["SemEval-2010 Task 8"]
     assert "the floor of SemEval-2010 Task 8 is its unit record's own" in table
     headline = tables_tasks.headline_sentence(read_records("tasks", tmp_path), read_records("task-floors", tmp_path))
-    assert "not clear: RTE" in headline
+    assert "- RTE, its mean not clear of its floor" in table
+    assert "a verdict on 0 of them" in headline

@@ -1,10 +1,16 @@
 """The task benchmark's tables (tasks/scores.py, its records under benchmarks/results/tasks/): the table of every task
 in benchmarks/TASKS.md, and each docs page's line of the scores of its tasks.
 
-A row's score is the mean over the seeds recorded, with the sample standard deviation; it is clear of the floor when
-the mean less two standard errors is above the floor by a tenth of the way from the floor to a perfect score
-(parity_summary.FLOOR_MARGIN, the parity benchmark's rule), so that a model that still gives the constant answer
-for all but a handful of examples does not count as having learned the task.
+A row's score is the mean over the seeds recorded, with the sample standard deviation. Its verdicts count every
+source of noise: a row has one only with at least `MIN_SEEDS` seeds and the evaluation-sample noise of its records
+(tables/noise.py, the percentile bootstrap over the evaluated examples of the records that hold per-example
+outcomes). The margin is the seed spread, two standard errors of the mean over seeds, plus that noise, the mean of
+the records' 95% bootstrap half-widths: every seed evaluates the same examples, so their sampling noise does not
+average out over seeds. A row is clear of its floor when its mean less the margin is above the floor by a tenth of
+the way from the floor to a perfect score (parity_summary.FLOOR_MARGIN, the parity benchmark's share), so that a
+model that still gives the constant answer for all but a handful of examples does not count as having learned the
+task; it meets its aim when its mean less the margin reaches the aim, and is short otherwise. A row with fewer
+seeds, or whose records hold no outcomes, says so in place of a verdict.
 
 A row's floor comes from the newest floors record (tasks/floors.py) computed on the examples the row's records
 evaluated (tasks/catalog.evaluated_examples); where none was, from the unit's record itself, as it was computed then.
@@ -13,6 +19,7 @@ evaluated (tasks/catalog.evaluated_examples); where none was, from the unit's re
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 from collections.abc import Sequence
@@ -20,14 +27,17 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.parity.common import CHECKPOINT_NAME
-from benchmarks.parity.summary import clear_of_floor, spread
+from benchmarks.parity.summary import FLOOR_MARGIN, spread
 from benchmarks.tables.format import Context, fmt_number, markdown_table, none_yet
+from benchmarks.tables.noise import sample_noise
 from benchmarks.tasks.catalog import SIZES, TASKS, Row, evaluated_examples
 
 BENCHMARK = "tasks"
 FLOORS_BENCHMARK = "task-floors"
 COMMAND = "python -m benchmarks.tasks.scores --size cpu"
 SIZE_ORDER = ("gpu", "cpu", "toy")  # the fullest size first
+# Seeds a verdict needs: with fewer, the standard error over seeds rests on one or two differences and says little.
+MIN_SEEDS = 3
 
 
 def row_units(records: Sequence[dict]) -> dict[tuple[str, str, str, int], dict]:
@@ -84,7 +94,8 @@ def row_floor(label: str, record: dict, floors: dict[tuple[str, str], dict[str, 
 
 def row_summaries(records: Sequence[dict], checkpoint: str, size: str,
                   floor_records: Sequence[dict] = ()) -> dict[str, dict[str, Any]]:  # fmt: skip
-    """Per row label: the score's spread over seeds, the floor (`row_floor`: its value, answer and record), the wall
+    """Per row label: the score's spread over seeds, the evaluation-sample noise of each record that holds
+    per-example outcomes (`noise.sample_noise`), the floor (`row_floor`: its value, answer and record), the wall
     seconds' mean, and the records."""
     found: dict[str, list[dict]] = {}
     for (name, size_name, label, _), record in row_units(records).items():
@@ -96,6 +107,8 @@ def row_summaries(records: Sequence[dict], checkpoint: str, size: str,
         floor = row_floor(label, label_records[0], floors)
         summaries[label] = {
             "score": spread([r["results"]["rows"][label]["score"] for r in label_records]),
+            "sample_noise": [sample_noise(r["results"]["rows"][label]["outcomes"]) for r in label_records
+                             if "outcomes" in r["results"]["rows"][label]],
             "floor": floor["floor"],
             "floor_answer": floor["answer"],
             "floor_record": floor["record"],
@@ -111,9 +124,62 @@ def fmt_floor(summary: dict[str, Any]) -> str:
     return f"{summary['floor']:.1f}" + (f" ({answer})" if answer else "")
 
 
-def row_clear_of_floor(summary: dict[str, Any]) -> bool:
-    """The parity benchmark's rule, on the 0-100 scale every row is shown in."""
-    return clear_of_floor(summary["score"], summary["floor"], 100)
+def seed_spread(summary: dict[str, Any]) -> float | None:
+    """Two standard errors of the mean over seeds (None with one seed)."""
+    score = summary["score"]
+    return None if score["sd"] is None else 2 * score["sd"] / math.sqrt(score["n"])
+
+
+def evaluation_noise(summary: dict[str, Any]) -> float | None:
+    """The mean 95% bootstrap half-width of the records that hold outcomes (None where none does)."""
+    noise = summary["sample_noise"]
+    return statistics.fmean(noise) if noise else None
+
+
+def no_verdict(summary: dict[str, Any]) -> str | None:
+    """Why a row has no verdict (too few seeds, or no evaluation-sample noise recorded), or None where it has."""
+    seeds = summary["score"]["n"]
+    if seeds < MIN_SEEDS:
+        return f"{seeds} seed{'s' if seeds > 1 else ''}: no verdict"
+    if evaluation_noise(summary) is None:
+        return "sample noise not recorded: no verdict"
+    return None
+
+
+def verdict_margin(summary: dict[str, Any]) -> float | None:
+    """The margin a verdict allows for: the seed spread plus the evaluation-sample noise; None without a verdict."""
+    return None if no_verdict(summary) else seed_spread(summary) + evaluation_noise(summary)
+
+
+def clear_of_floor(summary: dict[str, Any], margin: float) -> bool:
+    """Whether the mean less `margin` is at least `FLOOR_MARGIN` of the way from the floor to a perfect score (100)."""
+    floor = summary["floor"]
+    return summary["score"]["mean"] - margin >= floor + FLOOR_MARGIN * (100 - floor)
+
+
+def row_clear_of_floor(summary: dict[str, Any]) -> bool | None:
+    """The verdict on the floor: whether the row is clear of it beyond the margin; None without a verdict."""
+    margin = verdict_margin(summary)
+    return None if margin is None else clear_of_floor(summary, margin)
+
+
+def mean_clear_of_floor(summary: dict[str, Any]) -> bool:
+    """The verdict where there is one, else the mean alone read against the floor (no noise allowed for): what
+    the notes under the table explain, never shown as a verdict."""
+    clear = row_clear_of_floor(summary)
+    return clear_of_floor(summary, 0.0) if clear is None else clear
+
+
+def fmt_clear(summary: dict[str, Any]) -> str:
+    clear = row_clear_of_floor(summary)
+    return no_verdict(summary) if clear is None else "yes" if clear else "**no**"
+
+
+def fmt_margin(summary: dict[str, Any]) -> str:
+    """The seed spread and the evaluation-sample noise, as `spread + noise`."""
+    spread_text, noise = seed_spread(summary), evaluation_noise(summary)
+    return (f"{'-' if spread_text is None else f'{spread_text:.1f}'} + "
+            f"{'not recorded' if noise is None else f'{noise:.1f}'}")  # fmt: skip
 
 
 def fmt_score(summary: dict[str, Any], size: str) -> str:
@@ -129,19 +195,28 @@ def aim_of(label: str, size: str) -> float | None:
     return SIZES[size].aims.get(label) if size in SIZES else None
 
 
-def short_of_aim(label: str, size: str, summary: dict[str, Any]) -> bool:
-    aim = aim_of(label, size)
-    return aim is not None and summary["score"]["mean"] < aim
+def short_of_aim(label: str, size: str, summary: dict[str, Any]) -> bool | None:
+    """The verdict on the aim: whether the mean less the margin falls below it; None without an aim or a
+    verdict."""
+    aim, margin = aim_of(label, size), verdict_margin(summary)
+    return None if aim is None or margin is None else summary["score"]["mean"] - margin < aim
+
+
+def mean_short_of_aim(label: str, size: str, summary: dict[str, Any]) -> bool:
+    """The verdict where there is one, else the mean alone read against the aim (for the notes)."""
+    aim, short = aim_of(label, size), short_of_aim(label, size, summary)
+    return short if short is not None else aim is not None and summary["score"]["mean"] < aim
 
 
 def fmt_aim(row: Row, size: str, summary: dict[str, Any] | None) -> str:
-    """The score the size aims at, and whether the mean reaches it."""
+    """The score the size aims at, and the verdict on it where the row has one."""
     aim = aim_of(row.label, size)
     if aim is None:
         return "-"
     if summary is None:
         return f"{aim:g}"
-    return f"{aim:g} ({'short' if short_of_aim(row.label, size, summary) else 'met'})"
+    short = short_of_aim(row.label, size, summary)
+    return f"{aim:g} ({'no verdict' if short is None else 'short' if short else 'met'})"
 
 
 def curve_summary(records: Sequence[dict]) -> tuple[int, float, float, float] | None:
@@ -179,7 +254,7 @@ def read_shortfall(summary: dict[str, Any], learned: Sequence[str] = ()) -> str:
     _, first, last, change = curve
     if abs(last - first) < FLAT_CURVE * first:
         curve_read, learning = (
-            (f"the unit's training loss, shared with {' and '.join(learned)} (clear of its floor), moved little",
+            (f"the unit's training loss, shared with {' and '.join(learned)} (above its floor), moved little",
              "learned too little") if learned else ("the training loss never moved", "did not start learning"))
         return (f"{curve_read} ({first:.2f} to {last:.2f}): the model {learning} within the budget's steps, so a "
                 "longer budget is the next thing to measure")  # fmt: skip
@@ -252,16 +327,16 @@ def _size_table(context: Context, records: Sequence[dict], checkpoint: str, size
             summary = summaries.get(row.label)
             aim = fmt_aim(row, size, summary)
             if summary is None:
-                lines.append([row.label, row.metric_name, "not yet run", "-", "-", aim, "-", "-", fmt_published(row),
-                              "-"])  # fmt: skip
+                lines.append([row.label, row.metric_name, "not yet run", "-", "-", "-", aim, "-", "-",
+                              fmt_published(row), "-"])  # fmt: skip
                 continue
             links = ", ".join(context.link(record) for record in summary["records"])
-            lines.append([row.label, row.metric_name, fmt_score(summary, size), fmt_floor(summary),
-                          "yes" if row_clear_of_floor(summary) else "**no**", aim,
-                          fmt_number(summary["wall_seconds"]), fmt_curve(summary["records"]), fmt_published(row),
-                          links])  # fmt: skip
-    header = ["task", "metric", "score (0-100), mean ± sd", "floor", "clear of floor", "aim", "wall s per seed",
-              "training loss, first → last", "published, for context", "records"]  # fmt: skip
+            lines.append([row.label, row.metric_name, fmt_score(summary, size), fmt_margin(summary),
+                          fmt_floor(summary), fmt_clear(summary), aim, fmt_number(summary["wall_seconds"]),
+                          fmt_curve(summary["records"]), fmt_published(row), links])  # fmt: skip
+    header = ["task", "metric", "score (0-100), mean ± sd", "margin: seeds + sample", "floor", "clear of floor",
+              "aim", "wall s per seed", "training loss, first → last", "published, for context",
+              "records"]  # fmt: skip
     return (f"**{checkpoint}**, size `{size}`:\n\n" + markdown_table(header, lines) + _floors_line(context, summaries)
             + _notes(summaries, size) + _superseded_lines(context, records, checkpoint, size))
 
@@ -279,22 +354,24 @@ def _floors_line(context: Context, summaries: dict[str, dict[str, Any]]) -> str:
 
 
 def _notes(summaries: dict[str, dict[str, Any]], size: str) -> str:
-    """What the records say beyond the scores, for each row short of its aim or not clear of its floor: what the
-    row's catalog entry reads there (`Row.note`, per seed), else what its loss curve says."""
+    """What the records say beyond the scores, for each row short of its aim or not clear of its floor (by its
+    verdict, or by its mean alone where it has none, which the note says): what the row's catalog entry reads
+    there (`Row.note`, per seed), else what its loss curve says."""
     lines = []
     for task in TASKS.values():
         for row in task.rows:
             summary = summaries.get(row.label)
             if summary is None:
                 continue
-            clear = row_clear_of_floor(summary)
-            if clear and not short_of_aim(row.label, size, summary):
+            clear = mean_clear_of_floor(summary)
+            if clear and not mean_short_of_aim(row.label, size, summary):
                 continue
-            verdict = f"- {row.label}, {'short of its aim' if clear else 'not clear of its floor'}"
+            reading = "short of its aim" if clear else "not clear of its floor"
+            verdict = f"- {row.label}, {reading if row_clear_of_floor(summary) is not None else 'its mean ' + reading}"
             notes = [(r["settings"]["seed"], row.note(r["results"])) for r in summary["records"]] if row.note else []
             notes = [(seed, note) for seed, note in notes if note]
             learned = [label for label in summary["records"][0]["results"]["rows"] if label != row.label
-                       and label in summaries and row_clear_of_floor(summaries[label])]  # fmt: skip
+                       and label in summaries and mean_clear_of_floor(summaries[label])]  # fmt: skip
             lines += [f"{verdict}, seed {seed}: {note}." for seed, note in notes] or [
                 f"{verdict}: {read_shortfall(summary, learned)}."]
     return "\n\nWhere a row is short, from its records:\n\n" + "\n".join(lines) if lines else ""
@@ -316,8 +393,8 @@ def render_task_benchmark(context: Context) -> str:
 
 def headline_sentence(records: Sequence[dict], floor_records: Sequence[dict] = ()) -> str:
     """The README's line on the task benchmark: at each size recorded from the real checkpoint (gpu, then cpu),
-    how many scores are clear of their floor, from how many seeds, and how many reach the size's aim, naming those
-    that do not."""
+    how many tasks and rows it scored, the verdicts of the rows that have one (clear of the floor, aims met), and
+    why the others have none."""
     sizes = [size for size in SIZE_ORDER[:2] if row_summaries(records, CHECKPOINT_NAME, size, floor_records)]
     if not sizes:
         return f"Task benchmark: not run yet (`{COMMAND}`)."
@@ -325,22 +402,44 @@ def headline_sentence(records: Sequence[dict], floor_records: Sequence[dict] = (
     return " ".join(lead + _size_summary(records, size, floor_records) + "." for lead, size in zip(leads, sizes))
 
 
+def task_of_row() -> dict[str, str]:
+    """Per row label, the task it counts as: rows of one unit share a model (RACE's levels, LitBank and GAP), and a
+    task trained on another's questions and articles counts as that one (`Task.same_task_as`: MRQA's SQuAD)."""
+    return {row.label: task.same_task_as or task.name for task in TASKS.values() for row in task.rows}
+
+
 def _size_summary(records: Sequence[dict], size: str, floor_records: Sequence[dict]) -> str:
     summaries = row_summaries(records, CHECKPOINT_NAME, size, floor_records)
-    rows = [row.label for task in TASKS.values() for row in task.rows]
+    rows, tasks = [row.label for task in TASKS.values() for row in task.rows], task_of_row()
     run = [label for label in rows if label in summaries]
-    not_clear = [label for label in run if not row_clear_of_floor(summaries[label])]
-    aims = [label for label in run if aim_of(label, size) is not None]
-    short = [label for label in aims if short_of_aim(label, size, summaries[label])]
-    seeds = sorted({summaries[label]["score"]["n"] for label in run})
-    counted = f"{seeds[0]} to {seeds[-1]} seeds a score"
-    if len(seeds) == 1:
-        counted = f"{seeds[0]} seed a score" if seeds[0] == 1 else f"{seeds[0]} seeds a score"
-    parts = [f"{len(run) - len(not_clear)} of {len(rows)} scores clear of their floor ({counted}"
-             + (f"; not clear: {', '.join(not_clear)})" if not_clear else ")")]
-    if aims:
-        parts.append(f"aims met on {len(aims) - len(short)} of the {len(aims)} with an aim"
-                     + (f" (short: {', '.join(short)})" if short else ""))  # fmt: skip
+    judged = [label for label in run if no_verdict(summaries[label]) is None]
+    count = len({tasks[label] for label in run})
+    parts = [f"{len(run)} row{'s' if len(run) > 1 else ''} of {count} task{'s' if count > 1 else ''} scored (rows "
+             "of one model, or of one "
+             f"task's questions, count as one task); a verdict on {len(judged)} of them, from "
+             f"{len({tasks[label] for label in judged})} of the tasks"]  # fmt: skip
+    if judged:
+        not_clear = [label for label in judged if not row_clear_of_floor(summaries[label])]
+        parts.append(f"clear of the floor beyond the noise: {len(judged) - len(not_clear)} of {len(judged)}"
+                     + (f" (not clear: {', '.join(not_clear)})" if not_clear else ""))  # fmt: skip
+        aims = [label for label in judged if aim_of(label, size) is not None]
+        short = [label for label in aims if short_of_aim(label, size, summaries[label])]
+        if aims:
+            parts.append(f"aims met on {len(aims) - len(short)} of the {len(aims)} with an aim"
+                         + (f" (short: {', '.join(short)})" if short else ""))  # fmt: skip
+    few = [label for label in run if summaries[label]["score"]["n"] < MIN_SEEDS]
+    unsampled = [label for label in run if evaluation_noise(summaries[label]) is None]
+    reasons = []
+    if few:
+        seeds = sorted({summaries[label]["score"]["n"] for label in few})
+        counted = f"{seeds[0]} to {seeds[-1]}" if len(seeds) > 1 else f"{seeds[0]}"
+        reasons.append(f"{len(few)} have fewer than the {MIN_SEEDS} seeds a verdict needs ({counted} "
+                       f"seed{'s' if seeds[-1] > 1 else ''} each)")  # fmt: skip
+    if unsampled:
+        reasons.append(f"{len(unsampled)} have no per-example outcomes in their records, so no evaluation-sample "
+                       "noise")  # fmt: skip
+    if reasons:
+        parts.append(f"no verdict on {len(run) - len(judged)}: " + ", and ".join(reasons))
     if len(run) < len(rows):
         parts.append(f"not run yet: {', '.join(label for label in rows if label not in summaries)}")
     return "; ".join(parts)
@@ -351,9 +450,11 @@ def _score_line(context: Context, row: Row, records: Sequence[dict]) -> str:
     for size in SIZE_ORDER[:2]:
         summary = row_summaries(records, CHECKPOINT_NAME, size, context.records(FLOORS_BENCHMARK)).get(row.label)
         if summary is not None:
-            verdict = "clear of" if row_clear_of_floor(summary) else "not clear of"
-            return (f"- {row.label}, {row.metric_name}: {fmt_score(summary, size)}, {verdict} its floor "
-                    f"{summary['floor']:.1f}; all-MiniLM-L6-v2, size `{size}` ([task benchmark]({page})).")
+            clear = row_clear_of_floor(summary)
+            verdict = (f"its floor {summary['floor']:.1f} ({no_verdict(summary)})" if clear is None
+                       else f"{'clear of' if clear else 'not clear of'} its floor {summary['floor']:.1f}")
+            return (f"- {row.label}, {row.metric_name}: {fmt_score(summary, size)}, {verdict}; all-MiniLM-L6-v2, "
+                    f"size `{size}` ([task benchmark]({page})).")
     task = next(name for name, task in TASKS.items() if row in task.rows)
     return f"- {row.label}, {row.metric_name}: not yet run (`{COMMAND} --tasks {task}`)."
 

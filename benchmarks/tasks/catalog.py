@@ -152,6 +152,9 @@ class Task:
     script: str
     prepare: Callable[[Path, Budget], Prepared]
     rows: tuple[Row, ...]
+    # The task whose training questions and articles this one's are (MRQA's SQuAD: SQuAD v1.1's): the headline
+    # counts the two as one task.
+    same_task_as: str | None = None
 
 
 # --- SQuAD v1.1, v2.0 and MRQA: split by article ---
@@ -422,7 +425,8 @@ TASKS: dict[str, Task] = {task.name: task for task in (
         Row("SQuAD v2.0", "eval_f1", "F1", 1, "finetuning.md",
             published=Published(81.9, BERT_LARGE, "Devlin et al. 2019, Table 3 (SQuAD v2.0 dev)"),
             note=squad_v2_note),)),
-    Task("mrqa", "run_squad.py", prepare_mrqa, (Row("MRQA SQuAD", "eval_SQuAD_f1", "F1", 1, "mrqa.md"),)),
+    Task("mrqa", "run_squad.py", prepare_mrqa, (Row("MRQA SQuAD", "eval_SQuAD_f1", "F1", 1, "mrqa.md"),),
+         same_task_as="squad"),
     Task("cola", "run_glue.py", prepare_glue("cola", "CoLA"), (
         Row("CoLA", "eval_matthews_correlation", "Matthews corr.", 100, "finetuning.md",
             published=Published(52.1, BERT_BASE, GLUE_TEST)),)),

@@ -33,6 +33,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from benchmarks import ROOT  # noqa: E402
 from benchmarks.parity.common import CHECKPOINT, CHECKPOINT_NAME, DATA  # noqa: E402
 from benchmarks.tasks.catalog import SIZES, TASKS, Budget, Prepared, Task  # noqa: E402
+from benchmarks.tasks.outcomes import check_outcomes, unit_outcomes  # noqa: E402
 from spanroberta.records import RunStart, read_records, start_run, write_record  # noqa: E402
 
 BENCHMARK = "tasks"
@@ -88,9 +89,9 @@ def run_script(arguments: list[str], log: Path) -> float:
 
 def unit_results(task: Task, prepared: Prepared, output: Path, wall_seconds: float) -> dict[str, Any]:
     """The record's results: each row's score and floor (0-100) with the score of each answer the floor is the best
-    of, every value of the script's results files, the
-    training loss (its mean and its logged curve) and seconds, and the unit's wall seconds (the script's process,
-    data loading included)."""
+    of and, where the script writes them, its per-example outcomes (tasks/outcomes.py), which the tables resample
+    for the evaluation-sample noise; every value of the script's results files, the training loss (its mean and its
+    logged curve) and seconds, and the unit's wall seconds (the script's process, data loading included)."""
     files = {row.results_file for row in task.rows}
     scores = {name: json.loads((output / name).read_text()) for name in sorted(files)}
     for row in task.rows:
@@ -101,6 +102,9 @@ def unit_results(task: Task, prepared: Prepared, output: Path, wall_seconds: flo
     rows = {row.label: {"metric": row.metric, "score": row.scale * scores[row.results_file][row.metric],
                         "floor": prepared.floors[row.label], "floor_answers": prepared.answers.get(row.label, {})}
             for row in task.rows}  # fmt: skip
+    for label, outcomes in unit_outcomes(task, prepared, output).items():
+        check_outcomes(label, outcomes, rows[label]["score"])
+        rows[label]["outcomes"] = outcomes
     trained = json.loads((output / "train_results.json").read_text())
     return {"rows": rows, "scores": scores, "train_loss": trained.get("train_loss"), "loss_curve": loss_curve(output),
             "train_runtime": trained.get("train_runtime"), "wall_seconds": wall_seconds}  # fmt: skip

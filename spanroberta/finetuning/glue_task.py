@@ -1,6 +1,7 @@
 """run_glue.py's task: one GLUE task (CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI) from the Hub, GLUE's
 own files or csv/JSON-lines files, scored with GLUE's official metrics (fractions: eval_accuracy, eval_f1, ...; MNLI's
-mismatched dev set with the _mm suffix), with the leaderboard's TASK.tsv for --do_predict."""
+mismatched dev set with the _mm suffix) and each dev example's prediction in eval_predictions.jsonl, with the
+leaderboard's TASK.tsv for --do_predict."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from ..tasks.glue import (
     load_glue,
     requested_splits,
     tokenize_glue,
+    write_glue_predictions,
     write_glue_submission,
 )
 
@@ -140,22 +142,28 @@ def encode_glue(run: FineTuningRun) -> dict[str, Any]:
 
 
 def score_glue(run: FineTuningRun, trainer: Trainer) -> dict[str, dict[str, float]]:
-    """Each dev set's metrics (MNLI's mismatched one with its suffix), and the leaderboard's TASK.tsv of each test
-    set."""
+    """Each dev set's metrics (MNLI's mismatched one with its suffix) with each example's prediction
+    (eval_predictions.jsonl, eval_predictions_mm.jsonl), and the leaderboard's TASK.tsv of each test set."""
     task, encoded, results = run.data.task, run.encoded, {}
+    output_dir = Path(run.training_args.output_dir)
     if run.training_args.do_eval:
         metrics = {}
         for split in (s for s in task.eval_splits if s.name in encoded):
             dataset = encoded[split.name]
-            split_metrics = {**trainer.evaluate(eval_dataset=dataset), "eval_samples": len(dataset)}
+            output = trainer.predict(dataset, metric_key_prefix="eval")
+            split_metrics = {**output.metrics, "eval_samples": len(dataset)}
             metrics.update({f"{name}{split.metric_suffix}": value for name, value in split_metrics.items()})
+            if trainer.is_world_process_zero():
+                output_dir.mkdir(parents=True, exist_ok=True)
+                write_glue_predictions(output_dir / f"eval_predictions{split.metric_suffix}.jsonl", dataset["idx"],
+                                       output.label_ids, logits_to_predictions(output.predictions,
+                                                                               task.is_regression))  # fmt: skip
         results["eval"] = metrics
     if run.training_args.do_predict:
         for split in (s for s in task.test_splits if s.name in encoded):
             output = trainer.predict(encoded[split.name], metric_key_prefix="predict")
             if trainer.is_world_process_zero():
                 predictions = logits_to_predictions(output.predictions, task.is_regression)
-                output_dir = Path(run.training_args.output_dir)
                 output_dir.mkdir(parents=True, exist_ok=True)
                 write_glue_submission(output_dir / split.submission_file, task, encoded[split.name]["idx"], predictions)
     return results

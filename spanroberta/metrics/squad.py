@@ -88,19 +88,30 @@ def squad_v1_evaluate(gold: GoldAnswers, predictions: Mapping[str, str]) -> dict
 
     Every gold question counts; one without a prediction scores 0 (the script warns, so do we).
     """
-    exact_match = f1 = total = 0
+    scores = squad_v1_question_scores(gold, predictions)
+    exact_match = f1 = 0
+    for exact, f1_of_question in scores.values():
+        exact_match += exact
+        f1 += f1_of_question
+    return {"exact_match": 100.0 * exact_match / len(scores), "f1": 100.0 * f1 / len(scores)}
+
+
+def squad_v1_question_scores(gold: GoldAnswers, predictions: Mapping[str, str]) -> dict[str, tuple[bool, float]]:
+    """Each gold question's exact match and F1 (the maxima over its gold answers), in the gold's order, as
+    evaluate-v1.1.py sums them: a question without a prediction scores 0 (the script warns, so do we)."""
+    scores = {}
     missing = []
     for qid, ground_truths in gold.items():
-        total += 1
         if qid not in predictions:
             missing.append(qid)
+            scores[qid] = (False, 0)
             continue
         prediction = predictions[qid]
-        exact_match += max(exact_match_score(prediction, truth) for truth in ground_truths)
-        f1 += max(f1_score(prediction, truth) for truth in ground_truths)
+        scores[qid] = (max(exact_match_score(prediction, truth) for truth in ground_truths),
+                       max(f1_score(prediction, truth) for truth in ground_truths))  # fmt: skip
     if missing:
         logger.warning("%d unanswered question(s) receive score 0, e.g. %s", len(missing), missing[0])
-    return {"exact_match": 100.0 * exact_match / total, "f1": 100.0 * f1 / total}
+    return scores
 
 
 # --- MRQA 2019 (mrqa_official_eval.py) ---
@@ -180,6 +191,14 @@ def squad_v2_evaluate(
                 predictions, raw, na_probs, has_answer
             )
     return result
+
+
+def squad_v2_question_scores(gold: GoldAnswers, predictions: Mapping[str, str]) -> dict[str, tuple[int, float]]:
+    """Each predicted question's exact match and F1 as evaluate-v2.0.py scores it without a no-answer file: an
+    unanswerable question (or one whose gold answers normalise to nothing) is right only when answered "", and a
+    question without a prediction is left out. Scoring predictions.json this way gives its exact and f1."""
+    exact_scores, f1_scores = _raw_scores(gold, predictions)
+    return {qid: (exact_scores[qid], f1_scores[qid]) for qid in exact_scores}
 
 
 def _raw_scores(gold: GoldAnswers, predictions: Mapping[str, str]) -> tuple[dict[str, int], dict[str, float]]:

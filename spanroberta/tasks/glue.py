@@ -9,6 +9,7 @@ columns, `label` (the Hub's class id, or the STS-B score) and `idx`. Test splits
 from __future__ import annotations
 
 import csv
+import json
 import logging
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Value, load_dataset
 from transformers import EvalPrediction, PreTrainedTokenizerBase
 
@@ -407,6 +409,17 @@ def write_glue_submission(
         for index, prediction in zip(indices, predictions):
             value = f"{float(prediction):.3f}" if task.is_regression else task.labels[int(prediction)]
             file.write(f"{int(index)}\t{value}\n")
+
+
+def write_glue_predictions(path: str | Path, indices: ArrayLike, labels: ArrayLike, predictions: ArrayLike) -> None:
+    """One JSON line per evaluated example: its index, its gold label and the prediction (class ids, or scores for
+    STS-B), enough to score the dev set again on any resample of its examples."""
+    if not len(indices) == len(labels) == len(predictions):
+        raise ValueError(f"{len(predictions)} predictions and {len(labels)} labels for {len(indices)} examples.")
+    rows = zip(np.asarray(indices).tolist(), np.asarray(labels).tolist(), np.asarray(predictions).tolist())
+    with open(path, "w", encoding="utf-8") as file:
+        file.writelines(json.dumps({"idx": index, "label": label, "prediction": prediction}) + "\n"
+                        for index, label, prediction in rows)  # fmt: skip
 
 
 def glue_metrics(task_name: str, predictions: ArrayLike, references: ArrayLike) -> dict[str, float]:
