@@ -150,7 +150,9 @@ def score_glue(run: FineTuningRun, trainer: Trainer) -> dict[str, dict[str, floa
         metrics = {}
         for split in (s for s in task.eval_splits if s.name in encoded):
             dataset = encoded[split.name]
+            # predict, not evaluate: the same metrics with each example's prediction; logged as evaluate logs them.
             output = trainer.predict(dataset, metric_key_prefix="eval")
+            trainer.log(output.metrics)
             split_metrics = {**output.metrics, "eval_samples": len(dataset)}
             metrics.update({f"{name}{split.metric_suffix}": value for name, value in split_metrics.items()})
             if trainer.is_world_process_zero():
