@@ -220,10 +220,10 @@ def test_the_table_shows_the_spread_over_seeds_the_floor_and_the_newest_record_o
     assert "- CoLA, Matthews corr.: not yet run (`python -m benchmarks.tasks.scores --size cpu --tasks cola`)." in page
     assert "LitBank" not in page  # coreference.md's
     headline = tables_tasks.headline_sentence(read_records("tasks", tmp_path))
-    assert headline.startswith("Task benchmark (all-MiniLM-L6-v2, size `cpu`): 2 rows of 2 tasks scored (")
-    assert ("a verdict on 0 of them, from 0 of the tasks; no verdict on 2: 2 have fewer than the 3 seeds a verdict "
-            "needs (1 to 2 seeds each), and 2 have no per-example outcomes in their records, so no evaluation-sample "
-            "noise; not run yet: SQuAD v2.0") in headline  # fmt: skip
+    assert headline.startswith("Task benchmark (all-MiniLM-L6-v2, size `cpu`): 2 tasks scored in 2 rows (")
+    assert ("verdicts on 0 of the tasks; no verdict on 2 rows: 2 with fewer than the 3 seeds a verdict needs (1 to 2 "
+            "seeds each); 2 whose records hold no per-example outcomes (no evaluation-sample noise); not run yet: "
+            "SQuAD v2.0") in headline  # fmt: skip
 
 
 def test_a_task_that_gives_other_tasks_rows_replaces_their_records_row_by_row(tmp_path):
@@ -337,8 +337,8 @@ def test_the_headline_gives_the_gpu_size_first_then_the_cpu_size(tmp_path):
     _unit(tmp_path, "squad", 0, 51.0, 0.0)
     _unit(tmp_path, "squad", 0, 66.0, 0.0, size="gpu")
     headline = tables_tasks.headline_sentence(read_records("tasks", tmp_path))
-    assert headline.startswith("Task benchmark (all-MiniLM-L6-v2, size `gpu`): 1 row of 1 task scored (")
-    assert " At size `cpu`: 1 row of 1 task scored (" in headline and "(1 seed each)" in headline
+    assert headline.startswith("Task benchmark (all-MiniLM-L6-v2, size `gpu`): 1 task scored in 1 row (")
+    assert " At size `cpu`: 1 task scored in 1 row (" in headline and "(1 seed each)" in headline
 
 
 # --- the evaluation-sample noise and the verdicts ---
@@ -419,8 +419,7 @@ def test_a_mean_clear_of_the_floor_by_less_than_the_noise_is_not_clear(tmp_path)
                                      read_records("tasks", tmp_path), CHECKPOINT_NAME, "cpu")  # fmt: skip
     assert "- RTE, not clear of its floor:" in table  # a verdict: the note says so without "its mean"
     headline = tables_tasks.headline_sentence(read_records("tasks", tmp_path))
-    assert "a verdict on 1 of them, from 1 of the tasks; clear of the floor beyond the noise: 0 of 1 (not clear: RTE)" \
-        in headline
+    assert "verdicts on 1 of the tasks; clear of the floor beyond the noise: 0 of 1 (not clear: RTE)" in headline
 
 
 def test_the_headline_counts_squad_and_mrqa_as_one_task(tmp_path):
@@ -428,4 +427,4 @@ def test_the_headline_counts_squad_and_mrqa_as_one_task(tmp_path):
     _unit(tmp_path, "mrqa", 0, 40.0, 0.0)
     _unit(tmp_path, "race", 0, 40.0, 27.0)
     headline = tables_tasks.headline_sentence(read_records("tasks", tmp_path))
-    assert headline.startswith("Task benchmark (all-MiniLM-L6-v2, size `cpu`): 4 rows of 2 tasks scored (")
+    assert headline.startswith("Task benchmark (all-MiniLM-L6-v2, size `cpu`): 2 tasks scored in 4 rows (")

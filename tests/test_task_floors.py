@@ -162,4 +162,4 @@ def test_the_table_shows_each_row_against_the_floors_record_of_its_evaluated_exa
     assert "the floor of SemEval-2010 Task 8 is its unit record's own" in table
     headline = tables_tasks.headline_sentence(read_records("tasks", tmp_path), read_records("task-floors", tmp_path))
     assert "- RTE, its mean not clear of its floor" in table
-    assert "a verdict on 0 of them" in headline
+    assert "verdicts on 0 of the tasks" in headline

@@ -414,9 +414,8 @@ def _size_summary(records: Sequence[dict], size: str, floor_records: Sequence[di
     run = [label for label in rows if label in summaries]
     judged = [label for label in run if no_verdict(summaries[label]) is None]
     count = len({tasks[label] for label in run})
-    parts = [f"{len(run)} row{'s' if len(run) > 1 else ''} of {count} task{'s' if count > 1 else ''} scored (rows "
-             "of one model, or of one "
-             f"task's questions, count as one task); a verdict on {len(judged)} of them, from "
+    parts = [f"{count} task{'s' if count > 1 else ''} scored in {len(run)} row{'s' if len(run) > 1 else ''} (rows of "
+             "one model, or of one task's questions, count as one task); verdicts on "
              f"{len({tasks[label] for label in judged})} of the tasks"]  # fmt: skip
     if judged:
         not_clear = [label for label in judged if not row_clear_of_floor(summaries[label])]
@@ -433,13 +432,12 @@ def _size_summary(records: Sequence[dict], size: str, floor_records: Sequence[di
     if few:
         seeds = sorted({summaries[label]["score"]["n"] for label in few})
         counted = f"{seeds[0]} to {seeds[-1]}" if len(seeds) > 1 else f"{seeds[0]}"
-        reasons.append(f"{len(few)} have fewer than the {MIN_SEEDS} seeds a verdict needs ({counted} "
+        reasons.append(f"{len(few)} with fewer than the {MIN_SEEDS} seeds a verdict needs ({counted} "
                        f"seed{'s' if seeds[-1] > 1 else ''} each)")  # fmt: skip
     if unsampled:
-        reasons.append(f"{len(unsampled)} have no per-example outcomes in their records, so no evaluation-sample "
-                       "noise")  # fmt: skip
+        reasons.append(f"{len(unsampled)} whose records hold no per-example outcomes (no evaluation-sample noise)")
     if reasons:
-        parts.append(f"no verdict on {len(run) - len(judged)}: " + ", and ".join(reasons))
+        parts.append(f"no verdict on {len(run) - len(judged)} rows: " + "; ".join(reasons))
     if len(run) < len(rows):
         parts.append(f"not run yet: {', '.join(label for label in rows if label not in summaries)}")
     return "; ".join(parts)
