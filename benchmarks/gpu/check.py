@@ -49,6 +49,7 @@ from spanroberta.data.demo_corpus import DEMO_CORPUS_FILE
 from spanroberta.records import read_records, start_run, write_record
 
 BUDGET_SECONDS = 540  # the whole check, every stage included
+NOT_ASKED = "not asked for (--stages)"  # why a stage a partial run (--stages) left out did not run
 LOG_TAIL_LINES = 40  # of a stage that failed or timed out, kept in the record and printed
 
 
@@ -218,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         checked = stages(options.toy, work)
         for stage in checked:
             if options.stages and stage.name not in ("prepare", *options.stages) and not stage.skip:
-                stage.skip = "not asked for (--stages)"
+                stage.skip = NOT_ASKED
         before = {name: len(read_records(name, records_dir))
                   for name in ("trainer", "pretraining_step", "pretraining_step_profile")}  # fmt: skip
         for stage in checked:
