@@ -63,11 +63,11 @@ def load_blocks(tokenizer: PreTrainedTokenizerBase, length: int) -> np.ndarray:
     exactly `length` tokens (the few shorter group tails are dropped). Cached per length."""
     path = CACHE / f"reuters_blocks_{length}.npy"
     if not path.is_file():
-        from spanroberta.data.corpus import load_documents
+        from spanroberta.data.corpus import CorpusSource, load_documents
         from spanroberta.data.formats import prepare_blocks
 
         require_corpus()
-        documents = load_documents(train_files=[str(BENCH_CORPUS)])
+        documents = load_documents(CorpusSource(train_files=[str(BENCH_CORPUS)]))
         blocks = prepare_blocks(documents, tokenizer, "full-sentences", max_seq_length=length)
         full = [row for row in blocks["input_ids"] if len(row) == length]
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -39,7 +39,7 @@ from transformers import PreTrainedTokenizerBase
 
 from benchmarks import ROOT
 from benchmarks.speed.common import REUTERS, announce, load_tokenizer, require_corpus
-from spanroberta.data.corpus import iter_documents, load_documents
+from spanroberta.data.corpus import CorpusSource, iter_documents, load_documents
 from spanroberta.data.formats import block_builder, prepare_blocks
 from spanroberta.records import start_run, write_record
 
@@ -62,7 +62,7 @@ def prepare_once(
     """Runs the prepared path once in this process; returns (blocks, tokens)."""
     cache_dir = tempfile.mkdtemp(prefix="spanroberta_bench_cache_")
     try:
-        documents = load_documents(train_files=[str(corpus)], cache_dir=cache_dir)
+        documents = load_documents(CorpusSource(train_files=[str(corpus)]), cache_dir=cache_dir)
         blocks = prepare_blocks(documents, tokenizer, input_format, max_seq_length=max_seq_length, num_proc=num_proc)
         lengths = blocks.with_format("arrow")["input_ids"].combine_chunks().value_lengths()
         return len(blocks), int(sum(lengths.to_pylist()))
@@ -77,7 +77,7 @@ def stream_once(
     from spanroberta.data.streaming import StreamingBlocks  # imported here: the prepared mode does not need it
 
     stream = StreamingBlocks(
-        functools.partial(iter_documents, train_files=[str(corpus)]),
+        functools.partial(iter_documents, CorpusSource(train_files=[str(corpus)])),
         tokenizer,
         block_builder(tokenizer, input_format, max_seq_length),
     )
