@@ -132,11 +132,18 @@ def split_by_article(source: Path, train_articles: int, train_samples: int | Non
     `-validation.json`."""
     document = json.loads(source.read_text(encoding="utf-8"))
     articles = document["data"]
+    return write_article_split(document["version"], articles[:train_articles], articles[train_articles:],
+                               train_samples, eval_samples, folder / source.stem)  # fmt: skip
+
+
+def write_article_split(version: str, train: list[dict], validation: list[dict], train_samples: int | None,
+                        eval_samples: int | None, stem: Path) -> dict[str, Path]:  # fmt: skip
+    """Two lists of nested SQuAD articles, their questions sampled (`sample_questions`), written as official SQuAD
+    JSON to `<stem>-train.json` and `<stem>-validation.json`."""
     files = {}
-    for split, part, count in (("train", articles[:train_articles], train_samples),
-                               ("validation", articles[train_articles:], eval_samples)):  # fmt: skip
-        files[split] = folder / f"{source.stem}-{split}.json"
-        files[split].write_text(json.dumps({"version": document["version"], "data": sample_questions(part, count)}),
+    for split, part, count in (("train", train, train_samples), ("validation", validation, eval_samples)):
+        files[split] = stem.parent / f"{stem.name}-{split}.json"
+        files[split].write_text(json.dumps({"version": version, "data": sample_questions(part, count)}),
                                 encoding="utf-8")  # fmt: skip
     return files
 

@@ -34,6 +34,7 @@ from benchmarks.parity.common import (
     sample_questions,
     split_by_article,
     squad_v1_scores,
+    write_article_split,
     write_jsonl,
 )
 
@@ -53,7 +54,15 @@ from spanroberta.tasks.coref_documents import read_coref_documents
 from spanroberta.tasks.gap import read_gap
 from spanroberta.tasks.race import RACE_CONFIGS
 
-SQUAD_V2_TRAIN_ARTICLES = 6  # of the shared part's 8 articles; the last 2 evaluate
+SQUAD_V2_FILE = DATA / "squad" / "dev-v2.0.part-a.json"
+# SQuAD v2.0: of the shared part's 8 articles, the last 2 are the tuning split (the mix of added SQuAD v1.1 questions
+# was chosen on their scores); the reporting split is 2 of the first 6, drawn at random, and the other 4 train.
+SQUAD_V2_POOL, SQUAD_V2_REPORTING = 6, 2
+SQUAD_V2_SPLIT = "reporting: 2 of the first 6 articles, drawn with seed 0"
+# RACE: each level's dev questions are its tuning split (the budgets were chosen on their scores); the reporting
+# split is articles of the level's train file held out at random until they hold as many questions as its dev file,
+# and training draws from the other articles (an article's questions never meet on both sides).
+RACE_SPLIT = "reporting: train articles held out at random (seed 0), as many questions as dev"
 # SemEval: of the 8,000 shared sentences, the last 1,000 are the tuning split (the entity markers and the epochs
 # were chosen on their scores); the reporting split is 1,000 drawn from the first 7,000, which no choice looked at,
 # and the other 6,000 train.
@@ -182,9 +191,21 @@ def sliding_window_answers(questions: list[tuple[str, dict]], key: str) -> dict[
     return {qa[key]: sliding_window_answer(context, qa["question"]) for context, qa in questions}
 
 
+def squad_v2_splits() -> tuple[str, dict[str, list[dict]]]:
+    """The shared SQuAD v2.0 part's version and its articles in three splits: `train`, `reporting` (the scores
+    reported: SQUAD_V2_REPORTING of the first SQUAD_V2_POOL articles, drawn with seed 0) and `tuning` (the rest,
+    on which the mix of added SQuAD v1.1 questions was chosen)."""
+    document = json.loads(SQUAD_V2_FILE.read_text(encoding="utf-8"))
+    pool, tuning = document["data"][:SQUAD_V2_POOL], document["data"][SQUAD_V2_POOL:]
+    drawn = set(random.Random(0).sample(range(SQUAD_V2_POOL), SQUAD_V2_REPORTING))
+    return document["version"], {"train": [a for i, a in enumerate(pool) if i not in drawn],
+                                 "reporting": [a for i, a in enumerate(pool) if i in drawn], "tuning": tuning}
+
+
 def prepare_squad_v2(folder: Path, budget: Budget) -> Prepared:
-    source = DATA / "squad" / "dev-v2.0.part-a.json"
-    files = split_by_article(source, SQUAD_V2_TRAIN_ARTICLES, budget.train, budget.eval, folder)
+    version, splits = squad_v2_splits()
+    files = write_article_split(version, splits["train"], splits["reporting"], budget.train, budget.eval,
+                                folder / SQUAD_V2_FILE.stem)  # fmt: skip
     pairs = [(p["context"], qa) for a in json.loads(files["validation"].read_text())["data"] for p in a["paragraphs"]
              for qa in p["qas"]]  # fmt: skip
     questions = [qa for _, qa in pairs]
@@ -193,9 +214,13 @@ def prepare_squad_v2(folder: Path, budget: Budget) -> Prepared:
     empty_answer = 100 * sum(qa["is_impossible"] for qa in questions) / len(questions)
     answerable = {qa["id"]: [answer["text"] for answer in qa["answers"]] for qa in questions if not qa["is_impossible"]}
     window = squad_v1_scores(answerable, sliding_window_answers(pairs, "id"))["f1"] * len(answerable) / len(questions)
-    split = f"dev-v2.0.part-a.json articles 1-{SQUAD_V2_TRAIN_ARTICLES} train, the rest evaluate"
+    titles = lambda part: ", ".join(a["title"] for a in splits[part])  # noqa: E731
+    split = (f"reporting split: {titles('reporting')} ({len(questions)} questions evaluate), {SQUAD_V2_REPORTING} of "
+             f"{SQUAD_V2_FILE.name}'s first {SQUAD_V2_POOL} articles drawn at random (seed 0); {titles('train')} "
+             f"train; the last {len(splits['tuning'])} articles ({titles('tuning')}) are the tuning split (the mix of "
+             "added SQuAD v1.1 questions was chosen on it), unused here")  # fmt: skip
     if budget.squad_v1_train != 0:
-        added = add_squad_v1_questions(files["train"], source, budget.squad_v1_train)
+        added = add_squad_v1_questions(files["train"], SQUAD_V2_FILE, budget.squad_v1_train)
         split += f"; {added} dev-v1.1.json questions from articles outside the part also train"
     return prepared_with_floors(_squad_flags(files, budget) + ["--version_2_with_negative"],
                                 {"SQuAD v2.0": {"empty answer": empty_answer, "sliding window everywhere": window}},
@@ -268,23 +293,53 @@ def prepare_glue(task: str, label: str) -> Callable[[Path, Budget], Prepared]:
     return prepare
 
 
+def hold_out_articles(questions: list[dict], article_key: str, count: int, seed: int = 0) -> tuple[list[dict], list[dict]]:
+    """Splits `questions` by article into the rest and a hold-out: articles (`question[article_key]`) drawn at random
+    with `seed` join the hold-out until it holds at least `count` questions, so no article is on both sides. Both
+    parts keep the questions' original order."""
+    by_article: dict[Any, int] = {}
+    for question in questions:
+        by_article[question[article_key]] = by_article.get(question[article_key], 0) + 1
+    drawn = sorted(by_article, key=str)
+    random.Random(seed).shuffle(drawn)
+    held, total = set(), 0
+    for article in drawn:
+        if total >= count:
+            break
+        held.add(article)
+        total += by_article[article]
+    return ([q for q in questions if q[article_key] not in held], [q for q in questions if q[article_key] in held])
+
+
+def race_splits(level: str) -> dict[str, list[dict]]:
+    """One RACE level's questions in three splits: `train`, `reporting` (the scores reported: train articles held out
+    with `hold_out_articles`, as many questions as the dev file) and `tuning` (the dev file, on which the budgets were
+    chosen)."""
+    with gzip.open(DATA / "race" / f"train.{level}.jsonl.gz", "rt", encoding="utf-8") as file:
+        train = [json.loads(line) for line in file]
+    dev = [json.loads(line) for line in (DATA / "race" / f"dev.{level}.jsonl").read_text().splitlines()]
+    rest, reporting = hold_out_articles(train, "example_id", len(dev))
+    return {"train": rest, "reporting": reporting, "tuning": dev}
+
+
 def prepare_race(folder: Path, budget: Budget) -> Prepared:
     """RACE as RoBERTa fine-tunes it (Liu et al. 2019, Section 5.3 and Table 7): one model trained on both school
-    levels' questions, scored on each level's dev questions apart. `budget.train` and `budget.eval` count questions
-    per level, so the two levels weigh the same in training."""
-    train_files, dev_files, answers = [], [], {}
+    levels' questions, scored on each level's reporting split apart. `budget.train` and `budget.eval` count
+    questions per level, so the two levels weigh the same in training."""
+    train_files, eval_files, answers, sizes = [], [], {}, []
     for level in RACE_CONFIGS["all"]:
-        with gzip.open(DATA / "race" / f"train.{level}.jsonl.gz", "rt", encoding="utf-8") as file:
-            train = [json.loads(line) for line in file]
-        dev = [json.loads(line) for line in (DATA / "race" / f"dev.{level}.jsonl").read_text().splitlines()]
-        train_files.append(write_jsonl(folder / f"race-{level}-train.jsonl", sample(train, budget.train)))
-        evaluated = sample(dev, budget.eval)
-        dev_files.append(write_jsonl(folder / f"race-{level}-dev.jsonl", evaluated))
+        splits = race_splits(level)
+        train_files.append(write_jsonl(folder / f"race-{level}-train.jsonl", sample(splits["train"], budget.train)))
+        evaluated = sample(splits["reporting"], budget.eval)
+        eval_files.append(write_jsonl(folder / f"race-{level}-reporting.jsonl", evaluated))
         answers[f"RACE {level}"] = race_heuristics(evaluated)
-    flags = ["--train_file", *map(str, train_files), "--validation_file", *map(str, dev_files),
+        sizes.append(f"{level} {len(splits['reporting'])} ({len(evaluated)} evaluate)")
+    flags = ["--train_file", *map(str, train_files), "--validation_file", *map(str, eval_files),
              "--max_seq_length", str(budget.length)]  # fmt: skip
-    return prepared_with_floors(flags, answers, {"split": "RACE train.middle and train.high (each sampled), "
-                                                          "dev.middle and dev.high, scored apart"})  # fmt: skip
+    split = ("reporting split: each level's train articles held out at random (seed 0) until they hold as many "
+             f"questions as its dev file: {', '.join(sizes)}; the other articles' questions train (sampled); each "
+             "level's dev file is the tuning split (the budgets were chosen on it), unused here")  # fmt: skip
+    return prepared_with_floors(flags, answers, {"split": split})
 
 
 def best_constant_semeval(relations: list[str]) -> float:
@@ -472,21 +527,22 @@ SQUAD_CPU = Budget(3000, 1000, 256, 32, 1e-4, 2, {"doc_stride": 128})
 # MRQA's row trains on half as many questions (on the same articles as SQuAD v1.1's), which keeps it near 20 minutes
 # on 2 cores; SQuAD v1.1's and MRQA's rows side by side show what the other 1,500 give.
 HALF_SQUAD_CPU = Budget(1500, 1000, 256, 32, 1e-4, 2, {"doc_stride": 128})
-# SQuAD v2.0's row: 1,500 questions of its part (half of them unanswerable) alone taught a model that answered no
-# question, so SQuAD v1.1 questions join them, as SQuAD 1.1's questions are part of SQuAD 2.0's training set: 819,
-# which make the part's 773 unanswerable questions one-third of the 2,319, SQuAD 2.0's own training share
-# (Rajpurkar et al. 2018, Table 2: 43,498 of 130,319). 1,500 (a quarter unanswerable) left the model answering half
-# of the unanswerable questions.
-SQUAD_V2_CPU = dataclasses.replace(HALF_SQUAD_CPU, squad_v1_train=819)
+# SQuAD v2.0's row, chosen on its tuning split: 1,500 questions of its part (half of them unanswerable) alone taught
+# a model that answered no question, so SQuAD v1.1 questions join them, as SQuAD 1.1's questions are part of SQuAD
+# 2.0's training set, enough to make the part's unanswerable questions one-third of the training questions, SQuAD
+# 2.0's own training share (Rajpurkar et al. 2018, Table 2: 43,498 of 130,319); 1,500 (a quarter unanswerable) left
+# the model answering half of the unanswerable questions. On the reporting split's training articles (all 1,305 of
+# their questions, 689 unanswerable), that rule adds 762.
+SQUAD_V2_CPU = dataclasses.replace(HALF_SQUAD_CPU, train=None, eval=None, squad_v1_train=762, split=SQUAD_V2_SPLIT)
 SQUAD_GPU = Budget(None, None, 384, 32, 1e-4, 2, {"doc_stride": 128})
-SQUAD_V2_GPU = dataclasses.replace(SQUAD_GPU, squad_v1_train=None)
+SQUAD_V2_GPU = dataclasses.replace(SQUAD_GPU, squad_v1_train=None, split=SQUAD_V2_SPLIT)
 COREF_EVAL = {"per_device_eval_batch_size": 1}
-# RACE: 1,000 questions of one level at length 192 and 1e-4 (125 steps) left the loss at ln 4 on both levels; 2,000
+# RACE, chosen on its tuning split (dev): 1,000 questions of one level at length 192 and 1e-4 (125 steps) left the loss at ln 4 on both levels; 2,000
 # at length 128 (the passage keeps 128 tokens less the question and option) and 5e-5 taught middle, not high. Trained
 # on high alone, even the gpu size's 15,000 questions left the loss at ln 4, while middle's learned: both levels now
 # train one model, as RoBERTa's RACE fine-tuning does. With 2,000 questions of each the loss began to fall only in
 # the last tenth of the epoch, so 3,000 of each (a unit of two rows, about 45 minutes).
-RACE_CPU = Budget(3000, 400, 128, 8, 5e-5, 1, {"max_qa_length": 48})
+RACE_CPU = Budget(3000, 400, 128, 8, 5e-5, 1, {"max_qa_length": 48}, split=RACE_SPLIT)
 # SemEval's entities are all NOMINAL: SpanBERT's type markers would replace every entity's words by one marker.
 TYPED_MARKERS = {"entity_markers": "typed_entity_markers"}
 
@@ -517,15 +573,16 @@ SIZES: dict[str, Size] = {
         "mrpc": Budget(None, None, 128, 32, 5e-5, 5),
         "stsb": Budget(None, None, 128, 32, 5e-5, 5),
         "rte": Budget(None, None, 256, 16, 5e-5, 5),
-        "race": Budget(20000, None, 384, 16, 5e-5, 1, {"max_qa_length": 128}),
+        "race": Budget(20000, None, 384, 16, 5e-5, 1, {"max_qa_length": 128}, split=RACE_SPLIT),
         "semeval": Budget(None, None, 128, 32, 5e-5, 5, TYPED_MARKERS, split=SEMEVAL_SPLIT),
         "coref": Budget(None, None, 384, 1, 5e-5, 8, {"max_train_segments": 3, "task_learning_rate": 3e-4,
                                                        **COREF_EVAL}),
     }, flags={"bf16": "true"}),
     "toy": Size((0,), {
         **{name: Budget(16, 16, 64, 8, 1e-3, 1) for name in TASKS},
-        **{name: Budget(16, 16, 128, 8, 1e-3, 1, {"doc_stride": 32}) for name in ("squad", "squad_v2", "mrqa")},
-        "race": Budget(16, 16, 64, 8, 1e-3, 1, {"max_qa_length": 32}),
+        **{name: Budget(16, 16, 128, 8, 1e-3, 1, {"doc_stride": 32}) for name in ("squad", "mrqa")},
+        "squad_v2": Budget(16, 16, 128, 8, 1e-3, 1, {"doc_stride": 32}, split=SQUAD_V2_SPLIT),
+        "race": Budget(16, 16, 64, 8, 1e-3, 1, {"max_qa_length": 32}, split=RACE_SPLIT),
         "semeval": Budget(16, 16, 64, 8, 1e-3, 1, TYPED_MARKERS, split=SEMEVAL_SPLIT),
         "coref": Budget(2, 1, 64, 1, 1e-3, 1, {"max_train_segments": 1, "ffnn_size": 32, **COREF_EVAL},
                         gap_examples=16),
