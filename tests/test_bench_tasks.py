@@ -123,12 +123,20 @@ def test_the_gap_floor_is_the_best_of_a_b_both_and_neither(tmp_path):
     assert catalog.best_constant_gap(path) == pytest.approx(80.0)
 
 
-def test_squad_v2_is_split_by_article_and_its_floor_is_the_unanswerable_share(tmp_path):
+def test_squad_v2_reports_on_drawn_articles_apart_from_its_training_and_tuning_articles(tmp_path):
     source = shared_data("squad", "dev-v2.0.part-a.json")
     budget = catalog.Budget(None, None, 128, 8, 1e-4, 1)
     prepared = catalog.prepare_squad_v2(tmp_path, budget)
+    _, splits = catalog.squad_v2_splits()
     articles = json.loads(source.read_text())["data"]
-    held_out = [qa for a in articles[catalog.SQUAD_V2_TRAIN_ARTICLES:] for p in a["paragraphs"] for qa in p["qas"]]
+    titles = {part: [a["title"] for a in splits[part]] for part in splits}
+    # The tuning split is the last articles, where the mix was chosen; the other two are drawn from the rest.
+    assert titles["tuning"] == [a["title"] for a in articles[catalog.SQUAD_V2_POOL:]]
+    assert len(titles["reporting"]) == catalog.SQUAD_V2_REPORTING
+    assert sorted(titles["train"] + titles["reporting"]) == sorted(a["title"] for a in articles[: catalog.SQUAD_V2_POOL])
+    assert titles["reporting"] != [a["title"] for a in articles[catalog.SQUAD_V2_POOL - catalog.SQUAD_V2_REPORTING:
+                                                                   catalog.SQUAD_V2_POOL]]  # fmt: skip
+    held_out = [qa for a in splits["reporting"] for p in a["paragraphs"] for qa in p["qas"]]
     expected = 100 * sum(qa["is_impossible"] for qa in held_out) / len(held_out)
     assert prepared.floors == {"SQuAD v2.0": pytest.approx(expected)}
     assert "--version_2_with_negative" in prepared.flags
@@ -136,7 +144,19 @@ def test_squad_v2_is_split_by_article_and_its_floor_is_the_unanswerable_share(tm
     for split in ("train", "validation"):
         data = json.loads((tmp_path / f"dev-v2.0.part-a-{split}.json").read_text())["data"]
         contexts[split] = {p["context"] for a in data for p in a["paragraphs"]}
+    assert {a["title"] for a in json.loads((tmp_path / "dev-v2.0.part-a-validation.json").read_text())["data"]} == set(
+        titles["reporting"])
+    tuning = {p["context"] for a in splits["tuning"] for p in a["paragraphs"]}
     assert contexts["train"] and contexts["validation"] and not contexts["train"] & contexts["validation"]
+    assert not (contexts["train"] | contexts["validation"]) & tuning
+
+
+def test_the_cpu_squad_v2_mix_makes_one_third_of_the_training_questions_unanswerable(tmp_path):
+    shared_data("squad", "dev-v2.0.part-a.json")
+    catalog.prepare_squad_v2(tmp_path, catalog.SIZES["cpu"].budgets["squad_v2"])
+    data = json.loads((tmp_path / "dev-v2.0.part-a-train.json").read_text())["data"]
+    questions = [qa for a in data for p in a["paragraphs"] for qa in p["qas"]]
+    assert sum(qa["is_impossible"] for qa in questions) * 3 == len(questions)
 
 
 def test_squad_v1_questions_join_squad_v2_training_from_articles_outside_the_v2_part(tmp_path):
@@ -200,30 +220,28 @@ def test_the_table_shows_the_spread_over_seeds_the_floor_and_the_newest_record_o
     _unit(tmp_path, "rte", 0, 53.0, 52.7, budget=dataclasses.replace(rte, epochs=1).as_record())  # at the floor
     table = tables_tasks.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
     lines = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}
-    # Without a verdict, the notes read the mean alone, and say so.
-    assert ("- RTE, its mean not clear of its floor: the training loss was still falling over the last quarter "
-            "(-20%)") in table  # fmt: skip
     assert "- SQuAD v1.1" not in table  # its mean clear of its floor and at its aim: no note
     squad_line = ("**51.0** ± 1.4 (2 seeds) | 2.0 + not recorded | 0.0 | 2 seeds: no verdict | 50 (no verdict) | 100 "
                   "| seed 0: 3.00 → 0.80, last quarter -20%")  # fmt: skip
     assert squad_line in lines["SQuAD v1.1"]
-    earlier = "an earlier task or budget (the catalog's is not run yet)"
-    rte_line = f"**53.0** (1 seed), {earlier} | - + not recorded | 52.7 | 1 seed: no verdict | 58 (no verdict)"
-    assert rte_line in lines["RTE"]
+    # RTE's only record ran an earlier budget: the row leaves it out, and the list under the table says why.
+    assert "not yet run" in lines["RTE"] and "- RTE," not in table
+    (left_out,) = [line for line in table.splitlines() if line.startswith("- rte, seed 0")]
+    assert "RTE 53.0 (" in left_out and left_out.endswith("the catalog's since: epochs: 1 -> 3.")
     (replaced,) = [line for line in table.splitlines() if line.startswith("- squad, seed 0")]
     assert "SQuAD v1.1 10.0" in replaced and "rerun with learning_rate: 1e-05 -> 0.0001." in replaced
     assert "not yet run" in lines["SemEval-2010 Task 8"] and "88.5, BERT-base" in lines["SQuAD v1.1"]
     page = tables_tasks.render_task_scores(Context(tmp_path, root / "docs" / "finetuning.md", root))
     assert ("- SQuAD v1.1, F1: **51.0** ± 1.4 (2 seeds), its floor 0.0 (2 seeds: no verdict); all-MiniLM-L6-v2, "
             "size `cpu`") in page  # fmt: skip
-    assert f"- RTE, accuracy: **53.0** (1 seed), {earlier}, its floor 52.7 (1 seed: no verdict)" in page
+    assert "- RTE, accuracy: not yet run (`python -m benchmarks.tasks.scores --size cpu --tasks rte`)." in page
     assert "- CoLA, Matthews corr.: not yet run (`python -m benchmarks.tasks.scores --size cpu --tasks cola`)." in page
     assert "LitBank" not in page  # coreference.md's
     headline = tables_tasks.headline_sentence(read_records("tasks", tmp_path))
-    assert headline.startswith("Task benchmark (all-MiniLM-L6-v2, size `cpu`): 2 tasks scored in 2 rows (")
-    assert ("verdicts on 0 of the tasks; no verdict on 2 rows: 2 with fewer than the 3 seeds a verdict needs (1 to 2 "
-            "seeds each); 2 whose records hold no per-example outcomes (no evaluation-sample noise); not run yet: "
-            "SQuAD v2.0") in headline  # fmt: skip
+    assert headline.startswith("Task benchmark (all-MiniLM-L6-v2, size `cpu`): 1 task scored in 1 row (")
+    assert ("verdicts on 0 of the tasks; no verdict on 1 rows: 1 with fewer than the 3 seeds a verdict needs (2 "
+            "seeds each); 1 whose records hold no per-example outcomes (no evaluation-sample noise); not run yet with "
+            "the catalog's budget: SQuAD v2.0, MRQA SQuAD, CoLA, SST-2, MRPC, STS-B, RTE") in headline  # fmt: skip
 
 
 def test_a_task_that_gives_other_tasks_rows_replaces_their_records_row_by_row(tmp_path):
@@ -236,14 +254,16 @@ def test_a_task_that_gives_other_tasks_rows_replaces_their_records_row_by_row(tm
     _unit(tmp_path, "race", 0, 40.0, 27.0)  # both rows, seed 0
     table = tables_tasks.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
     lines = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}
-    # Seed 0 of each row is the joint task's; seed 1 of middle is still the old task's, so the row says so.
-    assert "**37.5** ± 3.5 (2 seeds), an earlier task or budget" in lines["RACE middle"]
+    # Seed 0 of each row is the joint task's; seed 1 of middle is still the old task's, left out of the row.
+    assert "**40.0** (1 seed) | - + not recorded | 27.0 |" in lines["RACE middle"]
     assert "**40.0** (1 seed) | - + not recorded | 27.0 |" in lines["RACE high"]
-    replaced = [line for line in table.splitlines() if line.startswith("- race_")]
+    replaced = [line for line in table.splitlines() if line.startswith("- race_") and "rerun with" in line]
     assert [line.split(",")[0] for line in replaced] == ["- race_middle", "- race_high"]
     assert all("rerun with task: race_" in line and "-> race." in line for line in replaced)
+    (left_out,) = [line for line in table.splitlines() if line.startswith("- race_middle, seed 1")]
+    assert "RACE middle 35.0 (" in left_out and "task race_middle is gone" in left_out
     page = tables_tasks.render_task_scores(Context(tmp_path, root / "docs" / "finetuning.md", root))
-    assert "- RACE middle, accuracy: **37.5** ± 3.5 (2 seeds), an earlier task or budget" in page
+    assert "- RACE middle, accuracy: **40.0** (1 seed), its floor 27.0 (1 seed: no verdict)" in page
 
 
 def test_a_record_replaced_on_one_of_its_rows_is_listed_with_that_row_only(tmp_path):
@@ -253,12 +273,14 @@ def test_a_record_replaced_on_one_of_its_rows_is_listed_with_that_row_only(tmp_p
     _unit(tmp_path, "race", 0, 30.0, 27.0, budget=dataclasses.replace(race, epochs=2).as_record())
     _unit(tmp_path, "race_high", 0, 33.0, 27.0, budget=race.as_record(), labels=("RACE high",))
     table = tables_tasks.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
-    (replaced,) = [line for line in table.splitlines() if line.startswith("- race, seed 0")]
+    (replaced,) = [line for line in table.splitlines() if line.startswith("- race, seed 0") and "rerun with" in line]
     assert "RACE high 30.0 (" in replaced and "RACE middle" not in replaced
     assert "rerun with task: race -> race_high; epochs: 2 -> 1." in replaced
     lines = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}
-    assert "**30.0** (1 seed), an earlier task or budget" in lines["RACE middle"]
-    assert "**33.0** (1 seed), an earlier task or budget" in lines["RACE high"]
+    assert "not yet run" in lines["RACE middle"] and "not yet run" in lines["RACE high"]
+    left_out = [line for line in table.splitlines() if "the catalog's since" in line]
+    assert [line.split(":")[0] for line in left_out] == ["- race, seed 0", "- race_high, seed 0"]
+    assert "RACE middle 30.0 (" in left_out[0] and "epochs: 2 -> 1" in left_out[0]
 
 
 def test_a_short_row_whose_unit_taught_another_row_says_the_curve_is_shared(tmp_path):
@@ -281,10 +303,15 @@ def test_race_trains_one_model_on_both_levels_and_scores_each_apart(tmp_path):
     train = flags[flags.index("--train_file") + 1: flags.index("--validation_file")]
     validation = flags[flags.index("--validation_file") + 1: flags.index("--max_seq_length")]
     assert [Path(path).name for path in train] == ["race-middle-train.jsonl", "race-high-train.jsonl"]
-    assert [Path(path).name for path in validation] == ["race-middle-dev.jsonl", "race-high-dev.jsonl"]
+    assert [Path(path).name for path in validation] == ["race-middle-reporting.jsonl", "race-high-reporting.jsonl"]
     for level, path in zip(("middle", "high"), validation):
         rows = [json.loads(line) for line in Path(path).read_text().splitlines()]
         assert len(rows) == 16 and all(row["example_id"].startswith(level) for row in rows)
+        # The reporting split is train articles no training question shares, and not the tuning split (dev).
+        trained = [json.loads(line) for line in Path(train[("middle", "high").index(level)]).read_text().splitlines()]
+        assert not {row["example_id"] for row in rows} & {row["example_id"] for row in trained}
+        dev = shared_data("race", f"dev.{level}.jsonl").read_text()
+        assert not any(json.dumps(row["question"]) in dev and json.dumps(row["article"]) in dev for row in rows)
         most_frequent = collections.Counter(row["answer"] for row in rows).most_common(1)[0][1]
         answers = prepared.answers[f"RACE {level}"]
         assert answers["most frequent answer letter"] == pytest.approx(100 * most_frequent / 16)

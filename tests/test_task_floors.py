@@ -122,12 +122,25 @@ def test_the_stratified_holdout_keeps_sizes_disjointness_and_label_shares():
     assert task_catalog.stratified_holdout(rows, "label", 10, seed=1)[1] != held
 
 
-def test_records_of_the_earlier_semeval_split_are_another_budget():
-    budget = task_catalog.SIZES["cpu"].budgets["semeval"]
-    earlier = budget.as_record()
-    del earlier["split"]  # the records before the reporting split
-    assert not budget.matches(earlier) and budget.matches(budget.as_record())
-    assert task_catalog.evaluated_examples(earlier) != task_catalog.evaluated_examples(budget.as_record())
+def test_holding_out_articles_keeps_each_article_on_one_side():
+    questions = [{"article": f"a{i // 3}", "n": i} for i in range(30)] + [{"article": "big", "n": 30 + i} for i in range(8)]
+    rest, held = task_catalog.hold_out_articles(questions, "article", 7)
+    assert len(held) >= 7 and len(held) + len(rest) == len(questions)
+    assert {q["article"] for q in held}.isdisjoint({q["article"] for q in rest})
+    assert len(held) < 7 + 8  # articles join only until the count is reached (the largest holds 8)
+    assert [q["n"] for q in held] == sorted(q["n"] for q in held)  # the source's order
+    assert task_catalog.hold_out_articles(questions, "article", 7) == (rest, held)  # seeded
+    assert task_catalog.hold_out_articles(questions, "article", 7, seed=1)[1] != held
+
+
+@pytest.mark.parametrize("task", ["semeval", "squad_v2", "race"])
+def test_records_of_a_task_s_earlier_split_are_another_budget(task):
+    for size in ("cpu", "gpu"):
+        budget = task_catalog.SIZES[size].budgets[task]
+        earlier = budget.as_record()
+        del earlier["split"]  # the records before the reporting split
+        assert not budget.matches(earlier) and budget.matches(budget.as_record())
+        assert task_catalog.evaluated_examples(earlier) != task_catalog.evaluated_examples(budget.as_record())
 
 
 # --- the tables read the floors record ---
@@ -142,22 +155,22 @@ def test_the_table_shows_each_row_against_the_floors_record_of_its_evaluated_exa
     (root / "benchmarks").mkdir(parents=True)
     rte = task_catalog.SIZES["cpu"].budgets["rte"]
     semeval = task_catalog.SIZES["cpu"].budgets["semeval"]
-    earlier_semeval = dataclasses.replace(semeval, split=None).as_record()
     for task, budget, label, score, floor in (("rte", rte.as_record(), "RTE", 60.0, 52.7),
-                                              ("semeval", earlier_semeval, "SemEval-2010 Task 8", 50.0, 2.4)):
+                                              ("semeval", semeval.as_record(), "SemEval-2010 Task 8", 50.0, 2.4)):
         settings = {"kind": "unit", "size": "cpu", "task": task, "seed": 0, "checkpoint": CHECKPOINT_NAME,
                     "budget": budget}  # fmt: skip
         _record(tmp_path, "tasks", settings, {"rows": {label: {"score": score, "floor": floor}}, "wall_seconds": 1.0})
     floors = [{"size": "cpu", "task": task, "evaluated": task_catalog.evaluated_examples(budget.as_record()),
                "rows": {label: {"floor": floor, "answer": answer, "answers": {answer: floor}}}}
               for task, budget, label, floor, answer in (("rte", rte, "RTE", 58.0, "a heuristic"),
-                                                         ("semeval", semeval, "SemEval-2010 Task 8", 3.0, "x"))]
+                                                         ("semeval", dataclasses.replace(semeval, split=None),
+                                                          "SemEval-2010 Task 8", 3.0, "x"))]  # fmt: skip
     _record(tmp_path, "task-floors", {}, {"floors": floors})
     table = tables_tasks.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
     lines = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}
     # RTE's record evaluated the examples of the floors record: its floor, and the verdict against it.
     assert "| 58.0 (a heuristic) | 1 seed: no verdict |" in lines["RTE"]
-    # SemEval's evaluated the earlier split, which no floors record holds: the record's own floor.
+    # The floors record holds SemEval's earlier split, not the one its record evaluated: the record's own floor.
     assert "| 2.4 | 1 seed: no verdict |" in lines["SemEval-2010 Task 8"]
     assert "the floor of SemEval-2010 Task 8 is its unit record's own" in table
     headline = tables_tasks.headline_sentence(read_records("tasks", tmp_path), read_records("task-floors", tmp_path))

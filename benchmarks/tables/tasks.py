@@ -12,6 +12,10 @@ model that still gives the constant answer for all but a handful of examples doe
 task; it meets its aim when its mean less the margin reaches the aim, and is short otherwise. A row with fewer
 seeds, or whose records hold no outcomes, says so in place of a verdict.
 
+A row shows only the records of the catalog's current task and budget for its size (`is_current`); the newest
+record of a row and seed that ran an earlier task, budget or split is listed under the table until a rerun replaces
+it.
+
 A row's floor comes from the newest floors record (tasks/floors.py) computed on the examples the row's records
 evaluated (tasks/catalog.evaluated_examples); where none was, from the unit's record itself, as it was computed then.
 """
@@ -30,7 +34,7 @@ from benchmarks.parity.common import CHECKPOINT_NAME
 from benchmarks.parity.summary import FLOOR_MARGIN, spread
 from benchmarks.tables.format import Context, fmt_number, markdown_table, none_yet
 from benchmarks.tables.noise import sample_noise
-from benchmarks.tasks.catalog import SIZES, TASKS, Row, evaluated_examples
+from benchmarks.tasks.catalog import SIZES, TASKS, Budget, Row, evaluated_examples
 
 BENCHMARK = "tasks"
 FLOORS_BENCHMARK = "task-floors"
@@ -50,6 +54,26 @@ def row_units(records: Sequence[dict]) -> dict[tuple[str, str, str, int], dict]:
             for label in record["results"]["rows"]:
                 units[settings["checkpoint"], settings["size"], label, settings["seed"]] = record
     return units
+
+
+def is_current(record: dict) -> bool:
+    """Whether a unit's record ran the catalog's task and budget for its size (a size the catalog does not hold
+    counts as current: no budget of the catalog's can replace its records)."""
+    settings = record["settings"]
+    if settings["size"] not in SIZES:
+        return True
+    budgets = SIZES[settings["size"]].budgets
+    return settings["task"] in budgets and budgets[settings["task"]].matches(settings.get("budget", {}))
+
+
+def earlier_budget_units(records: Sequence[dict], checkpoint: str, size: str) -> list[tuple[dict, list[str]]]:
+    """The newest record of each row and seed where it ran another task or budget than the catalog's, oldest first,
+    each with those rows: the table leaves them out until a rerun replaces them."""
+    stale: dict[int, tuple[dict, list[str]]] = {}
+    for (name, size_name, label, _), record in row_units(records).items():
+        if (name, size_name) == (checkpoint, size) and not is_current(record):
+            stale.setdefault(id(record), (record, []))[1].append(label)
+    return sorted(stale.values(), key=lambda pair: pair[0].get("date", ""))
 
 
 def superseded_units(records: Sequence[dict], checkpoint: str, size: str) -> list[tuple[dict, list[str], dict]]:
@@ -94,11 +118,11 @@ def row_floor(label: str, record: dict, floors: dict[tuple[str, str], dict[str, 
 
 def row_summaries(records: Sequence[dict], checkpoint: str, size: str,
                   floor_records: Sequence[dict] = ()) -> dict[str, dict[str, Any]]:  # fmt: skip
-    """Per row label: the score's spread over seeds, the evaluation-sample noise of each record that holds
+    """Per row label, from the records of the catalog's current budget (`is_current`): the score's spread over seeds, the evaluation-sample noise of each record that holds
     per-example outcomes (`noise.sample_noise`), the floor (`row_floor`: its value, answer and record), the wall
     seconds' mean, and the records."""
     found: dict[str, list[dict]] = {}
-    for (name, size_name, label, _), record in row_units(records).items():
+    for (name, size_name, label, _), record in row_units([r for r in records if is_current(r)]).items():
         if (name, size_name) == (checkpoint, size):
             found.setdefault(label, []).append(record)
     floors = floors_by_examples(floor_records)
@@ -182,12 +206,12 @@ def fmt_margin(summary: dict[str, Any]) -> str:
             f"{'not recorded' if noise is None else f'{noise:.1f}'}")  # fmt: skip
 
 
-def fmt_score(summary: dict[str, Any], size: str) -> str:
-    """The mean, its spread and seeds, and whether the records hold an earlier task or budget than the size's."""
+def fmt_score(summary: dict[str, Any]) -> str:
+    """The mean, its spread and seeds."""
     score = summary["score"]
     spread_text = f" ± {score['sd']:.1f}" if score["sd"] is not None else ""
     seeds = "1 seed" if score["n"] == 1 else f"{score['n']} seeds"
-    return f"**{score['mean']:.1f}**{spread_text} ({seeds})" + _earlier_task_or_budget(summary, size)
+    return f"**{score['mean']:.1f}**{spread_text} ({seeds})"
 
 
 def aim_of(label: str, size: str) -> float | None:
@@ -302,16 +326,23 @@ def _superseded_lines(context: Context, records: Sequence[dict], checkpoint: str
     return "\n\nReplaced by a rerun (the table shows the rerun):\n\n" + "\n".join(lines) if lines else ""
 
 
-def _earlier_task_or_budget(summary: dict[str, Any], size: str) -> str:
-    """A note where a record's task or budget is no longer the size's: the score is the earlier one's, rerun
-    pending."""
-    if size not in SIZES:
-        return ""
-    budgets = SIZES[size].budgets
-    stale = any(r["settings"]["task"] not in budgets
-                or not budgets[r["settings"]["task"]].matches(r["settings"].get("budget", {}))
-                for r in summary["records"])  # fmt: skip
-    return ", an earlier task or budget (the catalog's is not run yet)" if stale else ""
+def _earlier_budget_lines(context: Context, records: Sequence[dict], checkpoint: str, size: str) -> str:
+    lines = []
+    for record, labels in earlier_budget_units(records, checkpoint, size):
+        scores = ", ".join(f"{label} {record['results']['rows'][label]['score']:.1f}" for label in labels)
+        lines.append(f"- {record['settings']['task']}, seed {record['settings']['seed']}: {scores} "
+                     f"({context.link(record)}); the catalog's since: {catalog_change(record)}.")  # fmt: skip
+    return ("\n\nLeft out of the table, the newest records of a row and seed that ran an earlier task, budget or "
+            "split, until a rerun with the catalog's replaces them:\n\n" + "\n".join(lines)) if lines else ""
+
+
+def catalog_change(record: dict) -> str:
+    """What the catalog changed since a unit's record: its task, or its budget's fields, e.g. `epochs: 2 -> 1`."""
+    task, budgets = record["settings"]["task"], SIZES[record["settings"]["size"]].budgets
+    if task not in budgets:
+        return f"task {task} is gone (its rows are another task's)"
+    recorded = Budget.completed(record["settings"].get("budget", {}))
+    return "; ".join(_differences(_flat(recorded), _flat(budgets[task].as_record()), ": "))
 
 
 def fmt_published(row: Row) -> str:
@@ -331,14 +362,15 @@ def _size_table(context: Context, records: Sequence[dict], checkpoint: str, size
                               fmt_published(row), "-"])  # fmt: skip
                 continue
             links = ", ".join(context.link(record) for record in summary["records"])
-            lines.append([row.label, row.metric_name, fmt_score(summary, size), fmt_margin(summary),
+            lines.append([row.label, row.metric_name, fmt_score(summary), fmt_margin(summary),
                           fmt_floor(summary), fmt_clear(summary), aim, fmt_number(summary["wall_seconds"]),
                           fmt_curve(summary["records"]), fmt_published(row), links])  # fmt: skip
     header = ["task", "metric", "score (0-100), mean ± sd", "margin: seeds + sample", "floor", "clear of floor",
               "aim", "wall s per seed", "training loss, first → last", "published, for context",
               "records"]  # fmt: skip
     return (f"**{checkpoint}**, size `{size}`:\n\n" + markdown_table(header, lines) + _floors_line(context, summaries)
-            + _notes(summaries, size) + _superseded_lines(context, records, checkpoint, size))
+            + _notes(summaries, size) + _superseded_lines(context, records, checkpoint, size)
+            + _earlier_budget_lines(context, records, checkpoint, size))
 
 
 def _floors_line(context: Context, summaries: dict[str, dict[str, Any]]) -> str:
@@ -439,7 +471,7 @@ def _size_summary(records: Sequence[dict], size: str, floor_records: Sequence[di
     if reasons:
         parts.append(f"no verdict on {len(run) - len(judged)} rows: " + "; ".join(reasons))
     if len(run) < len(rows):
-        parts.append(f"not run yet: {', '.join(label for label in rows if label not in summaries)}")
+        parts.append(f"not run yet with the catalog's budget: {', '.join(label for label in rows if label not in summaries)}")
     return "; ".join(parts)
 
 
@@ -451,7 +483,7 @@ def _score_line(context: Context, row: Row, records: Sequence[dict]) -> str:
             clear = row_clear_of_floor(summary)
             verdict = (f"its floor {summary['floor']:.1f} ({no_verdict(summary)})" if clear is None
                        else f"{'clear of' if clear else 'not clear of'} its floor {summary['floor']:.1f}")
-            return (f"- {row.label}, {row.metric_name}: {fmt_score(summary, size)}, {verdict}; all-MiniLM-L6-v2, "
+            return (f"- {row.label}, {row.metric_name}: {fmt_score(summary)}, {verdict}; all-MiniLM-L6-v2, "
                     f"size `{size}` ([task benchmark]({page})).")
     task = next(name for name, task in TASKS.items() if row in task.rows)
     return f"- {row.label}, {row.metric_name}: not yet run (`{COMMAND} --tasks {task}`)."

@@ -99,12 +99,17 @@ class Budget:
         """The budget as a record holds it (through JSON)."""
         return json.loads(json.dumps(dataclasses.asdict(self)))
 
+    @classmethod
+    def completed(cls, recorded: dict[str, Any]) -> dict[str, Any]:
+        """A record's budget with each field the record predates at its default."""
+        defaults = {f.name: f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+                    for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING
+                    or f.default_factory is not dataclasses.MISSING}  # fmt: skip
+        return json.loads(json.dumps({**defaults, **recorded}))
+
     def matches(self, recorded: dict[str, Any]) -> bool:
         """Whether a record's budget is this one; a field the record predates counts at its default."""
-        defaults = {f.name: f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
-                    for f in dataclasses.fields(self) if f.default is not dataclasses.MISSING
-                    or f.default_factory is not dataclasses.MISSING}  # fmt: skip
-        return json.loads(json.dumps({**defaults, **recorded})) == self.as_record()
+        return self.completed(recorded) == self.as_record()
 
 
 @dataclass(frozen=True)
