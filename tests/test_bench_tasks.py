@@ -23,7 +23,8 @@ def test_the_toy_size_fine_tunes_two_tasks_end_to_end_and_a_rerun_skips_them(tmp
     shared_data("glue", "RTE")
     shared_data("relation", "semeval2010_task8")
     arguments = ["--size", "toy", "--tasks", "rte", "semeval", "--records_dir", str(tmp_path)]
-    task_benchmark.main(arguments)
+    kept = ["--keep_outputs", str(tmp_path / "kept")]
+    task_benchmark.main(arguments + kept)
     records = read_records("tasks", tmp_path)
     assert [r["settings"]["task"] for r in records] == ["rte", "semeval"]
     for record in records:
@@ -51,6 +52,12 @@ def test_the_toy_size_fine_tunes_two_tasks_end_to_end_and_a_rerun_skips_them(tmp
     task_benchmark.main(arguments)  # every unit is recorded: nothing runs again
     assert len(read_records("tasks", tmp_path)) == 2
     assert "every seed recorded already" in capsys.readouterr().out
+    # --keep_outputs kept each unit's model, and refuses to write into a kept folder again.
+    for name in ("rte", "semeval"):
+        assert (tmp_path / "kept" / "toy" / f"{name}-seed0" / "config.json").is_file()
+    with pytest.raises(SystemExit):
+        task_benchmark.main(arguments + kept)
+    assert "rte-seed0, " in capsys.readouterr().err
 
 
 def test_the_toy_size_runs_race_once_for_both_levels_rows(tmp_path):

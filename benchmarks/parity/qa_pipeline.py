@@ -5,8 +5,10 @@ process that imported spanroberta, and in a process where spanroberta cannot be 
 transformers, the pipeline code the checkpoint carries, `trust_remote_code=True`). Both must give the same
 answers; the record holds them with their scores and the questions' gold answers.
 
-    python -m benchmarks.parity.finetuning --size cpu --tasks squad --seeds 0 --keep_outputs outputs/parity
-    python -m benchmarks.parity.qa_pipeline --model outputs/parity/cpu/squad-spanroberta-0
+    python -m benchmarks.tasks.scores --size cpu --tasks squad --seeds 1 --keep_outputs outputs/tasks
+    python -m benchmarks.parity.qa_pipeline --model outputs/tasks/cpu/squad-seed1
+
+(or a SQuAD model of the parity benchmark, `benchmarks.parity.finetuning --keep_outputs`.)
 
 The questions are the first paragraph's of the first article after those the parity benchmark trains on
 (`--article`, `--questions`), taken in the file's order, whatever the model answers. Writes one `qa-pipeline`

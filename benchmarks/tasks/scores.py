@@ -126,9 +126,15 @@ def finished(records: list[dict], settings: dict[str, Any], budget: Budget) -> d
                  and budget.matches(r["settings"].get("budget", {}))), None)  # fmt: skip
 
 
+def kept_output(keep_outputs: Path, size_name: str, task: Task, seed: int) -> Path:
+    """Where --keep_outputs keeps a unit's output folder (the fine-tuned model, its tokenizer and scores)."""
+    return keep_outputs / size_name / f"{task.name}-seed{seed}"
+
+
 def run_task(task: Task, size_name: str, seeds: list[int], model: Path, checkpoint: str, work: Path,
-             records_dir: Path | None, process: RunStart) -> None:  # fmt: skip
-    """Every seed of one task not yet recorded: the data written once, then one script run and record per seed."""
+             records_dir: Path | None, process: RunStart, keep_outputs: Path | None = None) -> None:  # fmt: skip
+    """Every seed of one task not yet recorded: the data written once, then one script run and record per seed
+    (its output folder under `keep_outputs` where given, else deleted with the run)."""
     size = SIZES[size_name]
     budget = size.budgets[task.name]
     base = {"kind": "unit", "size": size_name, "task": task.name, "checkpoint": checkpoint}
@@ -142,7 +148,7 @@ def run_task(task: Task, size_name: str, seeds: list[int], model: Path, checkpoi
     prepared = task.prepare(folder, budget)
     for seed in todo:
         started = start_run(process)
-        output = folder / f"seed{seed}"
+        output = kept_output(keep_outputs, size_name, task, seed) if keep_outputs else folder / f"seed{seed}"
         arguments = script_flags(task, budget, prepared, model, seed, size.flags, output)
         wall = run_script(arguments, folder / f"seed{seed}.log")
         results = unit_results(task, prepared, output, wall)
@@ -164,7 +170,18 @@ def parse_args(args: list[str] | None) -> argparse.Namespace:
                         help="The checkpoint to fine-tune (default: all-MiniLM-L6-v2 of `make checkpoint`, or "
                              "$SPANROBERTA_MINILM); the toy size builds its own.")  # fmt: skip
     parser.add_argument("--records_dir", type=Path, help="Default: benchmarks/results (or $SPANROBERTA_RECORDS_DIR).")
-    return parser.parse_args(args)
+    parser.add_argument("--keep_outputs", type=Path,
+                        help="Keep each unit's output folder (the fine-tuned model, its tokenizer and scores) under "
+                             "this folder, as <size>/<task>-seed<seed>; by default it is deleted with the run.")  # fmt: skip
+    options = parser.parse_args(args)
+    if options.keep_outputs:
+        tasks, seeds = options.tasks or list(TASKS), options.seeds or list(SIZES[options.size].seeds)
+        taken = [path for name in tasks for seed in seeds
+                 if (path := kept_output(options.keep_outputs, options.size, TASKS[name], seed)).exists()]  # fmt: skip
+        if taken:
+            parser.error(f"--keep_outputs would write into {', '.join(map(str, taken))}, which already exist: a unit "
+                         "writes its model there, over what is in it. Move them away or give another folder.")  # fmt: skip
+    return options
 
 
 def main(args: list[str] | None = None) -> None:
@@ -182,7 +199,8 @@ def main(args: list[str] | None = None) -> None:
         model = toy_checkpoint(work / "toy-model") if toy else options.model
         checkpoint = TOY_CHECKPOINT if toy else CHECKPOINT_NAME if options.model == CHECKPOINT else str(options.model)
         for name in options.tasks or list(TASKS):
-            run_task(TASKS[name], options.size, seeds, model, checkpoint, work, options.records_dir, process)
+            run_task(TASKS[name], options.size, seeds, model, checkpoint, work, options.records_dir, process,
+                     options.keep_outputs)
 
 
 if __name__ == "__main__":
