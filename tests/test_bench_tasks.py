@@ -140,7 +140,8 @@ def test_squad_v2_reports_on_drawn_articles_apart_from_its_training_and_tuning_a
     # The tuning split is the last articles, where the mix was chosen; the other two are drawn from the rest.
     assert titles["tuning"] == [a["title"] for a in articles[catalog.SQUAD_V2_POOL:]]
     assert len(titles["reporting"]) == catalog.SQUAD_V2_REPORTING
-    assert sorted(titles["train"] + titles["reporting"]) == sorted(a["title"] for a in articles[: catalog.SQUAD_V2_POOL])
+    pool = articles[: catalog.SQUAD_V2_POOL]
+    assert sorted(titles["train"] + titles["reporting"]) == sorted(a["title"] for a in pool)
     assert titles["reporting"] != [a["title"] for a in articles[catalog.SQUAD_V2_POOL - catalog.SQUAD_V2_REPORTING:
                                                                    catalog.SQUAD_V2_POOL]]  # fmt: skip
     held_out = [qa for a in splits["reporting"] for p in a["paragraphs"] for qa in p["qas"]]

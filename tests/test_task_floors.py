@@ -123,7 +123,8 @@ def test_the_stratified_holdout_keeps_sizes_disjointness_and_label_shares():
 
 
 def test_holding_out_articles_keeps_each_article_on_one_side():
-    questions = [{"article": f"a{i // 3}", "n": i} for i in range(30)] + [{"article": "big", "n": 30 + i} for i in range(8)]
+    questions = [{"article": f"a{i // 3}", "n": i} for i in range(30)]
+    questions += [{"article": "big", "n": 30 + i} for i in range(8)]
     rest, held = task_catalog.hold_out_articles(questions, "article", 7)
     assert len(held) >= 7 and len(held) + len(rest) == len(questions)
     assert {q["article"] for q in held}.isdisjoint({q["article"] for q in rest})

@@ -118,9 +118,9 @@ def row_floor(label: str, record: dict, floors: dict[tuple[str, str], dict[str, 
 
 def row_summaries(records: Sequence[dict], checkpoint: str, size: str,
                   floor_records: Sequence[dict] = ()) -> dict[str, dict[str, Any]]:  # fmt: skip
-    """Per row label, from the records of the catalog's current budget (`is_current`): the score's spread over seeds, the evaluation-sample noise of each record that holds
-    per-example outcomes (`noise.sample_noise`), the floor (`row_floor`: its value, answer and record), the wall
-    seconds' mean, and the records."""
+    """Per row label, from the records of the catalog's current budget (`is_current`): the score's spread over
+    seeds, the evaluation-sample noise of each record that holds per-example outcomes (`noise.sample_noise`), the
+    floor (`row_floor`: its value, answer and record), the wall seconds' mean, and the records."""
     found: dict[str, list[dict]] = {}
     for (name, size_name, label, _), record in row_units([r for r in records if is_current(r)]).items():
         if (name, size_name) == (checkpoint, size):
@@ -471,7 +471,8 @@ def _size_summary(records: Sequence[dict], size: str, floor_records: Sequence[di
     if reasons:
         parts.append(f"no verdict on {len(run) - len(judged)} rows: " + "; ".join(reasons))
     if len(run) < len(rows):
-        parts.append(f"not run yet with the catalog's budget: {', '.join(label for label in rows if label not in summaries)}")
+        missing = ", ".join(label for label in rows if label not in summaries)
+        parts.append(f"not run yet with the catalog's budget: {missing}")
     return "; ".join(parts)
 
 

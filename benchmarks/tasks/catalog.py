@@ -298,7 +298,8 @@ def prepare_glue(task: str, label: str) -> Callable[[Path, Budget], Prepared]:
     return prepare
 
 
-def hold_out_articles(questions: list[dict], article_key: str, count: int, seed: int = 0) -> tuple[list[dict], list[dict]]:
+def hold_out_articles(questions: list[dict], article_key: str, count: int,
+                      seed: int = 0) -> tuple[list[dict], list[dict]]:  # fmt: skip
     """Splits `questions` by article into the rest and a hold-out: articles (`question[article_key]`) drawn at random
     with `seed` join the hold-out until it holds at least `count` questions, so no article is on both sides. Both
     parts keep the questions' original order."""
@@ -542,11 +543,12 @@ SQUAD_V2_CPU = dataclasses.replace(HALF_SQUAD_CPU, train=None, eval=None, squad_
 SQUAD_GPU = Budget(None, None, 384, 32, 1e-4, 2, {"doc_stride": 128})
 SQUAD_V2_GPU = dataclasses.replace(SQUAD_GPU, squad_v1_train=None, split=SQUAD_V2_SPLIT)
 COREF_EVAL = {"per_device_eval_batch_size": 1}
-# RACE, chosen on its tuning split (dev): 1,000 questions of one level at length 192 and 1e-4 (125 steps) left the loss at ln 4 on both levels; 2,000
-# at length 128 (the passage keeps 128 tokens less the question and option) and 5e-5 taught middle, not high. Trained
-# on high alone, even the gpu size's 15,000 questions left the loss at ln 4, while middle's learned: both levels now
-# train one model, as RoBERTa's RACE fine-tuning does. With 2,000 questions of each the loss began to fall only in
-# the last tenth of the epoch, so 3,000 of each (a unit of two rows, about 45 minutes).
+# RACE, chosen on its tuning split (dev): 1,000 questions of one level at length 192 and 1e-4 (125 steps) left the
+# loss at ln 4 on both levels; 2,000 at length 128 (the passage keeps 128 tokens less the question and option) and
+# 5e-5 taught middle, not high. Trained on high alone, even the gpu size's 15,000 questions left the loss at ln 4,
+# while middle's learned: both levels now train one model, as RoBERTa's RACE fine-tuning does. With 2,000 questions
+# of each the loss began to fall only in the last tenth of the epoch, so 3,000 of each (a unit of two rows, about 45
+# minutes).
 RACE_CPU = Budget(3000, 400, 128, 8, 5e-5, 1, {"max_qa_length": 48}, split=RACE_SPLIT)
 # SemEval's entities are all NOMINAL: SpanBERT's type markers would replace every entity's words by one marker.
 TYPED_MARKERS = {"entity_markers": "typed_entity_markers"}

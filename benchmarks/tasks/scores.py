@@ -171,16 +171,18 @@ def parse_args(args: list[str] | None) -> argparse.Namespace:
                              "$SPANROBERTA_MINILM); the toy size builds its own.")  # fmt: skip
     parser.add_argument("--records_dir", type=Path, help="Default: benchmarks/results (or $SPANROBERTA_RECORDS_DIR).")
     parser.add_argument("--keep_outputs", type=Path,
-                        help="Keep each unit's output folder (the fine-tuned model, its tokenizer and scores) under "
-                             "this folder, as <size>/<task>-seed<seed>; by default it is deleted with the run.")  # fmt: skip
+                        help="Keep each unit's output folder (the fine-tuned model, its tokenizer and scores) "
+                             "under this folder, as <size>/<task>-seed<seed>; by default it is deleted with the "
+                             "run.")  # fmt: skip
     options = parser.parse_args(args)
     if options.keep_outputs:
         tasks, seeds = options.tasks or list(TASKS), options.seeds or list(SIZES[options.size].seeds)
         taken = [path for name in tasks for seed in seeds
                  if (path := kept_output(options.keep_outputs, options.size, TASKS[name], seed)).exists()]  # fmt: skip
         if taken:
-            parser.error(f"--keep_outputs would write into {', '.join(map(str, taken))}, which already exist: a unit "
-                         "writes its model there, over what is in it. Move them away or give another folder.")  # fmt: skip
+            parser.error(f"--keep_outputs would write into {', '.join(map(str, taken))}, which already exist: a "
+                         "unit writes its model there, over what is in it. Move them away or give another "
+                         "folder.")  # fmt: skip
     return options
 
 
