@@ -5,6 +5,8 @@ There is no SQuAD train split in ../shared/data: the end-to-end runs split the d
 the first 36 articles to train, the rest to evaluate; v2.0 part a: 6 and 2)."""
 
 import json
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -13,11 +15,12 @@ from datasets import Dataset
 from transformers import RobertaConfig, RobertaForQuestionAnswering
 
 import run_squad
-from conftest import checked_eval_results, shared_data
+from conftest import PROJECT_ROOT, checked_eval_results, shared_data
 from test_squad_metrics import OFFICIAL_V2_0, run_official
 from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
 from spanroberta.metrics.squad import V1_KEYS, V2_KEYS, squad_v1_evaluate, squad_v2_evaluate
 from spanroberta.pipelines.question_answering import context_offsets, encode_windows
+from spanroberta.records import read_records
 from spanroberta.tasks.squad.features import prepare_train_features
 from spanroberta.tasks.squad.postprocessing import THRESHOLD_FILE
 from spanroberta.tasks.squad.reading import SquadFormatError, check_squad_dataset, read_squad_file
@@ -232,6 +235,16 @@ def test_squad_v1_end_to_end(tmp_path, pretrained):
     config = read_output(out, "config.json")
     assert config["custom_pipelines"]["question-answering"]["impl"] == "question_answering.QuestionAnsweringPipeline"
     assert {"question_answering.py", "modeling_spanroberta.py", "model.safetensors"} <= {p.name for p in out.iterdir()}
+    # The QA pipeline check, run as its users run it (in a process that imports spanroberta only where the module
+    # does), answers from it with and without spanroberta, alike.
+    subprocess.run([sys.executable, "-m", "benchmarks.parity.qa_pipeline", "--model", str(out), "--questions", "2",
+                    "--records_dir", str(tmp_path / "records")], cwd=PROJECT_ROOT, check=True)  # fmt: skip
+    (record,) = read_records("qa-pipeline", tmp_path / "records")
+    assert [entry["question"] for entry in record["results"]["answers"]] == [
+        qa["question"] for qa in json.loads(dev_set.read_text())["data"][36]["paragraphs"][0]["qas"][:2]]
+    assert all(entry["answer"] in record["results"]["context"] for entry in record["results"]["answers"])
+    assert record["results"]["without_spanroberta"]["same_answers"] is True
+    assert record["settings"]["model_scores"]["f1"] == metrics["eval_f1"]
 
 
 def questions_only(squad_file, question_ids, path):

@@ -29,10 +29,12 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+import transformers  # noqa: E402
 from huggingface_hub import ModelCard  # noqa: E402
-from transformers import pipeline  # noqa: E402
 
-import spanroberta  # noqa: E402,F401  (registers pipeline("question-answering") in this process)
+# Registers pipeline("question-answering") by wrapping `transformers.pipeline`: called through the module below, so
+# that no name bound before this import (`from transformers import pipeline`) bypasses it.
+import spanroberta  # noqa: E402,F401
 
 # The parity benchmark owns the SQuAD split by article.
 from benchmarks.parity.common import DATA, SQUAD_TRAIN_ARTICLES  # noqa: E402
@@ -48,6 +50,7 @@ def parse_args(args: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--article", type=int, default=SQUAD_TRAIN_ARTICLES,
                         help="Index of the SQuAD v1.1 dev article whose first paragraph is asked about.")  # fmt: skip
     parser.add_argument("--questions", type=int, default=5, help="How many of that paragraph's questions (>= 1).")
+    parser.add_argument("--records_dir", type=Path, help="Default: benchmarks/results (or $SPANROBERTA_RECORDS_DIR).")
     options = parser.parse_args(args)
     options.model = options.model.resolve()  # the plain-transformers process runs in another directory
     config = options.model / "config.json"
@@ -99,7 +102,7 @@ def main(args: list[str] | None = None) -> None:
     questions = [qa["question"] for qa in asked]
 
     # The same questions through the pipeline spanroberta registers, then through plain transformers.
-    qa = pipeline("question-answering", model=str(options.model), device="cpu")
+    qa = transformers.pipeline("question-answering", model=str(options.model), device="cpu")
     answers = [qa(question=question, context=paragraph["context"]) for question in questions]
     plain = without_spanroberta(options.model, paragraph["context"], questions)
     same = [(a["answer"], a["start"], a["end"]) == (b["answer"], b["start"], b["end"])
@@ -118,7 +121,7 @@ def main(args: list[str] | None = None) -> None:
         "with_spanroberta": {"pipeline_module": type(qa).__module__},
         "without_spanroberta": {"pipeline_module": plain["pipeline_module"], "same_answers": all(same)},
     }
-    path = write_record(BENCHMARK, settings, results, started=started)
+    path = write_record(BENCHMARK, settings, results, started=started, results_dir=options.records_dir)
     for entry in results["answers"]:
         print(f"Q: {entry['question']}\nA: {entry['answer']} (score {entry['score']:.3f}; gold {entry['gold']})")
     print(f"With spanroberta: {type(qa).__module__}; without: {plain['pipeline_module']}; same answers: {all(same)}\n"
