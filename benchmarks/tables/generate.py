@@ -47,6 +47,7 @@ from benchmarks.tables.speed import (
     render_trainer,
 )
 from benchmarks.tables.tasks import headline_sentence as task_headline, render_task_benchmark, render_task_scores
+from spanroberta.metrics.squad import exact_match_score
 from spanroberta.records import record_commit
 
 # Markers stand on lines of their own (a marker quoted inside a sentence is text).
@@ -197,11 +198,12 @@ def render_qa_pipeline(context: Context) -> str:
     rows = [[fmt_cell(entry["question"]), f"**{fmt_cell(entry['answer'])}**", f"{entry['score']:.3f}",
              " / ".join(fmt_cell(gold) for gold in entry["gold"])] for entry in results["answers"]]  # fmt: skip
     plain = results["without_spanroberta"]
+    right = sum(any(exact_match_score(entry["answer"], gold) for gold in entry["gold"]) for entry in results["answers"])
     return (
         f"The first paragraph of the SQuAD v1.1 dev article *{settings['article'].replace('_', ' ')}*, which the model "
         f"never trained on:\n\n> {results['context']}\n\n"
         + markdown_table(["question", "answer", "score", "gold answers"], rows)
-        + f"\n\nThe model: `{settings['model_class']}` fine-tuned by `run_squad.py` from {settings.get('base_model') or 'a checkpoint its card does not name'} "
+        + f"\n\n{right} of the {len(rows)} answers match a gold answer (SQuAD's exact match). The model: `{settings['model_class']}` fine-tuned by `run_squad.py` from {settings.get('base_model') or 'a checkpoint its card does not name'} "
         f"(exact match {scores['exact_match']:.1f}, F1 {scores['f1']:.1f} on its held-out evaluation "
         f"questions). Plain transformers, in a process where spanroberta cannot be imported "
         f"(`trust_remote_code=True`, the pipeline file the checkpoint carries), gave "
