@@ -49,15 +49,15 @@ def test_the_toy_size_fine_tunes_two_tasks_end_to_end_and_a_rerun_skips_them(tmp
     assert rte["scores"]["eval_results.json"]["eval_samples"] == 16
     assert rte["rows"]["RTE"]["floor"] in {100 * k / 16 for k in range(8, 17)}
 
-    task_benchmark.main(arguments)  # every unit is recorded: nothing runs again
+    task_benchmark.main(arguments + kept)  # every unit is recorded: nothing runs again, nothing is kept anew
     assert len(read_records("tasks", tmp_path)) == 2
-    assert "every seed recorded already" in capsys.readouterr().out
-    # --keep_outputs kept each unit's model, and refuses to write into a kept folder again.
+    assert "rte: seed 0 recorded already, not run again; nothing is kept" in capsys.readouterr().out
+    # --keep_outputs kept each unit's model, and refuses to write into a kept folder again, before any unit runs.
     for name in ("rte", "semeval"):
         assert (tmp_path / "kept" / "toy" / f"{name}-seed0" / "config.json").is_file()
-    with pytest.raises(SystemExit):
-        task_benchmark.main(arguments + kept)
-    assert "rte-seed0, " in capsys.readouterr().err
+    with pytest.raises(SystemExit, match=r"write into .*rte-seed0, .*semeval-seed0, which already exist"):
+        task_benchmark.main([*arguments[:-1], str(tmp_path / "fresh"), *kept])
+    assert not (tmp_path / "fresh").exists()
 
 
 def test_the_toy_size_runs_race_once_for_both_levels_rows(tmp_path):
@@ -289,6 +289,29 @@ def test_a_record_replaced_on_one_of_its_rows_is_listed_with_that_row_only(tmp_p
     left_out = [line for line in table.splitlines() if "the catalog's since" in line]
     assert [line.split(":")[0] for line in left_out] == ["- race, seed 0", "- race_high, seed 0"]
     assert "RACE middle 30.0 (" in left_out[0] and "epochs: 2 -> 1" in left_out[0]
+
+
+def test_a_record_of_an_earlier_budget_newer_than_the_shown_one_is_left_out_and_replaces_nothing(tmp_path):
+    root = tmp_path / "checkout"
+    (root / "benchmarks").mkdir(parents=True)
+    rte = catalog.SIZES["cpu"].budgets["rte"]
+    _unit(tmp_path, "rte", 0, 60.0, 52.7)  # the catalog's budget
+    _unit(tmp_path, "rte", 0, 53.0, 52.7, budget=dataclasses.replace(rte, epochs=1).as_record())  # an older checkout
+    _unit(tmp_path, "sst2", 0, 70.0, 50.0, budget=dataclasses.replace(catalog.SIZES["cpu"].budgets["sst2"],
+                                                                      epochs=2).as_record())  # fmt: skip
+    _unit(tmp_path, "sst2", 0, 71.0, 50.0, budget=dataclasses.replace(catalog.SIZES["cpu"].budgets["sst2"],
+                                                                      epochs=3).as_record())  # fmt: skip
+    table = tables_tasks.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
+    lines = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}
+    assert "**60.0** (1 seed)" in lines["RTE"] and "not yet run" in lines["SST-2"]
+    listed = [line for line in table.splitlines() if line.startswith("- ")]
+    # The shown RTE record replaced nothing and is not listed; the newer one of an earlier budget is left out.
+    assert [line for line in listed if line.startswith("- rte")] == [
+        next(line for line in listed if "RTE 53.0" in line)]
+    assert "the catalog's since: epochs: 1 -> 3" in next(line for line in listed if "RTE 53.0" in line)
+    # Of two SST-2 records of earlier budgets, the newer stands (left out); the older was replaced by it.
+    assert "rerun with epochs: 2 -> 3" in next(line for line in listed if "SST-2 70.0" in line)
+    assert "the catalog's since: epochs: 3 -> 1" in next(line for line in listed if "SST-2 71.0" in line)
 
 
 def test_a_short_row_whose_unit_taught_another_row_says_the_curve_is_shared(tmp_path):

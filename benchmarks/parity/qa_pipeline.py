@@ -8,7 +8,8 @@ answers; the record holds them with their scores and the questions' gold answers
     python -m benchmarks.tasks.scores --size cpu --tasks squad --seeds 1 --keep_outputs outputs/tasks
     python -m benchmarks.parity.qa_pipeline --model outputs/tasks/cpu/squad-seed1
 
-(or a SQuAD model of the parity benchmark, `benchmarks.parity.finetuning --keep_outputs`.)
+(a unit already recorded is not run again and keeps nothing: `--records_dir` a fresh folder runs it again; or a
+SQuAD model of the parity benchmark, `benchmarks.parity.finetuning --keep_outputs`.)
 
 The questions are the first paragraph's of the first article after those the parity benchmark trains on
 (`--article`, `--questions`), taken in the file's order, whatever the model answers. Writes one `qa-pipeline`

@@ -12,9 +12,9 @@ model that still gives the constant answer for all but a handful of examples doe
 task; it meets its aim when its mean less the margin reaches the aim, and is short otherwise. A row with fewer
 seeds, or whose records hold no outcomes, says so in place of a verdict.
 
-A row shows only the records of the catalog's current task and budget for its size (`is_current`); the newest
-record of a row and seed that ran an earlier task, budget or split is listed under the table until a rerun replaces
-it.
+A row shows only the records of the catalog's current task and budget for its size (`is_current`): per seed, the
+newest of them. Under the table are listed the records that ran an earlier task, budget or split and stand for a
+seed the table has no record of (or are newer than the one it shows), and the records a rerun replaced.
 
 A row's floor comes from the newest floors record (tasks/floors.py) computed on the examples the row's records
 evaluated (tasks/catalog.evaluated_examples); where none was, from the unit's record itself, as it was computed then.
@@ -66,30 +66,51 @@ def is_current(record: dict) -> bool:
     return settings["task"] in budgets and budgets[settings["task"]].matches(settings.get("budget", {}))
 
 
-def earlier_budget_units(records: Sequence[dict], checkpoint: str, size: str) -> list[tuple[dict, list[str]]]:
-    """The newest record of each row and seed where it ran another task or budget than the catalog's, oldest first,
-    each with those rows: the table leaves them out until a rerun replaces them."""
-    stale: dict[int, tuple[dict, list[str]]] = {}
-    for (name, size_name, label, _), record in row_units(records).items():
-        if (name, size_name) == (checkpoint, size) and not is_current(record):
-            stale.setdefault(id(record), (record, []))[1].append(label)
-    return sorted(stale.values(), key=lambda pair: pair[0].get("date", ""))
+def standing_units(records: Sequence[dict]) -> dict[tuple[str, str, str, int], dict]:
+    """The record that stands for each (checkpoint, size, row label, seed): the newest of the catalog's current
+    task and budget, which the table shows, else the newest of any, which the table leaves out and lists under it."""
+    return {**row_units(records), **row_units([record for record in records if is_current(record)])}
+
+
+def _units_of(records: Sequence[dict], checkpoint: str, size: str) -> list[dict]:
+    """The unit records of one checkpoint and size, oldest first, in `row_units`'s order (by date, then as read:
+    records of one second keep their order)."""
+    return sorted((r for r in records if r["settings"].get("kind") == "unit"
+                   and (r["settings"]["checkpoint"], r["settings"]["size"]) == (checkpoint, size)),
+                  key=lambda record: record.get("date", ""))  # fmt: skip
 
 
 def superseded_units(records: Sequence[dict], checkpoint: str, size: str) -> list[tuple[dict, list[str], dict]]:
-    """The records a rerun replaced on some row, oldest first, each with the rows replaced and the record that
-    replaced the first of them."""
-    newest = row_units(records)
-    replaced = []
-    for record in sorted(records, key=lambda r: r.get("date", "")):
-        settings = record["settings"]
-        if settings.get("kind") != "unit" or (settings["checkpoint"], settings["size"]) != (checkpoint, size):
-            continue
-        newer = {label: newest[checkpoint, size, label, settings["seed"]] for label in record["results"]["rows"]}
-        labels = [label for label, other in newer.items() if other is not record]
+    """The records older than the record standing for some row and seed (`standing_units`), oldest first, each
+    with those rows and the record standing for the first of them."""
+    standing, replaced = standing_units(records), []
+    units = _units_of(records, checkpoint, size)
+    order = {id(record): index for index, record in enumerate(units)}
+    for record in units:
+        stands = {label: standing[checkpoint, size, label, record["settings"]["seed"]]
+                  for label in record["results"]["rows"]}  # fmt: skip
+        labels = [label for label, other in stands.items() if order[id(record)] < order[id(other)]]
         if labels:
-            replaced.append((record, labels, newer[labels[0]]))
+            replaced.append((record, labels, stands[labels[0]]))
     return replaced
+
+
+def earlier_budget_units(records: Sequence[dict], checkpoint: str, size: str) -> list[tuple[dict, list[str]]]:
+    """The records of another task or budget than the catalog's that the table leaves out, oldest first, each with
+    those rows: the record standing for a row and seed where none of the catalog's budget is, or one newer than it
+    (run from an older checkout, say)."""
+    standing, left_out = standing_units(records), []
+    units = _units_of(records, checkpoint, size)
+    order = {id(record): index for index, record in enumerate(units)}
+    for record in units:
+        if is_current(record):
+            continue
+        stands = {label: standing[checkpoint, size, label, record["settings"]["seed"]]
+                  for label in record["results"]["rows"]}  # fmt: skip
+        labels = [label for label, other in stands.items() if order[id(record)] >= order[id(other)]]
+        if labels:
+            left_out.append((record, labels))
+    return left_out
 
 
 def floors_by_examples(floor_records: Sequence[dict]) -> dict[tuple[str, str], dict[str, Any]]:
@@ -317,23 +338,26 @@ def _flat(budget: dict, prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+def _unit_line(context: Context, record: dict, labels: Sequence[str], reason: str) -> str:
+    """A unit's record listed under the table: its task, seed, the scores of `labels`, its link and why it is
+    listed."""
+    scores = ", ".join(f"{label} {record['results']['rows'][label]['score']:.1f}" for label in labels)
+    return (f"- {record['settings']['task']}, seed {record['settings']['seed']}: {scores} ({context.link(record)}); "
+            f"{reason}.")
+
+
 def _superseded_lines(context: Context, records: Sequence[dict], checkpoint: str, size: str) -> str:
-    lines = []
-    for old, labels, new in superseded_units(records, checkpoint, size):
-        scores = ", ".join(f"{label} {old['results']['rows'][label]['score']:.1f}" for label in labels)
-        lines.append(f"- {old['settings']['task']}, seed {old['settings']['seed']}: {scores} "
-                     f"({context.link(old)}); rerun with {budget_change(old, new)}.")  # fmt: skip
-    return "\n\nReplaced by a rerun (the table shows the rerun):\n\n" + "\n".join(lines) if lines else ""
+    lines = [_unit_line(context, old, labels, f"rerun with {budget_change(old, new)}")
+             for old, labels, new in superseded_units(records, checkpoint, size)]  # fmt: skip
+    return ("\n\nReplaced by a rerun (the table shows the rerun, or lists it below where it ran an earlier budget):"
+            "\n\n" + "\n".join(lines)) if lines else ""
 
 
 def _earlier_budget_lines(context: Context, records: Sequence[dict], checkpoint: str, size: str) -> str:
-    lines = []
-    for record, labels in earlier_budget_units(records, checkpoint, size):
-        scores = ", ".join(f"{label} {record['results']['rows'][label]['score']:.1f}" for label in labels)
-        lines.append(f"- {record['settings']['task']}, seed {record['settings']['seed']}: {scores} "
-                     f"({context.link(record)}); the catalog's since: {catalog_change(record)}.")  # fmt: skip
-    return ("\n\nLeft out of the table, the newest records of a row and seed that ran an earlier task, budget or "
-            "split, until a rerun with the catalog's replaces them:\n\n" + "\n".join(lines)) if lines else ""
+    lines = [_unit_line(context, record, labels, f"the catalog's since: {catalog_change(record)}")
+             for record, labels in earlier_budget_units(records, checkpoint, size)]  # fmt: skip
+    return ("\n\nLeft out of the table, records that ran an earlier task, budget or split, until a rerun with the "
+            "catalog's replaces them:\n\n" + "\n".join(lines)) if lines else ""
 
 
 def catalog_change(record: dict) -> str:

@@ -60,8 +60,8 @@ SQUAD_V2_FILE = DATA / "squad" / "dev-v2.0.part-a.json"
 SQUAD_V2_POOL, SQUAD_V2_REPORTING = 6, 2
 SQUAD_V2_SPLIT = "reporting: 2 of the first 6 articles, drawn with seed 0"
 # RACE: each level's dev questions are its tuning split (the budgets were chosen on their scores); the reporting
-# split is articles of the level's train file held out at random until they hold as many questions as its dev file,
-# and training draws from the other articles (an article's questions never meet on both sides).
+# split is articles of the level's train file held out at random until they hold at least as many questions as its
+# dev file, and training draws from the other articles (an article's questions never meet on both sides).
 RACE_SPLIT = "reporting: train articles held out at random (seed 0), as many questions as dev"
 # SemEval: of the 8,000 shared sentences, the last 1,000 are the tuning split (the entity markers and the epochs
 # were chosen on their scores); the reporting split is 1,000 drawn from the first 7,000, which no choice looked at,
@@ -537,8 +537,8 @@ HALF_SQUAD_CPU = Budget(1500, 1000, 256, 32, 1e-4, 2, {"doc_stride": 128})
 # a model that answered no question, so SQuAD v1.1 questions join them, as SQuAD 1.1's questions are part of SQuAD
 # 2.0's training set, enough to make the part's unanswerable questions one-third of the training questions, SQuAD
 # 2.0's own training share (Rajpurkar et al. 2018, Table 2: 43,498 of 130,319); 1,500 (a quarter unanswerable) left
-# the model answering half of the unanswerable questions. On the reporting split's training articles (all 1,305 of
-# their questions, 689 unanswerable), that rule adds 762.
+# the model answering half of the unanswerable questions. On the 4 training articles beside the reporting split (all
+# 1,305 of their questions, 689 unanswerable), that rule adds 762.
 SQUAD_V2_CPU = dataclasses.replace(HALF_SQUAD_CPU, train=None, eval=None, squad_v1_train=762, split=SQUAD_V2_SPLIT)
 SQUAD_GPU = Budget(None, None, 384, 32, 1e-4, 2, {"doc_stride": 128})
 SQUAD_V2_GPU = dataclasses.replace(SQUAD_GPU, squad_v1_train=None, split=SQUAD_V2_SPLIT)

@@ -131,24 +131,32 @@ def kept_output(keep_outputs: Path, size_name: str, task: Task, seed: int) -> Pa
     return keep_outputs / size_name / f"{task.name}-seed{seed}"
 
 
-def run_task(task: Task, size_name: str, seeds: list[int], model: Path, checkpoint: str, work: Path,
+def unrecorded_seeds(task: Task, size_name: str, seeds: list[int], checkpoint: str,
+                     records_dir: Path | None) -> list[int]:  # fmt: skip
+    """The seeds of a task with no record of this size, checkpoint and the size's budget (`finished`)."""
+    base = {"kind": "unit", "size": size_name, "task": task.name, "checkpoint": checkpoint}
+    records = read_records(BENCHMARK, records_dir)
+    budget = SIZES[size_name].budgets[task.name]
+    return [seed for seed in seeds if not finished(records, {**base, "seed": seed}, budget)]
+
+
+def run_task(task: Task, size_name: str, todo: list[int], model: Path, checkpoint: str, work: Path,
              records_dir: Path | None, process: RunStart, keep_outputs: Path | None = None) -> None:  # fmt: skip
-    """Every seed of one task not yet recorded: the data written once, then one script run and record per seed
-    (its output folder under `keep_outputs` where given, else deleted with the run)."""
+    """The seeds `todo` of one task: the data written once, then one script run and record per seed (its output
+    folder under `keep_outputs` where given, claimed before the run so that no other process writes it, else
+    deleted with the run)."""
     size = SIZES[size_name]
     budget = size.budgets[task.name]
     base = {"kind": "unit", "size": size_name, "task": task.name, "checkpoint": checkpoint}
-    records = read_records(BENCHMARK, records_dir)
-    todo = [seed for seed in seeds if not finished(records, {**base, "seed": seed}, budget)]
-    if not todo:
-        print(f"{task.name}: every seed recorded already", flush=True)
-        return
     folder = work / task.name
     folder.mkdir(parents=True)
     prepared = task.prepare(folder, budget)
     for seed in todo:
         started = start_run(process)
-        output = kept_output(keep_outputs, size_name, task, seed) if keep_outputs else folder / f"seed{seed}"
+        output = folder / f"seed{seed}"
+        if keep_outputs:
+            output = kept_output(keep_outputs, size_name, task, seed)
+            output.mkdir(parents=True, exist_ok=False)  # claimed: a second process stops here, not overwriting it
         arguments = script_flags(task, budget, prepared, model, seed, size.flags, output)
         wall = run_script(arguments, folder / f"seed{seed}.log")
         results = unit_results(task, prepared, output, wall)
@@ -175,14 +183,10 @@ def parse_args(args: list[str] | None) -> argparse.Namespace:
                              "under this folder, as <size>/<task>-seed<seed>; by default it is deleted with the "
                              "run.")  # fmt: skip
     options = parser.parse_args(args)
+    options.tasks = options.tasks or list(TASKS)
+    options.seeds = options.seeds or list(SIZES[options.size].seeds)
     if options.keep_outputs:
-        tasks, seeds = options.tasks or list(TASKS), options.seeds or list(SIZES[options.size].seeds)
-        taken = [path for name in tasks for seed in seeds
-                 if (path := kept_output(options.keep_outputs, options.size, TASKS[name], seed)).exists()]  # fmt: skip
-        if taken:
-            parser.error(f"--keep_outputs would write into {', '.join(map(str, taken))}, which already exist: a "
-                         "unit writes its model there, over what is in it. Move them away or give another "
-                         "folder.")  # fmt: skip
+        options.keep_outputs = options.keep_outputs.resolve()  # the scripts run from the repository root
     return options
 
 
@@ -195,14 +199,32 @@ def main(args: list[str] | None = None) -> None:
     if not toy and not (options.model / "config.json").is_file():
         raise SystemExit(f"No checkpoint at {options.model}: run `make checkpoint` (all-MiniLM-L6-v2 into "
                          "benchmarks/.cache), point $SPANROBERTA_MINILM at one, or pass --model.")  # fmt: skip
-    seeds = options.seeds or list(SIZES[options.size].seeds)
+    checkpoint = TOY_CHECKPOINT if toy else CHECKPOINT_NAME if options.model == CHECKPOINT else str(options.model)
+    todo = {name: unrecorded_seeds(TASKS[name], options.size, options.seeds, checkpoint, options.records_dir)
+            for name in options.tasks}  # fmt: skip
+    if options.keep_outputs:
+        check_kept_outputs(options.keep_outputs, options.size, todo)
     with tempfile.TemporaryDirectory(prefix="bench-tasks-") as folder:
         work = Path(folder)
         model = toy_checkpoint(work / "toy-model") if toy else options.model
-        checkpoint = TOY_CHECKPOINT if toy else CHECKPOINT_NAME if options.model == CHECKPOINT else str(options.model)
-        for name in options.tasks or list(TASKS):
-            run_task(TASKS[name], options.size, seeds, model, checkpoint, work, options.records_dir, process,
-                     options.keep_outputs)
+        for name, seeds in todo.items():
+            skipped = [seed for seed in options.seeds if seed not in seeds]
+            if skipped:
+                kept = "; nothing is kept for them (--records_dir a fresh folder runs them again)"
+                print(f"{name}: seed{'s' if len(skipped) > 1 else ''} {', '.join(map(str, skipped))} recorded "
+                      f"already, not run again{kept if options.keep_outputs else ''}", flush=True)  # fmt: skip
+            if seeds:
+                run_task(TASKS[name], options.size, seeds, model, checkpoint, work, options.records_dir, process,
+                         options.keep_outputs)
+
+
+def check_kept_outputs(keep_outputs: Path, size_name: str, todo: dict[str, list[int]]) -> None:
+    """Stops before any unit runs where --keep_outputs would write a unit's model into a folder that exists."""
+    taken = [path for name, seeds in todo.items() for seed in seeds
+             if (path := kept_output(keep_outputs, size_name, TASKS[name], seed)).exists()]  # fmt: skip
+    if taken:
+        raise SystemExit(f"--keep_outputs would write into {', '.join(map(str, taken))}, which already exist: a unit "
+                         "writes its model there, over what is in it. Move them away or give another folder.")
 
 
 if __name__ == "__main__":
