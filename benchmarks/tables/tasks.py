@@ -26,7 +26,7 @@ import json
 import math
 import os
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,26 +72,30 @@ def standing_units(records: Sequence[dict]) -> dict[tuple[str, str, str, int], d
     return {**row_units(records), **row_units([record for record in records if is_current(record)])}
 
 
-def _units_of(records: Sequence[dict], checkpoint: str, size: str) -> list[dict]:
-    """The unit records of one checkpoint and size, oldest first, in `row_units`'s order (by date, then as read:
-    records of one second keep their order)."""
-    return sorted((r for r in records if r["settings"].get("kind") == "unit"
-                   and (r["settings"]["checkpoint"], r["settings"]["size"]) == (checkpoint, size)),
-                  key=lambda record: record.get("date", ""))  # fmt: skip
-
-
-def superseded_units(records: Sequence[dict], checkpoint: str, size: str) -> list[tuple[dict, list[str], dict]]:
-    """The records older than the record standing for some row and seed (`standing_units`), oldest first, each
-    with those rows and the record standing for the first of them."""
-    standing, replaced = standing_units(records), []
-    units = _units_of(records, checkpoint, size)
+def _units_against_standing(records: Sequence[dict], checkpoint: str,
+                            size: str) -> Iterator[tuple[dict, dict[str, tuple[dict, bool]]]]:  # fmt: skip
+    """Each unit record of one checkpoint and size, oldest first, with per row the record standing for its seed
+    (`standing_units`) and whether this record is older than that one. Records are ordered as `row_units` orders
+    them (by date, then as read: records of one second keep their order)."""
+    standing = standing_units(records)
+    units = sorted((r for r in records if r["settings"].get("kind") == "unit"
+                    and (r["settings"]["checkpoint"], r["settings"]["size"]) == (checkpoint, size)),
+                   key=lambda record: record.get("date", ""))  # fmt: skip
     order = {id(record): index for index, record in enumerate(units)}
     for record in units:
         stands = {label: standing[checkpoint, size, label, record["settings"]["seed"]]
                   for label in record["results"]["rows"]}  # fmt: skip
-        labels = [label for label, other in stands.items() if order[id(record)] < order[id(other)]]
+        yield record, {label: (other, order[id(record)] < order[id(other)]) for label, other in stands.items()}
+
+
+def superseded_units(records: Sequence[dict], checkpoint: str, size: str) -> list[tuple[dict, list[str], dict]]:
+    """The records older than the record standing for some row and seed, oldest first, each with those rows and the
+    record standing for the first of them."""
+    replaced = []
+    for record, stands in _units_against_standing(records, checkpoint, size):
+        labels = [label for label, (_, older) in stands.items() if older]
         if labels:
-            replaced.append((record, labels, stands[labels[0]]))
+            replaced.append((record, labels, stands[labels[0]][0]))
     return replaced
 
 
@@ -99,16 +103,10 @@ def earlier_budget_units(records: Sequence[dict], checkpoint: str, size: str) ->
     """The records of another task or budget than the catalog's that the table leaves out, oldest first, each with
     those rows: the record standing for a row and seed where none of the catalog's budget is, or one newer than it
     (run from an older checkout, say)."""
-    standing, left_out = standing_units(records), []
-    units = _units_of(records, checkpoint, size)
-    order = {id(record): index for index, record in enumerate(units)}
-    for record in units:
-        if is_current(record):
-            continue
-        stands = {label: standing[checkpoint, size, label, record["settings"]["seed"]]
-                  for label in record["results"]["rows"]}  # fmt: skip
-        labels = [label for label, other in stands.items() if order[id(record)] >= order[id(other)]]
-        if labels:
+    left_out = []
+    for record, stands in _units_against_standing(records, checkpoint, size):
+        labels = [label for label, (_, older) in stands.items() if not older]
+        if labels and not is_current(record):
             left_out.append((record, labels))
     return left_out
 

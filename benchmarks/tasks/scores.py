@@ -132,10 +132,9 @@ def kept_output(keep_outputs: Path, size_name: str, task: Task, seed: int) -> Pa
 
 
 def unrecorded_seeds(task: Task, size_name: str, seeds: list[int], checkpoint: str,
-                     records_dir: Path | None) -> list[int]:  # fmt: skip
-    """The seeds of a task with no record of this size, checkpoint and the size's budget (`finished`)."""
+                     records: list[dict]) -> list[int]:  # fmt: skip
+    """The seeds of a task with none of `records` of this size, checkpoint and the size's budget (`finished`)."""
     base = {"kind": "unit", "size": size_name, "task": task.name, "checkpoint": checkpoint}
-    records = read_records(BENCHMARK, records_dir)
     budget = SIZES[size_name].budgets[task.name]
     return [seed for seed in seeds if not finished(records, {**base, "seed": seed}, budget)]
 
@@ -200,7 +199,8 @@ def main(args: list[str] | None = None) -> None:
         raise SystemExit(f"No checkpoint at {options.model}: run `make checkpoint` (all-MiniLM-L6-v2 into "
                          "benchmarks/.cache), point $SPANROBERTA_MINILM at one, or pass --model.")  # fmt: skip
     checkpoint = TOY_CHECKPOINT if toy else CHECKPOINT_NAME if options.model == CHECKPOINT else str(options.model)
-    todo = {name: unrecorded_seeds(TASKS[name], options.size, options.seeds, checkpoint, options.records_dir)
+    records = read_records(BENCHMARK, options.records_dir)
+    todo = {name: unrecorded_seeds(TASKS[name], options.size, options.seeds, checkpoint, records)
             for name in options.tasks}  # fmt: skip
     if options.keep_outputs:
         check_kept_outputs(options.keep_outputs, options.size, todo)
