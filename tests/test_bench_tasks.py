@@ -16,6 +16,8 @@ from benchmarks.tables import noise, tasks as tables_tasks
 from benchmarks.tables.format import Context
 from benchmarks.tasks import catalog, outcomes as outcomes_module, scores as task_benchmark
 from conftest import shared_data
+from spanroberta.metrics import coreference
+from spanroberta.metrics.gap import GapDecision, gap_scores
 from spanroberta.records import RunStart, provenance, read_records, write_record
 
 
@@ -70,6 +72,22 @@ def test_the_toy_size_runs_race_once_for_both_levels_rows(tmp_path):
         assert record["results"]["rows"][row.label]["score"] == pytest.approx(100 * scores[row.metric])
         outcomes = record["results"]["rows"][row.label]["outcomes"]  # the level's questions alone
         assert outcomes["scorer"] == "mean" and len(outcomes["values"]) == 16
+
+
+def test_the_toy_size_records_coreference_outcomes_per_document_and_per_gap_example(tmp_path):
+    shared_data("coref", "litbank")
+    shared_data("coref", "gap")
+    task_benchmark.main(["--size", "toy", "--tasks", "coref", "--records_dir", str(tmp_path)])
+    (record,) = read_records("tasks", tmp_path)
+    rows = record["results"]["rows"]
+    # The benchmark checked that each row's outcomes give its script's score; the counts are the budget's.
+    budget = catalog.SIZES["toy"].budgets["coref"]
+    assert rows["LitBank"]["outcomes"]["scorer"] == "conll"
+    assert outcomes_module.outcome_count(rows["LitBank"]["outcomes"]) == budget.eval  # documents
+    assert rows["GAP"]["outcomes"]["scorer"] == "gap"
+    assert outcomes_module.outcome_count(rows["GAP"]["outcomes"]) == budget.gap_examples
+    for label in ("LitBank", "GAP"):
+        assert outcomes_module.outcome_score(rows[label]["outcomes"]) == pytest.approx(rows[label]["score"])
 
 
 def test_a_unit_is_run_again_only_when_its_budget_changed(tmp_path):
@@ -433,6 +451,27 @@ def test_outcomes_are_scored_by_the_projects_scorers():
     assert outcomes_module.outcome_score(outcomes_module.resampled(_correct(1, 2), [0, 0, 1, 0])) == 75.0
     with pytest.raises(SystemExit, match="score 50.0, its script 60.0"):
         outcomes_module.check_outcomes("RTE", _correct(1, 2), 60.0)
+
+
+def test_coreference_outcomes_resample_documents_and_gap_examples_as_their_scorers_count_them():
+    # Two documents of (start, end) mentions: the CoNLL F1 adds each metric's sums over documents before dividing.
+    documents = [([[(0, 0), (2, 2)], [(4, 5)]], [[(0, 0), (2, 2), (4, 5)]]),
+                 ([[(1, 1), (3, 3), (6, 6)]], [[(1, 1), (3, 3)], [(7, 7)]])]  # fmt: skip
+    counts = [coreference.document_counts(gold, predicted, keep_singletons=True) for gold, predicted in documents]
+    litbank = {"scorer": "conll",
+               "counts": [[list(document[name].as_tuple()) for name in coreference.METRICS] for document in counts]}
+    assert outcomes_module.outcome_score(litbank) == pytest.approx(
+        100 * coreference.coref_scores(documents, keep_singletons=True)["conll_f1"])
+    twice_the_first = outcomes_module.resampled(litbank, [0, 0])
+    assert outcomes_module.outcome_count(twice_the_first) == 2
+    assert outcomes_module.outcome_score(twice_the_first) == pytest.approx(
+        100 * coreference.coref_scores([documents[0]] * 2, keep_singletons=True)["conll_f1"])
+    # GAP: two decisions an example, scored together by its overall F1.
+    gold, predicted = [[True, False], [False, True], [False, False]], [[True, True], [False, False], [False, False]]
+    gap = {"scorer": "gap", "predictions": predicted, "references": gold}
+    decisions = [GapDecision("she", *g, *p) for g, p in zip(gold, predicted)]
+    assert outcomes_module.outcome_score(gap) == pytest.approx(100 * gap_scores(decisions)["overall_f1"]) == 50.0
+    assert outcomes_module.outcome_score(outcomes_module.resampled(gap, [0, 0])) == pytest.approx(200 / 3)
 
 
 def _summary(tmp_path: Path, scores: list[float], floor: float, outcomes: dict | None) -> dict:

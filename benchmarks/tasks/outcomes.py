@@ -9,11 +9,15 @@ evaluation examples (tables/noise.py's bootstrap), each with the project's own s
 - SQuAD v1.1, v2.0 and MRQA (run_squad.py's predictions.json against the evaluated questions' gold answers): each
   question's F1 as the official script scores it (spanroberta.metrics.squad: v2.0's no-answer handled as
   evaluate-v2.0.py does), the row's score being their mean;
-- RACE (run_race.py's eval_predictions.jsonl): whether each question of the row's level was answered right.
+- RACE (run_race.py's eval_predictions.jsonl): whether each question of the row's level was answered right;
+- LitBank (run_coref.py's eval_predictions.conll against the evaluated documents' gold clusters): each document's
+  MUC, B-cubed and CEAF-phi4 sums, which the CoNLL scorer adds up over documents before it divides
+  (spanroberta.metrics.coreference), so the example a resample draws is a document, as in the scorer;
+- GAP (run_coref.py's gap_predictions.tsv against the GAP file's gold): each example's predicted and gold A-coref
+  and B-coref, scored by spanroberta.metrics.gap's overall F1.
 
-Coreference (run_coref.py) records none: LitBank's CoNLL F1 is a document-level score of 10 documents, and GAP's is
-left with it. A unit's outcomes must score its row as its script did (`check_outcomes`), so that a record never holds
-outcomes that describe another score.
+A unit's outcomes must score its row as its script did (`check_outcomes`), so that a record never holds outcomes
+that describe another score.
 """
 
 from __future__ import annotations
@@ -27,29 +31,38 @@ from typing import Any
 import numpy as np
 
 from benchmarks.tasks.catalog import Prepared, Row, Task
+from spanroberta.finetuning.coreference_task import select_documents
+from spanroberta.metrics.coreference import METRICS as COREF_METRICS, Counts, document_counts, scores_of_counts
+from spanroberta.metrics.gap import GapDecision, gap_scores
 from spanroberta.metrics.glue import METRICS
 from spanroberta.metrics.relation import semeval_score
 from spanroberta.metrics.squad import squad_v1_question_scores, squad_v2_question_scores
+from spanroberta.tasks.coreference import read_coref_documents, read_gap
 from spanroberta.tasks.squad.reading import load_squad_splits
 
 # How far (0-100) a score recomputed from the outcomes may lie from the script's: the predictions files round
 # nothing, so only the float arithmetic of another summation order differs.
 RESCORE_TOLERANCE = 1e-6
 MEAN = "mean"  # the scorer of outcomes that are per-example values (0-1) whose mean is the score
+CONLL = "conll"  # per-document sums of the coreference metrics, whose CoNLL F1 over their totals is the score
+GAP = "gap"  # per-example A-coref and B-coref decisions, scored by GAP's overall F1
+
+
+def _per_example(outcomes: dict[str, Any]) -> dict[str, Any]:
+    """The outcomes' per-example lists (every field but the scorer's name), one entry an evaluated example."""
+    return {name: value for name, value in outcomes.items() if name != "scorer"}
 
 
 def outcome_count(outcomes: dict[str, Any]) -> int:
     """How many evaluation examples the outcomes hold."""
-    return len(outcomes["values"] if outcomes["scorer"] == MEAN else outcomes["references"])
+    return len(next(iter(_per_example(outcomes).values())))
 
 
 def resampled(outcomes: dict[str, Any], indices: Sequence[int] | np.ndarray) -> dict[str, Any]:
     """The outcomes of the examples at `indices` (with repeats: a bootstrap resample)."""
     pick = np.asarray(indices)
-    if outcomes["scorer"] == MEAN:
-        return {"scorer": MEAN, "values": np.asarray(outcomes["values"])[pick]}
-    return {"scorer": outcomes["scorer"], "predictions": np.asarray(outcomes["predictions"])[pick],
-            "references": np.asarray(outcomes["references"])[pick]}  # fmt: skip
+    return {"scorer": outcomes["scorer"],
+            **{name: np.asarray(value)[pick] for name, value in _per_example(outcomes).items()}}  # fmt: skip
 
 
 def outcome_score(outcomes: dict[str, Any]) -> float:
@@ -57,18 +70,23 @@ def outcome_score(outcomes: dict[str, Any]) -> float:
     scorer = outcomes["scorer"]
     if scorer == MEAN:
         return 100 * float(np.mean(outcomes["values"]))
+    if scorer == CONLL:  # [document, metric, (recall numerator, denominator, precision numerator, denominator)]
+        summed = np.asarray(outcomes["counts"], dtype=float).sum(axis=0)
+        return 100 * scores_of_counts({name: Counts(*summed[i]) for i, name in enumerate(COREF_METRICS)})["conll_f1"]
     predictions, references = outcomes["predictions"], outcomes["references"]
+    if scorer == GAP:  # [example, (A-coref, B-coref)]
+        decisions = (GapDecision("", *gold, *predicted) for predicted, gold in zip(predictions, references))
+        return 100 * gap_scores(decisions)["overall_f1"]
     if scorer == "semeval":
         return 100 * semeval_score(list(predictions), list(references))["f1"]
     return 100 * METRICS[scorer](predictions, references)
 
 
 def unit_outcomes(task: Task, prepared: Prepared, output: Path) -> dict[str, dict[str, Any]]:
-    """Per row label, the outcomes of a finished unit read from its script's files in `output`; empty for a task
-    whose script writes nothing per evaluated example that scores its rows (coreference)."""
-    readers = {"run_glue.py": _glue, "run_relation.py": _relation, "run_squad.py": _squad, "run_race.py": _race}
-    reader = readers.get(task.script)
-    return {row.label: reader(row, prepared, output) for row in task.rows} if reader else {}
+    """Per row label, the outcomes of a finished unit read from its script's files in `output`."""
+    readers = {"run_glue.py": _glue, "run_relation.py": _relation, "run_squad.py": _squad, "run_race.py": _race,
+               "run_coref.py": _coref}  # fmt: skip
+    return {row.label: readers[task.script](row, prepared, output) for row in task.rows}
 
 
 def check_outcomes(label: str, outcomes: dict[str, Any], score: float) -> None:
@@ -119,3 +137,23 @@ def _squad(row: Row, prepared: Prepared, output: Path) -> dict[str, Any]:
     predictions = json.loads((output / "predictions.json").read_text(encoding="utf-8"))
     scores = squad_v2_question_scores(gold, predictions) if version_2 else squad_v1_question_scores(gold, predictions)
     return {"scorer": MEAN, "values": [f1 for _, f1 in scores.values()]}
+
+
+def _coref(row: Row, prepared: Prepared, output: Path) -> dict[str, Any]:
+    """LitBank's per-document sums, or GAP's per-example decisions (the row's metric says which): the gold read as
+    run_coref.py read it (its flags), the predictions from the files it wrote."""
+    if row.metric == "gap_overall_f1":
+        lines = (output / "gap_predictions.tsv").read_text(encoding="utf-8").splitlines()
+        rows = (line.split("\t") for line in lines)  # ID, A-coref, B-coref
+        predicted = {example_id: [a == "TRUE", b == "TRUE"] for example_id, a, b in rows}
+        examples = read_gap(Path(_flag(prepared.flags, "--gap_file")))
+        return {"scorer": GAP, "predictions": [predicted[example.example_id] for example in examples],
+                "references": [[example.a_coref, example.b_coref] for example in examples]}  # fmt: skip
+    gold = select_documents(read_coref_documents(_flag(prepared.flags, "--validation_file")),
+                            _flag(prepared.flags, "--eval_documents"), "eval_documents")  # fmt: skip
+    written = read_coref_documents(str(output / f"eval_predictions.{gold[0].layout}"))
+    predicted = {document.doc_key: document.clusters for document in written}
+    keep_singletons = "--keep_singletons" in prepared.flags
+    counts = [document_counts(document.clusters, predicted[document.doc_key], keep_singletons) for document in gold]
+    return {"scorer": CONLL, "counts": [[list(document[name].as_tuple()) for name in COREF_METRICS]
+                                        for document in counts]}  # fmt: skip

@@ -148,18 +148,30 @@ class CorefEvaluator:
 
     def add(self, gold: Iterable[Entity], predicted: Iterable[Entity]) -> None:
         """One document's gold and predicted entities (each an iterable of mentions)."""
-        gold_sets = _as_sets(gold, self.keep_singletons)
-        predicted_sets = _as_sets(_first_holders_only(predicted, gold_sets), self.keep_singletons)
+        document = document_counts(gold, predicted, self.keep_singletons)
         for name in METRICS:
-            self.counts[name] = self.counts[name] + _COUNTERS[name](gold_sets, predicted_sets)
+            self.counts[name] = self.counts[name] + document[name]
 
     def scores(self) -> dict[str, float]:
         """`{metric}_{precision,recall,f1}` for muc, b_cubed and ceaf_phi4, and `conll_f1`, their F1s' mean."""
-        results = {}
-        for name in METRICS:
-            results.update({f"{name}_{kind}": value for kind, value in self.counts[name].scores().items()})
-        results["conll_f1"] = sum(results[f"{name}_f1"] for name in METRICS) / len(METRICS)
-        return results
+        return scores_of_counts(self.counts)
+
+
+def document_counts(gold: Iterable[Entity], predicted: Iterable[Entity], keep_singletons: bool) -> dict[str, Counts]:
+    """Each metric's sums for one document's gold and predicted entities: what `CorefEvaluator` adds up over
+    documents, and what a bootstrap over documents resamples."""
+    gold_sets = _as_sets(gold, keep_singletons)
+    predicted_sets = _as_sets(_first_holders_only(predicted, gold_sets), keep_singletons)
+    return {name: _COUNTERS[name](gold_sets, predicted_sets) for name in METRICS}
+
+
+def scores_of_counts(counts: dict[str, Counts]) -> dict[str, float]:
+    """`{metric}_{precision,recall,f1}` and `conll_f1` (the mean of the three F1s) from each metric's summed sums."""
+    results = {}
+    for name in METRICS:
+        results.update({f"{name}_{kind}": value for kind, value in counts[name].scores().items()})
+    results["conll_f1"] = sum(results[f"{name}_f1"] for name in METRICS) / len(METRICS)
+    return results
 
 
 def coref_scores(
@@ -172,4 +184,5 @@ def coref_scores(
     return evaluator.scores()
 
 
-__all__ = ["METRICS", "Counts", "CorefEvaluator", "b_cubed_counts", "ceaf_phi4_counts", "coref_scores", "muc_counts"]
+__all__ = ["METRICS", "Counts", "CorefEvaluator", "b_cubed_counts", "ceaf_phi4_counts", "coref_scores",
+           "document_counts", "muc_counts", "scores_of_counts"]
