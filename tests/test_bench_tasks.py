@@ -90,6 +90,48 @@ def test_the_toy_size_records_coreference_outcomes_per_document_and_per_gap_exam
         assert outcomes_module.outcome_score(rows[label]["outcomes"]) == pytest.approx(rows[label]["score"])
 
 
+def test_exported_inputs_hold_every_file_the_scripts_read_and_run_units_as_prepared_data_does(tmp_path):
+    """What a machine without ../shared/data runs from (the GPU check carries it): every path a task's flags name
+    lies in its exported folder, and units run from it, two at a time, record what units prepared here record."""
+    shared_data("glue", "RTE")
+    shared_data("coref", "litbank")
+    inputs, tasks = tmp_path / "inputs", ["rte", "coref"]
+    task_benchmark.main(["--size", "toy", "--tasks", *tasks, "--export_inputs", str(inputs)])
+    for name in tasks:
+        manifest = json.loads((inputs / name / task_benchmark.INPUTS_MANIFEST).read_text())
+        paths = [flag["path"] for flag in manifest["flags"] if isinstance(flag, dict)]
+        assert paths and all((inputs / name / path).exists() for path in paths)
+        assert not any(str(catalog.DATA) in flag for flag in manifest["flags"] if isinstance(flag, str))
+    task_benchmark.main(["--size", "toy", "--tasks", *tasks, "--inputs", str(inputs), "--jobs", "2",
+                         "--records_dir", str(tmp_path / "from-inputs")])  # fmt: skip
+    task_benchmark.main(["--size", "toy", "--tasks", *tasks, "--records_dir", str(tmp_path / "prepared-here")])
+    exported, here = (read_records("tasks", tmp_path / folder) for folder in ("from-inputs", "prepared-here"))
+    by_task = {record["settings"]["task"]: record for record in here}
+    assert sorted(r["settings"]["task"] for r in exported) == sorted(tasks)
+    for record in exported:  # the toy model is drawn anew each run, so its scores are not compared
+        twin = by_task[record["settings"]["task"]]
+        assert record["settings"]["data"] == twin["settings"]["data"]
+        assert record["settings"]["budget"] == twin["settings"]["budget"]
+        for label, row in record["results"]["rows"].items():
+            assert row["floor"] == twin["results"]["rows"][label]["floor"]
+            assert row["floor_answers"] == twin["results"]["rows"][label]["floor_answers"]
+            assert outcomes_module.outcome_count(row["outcomes"]) == outcomes_module.outcome_count(
+                twin["results"]["rows"][label]["outcomes"])
+
+    # Exporting over a folder, or running inputs of another budget, stops before anything runs.
+    with pytest.raises(SystemExit, match="which exists"):
+        task_benchmark.main(["--size", "toy", "--tasks", "rte", "--export_inputs", str(inputs)])
+    manifest_path = inputs / "rte" / task_benchmark.INPUTS_MANIFEST
+    manifest = json.loads(manifest_path.read_text())
+    manifest_path.write_text(json.dumps({**manifest, "budget": {**manifest["budget"], "learning_rate": 0.5}}))
+    with pytest.raises(SystemExit, match="Export them again"):
+        task_benchmark.main(["--size", "toy", "--tasks", "rte", "--inputs", str(inputs),
+                             "--records_dir", str(tmp_path / "refused")])  # fmt: skip
+    with pytest.raises(SystemExit, match="holds no inputs of semeval"):
+        task_benchmark.main(["--size", "toy", "--tasks", "semeval", "--inputs", str(inputs),
+                             "--records_dir", str(tmp_path / "refused")])  # fmt: skip
+
+
 def test_a_unit_is_run_again_only_when_its_budget_changed(tmp_path):
     budget = catalog.SIZES["cpu"].budgets["semeval"]
     settings = {"kind": "unit", "size": "cpu", "task": "semeval", "seed": 0, "checkpoint": CHECKPOINT_NAME}

@@ -11,12 +11,12 @@ from spanroberta.records import RESULTS_DIR, read_records
 
 
 def test_the_toy_check_runs_every_stage_and_prints_the_table_last(tmp_path, capsys):
-    committed = {name: len(read_records(name)) for name in ("trainer", "pretraining_step", "gpu-check")}
+    committed = {name: len(read_records(name)) for name in ("trainer", "pretraining_step", "gpu-check", "tasks")}
     assert check.main(["--toy", "--records_dir", str(tmp_path)]) == 0
     table = capsys.readouterr().out.strip().splitlines()
     stages = [line.split(" | ")[0].removeprefix("| ") for line in table if line.startswith("| ") and "---" not in line]
     assert stages == ["stage", *check.STAGE_NAMES]
-    assert table[-1].startswith("| squad-smoke |")  # the table comes last
+    assert table[-1].startswith("| tasks |")  # the table comes last
 
     record = read_records("gpu-check", tmp_path)[-1]
     outcomes = record["results"]["stages"]
@@ -25,6 +25,9 @@ def test_the_toy_check_runs_every_stage_and_prints_the_table_last(tmp_path, caps
     for name in ("trainer-compiled", "large-eager", "large-compiled"):
         assert outcomes[name]["status"].startswith("skipped")
     assert outcomes["squad-smoke"]["status"].startswith(("passed", "skipped: absent"))
+    assert outcomes["tasks"]["status"].startswith(("passed", "skipped: absent"))
+    if outcomes["tasks"]["status"] == "passed":  # RTE's one toy unit, recorded where the check's records go
+        assert outcomes["tasks"]["figures"] == "1 unit recorded: rte seed 0" and read_records("tasks", tmp_path)
     assert "vs baseline" in outcomes["trainer-eager"]["figures"] and "vs baseline" in outcomes["step"]["figures"]
     assert "packed-varlen_fa2 step" in outcomes["step"]["figures"]
     assert "packed-varlen_fa2 host" in outcomes["step-profile"]["figures"]
@@ -40,6 +43,21 @@ def test_stages_runs_a_part_of_the_check(tmp_path, capsys):
     outcomes = read_records("gpu-check", tmp_path)[-1]["results"]["stages"]
     assert {name for name, outcome in outcomes.items() if outcome["status"] == "passed"} == {"prepare", "step"}
     assert outcomes["trainer-eager"]["status"] == "skipped: not asked for (--stages)"
+
+
+def test_the_tasks_stage_needs_none_of_the_speed_stages_data(tmp_path):
+    """A call that carries only the task benchmark's inputs runs no prepare, which reads the speed stages' corpus;
+    with no inputs carried, the stage says what to carry."""
+    assert check.main(["--toy", "--stages", "tasks", "--records_dir", str(tmp_path)]) == 0
+    outcomes = read_records("gpu-check", tmp_path)[-1]["results"]["stages"]
+    assert outcomes["prepare"]["status"] == "skipped: not asked for (--stages)"
+    (stage,) = [s for s in check.stages(toy=False, work=tmp_path, task_inputs=tmp_path / "none") if s.name == "tasks"]
+    assert stage.skip == f"no task inputs in {tmp_path / 'none'} (carry .gpu/tasks or .gpu/race)"
+    (tmp_path / "carried" / "rte").mkdir(parents=True)
+    (tmp_path / "carried" / "rte" / "inputs.json").write_text("{}")
+    carried = check.stages(toy=False, work=tmp_path, task_inputs=tmp_path / "carried")
+    (stage,) = [s for s in carried if s.name == "tasks"]
+    assert stage.command[-6:] == ["--inputs", str(tmp_path / "carried"), "--tasks", "rte", "--jobs", "5"]
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,13 @@ and each compiled pair needed more than their first limits):
 5. `large-eager`: the trainer pair at large 16 x 512;
 6. `trainer-compiled` and `large-compiled`: the two pairs with `--torch-compile` (both sides compiled);
 7. `squad-smoke`: all-MiniLM-L6-v2 (`make checkpoint`) fine-tuned by run_squad.py for about a minute on the first
-   36 articles of SQuAD v1.1 dev (../shared/data), evaluated on the 12 held-out articles.
+   36 articles of SQuAD v1.1 dev (../shared/data), evaluated on the 12 held-out articles;
+8. `tasks`: the task benchmark at the gpu size (tasks/scores.py), every seed of every task whose inputs are in
+   .gpu/task-inputs (the offline bundle's, `--export_inputs`) and which has no record yet, 5 units at a time on the
+   one GPU; a unit cut off by the limit leaves no record, and the next call runs it.
+
+`prepare` runs with the stages that read its blocks (the speed stages), so that a call of the tasks stage alone
+needs none of their data.
 
 Each stage runs in its own process under its own time limit (cut further so the whole check stays within its
 budget): a stage that fails or hangs is reported in the table, with the last lines of its log kept in the record
@@ -23,11 +29,13 @@ figures, and prints the table last.
 
     make gpu-check                         # python -m benchmarks.gpu.check
     python -m benchmarks.gpu.check --stages cuda-tests trainer-compiled   # a part: prepare and these two
+    python -m benchmarks.gpu.check --stages tasks   # the task benchmark from .gpu/task-inputs
     python -m benchmarks.gpu.check --toy   # CPU rehearsal: tiny model, bundled demo corpus, seconds
 
 `--toy` rehearses every stage on a CPU (tests/test_gpu_check.py runs it): the tiny model size on the bundled demo
 corpus, a few steps each, records to a temporary folder (or --records_dir). It skips the compiled stage (compiling
-on a CPU takes minutes) and the SQuAD smoke when the checkpoint or the shared data is absent.
+on a CPU takes minutes) and the SQuAD smoke when the checkpoint or the shared data is absent; its tasks stage runs
+RTE at the toy size from the shared data (tests/test_bench_tasks.py runs the task benchmark from exported inputs).
 """
 
 from __future__ import annotations
@@ -67,7 +75,10 @@ class Stage:
 
 
 STAGE_NAMES = ("prepare", "cuda-tests", "trainer-eager", "step", "step-profile", "large-eager", "trainer-compiled",
-               "large-compiled", "squad-smoke")
+               "large-compiled", "squad-smoke", "tasks")
+READ_BLOCKS = ("trainer-eager", "step", "step-profile", "large-eager", "trainer-compiled", "large-compiled")
+TASK_INPUTS = ROOT / ".gpu" / "task-inputs"  # where setup.sh unpacks the bundle's task inputs
+TASK_JOBS = 5  # units at a time: most of a gpu-size unit is its process's start and tokenization
 
 
 def _python(module: str, *flags: str) -> list[str]:
@@ -75,7 +86,7 @@ def _python(module: str, *flags: str) -> list[str]:
     return [sys.executable, "-m", f"benchmarks.{module}", *flags]
 
 
-def stages(toy: bool, work: Path) -> list[Stage]:
+def stages(toy: bool, work: Path, task_inputs: Path = TASK_INPUTS) -> list[Stage]:
     """The check's stages, at GPU size or, with `toy`, at the CPU rehearsal's size."""
     if toy:
         trainer = ["--config", "tiny", "--recipes", "spanbert", "--precision", "fp32", "--steps", "4",
@@ -108,7 +119,23 @@ def stages(toy: bool, work: Path) -> list[Stage]:
         Stage("large-compiled", _python("speed.trainer", *large, "--torch-compile"), 240, benchmark="trainer",
               skip="the rehearsal runs one size" if toy else None),
         squad_smoke(toy, work),
+        task_benchmark(toy, task_inputs),
     ]  # fmt: skip
+
+
+def task_benchmark(toy: bool, task_inputs: Path) -> Stage:
+    """The task benchmark at the gpu size from the carried inputs (every task there, the size's seeds), or RTE at
+    the toy size from the shared data in the rehearsal."""
+    if toy:
+        if not (DATA / "glue" / "RTE").is_dir():
+            return Stage("tasks", [], 0, skip=f"absent: {DATA / 'glue' / 'RTE'} (../shared/data)")
+        return Stage("tasks", _python("tasks.scores", "--size", "toy", "--tasks", "rte", "--jobs", "2"), 120,
+                     benchmark="tasks")  # fmt: skip
+    carried = sorted(path.parent.name for path in task_inputs.glob("*/inputs.json"))
+    if not carried:
+        return Stage("tasks", [], 0, skip=f"no task inputs in {task_inputs} (carry .gpu/tasks or .gpu/race)")
+    return Stage("tasks", _python("tasks.scores", "--size", "gpu", "--inputs", str(task_inputs), "--tasks", *carried,
+                                  "--jobs", str(TASK_JOBS)), 520, benchmark="tasks")  # fmt: skip
 
 
 def squad_smoke(toy: bool, work: Path) -> Stage:
@@ -176,6 +203,10 @@ def figures(stage: Stage, records_before: dict[str, int], records_dir: Path | No
         records = read_records(stage.benchmark, records_dir)[records_before.get(stage.benchmark, 0):]
         if not records:
             return "no record"
+        if stage.benchmark == "tasks":
+            units = [f"{r['settings']['task']} seed {r['settings']['seed']}" for r in records]
+            stage.outcome["records"] = [str(r["path"]) for r in records]
+            return f"{len(units)} unit{'s' if len(units) > 1 else ''} recorded: {', '.join(units)}"
         results = records[-1]["results"]
         stage.outcome["record"] = str(records[-1]["path"])
         if stage.benchmark == "pretraining_step_profile":
@@ -208,8 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--toy", action="store_true", help="Rehearse every stage on a CPU at toy size.")
     parser.add_argument("--records_dir", type=Path, help="Where records go (default: benchmarks/results; with "
                         "--toy, a temporary folder).")  # fmt: skip
-    parser.add_argument("--stages", nargs="+", choices=STAGE_NAMES, help="Run only these (prepare always runs): "
-                        "the whole check takes longer than one budget on a fresh machine, so it runs in parts.")
+    parser.add_argument("--stages", nargs="+", choices=STAGE_NAMES, help="Run only these (and prepare, with a speed "
+                        "stage): the whole check takes longer than one budget on a fresh machine, so it runs in parts.")
     options = parser.parse_args(argv)
     started, clock = start_run(), time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as folder:
@@ -217,11 +248,14 @@ def main(argv: list[str] | None = None) -> int:
         records_dir = options.records_dir or (work / "records" if options.toy else None)
         env = stage_environment(records_dir, options.toy)
         checked = stages(options.toy, work)
+        asked = set(options.stages or STAGE_NAMES)
+        if asked & set(READ_BLOCKS):
+            asked.add("prepare")
         for stage in checked:
-            if options.stages and stage.name not in ("prepare", *options.stages) and not stage.skip:
+            if stage.name not in asked and not stage.skip:
                 stage.skip = NOT_ASKED
         before = {name: len(read_records(name, records_dir))
-                  for name in ("trainer", "pretraining_step", "pretraining_step_profile")}  # fmt: skip
+                  for name in ("trainer", "pretraining_step", "pretraining_step_profile", "tasks")}  # fmt: skip
         for stage in checked:
             run_stage(stage, BUDGET_SECONDS - (time.perf_counter() - clock), env, work)
             stage.outcome["figures"] = figures(stage, before, records_dir)

@@ -7,11 +7,18 @@ records its score beside the task's floor and, for context, a published score. S
     python -m benchmarks.tasks.scores --size cpu   # each task aimed at ~20 minutes on 2 CPU cores
     python -m benchmarks.tasks.scores --size gpu   # the whole shared data, ~10 minutes a seed on one H100
     python -m benchmarks.tasks.scores --size toy --tasks rte semeval   # a tiny random model: a rehearsal
+    python -m benchmarks.tasks.scores --size gpu --export_inputs .gpu/task-inputs   # each task's data, to carry
+    python -m benchmarks.tasks.scores --size gpu --inputs .gpu/task-inputs --jobs 5  # there: 5 units at a time
 
 The tasks, their splits, floors and budgets are in tasks/catalog.py. Each (task, seed) unit writes one record,
 `tasks` with `settings.kind == "unit"`, under benchmarks/results/tasks/ when it finishes, and a unit whose record
 exists (same size, task, seed, checkpoint and budget) is skipped: an interrupted run goes on where it stopped. The
 tables are generated from the records (tables/tasks.py, `python -m benchmarks.tables.generate`).
+
+`--export_inputs` writes what each task's script reads at a size (its data, sampled and split, and the floors) into
+a folder of its own per task, every file inside it, so that a machine without ../shared/data runs the units from it
+(`--inputs`): the GPU check carries them (benchmarks/gpu/offline/build.sh). Inputs exported for another budget than
+the catalog's are refused.
 """
 
 from __future__ import annotations
@@ -19,10 +26,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -139,33 +149,91 @@ def unrecorded_seeds(task: Task, size_name: str, seeds: list[int], checkpoint: s
     return [seed for seed in seeds if not finished(records, {**base, "seed": seed}, budget)]
 
 
-def run_task(task: Task, size_name: str, todo: list[int], model: Path, checkpoint: str, work: Path,
+INPUTS_MANIFEST = "inputs.json"  # an exported task's flags, floors and data description (--export_inputs)
+
+
+def export_inputs(task: Task, size_name: str, inputs: Path) -> Path:
+    """Writes what `task`'s script reads at this size into `inputs`/<task>: the prepared data, a copy of each file
+    or folder of ../shared/data its flags name, and the manifest (`INPUTS_MANIFEST`) with those flags relative to
+    the folder, the budget they were prepared for, the floors and the data description."""
+    folder = inputs / task.name
+    if folder.exists():
+        raise SystemExit(f"--export_inputs would write into {folder}, which exists: remove it or give another folder.")
+    folder.mkdir(parents=True)
+    budget = SIZES[size_name].budgets[task.name]
+    prepared = task.prepare(folder, budget)
+    flags: list[str | dict[str, str]] = []
+    for value in prepared.flags:
+        path = Path(value)
+        if not (path.is_absolute() and path.exists()):
+            flags.append(value)
+            continue
+        if not path.is_relative_to(folder):  # shared data read in place: copied, once however often it is named
+            copy = folder / "data" / path.relative_to(DATA)
+            if not copy.exists():
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                (shutil.copytree if path.is_dir() else shutil.copy2)(path, copy)
+            path = copy
+        flags.append({"path": str(path.relative_to(folder))})
+    manifest = {"size": size_name, "task": task.name, "budget": budget.as_record(), "flags": flags,
+                "floors": prepared.floors, "data": prepared.data, "answers": prepared.answers}  # fmt: skip
+    (folder / INPUTS_MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    return folder
+
+
+def exported_inputs(task: Task, size_name: str, inputs: Path) -> Prepared:
+    """The Prepared that `export_inputs` wrote for `task` under `inputs`, its paths resolved there; refused where
+    it was exported for another size or budget than the catalog's."""
+    folder = inputs / task.name
+    if not (folder / INPUTS_MANIFEST).is_file():
+        raise SystemExit(f"--inputs {inputs} holds no inputs of {task.name} ({folder / INPUTS_MANIFEST} is absent): "
+                         f"export them with `python -m benchmarks.tasks.scores --size {size_name} --tasks {task.name} "
+                         f"--export_inputs {inputs}`, or leave {task.name} out of --tasks.")  # fmt: skip
+    manifest = json.loads((folder / INPUTS_MANIFEST).read_text(encoding="utf-8"))
+    budget = SIZES[size_name].budgets[task.name]
+    if manifest["size"] != size_name or not budget.matches(manifest["budget"]):
+        raise SystemExit(f"The inputs of {task.name} in {folder} were exported for the {manifest['size']} size's "
+                         f"budget {manifest['budget']}, not the catalog's {size_name} budget {budget.as_record()}: "
+                         "their units would record another budget than they ran. Export them again.")  # fmt: skip
+    flags = [str(folder / value["path"]) if isinstance(value, dict) else value for value in manifest["flags"]]
+    return Prepared(flags, manifest["floors"], manifest["data"], manifest["answers"])
+
+
+def run_unit(task: Task, seed: int, prepared: Prepared, size_name: str, model: Path, checkpoint: str, folder: Path,
              records_dir: Path | None, process: RunStart, keep_outputs: Path | None = None) -> None:  # fmt: skip
-    """The seeds `todo` of one task: the data written once, then one script run and record per seed (its output
-    folder under `keep_outputs` where given, claimed before the run so that no other process writes it, else
+    """One seed of one task: its script run on the prepared data, then its record (its output folder under
+    `keep_outputs` where given, claimed before the run so that no other process writes it, else in `folder`,
     deleted with the run)."""
     size = SIZES[size_name]
     budget = size.budgets[task.name]
-    base = {"kind": "unit", "size": size_name, "task": task.name, "checkpoint": checkpoint}
-    folder = work / task.name
-    folder.mkdir(parents=True)
-    prepared = task.prepare(folder, budget)
-    for seed in todo:
-        started = start_run(process)
-        output = folder / f"seed{seed}"
-        if keep_outputs:
-            output = kept_output(keep_outputs, size_name, task, seed)
-            output.mkdir(parents=True, exist_ok=False)  # claimed: a second process stops here, not overwriting it
-        arguments = script_flags(task, budget, prepared, model, seed, size.flags, output)
-        wall = run_script(arguments, folder / f"seed{seed}.log")
-        results = unit_results(task, prepared, output, wall)
-        settings = {**base, "seed": seed, "script": task.script, "budget": budget.as_record(), "size_flags": size.flags,
-                    "data": prepared.data, "model_path": str(model)}  # fmt: skip
-        path = write_record(BENCHMARK, settings, results, started=started, results_dir=records_dir,
-                            name=f"{size_name}-{task.name}-seed{seed}")  # fmt: skip
-        shown = ", ".join(f"{label} {row['score']:.1f} (floor {row['floor']:.1f})"
-                          for label, row in results["rows"].items())  # fmt: skip
-        print(f"{task.name} seed {seed}: {shown}, {wall:.0f} s -> {path}", flush=True)
+    started = start_run(process)
+    output = folder / f"seed{seed}"
+    if keep_outputs:
+        output = kept_output(keep_outputs, size_name, task, seed)
+        output.mkdir(parents=True, exist_ok=False)  # claimed: a second process stops here, not overwriting it
+    arguments = script_flags(task, budget, prepared, model, seed, size.flags, output)
+    wall = run_script(arguments, folder / f"seed{seed}.log")
+    results = unit_results(task, prepared, output, wall)
+    settings = {"kind": "unit", "size": size_name, "task": task.name, "checkpoint": checkpoint, "seed": seed,
+                "script": task.script, "budget": budget.as_record(), "size_flags": size.flags, "data": prepared.data,
+                "model_path": str(model)}  # fmt: skip
+    path = write_record(BENCHMARK, settings, results, started=started, results_dir=records_dir,
+                        name=f"{size_name}-{task.name}-seed{seed}")  # fmt: skip
+    shown = ", ".join(f"{label} {row['score']:.1f} (floor {row['floor']:.1f})"
+                      for label, row in results["rows"].items())  # fmt: skip
+    print(f"{task.name} seed {seed}: {shown}, {wall:.0f} s -> {path}", flush=True)
+
+
+def run_concurrently(units: list[tuple[str, int]], run: Callable[[str, int], None], jobs: int) -> None:
+    """Runs `run(task, seed)` for every unit, `jobs` at a time (each a process of its own, sharing the machine). A
+    unit that fails stops the run: the units not started are dropped, the ones running finish and are recorded."""
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(run, name, seed) for name, seed in units]
+        for future in as_completed(futures):
+            if future.exception() is not None:
+                for other in futures:
+                    other.cancel()
+                raise future.exception()
 
 
 def parse_args(args: list[str] | None) -> argparse.Namespace:
@@ -181,19 +249,37 @@ def parse_args(args: list[str] | None) -> argparse.Namespace:
                         help="Keep each unit's output folder (the fine-tuned model, its tokenizer and scores) "
                              "under this folder, as <size>/<task>-seed<seed>; by default it is deleted with the "
                              "run.")  # fmt: skip
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="Units run at a time, each a process of its own (on one GPU they share it).")
+    inputs = parser.add_mutually_exclusive_group()
+    inputs.add_argument("--export_inputs", type=Path,
+                        help="Write each task's inputs at this size into this folder (a folder a task) and stop, "
+                             "running nothing: for a machine without ../shared/data (--inputs).")  # fmt: skip
+    inputs.add_argument("--inputs", type=Path,
+                        help="Read each task's inputs from this folder, as --export_inputs wrote them, instead of "
+                             "preparing them from ../shared/data.")  # fmt: skip
     options = parser.parse_args(args)
+    if options.jobs < 1:
+        parser.error(f"--jobs must be 1 or more, not {options.jobs}.")
     options.tasks = options.tasks or list(TASKS)
     options.seeds = options.seeds or list(SIZES[options.size].seeds)
-    if options.keep_outputs:
-        options.keep_outputs = options.keep_outputs.resolve()  # the scripts run from the repository root
+    for name in ("keep_outputs", "export_inputs", "inputs"):
+        if getattr(options, name):  # the scripts run from the repository root
+            setattr(options, name, getattr(options, name).resolve())
     return options
 
 
 def main(args: list[str] | None = None) -> None:
     options = parse_args(args)
     process = start_run()
-    if not (DATA / "squad" / "dev-v1.1.json").is_file():
-        raise SystemExit(f"The task benchmark reads every task's data from {DATA}, which is absent on this machine.")
+    if not options.inputs and not (DATA / "squad" / "dev-v1.1.json").is_file():
+        raise SystemExit(f"The task benchmark reads every task's data from {DATA}, which is absent on this machine "
+                         "(--inputs reads inputs exported elsewhere).")  # fmt: skip
+    if options.export_inputs:
+        for name in options.tasks:
+            print(f"{name}: inputs at the {options.size} size -> "
+                  f"{export_inputs(TASKS[name], options.size, options.export_inputs)}", flush=True)  # fmt: skip
+        return
     toy = options.size == "toy"
     if not toy and not (options.model / "config.json").is_file():
         raise SystemExit(f"No checkpoint at {options.model}: run `make checkpoint` (all-MiniLM-L6-v2 into "
@@ -207,6 +293,8 @@ def main(args: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-tasks-") as folder:
         work = Path(folder)
         model = toy_checkpoint(work / "toy-model") if toy else options.model
+        # Each task's data, prepared (or read from --inputs) once for all its seeds.
+        prepared = {}
         for name, seeds in todo.items():
             skipped = [seed for seed in options.seeds if seed not in seeds]
             if skipped:
@@ -214,8 +302,14 @@ def main(args: list[str] | None = None) -> None:
                 print(f"{name}: seed{'s' if len(skipped) > 1 else ''} {', '.join(map(str, skipped))} recorded "
                       f"already, not run again{kept if options.keep_outputs else ''}", flush=True)  # fmt: skip
             if seeds:
-                run_task(TASKS[name], options.size, seeds, model, checkpoint, work, options.records_dir, process,
-                         options.keep_outputs)
+                (work / name).mkdir()
+                prepared[name] = (exported_inputs(TASKS[name], options.size, options.inputs) if options.inputs
+                                  else TASKS[name].prepare(work / name, SIZES[options.size].budgets[name]))  # fmt: skip
+        # The units seed by seed, so that a run cut short has every task's first seeds.
+        units = [(name, seed) for seed in options.seeds for name, seeds in todo.items() if seed in seeds]
+        run_concurrently(units, lambda name, seed: run_unit(
+            TASKS[name], seed, prepared[name], options.size, model, checkpoint, work / name, options.records_dir,
+            process, options.keep_outputs), options.jobs)  # fmt: skip
 
 
 def check_kept_outputs(keep_outputs: Path, size_name: str, todo: dict[str, list[int]]) -> None:

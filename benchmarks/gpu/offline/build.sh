@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # Builds .gpu/ (ignored by git): what the GPU check needs on a single-GPU machine that has a CUDA build of torch
 # and Python 3.12 but no network, no ../shared/data and no checkpoint, to travel there beside a copy of this
-# checkout (at most about 56 MB, so that both fit a 64 MB transfer):
-#   wheels.tar.xz       the pinned transformers, tokenizers, datasets and evaluate (requirements.txt) and the dill,
-#                       multiprocess and fsspec of this venv, for CPython 3.12 on x86_64 (stored uncompressed in
-#                       their zips, so that xz compresses across them), plus pytest in case the machine lacks it;
-#   data/               the Reuters corpus cut to its first 6,000,000 characters at a document boundary (the step
-#                       and Trainer benchmarks read about 2,300 blocks of 512 tokens of it) and SQuAD v1.1 dev,
-#                       gzipped, from ../shared/data;
-#   minilm-fp16.tar.gz  all-MiniLM-L6-v2 (`make checkpoint`) with its weights rounded to fp16;
-#   COMMIT, FILES       HEAD and its tracked files, for the provenance the run prints (run.sh).
+# checkout. A transfer holds 64 MiB with the checkout, and all of it does not fit one, so it is cut into parts that
+# travel as `common` and one other:
+#   common/wheels.tar.xz       the pinned transformers, tokenizers, datasets and evaluate (requirements.txt) and the
+#                              dill, multiprocess and fsspec of this venv, for CPython 3.12 on x86_64 (stored
+#                              uncompressed in their zips, so that xz compresses across them), plus pytest in case
+#                              the machine lacks it;
+#   common/minilm-fp16.tar.gz  all-MiniLM-L6-v2 (`make checkpoint`) with its weights rounded to fp16;
+#   common/COMMIT, FILES       HEAD and its tracked files, for the provenance the run prints (run.sh);
+#   speed/data/                the speed stages' and the SQuAD smoke's data, gzipped, from ../shared/data: the
+#                              Reuters corpus cut to its first 6,000,000 characters at a document boundary (the step
+#                              and Trainer benchmarks read about 2,300 blocks of 512 tokens of it) and SQuAD v1.1 dev;
+#   tasks/inputs.tar.xz        the task benchmark's inputs at the gpu size (`tasks/scores.py --export_inputs`), every
+#                              task's but RACE's: its `tasks` stage;
+#   race/inputs.tar.xz         RACE's, which do not fit beside the others.
 # The tree must be clean: the run proves its code is HEAD's by a digest of these files.
 #
-#     bash benchmarks/gpu/offline/build.sh          # then, on the GPU machine, from the checkout's root:
+#     bash benchmarks/gpu/offline/build.sh          # then, on the GPU machine, with common/ and one other part:
 #     bash benchmarks/gpu/offline/run.sh [--stages ...]
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
@@ -28,7 +33,8 @@ for needed in "$SHARED/corpus/reuters_bodies.txt" "$SHARED/squad/dev-v1.1.json";
 done
 [ -f benchmarks/.cache/all-MiniLM-L6-v2/config.json ] || make checkpoint PYTHON="$PY"
 
-rm -rf "$BUNDLE" && mkdir -p "$BUNDLE/data/corpus" "$BUNDLE/data/squad"
+rm -rf "$BUNDLE" && mkdir -p "$BUNDLE/common" "$BUNDLE/speed/data/corpus" "$BUNDLE/speed/data/squad" "$BUNDLE/tasks" \
+    "$BUNDLE/race"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
@@ -56,17 +62,26 @@ for wheel in pathlib.Path(sys.argv[1]).glob("*/*.whl"):  # same members in the s
             info.compress_type = zipfile.ZIP_STORED
             target.writestr(info, data)
 EOF
-tar -C "$work" -cJf "$BUNDLE/wheels.tar.xz" whl whl-pytest
+tar -C "$work" -cJf "$BUNDLE/common/wheels.tar.xz" whl whl-pytest
 
-echo "[build] data"
-"$PY" - "$SHARED/corpus/reuters_bodies.txt" "$BUNDLE/data/corpus/reuters_bodies.txt" <<'EOF'
+echo "[build] the speed stages' data"
+"$PY" - "$SHARED/corpus/reuters_bodies.txt" "$BUNDLE/speed/data/corpus/reuters_bodies.txt" <<'EOF'
 import sys
 text = open(sys.argv[1], encoding="utf-8").read()
 end = text.rfind("\n\n", 0, 6_000_000)  # documents are separated by blank lines
 open(sys.argv[2], "w", encoding="utf-8").write(text[: end + 1])
 EOF
-cp "$SHARED/squad/dev-v1.1.json" "$BUNDLE/data/squad/dev-v1.1.json"
-gzip -9 "$BUNDLE/data/corpus/reuters_bodies.txt" "$BUNDLE/data/squad/dev-v1.1.json"
+cp "$SHARED/squad/dev-v1.1.json" "$BUNDLE/speed/data/squad/dev-v1.1.json"
+gzip -9 "$BUNDLE/speed/data/corpus/reuters_bodies.txt" "$BUNDLE/speed/data/squad/dev-v1.1.json"
+
+echo "[build] the task benchmark's inputs at the gpu size"
+others="$("$PY" -c "from benchmarks.tasks.catalog import TASKS; print(' '.join(name for name in TASKS if name != 'race'))")"
+# shellcheck disable=SC2086
+"$PY" -m benchmarks.tasks.scores --size gpu --tasks $others --export_inputs "$work/task-inputs"
+"$PY" -m benchmarks.tasks.scores --size gpu --tasks race --export_inputs "$work/task-inputs"
+# shellcheck disable=SC2086
+tar -C "$work/task-inputs" -cf - $others | xz -9 -T0 > "$BUNDLE/tasks/inputs.tar.xz"
+tar -C "$work/task-inputs" -cf - race | xz -9 -T0 > "$BUNDLE/race/inputs.tar.xz"
 
 echo "[build] all-MiniLM-L6-v2 in fp16"
 cp -r benchmarks/.cache/all-MiniLM-L6-v2 "$work/all-MiniLM-L6-v2"
@@ -78,8 +93,21 @@ state = load_file(sys.argv[1])
 save_file({name: tensor.half() if tensor.is_floating_point() else tensor for name, tensor in state.items()},
           sys.argv[1], metadata={"format": "pt"})
 EOF
-tar -C "$work" -czf "$BUNDLE/minilm-fp16.tar.gz" all-MiniLM-L6-v2
+tar -C "$work" -czf "$BUNDLE/common/minilm-fp16.tar.gz" all-MiniLM-L6-v2
 
-git rev-parse HEAD > "$BUNDLE/COMMIT"
-git ls-files > "$BUNDLE/FILES"
-du -sh "$BUNDLE"
+git rev-parse HEAD > "$BUNDLE/common/COMMIT"
+git ls-files > "$BUNDLE/common/FILES"
+
+# What each transfer carries with the checkout (its tracked files), against the 64 MiB one holds.
+checkout="$(git ls-files -z | xargs -0 cat | wc -c)"
+common="$(du -sb "$BUNDLE/common" | cut -f1)"
+for part in speed tasks race; do
+    size="$(du -sb "$BUNDLE/$part" | cut -f1)"
+    total=$((checkout + common + size))
+    echo "[build] carry .gpu/common and .gpu/$part: $((total / 1048576)) MiB with the checkout"
+    if [ "$total" -gt $((64 * 1048576)) ]; then
+        echo "build.sh: .gpu/common and .gpu/$part with the checkout are $total bytes, over the 64 MiB a transfer" \
+             "holds; cut the part further." >&2
+        exit 1
+    fi
+done

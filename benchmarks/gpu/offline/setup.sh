@@ -3,9 +3,10 @@
 # the bundle build.sh makes in .gpu/. Run from the repository root, sourced, so that the exports reach the caller
 # (run.sh does):
 #     source benchmarks/gpu/offline/setup.sh && python3 -m benchmarks.gpu.check
-# It installs the pinned wheels of .gpu/wheels.tar.xz into /tmp/site (PYTHONPATH, ahead of the image's packages),
-# unpacks the data into ../shared/data (files already there are kept), and unpacks all-MiniLM-L6-v2 (fp16-rounded
-# weights, converted back to float32) into /tmp/all-MiniLM-L6-v2-fp16-rounded (SPANROBERTA_MINILM).
+# It installs the pinned wheels of .gpu/common/wheels.tar.xz into /tmp/site (PYTHONPATH, ahead of the image's
+# packages), unpacks all-MiniLM-L6-v2 (fp16-rounded weights, converted back to float32) into
+# /tmp/all-MiniLM-L6-v2-fp16-rounded (SPANROBERTA_MINILM), and whichever other parts were carried: the speed stages'
+# data into ../shared/data (files already there are kept), the task benchmark's inputs into .gpu/task-inputs/.
 # The work runs in a subshell under `set -e`, so a failure stops it without `set -e` leaking into the caller's shell.
 # GPU_SETUP_PIP_EXTRA: extra pip flags (empty here; the CPU rehearsal on Python 3.11 passes --python-version 3.12 ...).
 
@@ -23,7 +24,7 @@ _gpu_setup_work() (
 
     echo "[setup] unpacking wheels"
     rm -rf "$WHL" && mkdir -p "$WHL"
-    "$PY" - "$GPU/wheels.tar.xz" "$WHL" <<'EOF'
+    "$PY" - "$GPU/common/wheels.tar.xz" "$WHL" <<'EOF'
 import sys, tarfile
 with tarfile.open(sys.argv[1], "r:xz") as archive:
     try:
@@ -65,22 +66,41 @@ for name in ("torch", "huggingface_hub", "safetensors", "accelerate", "pyarrow",
 print("[setup]   " + ", ".join(f"{name} {version}" for name, version in want.items()) + " (carried)")
 EOF
 
-    echo "[setup] unpacking data into $DATA"
+    echo "[setup] unpacking the speed stages' data into $DATA"
     for relative in corpus/reuters_bodies.txt squad/dev-v1.1.json; do
         target="$DATA/$relative"
         if [ -f "$target" ]; then
             echo "[setup]   $target is already there: kept"
             continue
         fi
+        if [ ! -f "$GPU/speed/data/$relative.gz" ]; then
+            echo "[setup]   $relative: not carried (.gpu/speed)"
+            continue
+        fi
         mkdir -p "$(dirname "$target")"
-        gzip -dc "$GPU/data/$relative.gz" > "$target.partial"
+        gzip -dc "$GPU/speed/data/$relative.gz" > "$target.partial"
         mv "$target.partial" "$target"
         echo "[setup]   $target ($(wc -c < "$target") bytes)"
     done
 
+    echo "[setup] unpacking the task benchmark's inputs into $GPU/task-inputs"
+    mkdir -p "$GPU/task-inputs"
+    for part in tasks race; do
+        archive="$GPU/$part/inputs.tar.xz"
+        if [ ! -f "$archive" ]; then
+            echo "[setup]   .gpu/$part: not carried"
+            continue
+        fi
+        for name in $(tar -tJf "$archive" | cut -d/ -f1 | sort -u); do
+            rm -rf "${GPU:?}/task-inputs/$name"  # a warm machine's earlier copy
+        done
+        tar -xJf "$archive" -C "$GPU/task-inputs"
+        echo "[setup]   .gpu/$part: $(tar -tJf "$archive" | cut -d/ -f1 | sort -u | tr '\n' ' ')"
+    done
+
     echo "[setup] unpacking all-MiniLM-L6-v2 into $CKPT (fp16-rounded weights stored as float32)"
     staging="$(mktemp -d /tmp/minilm-unpack.XXXXXX)"
-    tar -xzf "$GPU/minilm-fp16.tar.gz" -C "$staging"
+    tar -xzf "$GPU/common/minilm-fp16.tar.gz" -C "$staging"
     "$PY" - "$staging/all-MiniLM-L6-v2/model.safetensors" <<'EOF'
 import sys
 import torch
@@ -103,8 +123,8 @@ if [ "$_gpu_setup_rc" -eq 0 ]; then
     export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
     export SPANROBERTA_MINILM=/tmp/all-MiniLM-L6-v2-fp16-rounded
     export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
-    if [ -f .gpu/COMMIT ]; then
-        SPANROBERTA_SOURCE_COMMIT="$(tr -d '[:space:]' < .gpu/COMMIT)"
+    if [ -f .gpu/common/COMMIT ]; then
+        SPANROBERTA_SOURCE_COMMIT="$(tr -d '[:space:]' < .gpu/common/COMMIT)"
         export SPANROBERTA_SOURCE_COMMIT
     fi
     echo "[setup] done: PYTHONPATH=$PYTHONPATH SPANROBERTA_MINILM=$SPANROBERTA_MINILM" \
