@@ -34,8 +34,9 @@ test: setup
 gpu-check:
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false $(PYTHON) -m benchmarks.gpu.check
 
-# .gpu/: what the GPU check needs on a single-GPU machine with no network (wheels, data, checkpoint), to travel with a
-# copy of the checkout; there, `bash benchmarks/gpu/offline/run.sh` (benchmarks/RESULTS.md#the-gpu-check).
+# .gpu/: what the GPU check needs on a single-GPU machine with no network (wheels, checkpoint, data, task inputs),
+# in parts that each travel with a copy of the checkout; there, `bash benchmarks/gpu/offline/run.sh`
+# (benchmarks/RESULTS.md#the-gpu-check).
 gpu-bundle: setup
 	PYTHON=$(PY) bash benchmarks/gpu/offline/build.sh
 

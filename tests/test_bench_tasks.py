@@ -7,6 +7,9 @@ import collections
 import csv
 import dataclasses
 import json
+import shutil
+import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -130,6 +133,37 @@ def test_exported_inputs_hold_every_file_the_scripts_read_and_run_units_as_prepa
     with pytest.raises(SystemExit, match="holds no inputs of semeval"):
         task_benchmark.main(["--size", "toy", "--tasks", "semeval", "--inputs", str(inputs),
                              "--records_dir", str(tmp_path / "refused")])  # fmt: skip
+
+
+def test_a_failing_unit_stops_the_concurrent_run_and_drops_the_units_not_started():
+    started, finished = [], []
+
+    def run(name: str, seed: int) -> None:
+        started.append((name, seed))
+        if (name, seed) == ("rte", 0):
+            raise SystemExit("rte seed 0 failed")
+        time.sleep(0.3)
+        finished.append((name, seed))
+
+    units = [(name, seed) for seed in range(4) for name in ("rte", "cola")]
+    with pytest.raises(SystemExit, match="rte seed 0 failed"):
+        task_benchmark.run_concurrently(units, run, jobs=2)
+    time.sleep(0.5)  # the unit that was running finishes; the others never start
+    assert ("cola", 0) in finished and len(started) < len(units)
+
+
+def test_exported_shared_data_is_writable_however_read_only_the_source(tmp_path):
+    source = tmp_path / "shared" / "folder"
+    source.mkdir(parents=True)
+    (source / "file.txt").write_text("data")
+    for path in (source / "file.txt", source):
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    copy = tmp_path / "copy" / "folder"
+    task_benchmark.copy_writable(source, copy)
+    assert (copy / "file.txt").read_text() == "data"
+    assert all(path.stat().st_mode & stat.S_IWUSR for path in (copy, copy / "file.txt"))
+    shutil.rmtree(tmp_path / "copy")  # a warm machine's earlier copy can be replaced
+    source.chmod(0o755)
 
 
 def test_a_unit_is_run_again_only_when_its_budget_changed(tmp_path):

@@ -3,6 +3,8 @@ stage runs or says why it is skipped, a failing or hanging stage is reported wit
 records go to the folder asked for, never to the project's benchmarks/results/."""
 
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -71,6 +73,31 @@ def test_a_failing_or_hanging_stage_is_reported_not_fatal(tmp_path, code, limit,
     assert stage.outcome["status"] == status
     assert check.figures(stage, {}, tmp_path) == ""
     assert stage.outcome["log_tail"] == ["what went wrong"]  # the end of its log outlives the log's folder
+
+
+def test_a_stage_cut_off_at_its_limit_is_killed_with_the_processes_it_started(tmp_path):
+    child = tmp_path / "child.pid"
+    code = ("import subprocess, sys, time; "
+            "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+            f"open({str(child)!r}, 'w').write(str(p.pid)); time.sleep(60)")  # fmt: skip
+    stage = check.Stage("spawns", [sys.executable, "-c", code], timeout=3)
+    check.run_stage(stage, seconds_left=60, env={}, logs=tmp_path)
+    assert stage.outcome["status"] == "timed out after 3 s"
+    status = Path(f"/proc/{int(child.read_text())}/status")
+    for _ in range(50):
+        if not _alive(status):
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the stage's child ({status.parent}) outlived the stage")
+
+
+def _alive(status: Path) -> bool:
+    """Whether the process of a /proc/PID/status is running (a killed child that nobody reaped stays a zombie)."""
+    try:
+        return "State:\tZ" not in status.read_text()
+    except FileNotFoundError:
+        return False
 
 
 def test_a_stage_never_runs_past_what_is_left_of_the_budget(tmp_path):

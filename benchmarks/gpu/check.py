@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -53,6 +54,7 @@ from typing import Any
 
 from benchmarks import ROOT
 from benchmarks.parity.common import CHECKPOINT, DATA, TaskSize, squad_files
+from benchmarks.tasks.scores import INPUTS_MANIFEST
 from spanroberta.data.demo_corpus import DEMO_CORPUS_FILE
 from spanroberta.records import read_records, start_run, write_record
 
@@ -131,7 +133,7 @@ def task_benchmark(toy: bool, task_inputs: Path) -> Stage:
             return Stage("tasks", [], 0, skip=f"absent: {DATA / 'glue' / 'RTE'} (../shared/data)")
         return Stage("tasks", _python("tasks.scores", "--size", "toy", "--tasks", "rte", "--jobs", "2"), 120,
                      benchmark="tasks")  # fmt: skip
-    carried = sorted(path.parent.name for path in task_inputs.glob("*/inputs.json"))
+    carried = sorted(path.parent.name for path in task_inputs.glob(f"*/{INPUTS_MANIFEST}"))
     if not carried:
         return Stage("tasks", [], 0, skip=f"no task inputs in {task_inputs} (carry .gpu/tasks or .gpu/race)")
     return Stage("tasks", _python("tasks.scores", "--size", "gpu", "--inputs", str(task_inputs), "--tasks", *carried,
@@ -181,12 +183,17 @@ def run_stage(stage: Stage, seconds_left: float, env: dict[str, str], logs: Path
     log = logs / f"{stage.name}.log"
     start = time.perf_counter()
     with log.open("w", encoding="utf-8") as output:
+        # A session of its own, so that a stage cut off at its limit is killed with every process it started (the
+        # task benchmark's scripts), none left to compete with the next stage or call.
+        process = subprocess.Popen(stage.command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT,
+                                   start_new_session=True)  # fmt: skip
         try:
-            done = subprocess.run(stage.command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT,
-                                  timeout=limit, check=False)  # fmt: skip
+            returncode = process.wait(timeout=limit)
             # pytest's exit 5: nothing selected (no CUDA test in the selection).
-            status = {0: "passed", 5: "passed (no test selected)"}.get(done.returncode, f"failed (exit {done.returncode})")
+            status = {0: "passed", 5: "passed (no test selected)"}.get(returncode, f"failed (exit {returncode})")
         except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
             status = f"timed out after {limit} s"
     stage.outcome = {"status": status, "seconds": time.perf_counter() - start, "limit_seconds": limit,
                      "log": str(log)}  # fmt: skip
@@ -252,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         if asked & set(READ_BLOCKS):
             asked.add("prepare")
         for stage in checked:
-            if stage.name not in asked and not stage.skip:
+            if stage.name not in asked:
                 stage.skip = NOT_ASKED
         before = {name: len(read_records(name, records_dir))
                   for name in ("trainer", "pretraining_step", "pretraining_step_profile", "tasks")}  # fmt: skip

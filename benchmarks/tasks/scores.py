@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -169,16 +170,31 @@ def export_inputs(task: Task, size_name: str, inputs: Path) -> Path:
             flags.append(value)
             continue
         if not path.is_relative_to(folder):  # shared data read in place: copied, once however often it is named
+            if not path.is_relative_to(DATA):
+                raise SystemExit(f"{task.name}'s flags name {path}, outside {DATA} and the task's folder {folder}: "
+                                 "--export_inputs copies only the shared data, so the task's prepare "
+                                 "(tasks/catalog.py) must write whatever else its script reads into its folder.")
             copy = folder / "data" / path.relative_to(DATA)
             if not copy.exists():
-                copy.parent.mkdir(parents=True, exist_ok=True)
-                (shutil.copytree if path.is_dir() else shutil.copy2)(path, copy)
+                copy_writable(path, copy)
             path = copy
         flags.append({"path": str(path.relative_to(folder))})
     manifest = {"size": size_name, "task": task.name, "budget": budget.as_record(), "flags": flags,
                 "floors": prepared.floors, "data": prepared.data, "answers": prepared.answers}  # fmt: skip
     (folder / INPUTS_MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     return folder
+
+
+def copy_writable(source: Path, target: Path) -> None:
+    """A copy of a file or folder that its owner can write and delete, whatever the modes of the source (the shared
+    data is read-only)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if source.is_dir():
+        shutil.copytree(source, target, copy_function=shutil.copyfile)
+    else:
+        shutil.copyfile(source, target)
+    for path in (target, *target.rglob("*")):
+        path.chmod(path.stat().st_mode | stat.S_IWUSR)
 
 
 def exported_inputs(task: Task, size_name: str, inputs: Path) -> Prepared:
@@ -226,14 +242,23 @@ def run_unit(task: Task, seed: int, prepared: Prepared, size_name: str, model: P
 
 def run_concurrently(units: list[tuple[str, int]], run: Callable[[str, int], None], jobs: int) -> None:
     """Runs `run(task, seed)` for every unit, `jobs` at a time (each a process of its own, sharing the machine). A
-    unit that fails stops the run: the units not started are dropped, the ones running finish and are recorded."""
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(run, name, seed) for name, seed in units]
+    unit that fails, or an interrupt, stops the run: the units not started are dropped, the ones running finish and
+    are recorded."""
+    if jobs == 1:  # in this thread, as a plain loop: a failure or Ctrl-C stops it at once
+        for name, seed in units:
+            run(name, seed)
+        return
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    futures = [pool.submit(run, name, seed) for name, seed in units]
+    try:
         for future in as_completed(futures):
-            if future.exception() is not None:
-                for other in futures:
-                    other.cancel()
-                raise future.exception()
+            future.result()  # a unit's failure, raised here as soon as it happens
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        print("The task benchmark stops: the units not started are dropped, the ones running finish and are "
+              "recorded.", file=sys.stderr, flush=True)  # fmt: skip
+        raise
+    pool.shutdown()
 
 
 def parse_args(args: list[str] | None) -> argparse.Namespace:

@@ -84,18 +84,24 @@ EOF
     done
 
     echo "[setup] unpacking the task benchmark's inputs into $GPU/task-inputs"
-    mkdir -p "$GPU/task-inputs"
     for part in tasks race; do
-        archive="$GPU/$part/inputs.tar.xz"
-        if [ ! -f "$archive" ]; then
+        if [ ! -f "$GPU/$part/inputs.tar.xz" ]; then
             echo "[setup]   .gpu/$part: not carried"
             continue
         fi
-        for name in $(tar -tJf "$archive" | cut -d/ -f1 | sort -u); do
-            rm -rf "${GPU:?}/task-inputs/$name"  # a warm machine's earlier copy
-        done
-        tar -xJf "$archive" -C "$GPU/task-inputs"
-        echo "[setup]   .gpu/$part: $(tar -tJf "$archive" | cut -d/ -f1 | sort -u | tr '\n' ' ')"
+        "$PY" - "$GPU/$part/inputs.tar.xz" "$GPU/task-inputs" <<'EOF'
+import pathlib, shutil, sys, tarfile
+archive, target = sys.argv[1], pathlib.Path(sys.argv[2])
+with tarfile.open(archive, "r:xz") as inputs:
+    tasks = sorted({member.name.split("/")[0] for member in inputs.getmembers()} - {"."})
+    for task in tasks:  # a warm machine's earlier copy goes
+        shutil.rmtree(target / task, ignore_errors=True)
+    try:
+        inputs.extractall(target, filter="data")
+    except TypeError:  # a Python without extraction filters
+        inputs.extractall(target)
+print(f"[setup]   {archive}: {' '.join(tasks)}")
+EOF
     done
 
     echo "[setup] unpacking all-MiniLM-L6-v2 into $CKPT (fp16-rounded weights stored as float32)"
