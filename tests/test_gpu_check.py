@@ -2,6 +2,7 @@
 stage runs or says why it is skipped, a failing or hanging stage is reported without stopping the rest, and the
 records go to the folder asked for, never to the project's benchmarks/results/."""
 
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.gpu import check
+from conftest import shared_data
 from spanroberta.records import RESULTS_DIR, read_records
 
 
@@ -30,6 +32,7 @@ def test_the_toy_check_runs_every_stage_and_prints_the_table_last(tmp_path, caps
     assert outcomes["tasks"]["status"].startswith(("passed", "skipped: absent"))
     if outcomes["tasks"]["status"] == "passed":  # RTE's one toy unit, recorded where the check's records go
         assert outcomes["tasks"]["figures"] == "1 unit recorded: rte seed 0" and read_records("tasks", tmp_path)
+    assert outcomes["qa-demo"]["status"].startswith("skipped: the rehearsal has no SQuAD model")
     assert "vs baseline" in outcomes["trainer-eager"]["figures"] and "vs baseline" in outcomes["step"]["figures"]
     assert "packed-varlen_fa2 step" in outcomes["step"]["figures"]
     assert "packed-varlen_fa2 host" in outcomes["step-profile"]["figures"]
@@ -60,6 +63,22 @@ def test_the_tasks_stage_needs_none_of_the_speed_stages_data(tmp_path):
     carried = check.stages(toy=False, work=tmp_path, task_inputs=tmp_path / "carried")
     (stage,) = [s for s in carried if s.name == "tasks"]
     assert stage.command[-6:] == ["--inputs", str(tmp_path / "carried"), "--tasks", "rte", "--jobs", "5"]
+
+
+def test_the_qa_demo_keeps_a_gpu_size_squad_model_and_runs_the_pipeline_check_on_it(tmp_path):
+    (demo,) = [s for s in check.stages(toy=False, work=tmp_path, task_inputs=tmp_path) if s.name == "qa-demo"]
+    assert demo.skip.startswith("absent: ") and str(tmp_path / "squad" / "inputs.json") in demo.skip
+    shared_data("squad", "dev-v1.1.json")
+    (tmp_path / "squad").mkdir()
+    (tmp_path / "squad" / "inputs.json").write_text("{}")
+    (demo,) = [s for s in check.stages(toy=False, work=tmp_path, task_inputs=tmp_path) if s.name == "qa-demo"]
+    unit, pipeline = demo.command[2].split(" && ")
+    assert demo.command[:2] == ["bash", "-c"] and demo.benchmark == "qa-pipeline"
+    assert shlex.split(unit)[1:] == [
+        "-m", "benchmarks.tasks.scores", "--size", "gpu", "--inputs", str(tmp_path), "--tasks", "squad", "--seeds", "0",
+        "--records_dir", str(tmp_path / "qa-unit-records"), "--keep_outputs", str(tmp_path / "qa-model")]  # fmt: skip
+    assert shlex.split(pipeline)[1:] == ["-m", "benchmarks.parity.qa_pipeline", "--model",
+                                         str(tmp_path / "qa-model" / "gpu" / "squad-seed0")]  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -14,9 +14,12 @@ and each compiled pair needed more than their first limits):
 6. `trainer-compiled` and `large-compiled`: the two pairs with `--torch-compile` (both sides compiled);
 7. `squad-smoke`: all-MiniLM-L6-v2 (`make checkpoint`) fine-tuned by run_squad.py for about a minute on the first
    36 articles of SQuAD v1.1 dev (../shared/data), evaluated on the 12 held-out articles;
-8. `tasks`: the task benchmark at the gpu size (tasks/scores.py), every seed of every task whose inputs are in
-   .gpu/task-inputs (the offline bundle's, `--export_inputs`) and which has no record yet, 5 units at a time on the
-   one GPU; a unit cut off by the limit leaves no record, and the next call runs it.
+8. `qa-demo`: SQuAD v1.1's unit of the task benchmark at the gpu size (seed 0), from the inputs in
+   .gpu/task-inputs (the offline bundle's, `tasks/scores.py --export_inputs`), its model kept, then the
+   question-answering pipeline check on it (parity/qa_pipeline.py), whose record the docs' demo shows;
+9. `tasks`: the task benchmark at the gpu size, every seed of every task whose inputs are in .gpu/task-inputs and
+   which has no record yet, 5 units at a time on the one GPU; a unit cut off by the limit leaves no record, and the
+   next call runs it.
 
 `prepare` runs with the stages that read its blocks (the speed stages), so that a call of the tasks stage alone
 needs none of their data.
@@ -43,6 +46,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -77,7 +81,7 @@ class Stage:
 
 
 STAGE_NAMES = ("prepare", "cuda-tests", "trainer-eager", "step", "step-profile", "large-eager", "trainer-compiled",
-               "large-compiled", "squad-smoke", "tasks")
+               "large-compiled", "squad-smoke", "qa-demo", "tasks")
 READ_BLOCKS = ("trainer-eager", "step", "step-profile", "large-eager", "trainer-compiled", "large-compiled")
 TASK_INPUTS = ROOT / ".gpu" / "task-inputs"  # where setup.sh unpacks the bundle's task inputs
 TASK_JOBS = 5  # units at a time: most of a gpu-size unit is its process's start and tokenization
@@ -121,6 +125,7 @@ def stages(toy: bool, work: Path, task_inputs: Path = TASK_INPUTS) -> list[Stage
         Stage("large-compiled", _python("speed.trainer", *large, "--torch-compile"), 240, benchmark="trainer",
               skip="the rehearsal runs one size" if toy else None),
         squad_smoke(toy, work),
+        qa_demo(toy, work, task_inputs),  # before the task benchmark, which takes whatever time is left
         task_benchmark(toy, task_inputs),
     ]  # fmt: skip
 
@@ -138,6 +143,24 @@ def task_benchmark(toy: bool, task_inputs: Path) -> Stage:
         return Stage("tasks", [], 0, skip=f"no task inputs in {task_inputs} (carry .gpu/tasks or .gpu/race)")
     return Stage("tasks", _python("tasks.scores", "--size", "gpu", "--inputs", str(task_inputs), "--tasks", *carried,
                                   "--jobs", str(TASK_JOBS)), 520, benchmark="tasks")  # fmt: skip
+
+
+def qa_demo(toy: bool, work: Path, task_inputs: Path) -> Stage:
+    """A SQuAD v1.1 model of the gpu size, kept (its unit's record goes to the check's folder: the committed seed 0
+    stands for it), and the question-answering pipeline check on it, which reads SQuAD v1.1 dev (.gpu/speed)."""
+    if toy:
+        return Stage("qa-demo", [], 0, skip="the rehearsal has no SQuAD model worth a demo (tests/test_squad.py runs "
+                                          "the pipeline check on a toy one)")  # fmt: skip
+    absent = [str(path) for path in (task_inputs / "squad" / INPUTS_MANIFEST, DATA / "squad" / "dev-v1.1.json")
+              if not path.is_file()]  # fmt: skip
+    if absent:
+        return Stage("qa-demo", [], 0, skip=f"absent: {', '.join(absent)} (carry .gpu/tasks and .gpu/speed)")
+    kept = work / "qa-model"
+    unit = _python("tasks.scores", "--size", "gpu", "--inputs", str(task_inputs), "--tasks", "squad", "--seeds", "0",
+                   "--records_dir", str(work / "qa-unit-records"), "--keep_outputs", str(kept))  # fmt: skip
+    demo = _python("parity.qa_pipeline", "--model", str(kept / "gpu" / "squad-seed0"))
+    return Stage("qa-demo", ["bash", "-c", f"{shlex.join(unit)} && {shlex.join(demo)}"], 180,
+                 benchmark="qa-pipeline")  # fmt: skip
 
 
 def squad_smoke(toy: bool, work: Path) -> Stage:
@@ -210,6 +233,11 @@ def figures(stage: Stage, records_before: dict[str, int], records_dir: Path | No
         records = read_records(stage.benchmark, records_dir)[records_before.get(stage.benchmark, 0):]
         if not records:
             return "no record"
+        if stage.benchmark == "qa-pipeline":
+            stage.outcome["record"] = str(records[-1]["path"])
+            f1 = records[-1]["settings"]["model_scores"].get("f1", float("nan"))
+            same = records[-1]["results"]["without_spanroberta"]["same_answers"]
+            return f"the model's F1 {f1:.1f}; the same answers without spanroberta: {'yes' if same else 'no'}"
         if stage.benchmark == "tasks":
             units = [f"{r['settings']['task']} seed {r['settings']['seed']}" for r in records]
             stage.outcome["records"] = [str(r["path"]) for r in records]
@@ -262,7 +290,8 @@ def main(argv: list[str] | None = None) -> int:
             if stage.name not in asked:
                 stage.skip = NOT_ASKED
         before = {name: len(read_records(name, records_dir))
-                  for name in ("trainer", "pretraining_step", "pretraining_step_profile", "tasks")}  # fmt: skip
+                  for name in ("trainer", "pretraining_step", "pretraining_step_profile", "tasks",
+                               "qa-pipeline")}  # fmt: skip
         for stage in checked:
             run_stage(stage, BUDGET_SECONDS - (time.perf_counter() - clock), env, work)
             stage.outcome["figures"] = figures(stage, before, records_dir)

@@ -9,11 +9,12 @@
 #                              the machine lacks it;
 #   common/minilm-fp16.tar.gz  all-MiniLM-L6-v2 (`make checkpoint`) with its weights rounded to fp16;
 #   common/COMMIT, FILES       HEAD and its tracked files, for the provenance the run prints (run.sh);
-#   speed/data/                the speed stages' and the SQuAD smoke's data, gzipped, from ../shared/data: the
-#                              Reuters corpus cut to its first 6,000,000 characters at a document boundary (the step
-#                              and Trainer benchmarks read about 2,300 blocks of 512 tokens of it) and SQuAD v1.1 dev;
+#   speed/data/                the speed stages', the SQuAD smoke's and the QA demo's data, gzipped, from
+#                              ../shared/data: the Reuters corpus cut to its first 6,000,000 characters at a document
+#                              boundary (the step and Trainer benchmarks read about 2,300 blocks of 512 tokens of it)
+#                              and SQuAD v1.1 dev;
 #   tasks/inputs.tar.xz        the task benchmark's inputs at the gpu size (`tasks/scores.py --export_inputs`), every
-#                              task's but RACE's: its `tasks` stage;
+#                              task's but RACE's: the `tasks` and `qa-demo` stages;
 #   race/inputs.tar.xz         RACE's, which do not fit beside the others.
 # The tree must be clean: the run proves its code is HEAD's by a digest of these files.
 #
@@ -75,7 +76,7 @@ cp "$SHARED/squad/dev-v1.1.json" "$BUNDLE/speed/data/squad/dev-v1.1.json"
 gzip -9 "$BUNDLE/speed/data/corpus/reuters_bodies.txt" "$BUNDLE/speed/data/squad/dev-v1.1.json"
 
 echo "[build] the task benchmark's inputs at the gpu size"
-others="$("$PY" -c "from benchmarks.tasks.catalog import TASKS; print(' '.join(name for name in TASKS if name != 'race'))")"
+others="$("$PY" -c "from benchmarks.tasks.catalog import TASKS; print(' '.join(n for n in TASKS if n != 'race'))")"
 # shellcheck disable=SC2086
 "$PY" -m benchmarks.tasks.scores --size gpu --tasks $others --export_inputs "$work/task-inputs"
 "$PY" -m benchmarks.tasks.scores --size gpu --tasks race --export_inputs "$work/task-inputs"
@@ -101,13 +102,15 @@ git ls-files > "$BUNDLE/common/FILES"
 # What each transfer carries with the checkout (its tracked files), against the 64 MiB one holds.
 checkout="$(git ls-files -z | xargs -0 cat | wc -c)"
 common="$(du -sb "$BUNDLE/common" | cut -f1)"
-for part in speed tasks race; do
-    size="$(du -sb "$BUNDLE/$part" | cut -f1)"
-    total=$((checkout + common + size))
-    echo "[build] carry .gpu/common and .gpu/$part: $((total / 1048576)) MiB with the checkout"
+for parts in speed tasks race "tasks speed"; do  # the qa-demo stage reads SQuAD v1.1 dev from .gpu/speed
+    total=$((checkout + common))
+    for part in $parts; do
+        total=$((total + $(du -sb "$BUNDLE/$part" | cut -f1)))
+    done
+    echo "[build] carry .gpu/common with .gpu/{${parts// /,}}: $((total / 1048576)) MiB with the checkout"
     if [ "$total" -gt $((64 * 1048576)) ]; then
-        echo "build.sh: .gpu/common and .gpu/$part with the checkout are $total bytes, over the 64 MiB a transfer" \
-             "holds; cut the part further." >&2
+        echo "build.sh: .gpu/common with .gpu/{${parts// /,}} and the checkout are $total bytes, over the 64 MiB a" \
+             "transfer holds; cut the parts further." >&2
         exit 1
     fi
 done
