@@ -482,6 +482,9 @@ def test_a_rerun_with_the_same_budget_names_the_packages_that_changed():
     assert tables_tasks.budget_change(old, old) == "the same budget"
     smaller = {**new, "settings": {**settings, "budget": {"batch": 16}}}
     assert tables_tasks.budget_change(old, smaller) == "batch: 32 -> 16"
+    # A field added to budgets since the older record counts at its default there, as when budgets are matched.
+    later = {**old, "settings": {**settings, "budget": {"batch": 32, "squad_v1_train": 0}}}
+    assert tables_tasks.budget_change(old, later) == "the same budget"
 
 
 def test_the_headline_gives_the_gpu_size_first_then_the_cpu_size(tmp_path):

@@ -310,9 +310,9 @@ def read_shortfall(summary: dict[str, Any], learned: Sequence[str] = ()) -> str:
 def budget_change(old: dict, new: dict) -> str:
     """What a rerun changed in a unit's task and budget, e.g. `task: race_high -> race` or
     `options.entity_markers: - -> typed_entity_markers`, or, with the same budget, in its packages, e.g.
-    `tokenizers 0.23.2 -> 0.23.3`."""
+    `tokenizers 0.23.2 -> 0.23.3`. A field a record predates counts at its default, as when matching budgets."""
     tasks = _differences({"task": old["settings"]["task"]}, {"task": new["settings"]["task"]}, ": ")
-    budgets = _differences(_flat(old["settings"].get("budget", {})), _flat(new["settings"].get("budget", {})), ": ")
+    budgets = _differences(*(_flat(Budget.completed(r["settings"].get("budget", {}))) for r in (old, new)), ": ")
     if tasks or budgets:
         return "; ".join(tasks + budgets)
     packages = _differences(old.get("packages", {}), new.get("packages", {}), " ")
