@@ -24,6 +24,7 @@ from spanroberta.tasks.coreference import (
     split_into_segments,
     write_coref_documents,
 )
+from spanroberta.tasks.gap import read_gap_predictions
 
 # Two documents in one file. The first is tab-separated with an empty last column where there is no mention (as
 # LitBank's files); the second space-separated with "-" and a speaker in column 10 (as OntoNotes').
@@ -312,6 +313,13 @@ def test_gap_reader_and_decision(tmp_path):
         read_gap(bad)
 
 
+def test_a_gap_system_file_line_that_is_not_id_a_b_names_its_file_and_line(tmp_path):
+    path = tmp_path / "gap_predictions.tsv"
+    path.write_text("test-1\tTRUE\tFALSE\ntest-2\tyes\tFALSE\n")
+    with pytest.raises(UserInputError, match=r"gap_predictions.tsv, line 2: 'test-2\\tyes\\tFALSE'"):
+        read_gap_predictions(path)
+
+
 def test_gap_decision_takes_the_cluster_of_the_exact_pronoun_and_names_by_containment(tmp_path):
     mary_ann, example = read_gap(write(tmp_path, "gap.tsv", GAP_TSV))
     # Words: Mary(0) met(1) John(2) .(3) His(4) mother(5) smiled(6) .(7)
@@ -367,6 +375,9 @@ def test_run_coref_trains_evaluates_and_resolves_gap(tmp_path, spanroberta_check
     lines = [line.split("\t") for line in (again / "gap_predictions.tsv").read_text().splitlines()]
     assert [line[0] for line in lines] == ["test-1", "test-2"]
     assert all(set(line[1:]) <= {"TRUE", "FALSE"} for line in lines)
+    read_back = read_gap_predictions(again / "gap_predictions.tsv")  # as the task benchmark reads it
+    assert {key: [str(flag).upper() for flag in flags] for key, flags in read_back.items()} == {
+        line[0]: line[1:] for line in lines}
 
 
 @pytest.mark.parametrize(

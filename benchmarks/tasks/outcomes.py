@@ -38,6 +38,7 @@ from spanroberta.metrics.glue import METRICS
 from spanroberta.metrics.relation import semeval_score
 from spanroberta.metrics.squad import squad_v1_question_scores, squad_v2_question_scores
 from spanroberta.tasks.coreference import read_coref_documents, read_gap
+from spanroberta.tasks.gap import read_gap_predictions
 from spanroberta.tasks.squad.reading import load_squad_splits
 
 # How far (0-100) a score recomputed from the outcomes may lie from the script's: the predictions files round
@@ -143,11 +144,9 @@ def _coref(row: Row, prepared: Prepared, output: Path) -> dict[str, Any]:
     """LitBank's per-document sums, or GAP's per-example decisions (the row's metric says which): the gold read as
     run_coref.py read it (its flags), the predictions from the files it wrote."""
     if row.metric == "gap_overall_f1":
-        lines = (output / "gap_predictions.tsv").read_text(encoding="utf-8").splitlines()
-        rows = (line.split("\t") for line in lines)  # ID, A-coref, B-coref
-        predicted = {example_id: [a == "TRUE", b == "TRUE"] for example_id, a, b in rows}
+        predicted = read_gap_predictions(output / "gap_predictions.tsv")
         examples = read_gap(Path(_flag(prepared.flags, "--gap_file")))
-        return {"scorer": GAP, "predictions": [predicted[example.example_id] for example in examples],
+        return {"scorer": GAP, "predictions": [list(predicted[example.example_id]) for example in examples],
                 "references": [[example.a_coref, example.b_coref] for example in examples]}  # fmt: skip
     gold = select_documents(read_coref_documents(_flag(prepared.flags, "--validation_file")),
                             _flag(prepared.flags, "--eval_documents"), "eval_documents")  # fmt: skip
