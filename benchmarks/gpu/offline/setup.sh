@@ -22,16 +22,27 @@ _gpu_setup_work() (
     [ -f "$ROOT/benchmarks/gpu/check.py" ] || { echo "setup.sh: run it from the repository root" >&2; exit 1; }
     [ -d "$GPU" ] || { echo "setup.sh: $GPU is absent" >&2; exit 1; }
 
+    # ARCHIVE (.tar.xz) TARGET: its entries unpacked, each top-level one replacing a copy already in TARGET (a warm
+    # machine's); Python's tarfile, so that the image needs no xz.
+    unpack_xz() {
+        "$PY" - "$1" "$2" <<'EOF'
+import pathlib, shutil, sys, tarfile
+archive, target = sys.argv[1], pathlib.Path(sys.argv[2])
+with tarfile.open(archive, "r:xz") as entries:
+    tops = sorted({member.name.split("/")[0] for member in entries.getmembers()} - {"."})
+    for top in tops:
+        shutil.rmtree(target / top, ignore_errors=True)
+    try:
+        entries.extractall(target, filter="data")
+    except TypeError:  # a Python without extraction filters
+        entries.extractall(target)
+print(f"[setup]   {archive}: {' '.join(tops)}")
+EOF
+    }
+
     echo "[setup] unpacking wheels"
     rm -rf "$WHL" && mkdir -p "$WHL"
-    "$PY" - "$GPU/common/wheels.tar.xz" "$WHL" <<'EOF'
-import sys, tarfile
-with tarfile.open(sys.argv[1], "r:xz") as archive:
-    try:
-        archive.extractall(sys.argv[2], filter="data")
-    except TypeError:  # a Python without extraction filters
-        archive.extractall(sys.argv[2])
-EOF
+    unpack_xz "$GPU/common/wheels.tar.xz" "$WHL"
 
     echo "[setup] pip install --target $SITE"
     mkdir -p "$SITE"
@@ -89,19 +100,7 @@ EOF
             echo "[setup]   .gpu/$part: not carried"
             continue
         fi
-        "$PY" - "$GPU/$part/inputs.tar.xz" "$GPU/task-inputs" <<'EOF'
-import pathlib, shutil, sys, tarfile
-archive, target = sys.argv[1], pathlib.Path(sys.argv[2])
-with tarfile.open(archive, "r:xz") as inputs:
-    tasks = sorted({member.name.split("/")[0] for member in inputs.getmembers()} - {"."})
-    for task in tasks:  # a warm machine's earlier copy goes
-        shutil.rmtree(target / task, ignore_errors=True)
-    try:
-        inputs.extractall(target, filter="data")
-    except TypeError:  # a Python without extraction filters
-        inputs.extractall(target)
-print(f"[setup]   {archive}: {' '.join(tasks)}")
-EOF
+        unpack_xz "$GPU/$part/inputs.tar.xz" "$GPU/task-inputs"
     done
 
     echo "[setup] unpacking all-MiniLM-L6-v2 into $CKPT (fp16-rounded weights stored as float32)"
