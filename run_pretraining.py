@@ -15,7 +15,7 @@ than the model's positions, ...) and a diverging loss end the run with a one-par
 any other error is a bug and keeps its traceback.
 """
 
-from spanroberta.training.pretraining_command import ARGUMENT_CLASSES, pretrain
+from spanroberta.pretraining.command import ARGUMENT_CLASSES, pretrain
 
 __all__ = ["ARGUMENT_CLASSES", "main"]
 

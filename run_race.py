@@ -6,7 +6,7 @@
     python run_race.py ... --validation_file dev.high.jsonl dev.middle.jsonl            # JSON lines, .gz too
     accelerate launch run_race.py ...                                                    # several GPUs
 
-Defaults follow RoBERTa's RACE recipe (lr 1e-5, batch 16, 5 epochs; see spanroberta/tasks/race.py); the flags
+Defaults follow RoBERTa's RACE recipe (lr 1e-5, batch 16, 5 epochs; see spanroberta/task_data/race.py); the flags
 you pass win. Accuracy (overall, middle, high; fractions: eval_accuracy, eval_accuracy_middle, eval_accuracy_high)
 goes to OUTPUT_DIR/eval_results.json and each question's prediction to OUTPUT_DIR/eval_predictions.jsonl (predict_*
 for --do_predict).

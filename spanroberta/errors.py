@@ -1,7 +1,7 @@
 """Errors caused by what the user gave (files, flags, tokenizers), as opposed to bugs.
 
 The run_*.py scripts print a `UserInputError`'s message as one paragraph and exit with status 1, without a
-traceback (`spanroberta.training.validation.user_errors`); any other exception is a bug and keeps its traceback.
+traceback (`spanroberta.runs.validation.user_errors`); any other exception is a bug and keeps its traceback.
 Each class also subclasses the builtin error that code outside spanroberta would expect (`ValueError`,
 `FileNotFoundError`, `ImportError`), so catching those still works.
 """

@@ -24,7 +24,7 @@ from conftest import PROJECT_ROOT, TINY_TEXT
 from test_distributed import free_port
 from spanroberta.ablation.config import AblationConfig, AblationConfigError, check_values, load_config, script_arguments
 from spanroberta.ablation.results import records, results_markdown, summarize
-from spanroberta.ablation.tasks import REPORTS, TaskSpec, headline_metric, scores
+from spanroberta.ablation.reports import REPORTS, TaskSpec, headline_metric, scores
 from spanroberta.ablation.units import start_flags
 from spanroberta.errors import UserInputError
 from spanroberta.records import read_records
@@ -410,8 +410,8 @@ def test_eval_masking_gives_every_arm_the_same_held_out_targets(tiny_tokenizer, 
     from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
     from spanroberta.data.collator import DataCollatorForSpanMasking
     from spanroberta.data.masking_schedule import DynamicMaskingDataset
-    from spanroberta.training.pretraining_arguments import PretrainingArguments
-    from spanroberta.training.trainer import PretrainingTrainer
+    from spanroberta.pretraining.arguments import PretrainingArguments
+    from spanroberta.pretraining.trainer import PretrainingTrainer
 
     blocks = DynamicMaskingDataset([{"input_ids": tiny_tokenizer(text)["input_ids"]} for text in TINY_TEXT[:12]])
     model = SpanRobertaForPreTraining(SpanRobertaConfig(

@@ -16,12 +16,12 @@ import spanroberta  # noqa: F401  (registers the Auto classes and the QA pipelin
 from spanroberta.data.demo_corpus import demo_corpus_path
 from spanroberta.data.tokenizer import train_sentencepiece_unigram
 from spanroberta.errors import UserInputError
-from spanroberta.training.pretraining_arguments import (
+from spanroberta.pretraining.arguments import (
     PretrainingArguments,
     PretrainingDataArguments,
     PretrainingModelArguments,
 )
-from spanroberta.training.cli import parse_arguments
+from spanroberta.runs.cli import parse_arguments
 from spanroberta.objectives import get_objective, resolve_recipe
 
 FAST = ["--max_seq_length", "64", "--per_device_train_batch_size", "8", "--report_to", "none", "--disable_tqdm",

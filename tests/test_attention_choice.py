@@ -1,5 +1,5 @@
 """Whether a pretraining run's rows are packed, and whether its attention implementation can train it
-(training/attention.py): transformers' default, sdpa, runs packed rows on CUDA as on CPU, an explicit choice is
+(pretraining/attention.py): transformers' default, sdpa, runs packed rows on CUDA as on CPU, an explicit choice is
 kept, and every implementation that could not train the run is refused before any data is read."""
 
 import dataclasses
@@ -14,14 +14,14 @@ from spanroberta.errors import UserInputError
 from spanroberta.finetuning import TASKS_BY_SCRIPT
 from spanroberta.models.packing import ATTENTION_IMPLEMENTATIONS
 from spanroberta.objectives import resolve_recipe
-from spanroberta.training.pretraining_arguments import (
+from spanroberta.pretraining.arguments import (
     PretrainingArguments,
     PretrainingDataArguments,
     PretrainingModelArguments,
 )
-from spanroberta.training.attention import plan_packing
-from spanroberta.training.cli import parse_arguments
-from spanroberta.training.run_length import run_settings
+from spanroberta.pretraining.attention import plan_packing
+from spanroberta.runs.cli import parse_arguments
+from spanroberta.runs.run_length import run_settings
 
 CUDA, CPU = torch.device("cuda"), torch.device("cpu")  # only their type is read: no GPU is needed
 
@@ -78,7 +78,7 @@ def test_the_refusal_comes_before_any_data_is_read(tmp_path, tiny_tokenizer_dir,
     def data_read(*args, **kwargs):
         raise AssertionError("the data was read before the attention was checked")
 
-    monkeypatch.setattr("spanroberta.training.pretraining.load_pretraining_data", data_read)
+    monkeypatch.setattr("spanroberta.pretraining.run.load_pretraining_data", data_read)
     with pytest.raises(SystemExit) as exit_info:
         run_pretraining.main([
             "--output_dir", str(tmp_path / "out"), "--tokenizer_name", str(tiny_tokenizer_dir),
@@ -92,7 +92,7 @@ def test_the_refusal_comes_before_any_data_is_read(tmp_path, tiny_tokenizer_dir,
 
 @pytest.mark.parametrize("script", ["run_pretraining.py", *TASKS_BY_SCRIPT])
 def test_every_script_lists_and_accepts_the_same_attention_implementations(script):
-    """The help and the choices come from one field (training/shared_arguments.py) for every script."""
+    """The help and the choices come from one field (runs/arguments.py) for every script."""
     model_arguments = script_arguments(script)[0]
     help_text = " ".join(HfArgumentParser(model_arguments).format_help().split())
     for implementation in ATTENTION_IMPLEMENTATIONS:
@@ -120,7 +120,7 @@ def test_the_run_settings_line_names_the_path_packed_rows_take():
 
     from transformers import ModernBertConfig, RobertaConfig
 
-    from spanroberta.training import attention
+    from spanroberta.pretraining import attention
 
     on_cpu = SimpleNamespace(device=torch.device("cpu"), bf16=True, fp16=False)
     config = RobertaConfig(attn_implementation="varlen_fa2")
@@ -152,7 +152,7 @@ def test_offsets_go_with_the_batch_only_where_it_reaches_one_model_whole():
     collator makes no offsets and the model derives them from the rows it gets."""
     from types import SimpleNamespace
 
-    from spanroberta.training.pretraining import _batches_reach_the_model_whole
+    from spanroberta.pretraining.run import _batches_reach_the_model_whole
 
     def args(n_gpu, dispatch):
         return SimpleNamespace(n_gpu=n_gpu, accelerator_config=SimpleNamespace(dispatch_batches=dispatch))
@@ -172,7 +172,7 @@ def test_packed_rows_on_cuda_take_varlen_fa2_unless_told_otherwise():
     from transformers import ModernBertConfig, RobertaConfig
 
     from spanroberta.models import varlen_attention
-    from spanroberta.training import attention
+    from spanroberta.pretraining import attention
 
     def run(device="cuda", bf16=True, fp16=False):
         return SimpleNamespace(device=torch.device(device), bf16=bf16, fp16=fp16)

@@ -110,7 +110,7 @@ def test_under_varlen_fa2_packed_batches_compile_whole_once_and_are_reused(flash
     compile whole (fullgraph: no graph break, so no host synchronisation in the forward); batches with other numbers
     of documents reuse the graph: after one recompilation at the second batch, or none where the number of sequences
     is marked dynamic (PretrainingTrainer marks it). The compiled step equals the eager one."""
-    from spanroberta.training.trainer import mark_sequence_count_dynamic
+    from spanroberta.pretraining.trainer import mark_sequence_count_dynamic
 
     from conftest import packed_batch
 

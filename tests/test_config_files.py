@@ -9,8 +9,8 @@ import pytest
 from spanroberta.ablation.config import AblationConfigError, load_config
 from spanroberta.config_files import read_config_file
 from spanroberta.errors import UserInputError
-from spanroberta.training.cli import parse_arguments
-from spanroberta.training.pretraining_command import ARGUMENT_CLASSES
+from spanroberta.runs.cli import parse_arguments
+from spanroberta.pretraining.command import ARGUMENT_CLASSES
 
 DUPLICATED = {
     ".yaml": "output_dir: out\nlearning_rate: 1e-4\nmax_steps: 3\nlearning_rate: 2e-4\n",

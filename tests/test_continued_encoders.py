@@ -41,14 +41,14 @@ from spanroberta.data.masking import word_start_table
 from spanroberta.data.tokenizer import train_byte_level_bpe
 from spanroberta.errors import UserInputError
 from spanroberta.models.modeling_any_encoder import SBO_HEAD_FILE
-from spanroberta.training.pretraining_arguments import (
+from spanroberta.pretraining.arguments import (
     PretrainingArguments,
     PretrainingDataArguments,
     PretrainingModelArguments,
 )
-from spanroberta.training.attention import plan_packing
-from spanroberta.training.cli import parse_arguments
-from spanroberta.training import pretraining
+from spanroberta.pretraining.attention import plan_packing
+from spanroberta.runs.cli import parse_arguments
+from spanroberta.pretraining import run as pretraining
 from spanroberta.objectives import get_objective, resolve_recipe
 
 FAST = ["--max_seq_length", "64", "--per_device_train_batch_size", "8", "--report_to", "none", "--disable_tqdm",

@@ -13,7 +13,7 @@ from transformers import BertConfig, BertModel
 
 from spanroberta.errors import UserInputError
 from spanroberta.models.modeling_coreference import CorefModel, gold_marginal_loss, prune_spans
-from spanroberta.tasks.coreference import (
+from spanroberta.task_data.coreference import (
     DocumentCollator,
     TrainingWindows,
     encode_document,
@@ -24,7 +24,7 @@ from spanroberta.tasks.coreference import (
     split_into_segments,
     write_coref_documents,
 )
-from spanroberta.tasks.gap import read_gap_predictions
+from spanroberta.task_data.gap import read_gap_predictions
 
 # Two documents in one file. The first is tab-separated with an empty last column where there is no mention (as
 # LitBank's files); the second space-separated with "-" and a speaker in column 10 (as OntoNotes').

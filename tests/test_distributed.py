@@ -20,7 +20,7 @@ from conftest import PROJECT_ROOT, TINY_TEXT
 from safetensors.torch import load_file
 
 from spanroberta.data.collator import DataCollatorForSpanMasking
-from spanroberta.training.pretraining_arguments import PretrainingArguments
+from spanroberta.pretraining.arguments import PretrainingArguments
 
 CONFIGS = PROJECT_ROOT / "configs"
 ACCELERATE_CONFIGS = sorted((CONFIGS / "accelerate").glob("*.yaml"))
@@ -312,7 +312,7 @@ def test_fsdp_trains_two_data_parallel_processes_like_ddp(engine_args, ddp_run, 
 
 def test_an_engine_that_use_cpu_would_turn_off_is_refused(tmp_path, monkeypatch):
     from spanroberta.errors import UserInputError
-    from spanroberta.training.distributed import check_process_world
+    from spanroberta.runs.distributed import check_process_world
 
     args = PretrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to=[])
     for variable, engine in (("ACCELERATE_USE_FSDP", "FSDP"), ("ACCELERATE_USE_DEEPSPEED", "DeepSpeed")):

@@ -118,7 +118,7 @@ def script_commands(page: Path) -> list[tuple[str, list[str], str]]:
 
 def argument_parser(script: str) -> argparse.ArgumentParser:
     """The script's parser, every flag optional (a docs line may leave out what `...` stands for): the HfArgumentParser
-    of its ARGUMENT_CLASSES, as spanroberta.training.cli builds it, or its own `argument_parser()`."""
+    of its ARGUMENT_CLASSES, as spanroberta.runs.cli builds it, or its own `argument_parser()`."""
     module = importlib.import_module(script.removesuffix(".py"))
     if hasattr(module, "ARGUMENT_CLASSES"):
         from transformers import HfArgumentParser
@@ -135,7 +135,7 @@ def argument_parser(script: str) -> argparse.ArgumentParser:
 
 def config_file_keys(script: str, path: str) -> None:
     """A config file given first to a script with ARGUMENT_CLASSES holds only its flag names."""
-    from spanroberta.training.cli import read_flag_values
+    from spanroberta.runs.cli import read_flag_values
 
     module = importlib.import_module(script.removesuffix(".py"))
     if hasattr(module, "ARGUMENT_CLASSES"):

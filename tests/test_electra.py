@@ -29,14 +29,14 @@ from spanroberta.models.modeling_electra_pretraining import (
     ElectraForReplacedTokenDetection,
     generator_config,
 )
-from spanroberta.training.pretraining_arguments import (
+from spanroberta.pretraining.arguments import (
     PretrainingArguments,
     PretrainingDataArguments,
     PretrainingModelArguments,
 )
-from spanroberta.training.cli import parse_arguments
+from spanroberta.runs.cli import parse_arguments
 from spanroberta.objectives import get_objective, resolve_recipe
-from spanroberta.training.pretraining import apply_demo_settings
+from spanroberta.pretraining.run import apply_demo_settings
 
 ARGUMENT_TYPES = (PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments)
 TINY_SHAPE = "num_hidden_layers=1,hidden_size=32,num_attention_heads=2,intermediate_size=64,embedding_size=32"
@@ -263,7 +263,7 @@ def test_the_electra_batch_counts_the_processes_the_launcher_started(monkeypatch
     """Under DeepSpeed on CPU processes the Trainer's world is set up after the defaults: the launcher's count
     makes Table 6's batch of 256 the global one. (The count itself, read from WORLD_SIZE, is not set here: that
     would set up this test process's distributed state; test_distributed.py launches real processes.)"""
-    from spanroberta.training import distributed
+    from spanroberta.runs import distributed
 
     monkeypatch.setattr(distributed, "launched_processes", lambda: 2)
     (model_args, data_args, training_args), given = parse_arguments(
@@ -280,7 +280,7 @@ def test_the_run_prints_the_accumulation_the_recipe_chose_before_the_first_step(
 ):
     """ELECTRA-Small's batch of 128 (Table 6) from 4 rows per step is 32 accumulated micro-batches: the run says so,
     and who chose it, before it trains; a value the user gave is theirs."""
-    from spanroberta.training import pretraining
+    from spanroberta.pretraining import run as pretraining
 
     class Stopped(Exception):
         pass
@@ -490,7 +490,7 @@ def test_run_squad_and_run_race_fine_tune_the_discriminator(electra_run, tmp_pat
 
 
 def test_adam_without_bias_correction_follows_its_definition():
-    from spanroberta.training.optimizers import AdamWithoutBiasCorrection
+    from spanroberta.runs.optimizers import AdamWithoutBiasCorrection
 
     torch.manual_seed(0)
     p = torch.nn.Parameter(torch.randn(5))
@@ -602,7 +602,7 @@ def test_embedding_size_sets_the_shared_embeddings_and_albert_sharing_is_refused
 def test_adam_without_bias_correction_is_refused_under_a_deepspeed_optimizer(tmp_path):
     """DeepSpeed builds the optimiser its config names and would silently replace ELECTRA's uncorrected Adam."""
     from spanroberta.errors import UserInputError
-    from spanroberta.training.optimizers import AdamWithoutBiasCorrection, trainer_optimizer
+    from spanroberta.runs.optimizers import AdamWithoutBiasCorrection, trainer_optimizer
 
     args = PretrainingArguments(output_dir=str(tmp_path), report_to="none", use_cpu=True, adam_bias_correction=False)
     assert trainer_optimizer(args)[0] is AdamWithoutBiasCorrection

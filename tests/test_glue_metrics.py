@@ -13,7 +13,7 @@ from spanroberta.metrics.glue import (
     pearson,
     spearmanr,
 )
-from spanroberta.tasks.glue import GLUE_TASKS, glue_compute_metrics, glue_metrics
+from spanroberta.task_data.glue import GLUE_TASKS, glue_compute_metrics, glue_metrics
 
 # Confusion matrix of these: TP=2 (i 0, 4), FP=1 (i 1), FN=1 (i 5), TN=2 (i 2, 3).
 PREDICTIONS = [1, 1, 0, 0, 1, 0]

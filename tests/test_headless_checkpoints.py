@@ -32,9 +32,9 @@ from spanroberta.data.demo_corpus import demo_corpus_path
 from spanroberta.data.masking import word_start_table
 from spanroberta.models.modeling_any_encoder import SBO_HEAD_FILE
 from spanroberta.objectives import get_objective, resolve_recipe
-from spanroberta.training.pretraining_arguments import PretrainingDataArguments, PretrainingModelArguments
-from spanroberta.training.cli import parse_arguments
-from spanroberta.training.device import fit_to_device
+from spanroberta.pretraining.arguments import PretrainingDataArguments, PretrainingModelArguments
+from spanroberta.runs.cli import parse_arguments
+from spanroberta.runs.device import fit_to_device
 
 MINILM_FOLDERS = [Path(os.environ["SPANROBERTA_MINILM"])] if os.environ.get("SPANROBERTA_MINILM") else []
 MINILM_FOLDERS.append(PROJECT_ROOT / "benchmarks" / ".cache" / "all-MiniLM-L6-v2")
@@ -210,8 +210,8 @@ def test_all_minilm_l6_v2_continues_with_fresh_heads_and_answers_fill_mask(tmp_p
 
 def continue_in_process(checkpoint: Path, output_dir: Path, *flags: str):
     """run_pretraining() on `checkpoint` in this process, on CPU: the trainer, to look at its optimiser."""
-    from spanroberta.training.pretraining_arguments import PretrainingArguments
-    from spanroberta.training.pretraining import apply_demo_settings, run_pretraining as run
+    from spanroberta.pretraining.arguments import PretrainingArguments
+    from spanroberta.pretraining.run import apply_demo_settings, run_pretraining as run
 
     args = ["--model_name_or_path", str(checkpoint), "--recipe", "spanbert", "--train_file", str(demo_corpus_path()),
             "--output_dir", str(output_dir), "--max_steps", "1", "--max_train_samples", "16", "--max_seq_length", "64",
@@ -270,8 +270,8 @@ def test_the_flag_is_refused_where_a_deepspeed_config_builds_its_own_optimizer(t
     from types import SimpleNamespace
 
     from spanroberta.errors import UserInputError
-    from spanroberta.training.pretraining_arguments import PretrainingArguments
-    from spanroberta.training.trainer import _check_fresh_heads_learning_rate
+    from spanroberta.pretraining.arguments import PretrainingArguments
+    from spanroberta.pretraining.trainer import _check_fresh_heads_learning_rate
 
     args = PretrainingArguments(output_dir=str(tmp_path), report_to="none", use_cpu=True,
                                 fresh_heads_learning_rate=1e-3)  # fmt: skip

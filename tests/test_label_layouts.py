@@ -153,7 +153,7 @@ def test_the_pretraining_trainer_evaluates_either_layout_alike(tiny_tokenizer, t
     """PretrainingTrainer.evaluate reads the targets the heads used, so the default (dense) collator works too."""
     from transformers import TrainingArguments
 
-    from spanroberta.training.trainer import PretrainingTrainer
+    from spanroberta.pretraining.trainer import PretrainingTrainer
 
     examples = [{"input_ids": tiny_tokenizer(text)["input_ids"]} for text in TINY_TEXT[:12]]
     torch.manual_seed(0)

@@ -19,16 +19,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Top to bottom. A module belongs to the longest entry that is its name or a package above it. The run_*.py scripts
 # sit above the package; inside it, the package's own __init__ (the Auto-class registrations) and the ablation
-# driver, which runs the fine-tuning tasks and pretraining, sit at the top; fine-tuning (the tasks' declarations and
-# their life cycle) runs on training; the tasks' data code sits beside the pretraining data. The data stage reads a
-# resolved recipe, so objectives (and the recipes, with the names of the input formats they choose from) sit below
-# data.
+# driver, which runs the fine-tuning tasks and pretraining, sit at the top. Pretraining and fine-tuning are siblings:
+# neither imports the other, and both run on the machinery every run shares (runs: arguments, validation,
+# checkpoints, distributed set-up, run length, optimizers, device). The tasks' data code sits beside the pretraining
+# data. The data stage reads a resolved recipe, so objectives (and the recipes, with the names of the input formats
+# they choose from) sit below data.
 LAYERS = [
     ["run_*"],
     ["spanroberta", "spanroberta.ablation"],
-    ["spanroberta.finetuning"],
-    ["spanroberta.training"],
-    ["spanroberta.data", "spanroberta.tasks"],
+    ["spanroberta.finetuning", "spanroberta.pretraining"],
+    ["spanroberta.runs"],
+    ["spanroberta.data", "spanroberta.task_data"],
     ["spanroberta.objectives"],
     ["spanroberta.models", "spanroberta.metrics", "spanroberta.pipelines"],
     ["spanroberta.config_files", "spanroberta.errors", "spanroberta.hub", "spanroberta.records"],
@@ -142,15 +143,15 @@ def test_no_modules_import_each_other():
 
 
 def test_the_checks_see_annotation_and_deferred_imports_and_loops(tmp_path):
-    """A models module that imports training under `if TYPE_CHECKING:` and data inside a function, and two
+    """A models module that imports runs under `if TYPE_CHECKING:` and data inside a function, and two
     modules that import each other: both checks refuse them, and no package module imports a script."""
     files = {
         "run_tool.py": "import spanroberta.models.lower\n",
         "spanroberta/__init__.py": "",
-        "spanroberta/training/arguments.py": "",
+        "spanroberta/runs/arguments.py": "",
         "spanroberta/data/collator.py": "",
         "spanroberta/models/lower.py": (
-            "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from ..training.arguments import Flags\n\n\n"
+            "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from ..runs.arguments import Flags\n\n\n"
             "def build():\n    from ..data import collator\n    from . import other\n"
         ),
         "spanroberta/models/other.py": "from .lower import build\n",
@@ -161,7 +162,18 @@ def test_the_checks_see_annotation_and_deferred_imports_and_loops(tmp_path):
         (tmp_path / name).write_text(text)
     imports = import_graph(tmp_path)
     assert upward_imports(imports) == {
-        "spanroberta.models.lower": ["spanroberta.data.collator", "spanroberta.training.arguments"],
+        "spanroberta.models.lower": ["spanroberta.data.collator", "spanroberta.runs.arguments"],
         "spanroberta.models.uses_script": ["run_tool"],
     }
     assert import_cycles(imports) == [["spanroberta.models.lower", "spanroberta.models.other"]]
+
+
+@pytest.mark.parametrize("package, sibling", [("finetuning", "pretraining"), ("pretraining", "finetuning")])
+def test_fine_tuning_and_pretraining_share_only_the_run_machinery(package, sibling):
+    """A reader of one sibling never needs the other: what both use lives in spanroberta.runs or below."""
+    crossing = {
+        module: sorted(name for name in names if name.startswith(f"spanroberta.{sibling}"))
+        for module, names in IMPORTS.items()
+        if module.startswith(f"spanroberta.{package}")
+    }
+    assert not {module: names for module, names in crossing.items() if names}

@@ -29,7 +29,7 @@ from spanroberta import (
 )
 from spanroberta import DataCollatorForSpanMasking
 from spanroberta.models.configuration_spanroberta import first_position_id
-from spanroberta.training.trainer import PretrainingTrainer
+from spanroberta.pretraining.trainer import PretrainingTrainer
 
 VOCAB = 120
 

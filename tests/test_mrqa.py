@@ -14,7 +14,7 @@ from conftest import TINY_TEXT, checked_eval_results, shared_data
 from test_squad import FAST_ARGS, pretrained, read_output  # noqa: F401  (pretrained is a fixture)
 from spanroberta.metrics.squad import mrqa_evaluate, squad_v1_evaluate
 from spanroberta.finetuning import task as finetuning_task
-from spanroberta.tasks.squad.reading import SquadFormatError, is_mrqa_file, load_squad_splits, read_mrqa_file
+from spanroberta.task_data.squad.reading import SquadFormatError, is_mrqa_file, load_squad_splits, read_mrqa_file
 
 
 def mrqa_context(context: str, prefix: str) -> dict:

@@ -13,12 +13,12 @@ from spanroberta.objectives import OBJECTIVES, get_objective, resolve_recipe
 from spanroberta.objectives.base import register_objective
 from spanroberta.objectives.masked_lm import MaskedLanguageModeling
 from spanroberta.objectives.recipes import RECIPES, Recipe, get_recipe
-from spanroberta.training.pretraining_arguments import (
+from spanroberta.pretraining.arguments import (
     PretrainingArguments,
     PretrainingDataArguments,
     PretrainingModelArguments,
 )
-from spanroberta.training.pretraining import run_pretraining
+from spanroberta.pretraining.run import run_pretraining
 
 # A masked LM that also counts the batches it evaluates: a metric no shipped objective reports.
 TOY_OBJECTIVE = '''

@@ -11,8 +11,8 @@ from safetensors.torch import load_file
 from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
 from spanroberta.data.collator import DataCollatorForSpanMasking
 from spanroberta.data.masking_schedule import DynamicMaskingDataset
-from spanroberta.training.pretraining_arguments import PretrainingArguments
-from spanroberta.training.trainer import PretrainingTrainer, TrainingDivergedError
+from spanroberta.pretraining.arguments import PretrainingArguments
+from spanroberta.pretraining.trainer import PretrainingTrainer, TrainingDivergedError
 
 POISONED_STEP = 3
 
@@ -83,7 +83,7 @@ def test_on_the_device_the_stop_waits_for_a_step_that_logs_or_saves_and_every_up
 
 def test_skipping_a_nan_step_leaves_the_weights_unchanged_and_trains_on(tiny_tokenizer, tmp_path, caplog):
     trainer = make_trainer(tiny_tokenizer, tmp_path, "skip")
-    with caplog.at_level(logging.WARNING, logger="spanroberta.training.trainer"):
+    with caplog.at_level(logging.WARNING, logger="spanroberta.pretraining.trainer"):
         trainer.train()
     assert f"Step {POISONED_STEP}: the loss is NaN" in caplog.text
     before, skipped, after = (weights(tmp_path / f"checkpoint-{step}") for step in (2, 3, 4))

@@ -12,14 +12,14 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer, RobertaModel
 
 import spanroberta  # noqa: F401  (registers the Auto classes)
 from spanroberta import SpanRobertaForPreTraining
-from spanroberta.training.pretraining_arguments import (
+from spanroberta.pretraining.arguments import (
     PretrainingArguments,
     PretrainingDataArguments,
     PretrainingModelArguments,
 )
-from spanroberta.training.cli import parse_arguments
+from spanroberta.runs.cli import parse_arguments
 from spanroberta.objectives import get_objective, resolve_recipe
-from spanroberta.training.pretraining import apply_demo_settings
+from spanroberta.pretraining.run import apply_demo_settings
 
 ARGUMENT_TYPES = (PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments)
 
@@ -176,7 +176,7 @@ def test_a_wordpiece_tokenizer_gets_two_token_types_and_pairs_train(tmp_path):
     from transformers import TrainingArguments
 
     from spanroberta.data.masking_schedule import DynamicMaskingDataset
-    from spanroberta.training.trainer import PretrainingTrainer
+    from spanroberta.pretraining.trainer import PretrainingTrainer
 
     args = TrainingArguments(output_dir=str(tmp_path / "eval"), report_to="none", use_cpu=True,
                              per_device_eval_batch_size=4, remove_unused_columns=False)  # fmt: skip

@@ -16,7 +16,7 @@ from conftest import PROJECT_ROOT, TINY_TEXT
 from safetensors.torch import load_file
 
 from spanroberta.errors import UserInputError
-from spanroberta.training.checkpoints import checkpoint_problem, resolve_resume_checkpoint
+from spanroberta.runs.checkpoints import checkpoint_problem, resolve_resume_checkpoint
 
 MAX_STEPS, SAVE_STEPS, KILL_AFTER = 30, 4, 12
 

@@ -1,4 +1,4 @@
-"""Defaults that fit the run's length (spanroberta.training.run_length): a default warm-up takes at most a tenth
+"""Defaults that fit the run's length (spanroberta.runs.run_length): a default warm-up takes at most a tenth
 of the run, a given one longer than the run is warned about, Adam skips bias correction only under a warm-up that
 absorbs it, and a default logging interval gives any run of 20 steps or more a loss curve."""
 
@@ -6,8 +6,8 @@ import logging
 
 from transformers import TrainingArguments
 
-from spanroberta.training.pretraining_arguments import PretrainingArguments
-from spanroberta.training.run_length import fit_to_run_length, planned_steps
+from spanroberta.pretraining.arguments import PretrainingArguments
+from spanroberta.runs.run_length import fit_to_run_length, planned_steps
 
 
 def arguments(tmp_path, arguments_class=TrainingArguments, **settings):

@@ -17,8 +17,8 @@ import torch
 from conftest import TINY_TEXT, parsed
 
 from spanroberta.errors import UserInputError
-from spanroberta.training import validation
-from spanroberta.training.checkpoints import _check_same_model
+from spanroberta.runs import validation
+from spanroberta.runs.checkpoints import _check_same_model
 from spanroberta.finetuning.glue_task import GLUE
 from spanroberta.finetuning.race_task import RACE
 
@@ -314,12 +314,12 @@ def test_the_flags_of_transformers_example_scripts(tmp_path):
     assert padding(training_args, 64) == {"padding": "max_length", "max_length": 64}
     (_, _, training_args), _ = parsed(GLUE, [*base, "--task_name", "rte", "--pad_to_max_length"])
     assert training_args.pad_to_max_length
-    from spanroberta.training.pretraining_arguments import (
+    from spanroberta.pretraining.arguments import (
         PretrainingArguments,
         PretrainingDataArguments,
         PretrainingModelArguments,
     )
-    from spanroberta.training.cli import parse_arguments
+    from spanroberta.runs.cli import parse_arguments
 
     (model_args, data_args, training_args), _ = parse_arguments(
         (PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments),

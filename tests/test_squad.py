@@ -1,4 +1,4 @@
-"""run_squad.py and spanroberta.tasks.squad: readers and their errors, windows and labels, and tiny models
+"""run_squad.py and spanroberta.task_data.squad: readers and their errors, windows and labels, and tiny models
 fine-tuned end to end on real SQuAD data.
 
 There is no SQuAD train split in ../shared/data: the end-to-end runs split the dev sets by article (v1.1:
@@ -21,9 +21,9 @@ from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
 from spanroberta.metrics.squad import V1_KEYS, V2_KEYS, squad_v1_evaluate, squad_v2_evaluate
 from spanroberta.pipelines.question_answering import context_offsets, encode_windows
 from spanroberta.records import read_records
-from spanroberta.tasks.squad.features import prepare_train_features
-from spanroberta.tasks.squad.postprocessing import THRESHOLD_FILE
-from spanroberta.tasks.squad.reading import SquadFormatError, check_squad_dataset, read_squad_file
+from spanroberta.task_data.squad.features import prepare_train_features
+from spanroberta.task_data.squad.postprocessing import THRESHOLD_FILE
+from spanroberta.task_data.squad.reading import SquadFormatError, check_squad_dataset, read_squad_file
 
 WINDOW_ARGS = ["--max_seq_length", "128", "--doc_stride", "32", "--max_query_length", "32"]
 FAST_ARGS = [

@@ -18,13 +18,13 @@ from spanroberta.data.formats import block_builder, prepare_blocks
 from spanroberta.data.prepared import preparing
 from spanroberta.data.streaming import StreamingBlocks
 from spanroberta.errors import UserInputError
-from spanroberta.training.pretraining_arguments import (
+from spanroberta.pretraining.arguments import (
     PretrainingArguments,
     PretrainingDataArguments,
     PretrainingModelArguments,
 )
-from spanroberta.training.cli import parse_arguments
-from spanroberta.training.pretraining import apply_demo_settings, run_pretraining as pretraining_run
+from spanroberta.runs.cli import parse_arguments
+from spanroberta.pretraining.run import apply_demo_settings, run_pretraining as pretraining_run
 
 DOCUMENTS_PER_GROUP = 4
 TINY_MODEL = ["--model_size", "tiny", "--config_overrides",

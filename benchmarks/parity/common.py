@@ -24,7 +24,7 @@ import numpy as np
 
 from benchmarks import CACHE, ROOT
 from spanroberta.records import RunStart
-from spanroberta.tasks.glue import get_glue_task, read_glue_tsv
+from spanroberta.task_data.glue import get_glue_task, read_glue_tsv
 
 DATA = ROOT.parent / "shared" / "data"
 CHECKPOINT = Path(os.environ.get("SPANROBERTA_MINILM", CACHE / "all-MiniLM-L6-v2"))

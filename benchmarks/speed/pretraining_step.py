@@ -54,7 +54,7 @@ from spanroberta.models.configuration_spanroberta import SpanRobertaConfig
 from spanroberta.data.collator import DataCollatorForSpanMasking
 from spanroberta.models.modeling_spanroberta import SpanRobertaForPreTraining
 from spanroberta.records import start_run, write_record
-from spanroberta.training.pretraining_arguments import PretrainingArguments
+from spanroberta.pretraining.arguments import PretrainingArguments
 
 # The configurations: (model size, sequence length, batch size). small and base fit a CPU; the -gpu ones are the
 # Trainer benchmark's GPU batches; tiny is the GPU check's CPU rehearsal.

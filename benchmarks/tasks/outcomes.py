@@ -37,9 +37,9 @@ from spanroberta.metrics.gap import GapDecision, gap_scores
 from spanroberta.metrics.glue import METRICS
 from spanroberta.metrics.relation import semeval_score
 from spanroberta.metrics.squad import squad_v1_question_scores, squad_v2_question_scores
-from spanroberta.tasks.coreference import read_coref_documents, read_gap
-from spanroberta.tasks.gap import read_gap_predictions
-from spanroberta.tasks.squad.reading import load_squad_splits
+from spanroberta.task_data.coreference import read_coref_documents, read_gap
+from spanroberta.task_data.gap import read_gap_predictions
+from spanroberta.task_data.squad.reading import load_squad_splits
 
 # How far (0-100) a score recomputed from the outcomes may lie from the script's: the predictions files round
 # nothing, so only the float arithmetic of another summation order differs.

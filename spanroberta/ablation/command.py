@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from ..records import start_run, write_record
-from ..training.validation import user_errors
+from ..runs.validation import user_errors
 from .config import check_values, load_config
 from .runner import run_ablation
 

@@ -48,10 +48,10 @@ from transformers import HfArgumentParser
 from ..config_files import read_config_file
 from ..errors import UserInputError
 from ..finetuning import task_of_script
-from ..training.pretraining_command import ARGUMENT_CLASSES as PRETRAINING_ARGUMENTS
-from ..training.pretraining_command import pretrain
-from ..training.validation import check_model_sources
-from .tasks import FINETUNING_SCRIPTS, TaskSpec, known_metric, metric_names
+from ..pretraining.command import ARGUMENT_CLASSES as PRETRAINING_ARGUMENTS
+from ..pretraining.command import pretrain
+from ..runs.validation import check_model_sources
+from .reports import FINETUNING_SCRIPTS, TaskSpec, known_metric, metric_names
 
 PRETRAINING_SCRIPT = "run_pretraining.py"
 TOP_LEVEL_KEYS = ("pretraining", "arms", "tasks", "seeds", "token_budget", "keep_finetuned_models",
@@ -171,7 +171,7 @@ def check_values(config: AblationConfig, extra: dict[str, Any] | None = None) ->
 def parse_pretraining(values: dict[str, Any]) -> tuple[Any, Any, Any]:
     """run_pretraining.py's arguments for these flags, with the recipe's (and the demo's) defaults filled in as the
     script fills them: the block length, batch and steps a unit will really use."""
-    from ..training.pretraining import apply_demo_settings
+    from ..pretraining.run import apply_demo_settings
 
     arguments = HfArgumentParser(script_arguments(PRETRAINING_SCRIPT)).parse_dict(values)
     return apply_demo_settings(*arguments, given=set(values))

@@ -19,7 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend is chosen before pyplot is imported)
 
 from .config import AblationConfig  # noqa: E402
-from .tasks import headline_metric  # noqa: E402
+from .reports import headline_metric  # noqa: E402
 
 CURVES = (("loss", "training loss (all heads)"), ("mlm_loss", "MLM loss"))
 

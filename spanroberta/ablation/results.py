@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import STARTING_CHECKPOINT, AblationConfig
-from .tasks import headline_metric
+from .reports import headline_metric
 
 
 def records(config: AblationConfig, finished: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -26,11 +26,11 @@ from accelerate import PartialState
 from accelerate.utils import broadcast_object_list
 
 from ..errors import UserInputError
-from ..training.distributed import finish_processes, process_group_kept
+from ..runs.distributed import finish_processes, process_group_kept
 from .config import AblationConfig, script_command
 from .plots import plot_pretraining_losses, plot_scores
 from .results import pretraining_figures, records, results_json, results_markdown
-from .tasks import scores
+from .reports import scores
 from .units import (FLAGS_FILE, MODEL_FOLDER, RESULT_FILE, Unit, identity, plan, read_result, script_of,
                     split_files, start_flags, token_slots_per_step, unit_flags, write_json_atomically)  # fmt: skip
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserInputError
-from ..training.checkpoints import checkpoint_problem, find_checkpoints, previous_run_files
+from ..runs.checkpoints import checkpoint_problem, find_checkpoints, previous_run_files
 from .config import PRETRAINING_SCRIPT, STARTING_CHECKPOINT, AblationConfig, parse_pretraining
 
 RESULT_FILE = "result.json"

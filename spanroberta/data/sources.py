@@ -8,7 +8,7 @@
 the tokenizer exists, so that a bad setting stops the run before any block is made) and the masking datasets.
 
 The data stage sits below training: `model_args`, `data_args` and `training_args` are the run's flags (the
-dataclasses of `training/pretraining_arguments.py`, or anything with their fields), read by field name, and the config
+dataclasses of `pretraining/arguments.py`, or anything with their fields), read by field name, and the config
 builder is handed down by the caller, so that nothing here imports training.
 """
 

@@ -9,8 +9,8 @@ from typing import Any
 import datasets
 
 from ..errors import UserInputError
-from ..training.shared_arguments import ModelArguments, RunArguments
-from ..training.validation import check_range, check_run, require_output_dir
+from ..runs.arguments import ModelArguments, RunArguments
+from ..runs.validation import check_range, check_run, require_output_dir
 
 
 @dataclass
@@ -64,7 +64,7 @@ def check_finetuning_run(
     given: set[str],
     sample_limits: dict[str, Any],
 ) -> None:
-    """The checks made once the flags are parsed, before the data is read (see spanroberta.training.validation);
+    """The checks made once the flags are parsed, before the data is read (see spanroberta.runs.validation);
     `sample_limits` maps the --max_*_samples flags to their values."""
     require_output_dir(given)
     for flag, value in sample_limits.items():

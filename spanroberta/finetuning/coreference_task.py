@@ -15,13 +15,13 @@ from ..errors import UserInputError
 from ..metrics.gap import gap_answers, gap_scores
 from ..models.configuration_coreference import CorefConfig
 from ..models.modeling_coreference import CorefModel
-from ..training.cli import apply_defaults, with_defaults
+from ..runs.cli import apply_defaults, with_defaults
 from .coreference_trainer import COREF_PRESETS, DEFAULT_COREF_PRESET, CorefTrainer, predict_documents
 from .arguments import FinetuningArguments, FinetuningModelArguments
 from .model_steps import load_model
 from .task import FineTuningRun, FineTuningTask
-from ..training.validation import check_range, model_positions
-from ..tasks.coreference import (
+from ..runs.validation import check_range, model_positions
+from ..task_data.coreference import (
     DocumentCollator,
     TrainingWindows,
     encode_document,

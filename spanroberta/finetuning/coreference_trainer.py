@@ -12,8 +12,8 @@ import torch
 from transformers import Trainer
 
 from ..metrics.coreference import CorefEvaluator
-from ..tasks.coreference import CorefDocument, DocumentCollator, Span, predicted_clusters
-from ..training.optimizers import move_to_learning_rate
+from ..task_data.coreference import CorefDocument, DocumentCollator, Span, predicted_clusters
+from ..runs.optimizers import move_to_learning_rate
 
 # Joshi et al.'s released settings (`experiments.conf` of their coreference code) as run_coref.py's flags:
 # max_segment_len, max_training_sentences, bert_learning_rate and task_learning_rate. Both train 20 epochs with

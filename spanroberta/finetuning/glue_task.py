@@ -13,11 +13,11 @@ from datasets import DatasetDict
 from transformers import AutoModelForSequenceClassification, Trainer
 
 from ..metrics.glue import logits_to_predictions
-from ..training.cli import apply_defaults
+from ..runs.cli import apply_defaults
 from .arguments import SampleLimitArguments
 from .task import FineTuningRun, FineTuningTask
-from ..training.validation import check_range
-from ..tasks.glue import (
+from ..runs.validation import check_range
+from ..task_data.glue import (
     GlueTask,
     get_glue_task,
     glue_compute_metrics,

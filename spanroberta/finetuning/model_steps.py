@@ -11,9 +11,9 @@ from transformers import AutoConfig, AutoTokenizer, PreTrainedModel, PreTrainedT
 from ..errors import UserInputError
 from ..hub import hub_kwargs
 from ..models.conventions import returns_mean_loss
-from ..training.checkpoints import resume_checkpoint
-from ..training.distributed import drop_unused_weight_conversions
-from ..training.run_length import fit_to_run_length
+from ..runs.checkpoints import resume_checkpoint
+from ..runs.distributed import drop_unused_weight_conversions
+from ..runs.run_length import fit_to_run_length
 from .arguments import FinetuningModelArguments
 
 

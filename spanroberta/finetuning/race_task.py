@@ -1,7 +1,7 @@
 """run_race.py's task: RACE, the 4-option reading-comprehension exams (middle and high school), from the Hub, RACE's
 own folder or JSON lines; accuracy overall, on middle and on high school (fractions: eval_accuracy,
 eval_accuracy_middle, eval_accuracy_high), each question's prediction in eval_predictions.jsonl. The training
-defaults are RoBERTa's RACE recipe (spanroberta/tasks/race.py)."""
+defaults are RoBERTa's RACE recipe (spanroberta/task_data/race.py)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import numpy as np
 from datasets import Dataset
 from transformers import AutoModelForMultipleChoice, DataCollatorForMultipleChoice, Trainer
 
-from ..training.cli import with_defaults
+from ..runs.cli import with_defaults
 from .arguments import FinetuningArguments, SampleLimitArguments
 from .task import FineTuningRun, FineTuningTask, check_model_length, padding_collator
-from ..training.validation import check_range, fit_max_qa_length
-from ..tasks.race import (
+from ..runs.validation import check_range, fit_max_qa_length
+from ..task_data.race import (
     MAX_QA_LENGTH,
     MAX_SEQ_LENGTH,
     RACE_CONFIGS,

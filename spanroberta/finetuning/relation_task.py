@@ -2,7 +2,7 @@
 SpanBERT's [SUBJ-TYPE]/[OBJ-TYPE] markers (section 4.3) or Zhou and Chen's typed entity markers, scored with the
 official scorer (TACRED's micro P/R/F1 without no_relation, or SemEval-2010 Task 8's macro F1 over its 9 relations):
 fractions, eval_precision, eval_recall, eval_f1 and eval_accuracy; each example's prediction in
-{phase}_predictions.jsonl. The encodings are spanroberta/tasks/relation.py's."""
+{phase}_predictions.jsonl. The encodings are spanroberta/task_data/relation.py's."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from ..models.modeling_relation import EncoderForRelationClassification, drop_po
 from .arguments import FinetuningArguments, FinetuningModelArguments, SampleLimitArguments
 from .model_steps import load_model
 from .task import FineTuningRun, FineTuningTask, check_model_length
-from ..training.validation import check_range
-from ..tasks.relation import (
+from ..runs.validation import check_range
+from ..task_data.relation import (
     ENCODINGS,
     RelationTask,
     add_entity_markers,

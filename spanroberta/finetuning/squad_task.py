@@ -1,5 +1,5 @@
 """run_squad.py's task: extractive QA on SQuAD v1.1 and v2.0, or on MRQA 2019's datasets (their reading, windows and
-answer decoding are spanroberta.tasks.squad's). The flags follow transformers' examples/pytorch/question-answering/
+answer decoding are spanroberta.task_data.squad's). The flags follow transformers' examples/pytorch/question-answering/
 run_qa.py; so do the scores' scale, percentages (eval_exact_match, eval_f1, eval_{dataset}_f1 for MRQA)."""
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ from transformers import AutoModelForQuestionAnswering, Trainer
 from ..errors import UserInputError
 from .arguments import SampleLimitArguments
 from .task import FineTuningRun, FineTuningTask, check_model_length
-from ..training.validation import check_range, fit_doc_stride
-from ..tasks.squad.features import prepare_eval_features, prepare_train_features
-from ..tasks.squad.postprocessing import (
+from ..runs.validation import check_range, fit_doc_stride
+from ..task_data.squad.features import prepare_eval_features, prepare_train_features
+from ..task_data.squad.postprocessing import (
     load_null_score_threshold,
     predict_and_score,
     save_null_score_threshold,
     save_qa_checkpoint,
 )
-from ..tasks.squad.reading import QaSplit, load_squad_splits
+from ..task_data.squad.reading import QaSplit, load_squad_splits
 
 logger = logging.getLogger(__name__)
 

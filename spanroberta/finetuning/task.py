@@ -30,11 +30,11 @@ from transformers import (
     set_seed,
 )
 
-from ..training.cli import parse_arguments
-from ..training.distributed import finish_processes
+from ..runs.cli import parse_arguments
+from ..runs.distributed import finish_processes
 from .arguments import FinetuningArguments, FinetuningModelArguments, check_finetuning_run, padding
 from .model_steps import load_config_and_tokenizer, load_model, publish, train_and_save
-from ..training.validation import check_max_seq_length, user_errors
+from ..runs.validation import check_max_seq_length, user_errors
 
 
 @dataclass

@@ -10,7 +10,7 @@ flex_attention). Flash attention takes no mask:
 
 Which implementations run packed rows on which device, and which cannot apply attention dropout, is said here
 once (`packed_rows_refusal`, `refuses_dropout`); training decides a run's packing from them
-(training/attention.py).
+(pretraining/attention.py).
 
 This file ships with every checkpoint beside the model files that import it; it imports nothing from spanroberta.
 """

@@ -1,6 +1,6 @@
 """What a pretraining objective answers for the run and the trainer, and the registry of objectives. Each
 objective is one module of this package, whose class `register_objective` registers with the recipes it trains;
-`training/pretraining.py` and `training/trainer.py` ask it, and never which objective it is."""
+`pretraining/run.py` and `pretraining/trainer.py` ask it, and never which objective it is."""
 
 from __future__ import annotations
 

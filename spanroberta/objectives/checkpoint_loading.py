@@ -13,7 +13,7 @@
   check reports the same facts, and says which of them are expected.
 
 `objectives/masked_lm.py` builds its models through this module, which therefore imports nothing of the objectives
-or of `training.pretraining_arguments` (whose trainer import reaches the objectives): the arguments are duck-typed.
+or of `pretraining.arguments` (whose trainer import reaches the objectives): the arguments are duck-typed.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import torch
 from torch.utils.data import Dataset
 from transformers import PreTrainedTokenizerBase
 
-from spanroberta.tasks.coref_documents import (
+from spanroberta.task_data.coref_documents import (
     CorefDocument,
     Span,
     coref_files,
@@ -24,7 +24,7 @@ from spanroberta.tasks.coref_documents import (
     read_jsonlines_file,
     write_coref_documents,
 )
-from spanroberta.tasks.gap import GapExample, gap_decision, read_gap, write_gap_predictions
+from spanroberta.task_data.gap import GapExample, gap_decision, read_gap, write_gap_predictions
 
 # Segmenting and encoding (Joshi et al. 2019 section 2).
 

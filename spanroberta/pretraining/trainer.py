@@ -15,9 +15,9 @@ from transformers import Trainer, TrainerCallback
 from ..data.streaming import StreamingBlocks
 from ..errors import UserInputError
 from ..objectives import PretrainingObjective, get_objective
-from .distributed import weights_are_finite
+from ..runs.distributed import weights_are_finite
 from .nonfinite import NonFiniteLossGuard, TrainingDivergedError
-from .optimizers import deepspeed_builds_optimizer, move_to_learning_rate
+from ..runs.optimizers import deepspeed_builds_optimizer, move_to_learning_rate
 
 logger = logging.getLogger(__name__)
 

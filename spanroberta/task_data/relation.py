@@ -34,7 +34,7 @@ from transformers import EvalPrediction, PreTrainedTokenizerBase
 from spanroberta.errors import InputFileNotFoundError, UserInputError, utf8_errors
 from spanroberta.metrics.glue import logits_to_predictions
 from spanroberta.metrics.relation import SCORERS
-from spanroberta.tasks.json_lines import read_json_lines
+from spanroberta.task_data.json_lines import read_json_lines
 
 logger = logging.getLogger(__name__)
 

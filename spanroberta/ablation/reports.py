@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserInputError
-from ..tasks.glue import GLUE_TASKS, get_glue_task
-from ..tasks.squad.reading import is_mrqa_file
+from ..task_data.glue import GLUE_TASKS, get_glue_task
+from ..task_data.squad.reading import is_mrqa_file
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from transformers import EvalPrediction, PreTrainedTokenizerBase
 
 from spanroberta.errors import utf8_errors
 from spanroberta.metrics.glue import METRICS, ArrayLike, logits_to_predictions
-from spanroberta.tasks.json_lines import read_json_lines
+from spanroberta.task_data.json_lines import read_json_lines
 
 logger = logging.getLogger(__name__)
 

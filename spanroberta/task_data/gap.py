@@ -12,7 +12,7 @@ from pathlib import Path
 
 from spanroberta.errors import InputFileNotFoundError, UserInputError, utf8_errors
 from spanroberta.metrics.gap import GapDecision
-from spanroberta.tasks.coref_documents import CorefDocument, Span, input_error
+from spanroberta.task_data.coref_documents import CorefDocument, Span, input_error
 
 GAP_COLUMNS = ("ID", "Text", "Pronoun", "Pronoun-offset", "A", "A-offset", "A-coref", "B", "B-offset", "B-coref")
 _WORD = re.compile(r"\w+|[^\w\s]")

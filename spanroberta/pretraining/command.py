@@ -1,17 +1,17 @@
 """run_pretraining.py's command line: the flags (or one JSON/YAML file of them) checked, the pretraining run
-(spanroberta.training.pretraining), and where the model went. The ablation driver runs its pretraining units
+(spanroberta.pretraining.run), and where the model went. The ablation driver runs its pretraining units
 through it too."""
 
 from __future__ import annotations
 
 import datasets
 
-from .pretraining_arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
-from .cli import parse_arguments
-from .distributed import finish_processes
-from .pretraining import apply_demo_settings, run_pretraining
+from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
+from ..runs.cli import parse_arguments
+from ..runs.distributed import finish_processes
+from .run import apply_demo_settings, run_pretraining
 from .trainer import PretrainingTrainer, TrainingDivergedError
-from .validation import check_run, user_errors
+from ..runs.validation import check_run, user_errors
 
 # The dataclasses behind run_pretraining.py's flags.
 ARGUMENT_CLASSES = (PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments)

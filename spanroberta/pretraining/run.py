@@ -25,16 +25,16 @@ from ..models.configuration_spanroberta import first_position_id
 from ..models.varlen_attention import VARLEN_FA2
 from ..objectives import PretrainingObjective, ResolvedRecipe, get_objective, resolve_recipe
 from .attention import choose_packed_rows_attention, describe_attention, packs_rows, plan_packing
-from .pretraining_arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
-from .checkpoints import resume_checkpoint
-from .cli import apply_defaults
-from .distributed import drop_unused_weight_conversions, training_processes
+from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
+from ..runs.checkpoints import resume_checkpoint
+from ..runs.cli import apply_defaults
+from ..runs.distributed import drop_unused_weight_conversions, training_processes
 from .model_card import write_model_card
-from .optimizers import trainer_optimizer
+from ..runs.optimizers import trainer_optimizer
 from ..objectives.recipes import get_recipe
-from .run_length import fit_to_run_length, run_settings
+from ..runs.run_length import fit_to_run_length, run_settings
 from .trainer import PretrainingTrainer
-from .validation import require_output_dir
+from ..runs.validation import require_output_dir
 
 logger = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ from ..data.masking_units import PMI_MIN_COUNT, PMI_VOCABULARY_SIZE, UNIT_SCHEME
 from ..errors import UserInputError
 from ..models.sizes import MODEL_SIZES
 from ..objectives.recipes import INPUT_FORMATS, RECIPES
-from .shared_arguments import ModelArguments, RunArguments
+from ..runs.arguments import ModelArguments, RunArguments
 from .nonfinite import NONFINITE_LOSS_POLICIES
-from .validation import check_range, min_block_length_for_targets
+from ..runs.validation import check_range, min_block_length_for_targets
 
 # The schemes an evaluation can mask with: the unit schemes need marks prepared with the data for that scheme.
 EVAL_MASKING_SCHEMES = tuple(scheme for scheme in MASKING_SCHEMES if scheme not in UNIT_SCHEMES)

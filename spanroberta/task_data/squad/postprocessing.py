@@ -21,7 +21,7 @@ from transformers import Trainer
 from spanroberta.metrics.squad import mrqa_evaluate, squad_v1_evaluate, squad_v2_evaluate
 from spanroberta.pipelines import question_answering
 from spanroberta.pipelines.question_answering import WindowScores, cls_index, decode_spans
-from spanroberta.tasks.squad.features import EVAL_ONLY_COLUMNS
+from spanroberta.task_data.squad.features import EVAL_ONLY_COLUMNS
 
 # The v2.0 no-answer threshold kept beside a checkpoint by its evaluation.
 THRESHOLD_FILE = "null_score_threshold.json"

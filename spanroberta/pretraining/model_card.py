@@ -9,7 +9,7 @@ from transformers import PretrainedConfig, Trainer
 
 if TYPE_CHECKING:
     from ..objectives import PretrainingObjective, ResolvedRecipe
-    from .pretraining_arguments import PretrainingDataArguments
+    from .arguments import PretrainingDataArguments
 
 _CARD = """---
 library_name: transformers

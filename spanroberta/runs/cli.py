@@ -92,7 +92,7 @@ def apply_defaults(arguments: tuple[Any, ...], values: dict[str, Any], given: se
     """Sets `values` (flag name -> value: a task's recipe, a script's defaults) on the argument dataclasses that
     have those fields, except for the flags in `given`: what the user typed wins.
 
-    `given` is what `spanroberta.training.cli.parse_arguments` returns. A name no dataclass has is an error,
+    `given` is what `spanroberta.runs.cli.parse_arguments` returns. A name no dataclass has is an error,
     so that a typo in a recipe table cannot be ignored silently.
     """
     fields = [{spec.name for spec in dataclasses.fields(obj) if spec.init} for obj in arguments]
