@@ -326,7 +326,7 @@ class DataCollatorForSpanMasking:
                         f"the examples carry no word_ids(): masking={self.masking!r} takes each token as a word. "
                         "Pass the tokenizer's encodings (BatchEncoding) to mask whole words.",
                         UserWarning,
-                        stacklevel=4,
+                        stacklevel=5,  # the caller of the collator
                     )
                     self._warned_token_words = True
                 return maskable
