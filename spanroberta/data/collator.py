@@ -4,16 +4,24 @@ targets) as transformers' models take them ([batch, length], the default) or in 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from transformers import PreTrainedTokenizerBase
 
+from spanroberta.data.batch_rows import (
+    Row,
+    move_padding_left,
+    packed_document_ids,
+    pad_rows,
+    padded_length,
+    restarting_positions,
+)
 from spanroberta.data.masking import (
     ngram_length_probabilities,
     random_token_ids,
@@ -24,13 +32,15 @@ from spanroberta.data.masking import (
     special_token_table,
     token_mask,
     unit_mask,
-    word_start_table,
+    vocabulary_word_starts,
     word_starts,
+    word_starts_at,
 )
 from spanroberta.data.masking_units import UNIT_SCHEMES, UNITS_COLUMN
 from spanroberta.data.random_streams import mix32
 from spanroberta.errors import UserInputError
 from spanroberta.models.configuration_spanroberta import SENTENCE_LABELS, SpanRobertaConfig, first_position_id
+from spanroberta.models.conventions import IGNORE_INDEX
 from spanroberta.models.spans import in_slots, prediction_slots, sbo_targets
 from spanroberta.models.varlen_attention import packed_sequence_offsets
 
@@ -38,23 +48,31 @@ MASKING_SCHEMES = ("span", "word", "token", "ngram", *UNIT_SCHEMES)
 # How the targets are laid out: "dense" is transformers' convention for masked LMs ([batch, length], -100 where a
 # token is not predicted); "slots" is Google BERT's max_predictions_per_seq layout ([batch, slots]).
 LABEL_LAYOUTS = ("dense", "slots")
+RETURN_TENSORS = ("pt", "np")
 # ALBERT section 4.1: n-grams of at most 3 words.
 MAX_NGRAM_LENGTH = 3
 # SpanBERT section 5.1: "at 50% of the time" named entities (noun phrases), random whole words otherwise.
 SPANBERT_UNIT_SHARE = 0.5
+# Outputs that hold positions of the row: they move with the tokens when the padding goes to the left.
+_POSITION_FIELDS = ("sbo_left_positions", "sbo_right_positions")
 
 
 @dataclass
 class DataCollatorForSpanMasking:
     """Masks a batch for masked language modelling with SpanBERT's span masking and SBO targets.
 
-    A drop-in for transformers' `DataCollatorForLanguageModeling`: by default (`label_layout="dense"`) `labels` is
-    [batch, length], the original id where a token is predicted and -100 elsewhere, which every `*ForMaskedLM`
-    and the `Trainer` take unchanged.
+    A drop-in for transformers' `DataCollatorForLanguageModeling`: the same arguments, in the same order and with
+    the same meaning (`tokenizer`, `mlm`, `whole_word_mask`, `mlm_probability`, `mask_replace_prob`,
+    `random_replace_prob`, `pad_to_multiple_of`, `return_tensors` "pt" or "np", `seed`), called the same way (a
+    list of mappings with `input_ids`, of lists of ids or of tensors; `return_tensors` may also be given per call).
+    By default (`label_layout="dense"`) `labels` is [batch, length], the original id where a token is predicted
+    and -100 elsewhere, which every `*ForMaskedLM` and the `Trainer` take unchanged; `mlm=False` gives causal-LM
+    labels (the ids, -100 at the pad token) as transformers does. Rows are padded on the tokenizer's
+    `padding_side`. Where span masking must differ from token masking, docs/pretraining.md#drop-in says how.
+    Ids outside the tokenizer's vocabulary are refused (transformers would pass them to the model's embedding).
 
-    Call it on a list of examples, each a mapping with `input_ids` (a list or a tensor, of any length) or a bare
-    sequence of ids. It returns:
-    - `input_ids` (masked) and `attention_mask`, [batch, length];
+    It returns:
+    - `input_ids` (masked) and `attention_mask` (the examples' own, when they all carry one), [batch, length];
     - `position_ids` [batch, length] for packed rows (examples carrying `sequence_lengths`, from
       `formats.pack_sequences`): they restart at `first_position_id` at each packed sequence, the padding-free
       convention of transformers' `DataCollatorWithFlattening` with RoBERTa's first position; padding is a
@@ -77,52 +95,96 @@ class DataCollatorForSpanMasking:
     - `token_type_ids` (padded with 0), `next_sentence_label` and `sentence_order_label` when the examples
       carry them.
 
-    masking: "span" (SpanBERT section 3.1: whole-word spans, lengths ~ Geo(geometric_p) truncated to
+    Special tokens (the tokenizer's, and those an example's `special_tokens_mask` marks) are never masked.
+    whole_word_mask: every scheme but "token" masks whole words already; with masking="token" it is refused.
+    masking (keyword): "span" (SpanBERT section 3.1: whole-word spans, lengths ~ Geo(geometric_p) truncated to
         [1, max_span_length]), "ngram" (ALBERT section 4.1: whole-word n-grams, p(n) = (1/n) / (1 + 1/2 + 1/3)
         for n <= 3), "word" (whole words, SpanBERT section 5.1's baseline), "token" (RoBERTa's), or masking of
         linguistic units, which the examples carry in a `masking_units` column (`masking_units.MaskingUnits`):
         "named-entity" and "noun-phrase" (SpanBERT section 5.1: half the budget on whole units, half on random
         whole words) or "pmi" (PMI-Masking, Levine et al. 2021: n-grams and lone words drawn alike; see
         `masking.unit_mask`). All but token masking pick 80/10/10 once per run of masked tokens, token masking
-        per token.
+        per token. Words are read from the vocabulary's word-start markers ("Ġ", "▁", "##"); a vocabulary
+        without them takes words from the examples' `word_ids()` (fast tokenizers' encodings), or else each token
+        as a word, with a warning.
 
     The mask does not depend on the layout: both give the same predicted positions for the same seed.
     Masks are a pure function of (seed, mask_epoch, example_index) when the examples carry those int fields,
     as `masking_schedule.DynamicMaskingDataset` and `StaticMaskingDataset` provide: reproducible, and identical
-    after resuming from a checkpoint. With the Trainer, set `remove_unused_columns=False`, or it strips them.
-    Without them, row keys come from the collator's own generator (seeded with `seed`): a fresh mask per call.
+    after resuming from a checkpoint (with `seed=None`, the seed is `torch.initial_seed()` when the collator is
+    built, which `set_seed` sets). With the Trainer, set `remove_unused_columns=False`, or it strips them.
+    Without them, each row's key is drawn from the collator's own generator, seeded with `seed`, or with
+    `seed=None` from torch's global generator, as transformers' collator draws its masks: a fresh mask per call.
     """
 
     tokenizer: PreTrainedTokenizerBase
-    mlm_probability: float = 0.15
+    mlm: bool = True
+    whole_word_mask: bool = False
+    mlm_probability: float | None = 0.15
+    mask_replace_prob: float = 0.8
+    random_replace_prob: float = 0.1
+    pad_to_multiple_of: int | None = None
+    return_tensors: str = "pt"
+    seed: int | None = None
+    _: KW_ONLY
     masking: str = "span"
     geometric_p: float = 0.2
     max_span_length: int = 10
-    mask_replace_prob: float = 0.8
-    random_replace_prob: float = 0.1
     max_span_targets: int = 15
     return_sbo_targets: bool | None = None
-    seed: int = 0
-    pad_to_multiple_of: int | None = None
     max_predictions_per_seq: int | None = None
     first_position_id: int | None = None
     label_layout: str = "dense"
     return_sequence_offsets: bool = False
 
     def __post_init__(self) -> None:
+        self._check_settings()
+        if self.return_sbo_targets is None:
+            self.return_sbo_targets = self.mlm and self.label_layout == "slots"
+        if self.first_position_id is None:
+            # Without the model's config, positions are numbered as spanroberta's own model numbers them.
+            self.first_position_id = first_position_id(SpanRobertaConfig(pad_token_id=self.tokenizer.pad_token_id))
+
+        self._special = special_token_table(self.tokenizer)
+        self._replacement_ids = random_token_ids(self._special)
+        self._word_start = None if self.masking == "token" else vocabulary_word_starts(self.tokenizer)
+        self._warned_token_words = False
+        self._span_lengths = {
+            "span": span_length_probabilities(self.geometric_p, self.max_span_length),
+            "ngram": ngram_length_probabilities(MAX_NGRAM_LENGTH),
+            "word": torch.ones(1, dtype=torch.float64),
+        }.get(self.masking)
+        self._generator = None if self.seed is None else torch.Generator().manual_seed(self.seed)
+        # Keyed rows (example_index) need a seed that every DataLoader worker shares: read once, here.
+        self._key_seed = torch.initial_seed() if self.seed is None else self.seed
+
+    def _check_settings(self) -> None:
         if self.masking not in MASKING_SCHEMES:
             raise ValueError(f"masking={self.masking!r} is not one of {', '.join(map(repr, MASKING_SCHEMES))}.")
-        if self.label_layout not in LABEL_LAYOUTS:
-            raise ValueError(
-                f"label_layout={self.label_layout!r} is not one of {', '.join(map(repr, LABEL_LAYOUTS))}."
-            )
+        for name, value, allowed in (("label_layout", self.label_layout, LABEL_LAYOUTS),
+                                     ("return_tensors", self.return_tensors, RETURN_TENSORS)):  # fmt: skip
+            if value not in allowed:
+                raise ValueError(f"{name}={value!r} is not one of {', '.join(map(repr, allowed))}.")
         if self.max_predictions_per_seq is not None and self.label_layout != "slots":
             raise ValueError(
                 "max_predictions_per_seq sets the number of prediction slots: it needs label_layout='slots'."
             )
-        if self.return_sbo_targets is None:
-            self.return_sbo_targets = self.label_layout == "slots"
-        check_masking_rates(self.mlm_probability, self.geometric_p)
+        if self.whole_word_mask and (not self.mlm or self.masking == "token"):
+            raise ValueError(
+                f"whole_word_mask=True masks whole words, which needs mlm=True and a masking other than 'token' "
+                f"(mlm={self.mlm}, masking={self.masking!r}); every other masking masks whole words already."
+            )
+        if not self.mlm and (self.label_layout == "slots" or self.return_sbo_targets):
+            raise ValueError("mlm=False gives causal-LM labels: prediction slots and SBO targets need mlm=True.")
+        if self.mlm:
+            if self.mlm_probability is None:
+                raise ValueError("mlm=True needs an mlm_probability, at least 0 and at most 1.")
+            check_masking_rates(self.mlm_probability, self.geometric_p, zero_masking_allowed=True)
+            if self.tokenizer.mask_token_id is None:
+                raise ValueError(
+                    f"{type(self.tokenizer).__name__} has no mask token, which masked language modelling needs; "
+                    "pass mlm=False for causal language modelling."
+                )
         if self.max_span_length < 1 or self.max_span_targets < 1:
             raise ValueError("max_span_length and max_span_targets must be at least 1.")
         if self.max_predictions_per_seq is not None and self.max_predictions_per_seq < 1:
@@ -131,63 +193,91 @@ class DataCollatorForSpanMasking:
             self.mask_replace_prob + self.random_replace_prob > 1
         ):
             raise ValueError("mask_replace_prob and random_replace_prob must be >= 0 and sum to at most 1.")
-        name = type(self.tokenizer).__name__
-        if self.tokenizer.mask_token_id is None:
-            raise ValueError(f"{name} has no mask token, which masked language modelling needs.")
-        if self.tokenizer.pad_token_id is None:
-            raise ValueError(f"{name} has no pad token, which padding the batch needs.")
-        if self.first_position_id is None:
-            # Without the model's config, positions are numbered as spanroberta's own model numbers them.
-            self.first_position_id = first_position_id(SpanRobertaConfig(pad_token_id=self.tokenizer.pad_token_id))
 
-        self._special = special_token_table(self.tokenizer)
-        self._replacement_ids = random_token_ids(self._special)
-        self._word_start = None if self.masking == "token" else word_start_table(self.tokenizer)
-        self._span_lengths = {
-            "span": span_length_probabilities(self.geometric_p, self.max_span_length),
-            "ngram": ngram_length_probabilities(MAX_NGRAM_LENGTH),
-            "word": torch.ones(1, dtype=torch.float64),
-        }.get(self.masking)
-        self._generator = torch.Generator().manual_seed(self.seed)
-
-    def __call__(self, examples: Sequence[Mapping[str, Any] | Sequence[int] | torch.Tensor]) -> dict[str, torch.Tensor]:
+    def __call__(
+        self, examples: Sequence[Mapping[str, Any] | Row], return_tensors: str | None = None
+    ) -> dict[str, torch.Tensor | np.ndarray]:
+        return_tensors = return_tensors or self.return_tensors
+        if return_tensors not in RETURN_TENSORS:
+            raise ValueError(f"return_tensors={return_tensors!r} is not one of {', '.join(map(repr, RETURN_TENSORS))}.")
         # The tensors here are small ([batch, length] integers), so intra-op threads cost more in synchronisation
         # than they save: one thread is faster even on an idle machine, and far faster on a busy one, where every
         # parallel op waits for a preempted thread (benchmarks/RESULTS.md). DataLoader workers run one already.
         with _one_intra_op_thread():
-            return self._collate(examples)
+            batch = self._collate(examples)
+        return batch if return_tensors == "pt" else {name: value.numpy() for name, value in batch.items()}
 
-    def _collate(self, examples: Sequence[Mapping[str, Any] | Sequence[int] | torch.Tensor]) -> dict[str, torch.Tensor]:
-        if not examples:
+    def _collate(self, examples: Sequence[Mapping[str, Any] | Row]) -> dict[str, torch.Tensor]:
+        if not len(examples):
             raise ValueError("DataCollatorForSpanMasking got an empty list of examples.")
         examples = [e if isinstance(e, Mapping) else {"input_ids": e} for e in examples]
-        input_ids, attention_mask = self._pad([e["input_ids"] for e in examples], self.tokenizer.pad_token_id)
+        lengths = [len(e["input_ids"]) for e in examples]
+        length = padded_length(lengths, self.pad_to_multiple_of)
+        input_ids = pad_rows([e["input_ids"] for e in examples], self._pad_id(lengths, length), length)
         self._check_ids(input_ids, examples)
-        keys = self._row_keys(examples)
-        document_ids = self._document_ids(examples, input_ids.shape[1])
+        if all("attention_mask" in e for e in examples):
+            attention_mask = pad_rows([e["attention_mask"] for e in examples], 0, length)
+        else:
+            attention_mask = (torch.arange(length) < torch.tensor(lengths)[:, None]).long()
 
+        rows = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if self.mlm:
+            masked, targets = self._mask(input_ids, attention_mask, examples, rows)
+        else:
+            masked, targets = None, {"labels": self._causal_labels(input_ids)}
+        rows.update(targets)
+        if "token_type_ids" in examples[0]:
+            rows["token_type_ids"] = pad_rows([e["token_type_ids"] for e in examples], 0, length)
+        padding = length - torch.tensor(lengths)
+        if self.tokenizer.padding_side == "left" and bool(padding.any()):
+            masked = None if masked is None else move_padding_left({"masked": masked}, padding)["masked"]
+            rows = move_padding_left(rows, padding, _POSITION_FIELDS)
+        if self.return_sequence_offsets and "position_ids" in rows:  # on the host: no nonzero() on the device
+            rows["sequence_offsets"] = packed_sequence_offsets(rows["position_ids"], rows["attention_mask"])
+        if self.label_layout == "slots":
+            slots = self._prediction_slots(masked, examples)
+            rows["mlm_positions"] = in_slots(torch.arange(masked.shape[1]).expand_as(masked), slots)
+            rows.update({name: in_slots(rows[name], slots) for name in targets})
+        for name in SENTENCE_LABELS.values():
+            if name in examples[0]:
+                rows[name] = torch.tensor([int(e[name]) for e in examples], dtype=torch.long)
+        return rows
+
+    def _mask(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        examples: list[Mapping[str, Any]],
+        rows: dict[str, torch.Tensor],
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Masks right-padded rows: returns the masked positions and the targets (labels, SBO targets), and writes
+        the masked `input_ids` (and the `position_ids` of packed rows) into `rows`."""
+        keys = self._row_keys(examples)
+        document_ids = packed_document_ids(examples, input_ids.shape[1])
         maskable = attention_mask.bool() & ~self._special[input_ids]
+        if all("special_tokens_mask" in e for e in examples):
+            maskable &= pad_rows([e["special_tokens_mask"] for e in examples], 1, input_ids.shape[1]) == 0
         if self.masking == "token":
             masked = token_mask(maskable, keys, self.mlm_probability)
         elif self.masking in UNIT_SCHEMES:
             masked = unit_mask(
-                word_starts(input_ids, maskable, self._word_start),
+                self._word_starts(input_ids, maskable, examples),
                 maskable,
-                self._unit_marks(examples),
+                self._unit_marks(examples, input_ids.shape[1]),
                 keys,
                 self.mlm_probability,
                 unit_share=None if self.masking == "pmi" else SPANBERT_UNIT_SHARE,
             ).masked
         else:
             masked = span_mask(
-                word_starts(input_ids, maskable, self._word_start),
+                self._word_starts(input_ids, maskable, examples),
                 maskable,
                 keys,
                 self.mlm_probability,
                 document_ids=document_ids,
                 length_probabilities=self._span_lengths,
             ).masked
-        inputs, labels = replace_masked_tokens(
+        rows["input_ids"], labels = replace_masked_tokens(
             input_ids,
             masked,
             keys,
@@ -197,26 +287,54 @@ class DataCollatorForSpanMasking:
             self.random_replace_prob,
             per_run=self.masking != "token",
         )
-
-        batch = {"input_ids": inputs, "attention_mask": attention_mask}
         if document_ids is not None:
-            batch["position_ids"] = _restarting_positions(document_ids, self.first_position_id)
-            if self.return_sequence_offsets:  # on the host: no nonzero() on the device
-                batch["sequence_offsets"] = packed_sequence_offsets(batch["position_ids"], attention_mask)
+            rows["position_ids"] = restarting_positions(document_ids, self.first_position_id)
         targets = {"labels": labels}
         if self.return_sbo_targets:
             targets.update(sbo_targets(masked, attention_mask, self.max_span_targets, document_ids))
-        if self.label_layout == "slots":
-            slots = self._prediction_slots(masked, examples)
-            batch["mlm_positions"] = in_slots(torch.arange(masked.shape[1]).expand_as(masked), slots)
-            targets = {name: in_slots(value, slots) for name, value in targets.items()}
-        batch.update(targets)
-        if "token_type_ids" in examples[0]:
-            batch["token_type_ids"] = self._pad([e["token_type_ids"] for e in examples], 0)[0]
-        for name in SENTENCE_LABELS.values():
-            if name in examples[0]:
-                batch[name] = torch.tensor([int(e[name]) for e in examples], dtype=torch.long)
-        return batch
+        return masked, targets
+
+    def _causal_labels(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """transformers' causal-LM labels: the ids themselves (the model shifts them), -100 at the pad token."""
+        pad_id = self.tokenizer.pad_token_id
+        return input_ids.clone() if pad_id is None else input_ids.masked_fill(input_ids == pad_id, IGNORE_INDEX)
+
+    def _pad_id(self, lengths: list[int], length: int) -> int:
+        """The tokenizer's pad id; refused only when some row needs padding."""
+        pad_id = self.tokenizer.pad_token_id
+        if pad_id is None and any(n != length for n in lengths):
+            raise ValueError(
+                f"The rows of this batch need padding to {length} tokens, and {type(self.tokenizer).__name__} has "
+                "no pad token: set one (tokenizer.pad_token = ...), or give rows of one length."
+            )
+        return 0 if pad_id is None else pad_id
+
+    def _word_starts(
+        self, input_ids: torch.Tensor, maskable: torch.Tensor, examples: list[Mapping[str, Any]]
+    ) -> torch.Tensor:
+        """Bool [B, L]: the maskable tokens that start a word, by the vocabulary's markers, else by the examples'
+        `word_ids()`, else every token (a warning says so, once)."""
+        if self._word_start is not None:
+            return word_starts(input_ids, maskable, self._word_start)
+        starts_word = torch.zeros_like(maskable)
+        for row, example in enumerate(examples):
+            word_ids = _word_ids(example)
+            if word_ids is None:
+                if not self._warned_token_words:
+                    warnings.warn(
+                        f"{type(self.tokenizer).__name__}'s vocabulary marks no word starts ('Ġ', '▁' or '##') and "
+                        f"the examples carry no word_ids(): masking={self.masking!r} takes each token as a word. "
+                        "Pass the tokenizer's encodings (BatchEncoding) to mask whole words.",
+                        UserWarning,
+                        stacklevel=5,  # the caller of the collator
+                    )
+                    self._warned_token_words = True
+                return maskable
+            previous = [None, *word_ids[:-1]]
+            starts_word[row, : len(word_ids)] = torch.tensor(
+                [w is not None and w != p for w, p in zip(word_ids, previous)], dtype=torch.bool
+            )
+        return word_starts_at(starts_word, maskable)
 
     def _prediction_slots(self, masked: torch.Tensor, examples: list[Mapping[str, Any]]) -> torch.Tensor:
         """Long [batch, slots]: the masked positions of each row in increasing order, then -1 (unused slots)."""
@@ -239,7 +357,7 @@ class DataCollatorForSpanMasking:
             )
         return prediction_slots(masked, num_slots)
 
-    def _unit_marks(self, examples: list[Mapping[str, Any]]) -> torch.Tensor:
+    def _unit_marks(self, examples: list[Mapping[str, Any]], length: int) -> torch.Tensor:
         """Long [batch, length]: the unit marks of the examples' tokens (0, outside any unit, on padding)."""
         if not all(UNITS_COLUMN in e for e in examples):
             raise ValueError(
@@ -247,54 +365,10 @@ class DataCollatorForSpanMasking:
                 f"no {UNITS_COLUMN!r}: make the blocks with prepare_blocks(..., units=...) "
                 "(spanroberta.data.masking_units)."
             )
-        return self._pad([e[UNITS_COLUMN] for e in examples], 0)[0]
-
-    def _document_ids(self, examples: list[Mapping[str, Any]], length: int) -> torch.Tensor | None:
-        """Long [batch, length]: the packed sequence of each token (padding forms one more), or None when the
-        examples are not packed."""
-        packed = sum("sequence_lengths" in e for e in examples)
-        if not packed:
-            return None
-        if packed != len(examples):
-            raise ValueError(
-                f"{packed} of the {len(examples)} examples are packed (carry sequence_lengths) and the others are "
-                "not; a batch holds one kind."
-            )
-        document_ids = np.zeros((len(examples), length), dtype=np.int64)
-        for row, example in enumerate(examples):
-            lengths = np.asarray(example["sequence_lengths"], dtype=np.int64)
-            if lengths.sum() != len(example["input_ids"]) or (lengths < 1).any():
-                raise ValueError(
-                    f"example {row} of the batch (example_index={example.get('example_index')}) has "
-                    f"sequence_lengths {lengths.tolist()}, which do not split its {len(example['input_ids'])} tokens."
-                )
-            # Padding, if any, is a sequence of its own: its positions restart too, so they never run past the
-            # position table, and flattening the batch for flash attention keeps it apart.
-            starts = np.zeros(length + 1, dtype=np.int64)
-            starts[np.cumsum(lengths)] = 1
-            document_ids[row] = np.cumsum(starts[:length])
-        return torch.from_numpy(document_ids)
-
-    def _pad(self, rows: list[Sequence[int] | torch.Tensor], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Right-pads rows to the longest (rounded up to `pad_to_multiple_of`); returns (ids, attention mask).
-
-        Goes through numpy, which turns a list of lists into an array several times faster than torch.tensor.
-        """
-        rows = [row.numpy() if isinstance(row, torch.Tensor) else row for row in rows]
-        lengths = [len(row) for row in rows]
-        length = max(lengths)
-        if self.pad_to_multiple_of:
-            length = -(-length // self.pad_to_multiple_of) * self.pad_to_multiple_of
-        if all(n == length for n in lengths):
-            # The common case, packed blocks of one length: one conversion, no per-row copy.
-            return torch.from_numpy(np.asarray(rows, dtype=np.int64)), torch.ones(len(rows), length, dtype=torch.long)
-        ids = np.full((len(rows), length), pad_id, dtype=np.int64)
-        for i, row in enumerate(rows):
-            ids[i, : lengths[i]] = row
-        attention_mask = (torch.arange(length) < torch.tensor(lengths)[:, None]).long()
-        return torch.from_numpy(ids), attention_mask
+        return pad_rows([e[UNITS_COLUMN] for e in examples], 0, length)
 
     def _check_ids(self, input_ids: torch.Tensor, examples: list[Mapping[str, Any]]) -> None:
+        """Refuses ids outside the vocabulary, which no embedding table of the tokenizer's size can look up."""
         out_of_vocabulary = ((input_ids < 0) | (input_ids >= len(self._special))).any(1)
         if bool(out_of_vocabulary.any()):
             i = int(out_of_vocabulary.nonzero()[0])
@@ -306,7 +380,7 @@ class DataCollatorForSpanMasking:
         if with_index == len(examples):
             indices = torch.tensor([int(e["example_index"]) for e in examples], dtype=torch.long)
             epochs = torch.tensor([int(e.get("mask_epoch", 0)) for e in examples], dtype=torch.long)
-            return row_keys(self.seed, epochs, indices)
+            return row_keys(self._key_seed, epochs, indices)
         if with_index:
             raise ValueError(
                 f"{with_index} of the {len(examples)} examples carry an example_index and the others do not; "
@@ -314,24 +388,29 @@ class DataCollatorForSpanMasking:
             )
         keys = torch.randint(0, 2**32, (len(examples),), generator=self._generator)
         worker = torch.utils.data.get_worker_info()
-        # DataLoader workers each hold a copy of the generator in the same state: tell their draws apart.
-        return keys if worker is None else mix32(keys ^ worker.id)
+        # DataLoader workers each hold a copy of the collator's generator in the same state: tell their draws apart.
+        # (Torch's global generator is seeded apart in each worker already.)
+        return keys if worker is None or self._generator is None else mix32(keys ^ worker.id)
 
 
-def check_masking_rates(mlm_probability: float, geometric_p: float, flag_prefix: str = "") -> None:
-    """Refuses a share of tokens to predict (`mlm_probability`) or a span-length parameter (`geometric_p`, of
-    Geo(p)) outside (0, 1]. The collator checks its own settings with it, and run_pretraining.py's flags
-    (`flag_prefix` "--") before any data is read."""
-    for name, value in (("mlm_probability", mlm_probability), ("geometric_p", geometric_p)):
-        if not 0 < value <= 1:
-            raise UserInputError(f"{flag_prefix}{name} must be above 0 and at most 1, not {value}.")
+def _word_ids(example: Mapping[str, Any]) -> list[int | None] | None:
+    """The word of each token of an example that is a fast tokenizer's encoding (BatchEncoding), else None."""
+    encodings = getattr(example, "encodings", None)
+    return example.word_ids() if encodings else None
 
 
-def _restarting_positions(document_ids: torch.Tensor, first_position_id: int) -> torch.Tensor:
-    """Position ids that restart at `first_position_id` at each packed sequence (a change of document id)."""
-    positions = torch.arange(document_ids.shape[1]).expand_as(document_ids)
-    is_start = F.pad(document_ids[:, 1:] != document_ids[:, :-1], (1, 0), value=True)
-    return positions - torch.where(is_start, positions, 0).cummax(1).values + first_position_id
+def check_masking_rates(
+    mlm_probability: float, geometric_p: float, flag_prefix: str = "", zero_masking_allowed: bool = False
+) -> None:
+    """Refuses a share of tokens to predict (`mlm_probability`) outside (0, 1] ([0, 1] with `zero_masking_allowed`,
+    as transformers' collator takes it) or a span-length parameter (`geometric_p`, of Geo(p)) outside (0, 1]. The
+    collator checks its own settings with it, and run_pretraining.py's flags (`flag_prefix` "--"), where masking
+    nothing would train nothing, before any data is read."""
+    for name, value, zero_allowed in (("mlm_probability", mlm_probability, zero_masking_allowed),
+                                      ("geometric_p", geometric_p, False)):  # fmt: skip
+        if not (0 <= value <= 1 if zero_allowed else 0 < value <= 1):
+            bound = "at least 0" if zero_allowed else "above 0"
+            raise UserInputError(f"{flag_prefix}{name} must be {bound} and at most 1, not {value}.")
 
 
 @contextmanager

@@ -64,7 +64,21 @@ def special_token_table(tokenizer: PreTrainedTokenizerBase) -> torch.Tensor:
 
 
 def word_start_table(tokenizer: PreTrainedTokenizerBase) -> torch.Tensor:
-    """Bool [len(tokenizer)]: True for the ids whose token starts a word, read from the vocabulary alone.
+    """Bool [len(tokenizer)]: True for the ids whose token starts a word, read from the vocabulary alone
+    (`vocabulary_word_starts`); refuses a vocabulary without word-start markers."""
+    table = vocabulary_word_starts(tokenizer)
+    if table is None:
+        raise ValueError(
+            f"Cannot find word boundaries in the vocabulary of {type(tokenizer).__name__}: no token starts with "
+            f"'{_BPE_MARKER}' (byte-level BPE), '{_SENTENCEPIECE_MARKER}' (SentencePiece) or "
+            f"'{_WORDPIECE_CONTINUATION}' (WordPiece). Use masking='token' with this tokenizer."
+        )
+    return table
+
+
+def vocabulary_word_starts(tokenizer: PreTrainedTokenizerBase) -> torch.Tensor | None:
+    """Bool [len(tokenizer)]: True for the ids whose token starts a word, read from the vocabulary alone, or None
+    when no token of the vocabulary carries a word-start marker.
 
     The convention is the one most tokens of the vocabulary follow: byte-level BPE ("Ġ" starts a word),
     SentencePiece ("▁" starts a word) or WordPiece ("##" continues a word). Special tokens are False.
@@ -79,11 +93,7 @@ def word_start_table(tokenizer: PreTrainedTokenizerBase) -> torch.Tensor:
     }
     marker = max(counts, key=counts.get)
     if counts[marker] == 0:
-        raise ValueError(
-            f"Cannot find word boundaries in the vocabulary of {type(tokenizer).__name__}: no token starts with "
-            f"'{_BPE_MARKER}' (byte-level BPE), '{_SENTENCEPIECE_MARKER}' (SentencePiece) or "
-            f"'{_WORDPIECE_CONTINUATION}' (WordPiece). Use masking='token' with this tokenizer."
-        )
+        return None
     if marker == _WORDPIECE_CONTINUATION:
         starts = [not (token or "").startswith(marker) for token in tokens]
     else:
@@ -101,13 +111,20 @@ def random_token_ids(special_table: torch.Tensor) -> torch.Tensor:
 
 
 def word_starts(input_ids: torch.Tensor, maskable: torch.Tensor, word_table: torch.Tensor) -> torch.Tensor:
+    """Bool [B, L]: the maskable tokens that start a word, by the vocabulary's `word_table`
+    (`word_starts_at`)."""
+    return word_starts_at(word_table[input_ids], maskable)
+
+
+def word_starts_at(starts_word: torch.Tensor, maskable: torch.Tensor) -> torch.Tensor:
     """Bool [B, L]: the maskable tokens that start a word.
 
-    A token starts a word when the vocabulary says so, or when the token before it is not maskable (a special
-    token, or the row's start): "<s>Hello" has no "Ġ" on "Hello", yet it is a word.
+    A token starts a word when `starts_word` [B, L] says so (the vocabulary, or the tokenizer's word ids), or when
+    the token before it is not maskable (a special token, or the row's start): "<s>Hello" has no "Ġ" on "Hello",
+    yet it is a word.
     """
     previous_maskable = F.pad(maskable[:, :-1], (1, 0), value=False)
-    return maskable & (word_table[input_ids] | ~previous_maskable)
+    return maskable & (starts_word | ~previous_maskable)
 
 
 def masking_budget(maskable: torch.Tensor, keys: torch.Tensor, mlm_probability: float) -> torch.Tensor:
@@ -379,6 +396,8 @@ def _first_fit(
 def token_mask(maskable: torch.Tensor, keys: torch.Tensor, mlm_probability: float = 0.15) -> torch.Tensor:
     """RoBERTa/BERT token-level masking: exactly the budgeted number of maskable tokens, chosen uniformly."""
     length = maskable.shape[1]
+    if length == 0:  # rows of no tokens: nothing to rank
+        return maskable.clone()
     budget = masking_budget(maskable, keys, mlm_probability)
     positions = torch.arange(length)
     # Ranking by (random bits, position) makes every key distinct, so ties cannot change the count.
@@ -406,17 +425,18 @@ def replace_masked_tokens(
 
     per_run=True makes the choice once per run of masked tokens, as SpanBERT does per span (section 3.1);
     per_run=False makes it per token (BERT, RoBERTa). Random tokens are drawn per token, uniformly from
-    `replacement_ids`. Labels hold the original id at masked positions and -100 elsewhere.
+    `replacement_ids`; with none (a vocabulary of special tokens only), the tokens that would be replaced stay.
+    Labels hold the original id at masked positions and -100 elsewhere.
     """
     positions = torch.arange(input_ids.shape[1])
     choice = uniform(random_bits(keys, Stream.REPLACEMENT, positions))
     if per_run:
         choice = choice.gather(1, run_starts(masked))
     to_mask = masked & (choice < mask_replace_prob)
-    to_random = masked & ~to_mask & (choice < mask_replace_prob + random_replace_prob)
-    random_ids = replacement_ids[randint(random_bits(keys, Stream.RANDOM_TOKEN, positions), len(replacement_ids))]
-
     inputs = input_ids.masked_fill(to_mask, mask_token_id)
-    inputs = torch.where(to_random, random_ids, inputs)
+    if len(replacement_ids):
+        to_random = masked & ~to_mask & (choice < mask_replace_prob + random_replace_prob)
+        drawn = randint(random_bits(keys, Stream.RANDOM_TOKEN, positions), len(replacement_ids))
+        inputs = torch.where(to_random, replacement_ids[drawn], inputs)
     labels = input_ids.masked_fill(~masked, IGNORE_INDEX)
     return inputs, labels

@@ -72,6 +72,8 @@ def prediction_slots(masked: torch.Tensor, num_slots: int) -> torch.Tensor:
 
 def in_slots(dense: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
     """The values of `dense` [batch, length] at the prediction slots [batch, slots], -100 in unused slots."""
+    if dense.shape[1] == 0:  # rows of no tokens: every slot is unused
+        return torch.full_like(slots, IGNORE_INDEX, dtype=dense.dtype)
     return dense.gather(1, slots.clamp(min=0)).masked_fill(slots < 0, IGNORE_INDEX)
 
 
