@@ -3,9 +3,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 
-def hub_kwargs(model_args: Any) -> dict[str, Any]:
+class HubArguments(Protocol):
+    """The flags `hub_kwargs` reads: every script's model arguments (`runs.arguments.ModelArguments`) have them."""
+
+    cache_dir: str | None
+    model_revision: str
+    token: str | None
+
+
+def hub_kwargs(model_args: HubArguments) -> dict[str, Any]:
     """`cache_dir`, `revision` and `token` for `from_pretrained`."""
     return {"cache_dir": model_args.cache_dir, "revision": model_args.model_revision, "token": model_args.token}

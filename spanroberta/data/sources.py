@@ -7,9 +7,9 @@
 `load_pretraining_data` returns the tokenizer, the model config (built by the caller's `build_config` as soon as
 the tokenizer exists, so that a bad setting stops the run before any block is made) and the masking datasets.
 
-The data stage sits below training: `model_args`, `data_args` and `training_args` are the run's flags (the
-dataclasses of `pretraining/arguments.py`, or anything with their fields), read by field name, and the config
-builder is handed down by the caller, so that nothing here imports training.
+The data stage sits below the runs: what it reads of the run's flags it names here (`TokenizerArguments`,
+`CorpusArguments`, `TrainingProcessArguments`), which run_pretraining.py's argument dataclasses have, and the config
+builder is handed down by the caller, so that nothing here imports the runs or pretraining.
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 import datasets
 from torch.utils.data import Dataset
 from transformers import AutoTokenizer, PretrainedConfig, PreTrainedTokenizerBase
 
 from ..errors import UserInputError
-from ..hub import hub_kwargs
+from ..hub import HubArguments, hub_kwargs
 from ..objectives.base import ResolvedRecipe
 from . import prepared
 from .corpus import CorpusSource, iter_documents, load_documents
@@ -55,6 +55,59 @@ TOKENIZER_TRAINERS = {"byte-level-bpe": train_byte_level_bpe, "unigram": train_s
 BuildConfig = Callable[[PreTrainedTokenizerBase], PretrainedConfig]
 
 
+class TokenizerSource(HubArguments, Protocol):
+    """The flags `load_tokenizer` reads: which tokenizer, from where, and whether its own code may run."""
+
+    tokenizer_name: str | None
+    model_name_or_path: str | None
+    trust_remote_code: bool
+
+
+class TokenizerArguments(TokenizerSource, Protocol):
+    """The model flags the data stage reads: the tokenizer's source, and the size of one trained on the corpus."""
+
+    tokenizer_vocab_size: int
+
+
+class CorpusArguments(Protocol):
+    """The data flags the data stage reads: the corpus and its evaluation split, how its blocks are made and
+    masked, how many are kept, and the mode it is read in."""
+
+    train_file: str | None
+    validation_file: str | None
+    dataset_name: str | None
+    dataset_config_name: str | None
+    text_column_name: str
+    validation_split_percentage: int
+    max_seq_length: int
+    documents_per_group: int
+    pack_documents: bool
+    spacy_model: str | None
+    pmi_vocabulary_size: int
+    pmi_min_count: int
+    preprocessing_num_workers: int | None
+    dupe_factor: int
+    max_train_samples: int | None
+    max_eval_samples: int | None
+    prepared_data_dir: str | None
+    streaming: bool
+    shuffle_buffer_size: int
+
+
+class TrainingProcessArguments(Protocol):
+    """The training flags the data stage reads: the seed, the step budget (a stream has no epochs), and which of
+    how many processes reads (transformers' `TrainingArguments` has them)."""
+
+    seed: int
+    max_steps: int
+
+    @property
+    def process_index(self) -> int: ...
+
+    @property
+    def world_size(self) -> int: ...
+
+
 @dataclass
 class PretrainingData:
     """What the data stage hands to training."""
@@ -69,9 +122,9 @@ class PretrainingData:
 class _Run:
     """The arguments every mode reads."""
 
-    model_args: Any
-    data_args: Any
-    training_args: Any
+    model_args: TokenizerArguments
+    data_args: CorpusArguments
+    training_args: TrainingProcessArguments
     recipe: ResolvedRecipe
     build_config: BuildConfig
 
@@ -114,9 +167,9 @@ class _Run:
 
 
 def load_pretraining_data(
-    model_args: Any,
-    data_args: Any,
-    training_args: Any,
+    model_args: TokenizerArguments,
+    data_args: CorpusArguments,
+    training_args: TrainingProcessArguments,
     recipe: ResolvedRecipe,
     build_config: BuildConfig,
 ) -> PretrainingData:
@@ -145,7 +198,7 @@ def load_pretraining_data(
     return PretrainingData(tokenizer=tokenizer, config=config, train=train, eval=eval_dataset)
 
 
-def load_tokenizer(model_args: Any) -> PreTrainedTokenizerBase | None:
+def load_tokenizer(model_args: TokenizerSource) -> PreTrainedTokenizerBase | None:
     """The tokenizer named by --tokenizer_name or --model_name_or_path, or None when neither is given."""
     name = model_args.tokenizer_name or model_args.model_name_or_path
     if not name:
@@ -162,7 +215,7 @@ def load_tokenizer(model_args: Any) -> PreTrainedTokenizerBase | None:
 
 
 def load_or_train_tokenizer(
-    model_args: Any, documents: datasets.Dataset, kind: str = "byte-level-bpe"
+    model_args: TokenizerArguments, documents: datasets.Dataset, kind: str = "byte-level-bpe"
 ) -> PreTrainedTokenizerBase:
     """The given tokenizer, or one of `kind` (recipes.TOKENIZERS) trained on `documents`."""
     tokenizer = load_tokenizer(model_args)
@@ -212,7 +265,7 @@ def _reused_prepared_data(run: _Run) -> tuple:
 
 
 def _document_splits(
-    data_args: Any, seed: int, cache_dir: str | None
+    data_args: CorpusArguments, seed: int, cache_dir: str | None
 ) -> tuple[datasets.Dataset, datasets.Dataset | None]:
     """Training documents and evaluation documents (--validation_file, or a held-out share, or none)."""
     documents = load_documents(_training_source(data_args), cache_dir=cache_dir)
@@ -226,7 +279,7 @@ def _document_splits(
     return documents, None
 
 
-def _training_source(data_args: Any) -> CorpusSource:
+def _training_source(data_args: CorpusArguments) -> CorpusSource:
     """The training corpus the flags name: --train_file (comma-separated files) or --dataset_name."""
     return CorpusSource(
         train_files=data_args.train_file.split(",") if data_args.train_file else None,
@@ -236,7 +289,7 @@ def _training_source(data_args: Any) -> CorpusSource:
     )
 
 
-def _validation_documents(data_args: Any, cache_dir: str | None) -> datasets.Dataset:
+def _validation_documents(data_args: CorpusArguments, cache_dir: str | None) -> datasets.Dataset:
     source = CorpusSource(train_files=data_args.validation_file.split(","), text_column_name=data_args.text_column_name)
     return load_documents(source, cache_dir=cache_dir)
 

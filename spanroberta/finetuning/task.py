@@ -19,7 +19,7 @@ import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 from transformers import (
     DataCollatorWithPadding,
@@ -176,7 +176,13 @@ def run_task(task: FineTuningTask, args: list[str] | None = None) -> dict[str, f
     return results.get("eval", {})
 
 
-def sample_limits(data_args: Any) -> dict[str, int | None]:
+class ArgumentDataclass(Protocol):
+    """An instance of an argument dataclass, whatever its flags (what `dataclasses.fields` reads)."""
+
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
+
+def sample_limits(data_args: ArgumentDataclass) -> dict[str, int | None]:
     """The task's --max_*_samples flags (how many examples, or documents, each split keeps) and their values."""
     return {spec.name: getattr(data_args, spec.name) for spec in dataclasses.fields(data_args)
             if spec.name.startswith("max_") and spec.name.endswith("_samples")}  # fmt: skip

@@ -70,6 +70,15 @@ class SboTargets(NamedTuple):
     relative: torch.Tensor | None
 
 
+class GlobalCounts(NamedTuple):
+    """Each head's targets in the whole accumulated (and global) batch, as the trainer gives them
+    (`SpanPreTrainingMixin.loss_normalisers`), or None where it does not."""
+
+    mlm: torch.Tensor | int | None
+    sbo: torch.Tensor | int | None
+    sentence: torch.Tensor | int | None
+
+
 @dataclass
 class SpanRobertaForPreTrainingOutput(ModelOutput):
     """
@@ -167,6 +176,7 @@ class SpanPreTrainingMixin:
         num_items_in_batch, num_sbo_items_in_batch, num_sentence_items_in_batch: each head's targets in the
             whole accumulated (and global) batch (`loss_normalisers`); without them a loss is this batch's mean.
         """
+        # Encoder: its last hidden state where the heads read it (without labels, its outputs alone).
         encoder_inputs = dict(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
                               position_ids=position_ids, inputs_embeds=inputs_embeds)  # fmt: skip
         if sequence_offsets is not None:
@@ -176,30 +186,41 @@ class SpanPreTrainingMixin:
         sbo = SboTargets(sbo_left_positions, sbo_right_positions, sbo_relative_positions)
         if mlm_positions is None:  # transformers' layout, [batch, length]: into slots
             mlm_positions, labels, sbo = self._dense_to_slots(labels, sbo, attention_mask, position_ids)
-        with_sbo = self.sbo_head is not None and sbo.relative is not None
-        reads = self._read_positions(mlm_positions, sbo if with_sbo else None)
-        states, result = self._states_at(encoder_inputs, reads, kwargs)  # {read: [batch, n, H]}
+        sbo = sbo if self.sbo_head is not None and sbo.relative is not None else None
+        states, result = self._states_at(encoder_inputs, self._read_positions(mlm_positions, sbo), kwargs)
+        # Heads: each one's logits and loss.
+        sentence_labels = next_sentence_label if self.config.sentence_objective == "nsp" else sentence_order_label
+        global_counts = GlobalCounts(num_items_in_batch, num_sbo_items_in_batch, num_sentence_items_in_batch)
+        losses = self._heads(result, states, labels, sbo, sentence_labels, global_counts)
+        # Loss: the sum of the heads' terms.
+        result.loss = torch.stack(losses).sum()
+        return result
 
+    def _heads(
+        self, result: SpanRobertaForPreTrainingOutput, states: dict[str, torch.Tensor], labels: torch.Tensor,
+        sbo: SboTargets | None, sentence_labels: torch.Tensor | None, global_counts: GlobalCounts,
+    ) -> list[torch.Tensor]:  # fmt: skip
+        """Fills `result` with each head's logits and loss, from the encoder's `states` where the heads read it
+        (`_read_positions`), the slots' `labels` and SBO targets (None: no SBO), and the sentence labels; returns
+        the terms of the total loss (SBO's weighted by `config.sbo_loss_weight`)."""
         # Without a global count of their own, the other heads' losses weigh in by this batch's share of MLM targets.
-        mlm_counts = ((labels != IGNORE_INDEX).sum(), num_items_in_batch)
+        mlm_counts = ((labels != IGNORE_INDEX).sum(), global_counts.mlm)
         result.mlm_logits, result.mlm_loss = self._mlm_loss(states["mlm"], labels, mlm_counts)  # [batch, slots, V]
         result.mlm_labels, losses = labels, [result.mlm_loss]
-        if with_sbo:
+        if sbo is not None:
             result.sbo_relative_positions = sbo.relative
             result.sbo_logits, result.sbo_loss = self._sbo_loss(  # [batch, slots, V]
-                states["sbo_left"], states["sbo_right"], sbo.relative, labels, num_sbo_items_in_batch, mlm_counts
+                states["sbo_left"], states["sbo_right"], sbo.relative, labels, global_counts.sbo, mlm_counts
             )
             losses.append(self.config.sbo_loss_weight * result.sbo_loss)
         if self._has_sentence_head():
-            sentence_labels = next_sentence_label if self.config.sentence_objective == "nsp" else sentence_order_label
             result.sentence_logits, sentence_loss = self._sentence_loss(  # [batch, 2]
-                states["first"], sentence_labels, num_sentence_items_in_batch, mlm_counts
+                states["first"], sentence_labels, global_counts.sentence, mlm_counts
             )
             if sentence_loss is not None:
                 setattr(result, f"{self.config.sentence_objective}_loss", sentence_loss)
                 losses.append(sentence_loss)
-        result.loss = torch.stack(losses).sum()
-        return result
+        return losses
 
     def _has_sentence_head(self) -> bool:
         return self.config.sentence_objective != "none"

@@ -8,17 +8,33 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from typing import Any
+from typing import Protocol
 
 from ..errors import UserInputError
-from .base import OBJECTIVES, PretrainingObjective, ResolvedRecipe, get_objective
+from .base import OBJECTIVES, ObjectiveArguments, PretrainingObjective, ResolvedRecipe, get_objective
 from .recipes import PAIR_FORMATS, get_recipe
 
 for _module in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_module.name}")
 
 
-def resolve_recipe(model_args: Any, data_args: Any) -> ResolvedRecipe:
+class RecipeModelArguments(ObjectiveArguments, Protocol):
+    """The model flags `resolve_recipe` reads: those that override the recipe's heads, and the objective's own."""
+
+    sbo: bool | None
+    sentence_objective: str | None
+
+
+class RecipeDataArguments(Protocol):
+    """The data flags `resolve_recipe` reads: the recipe, and those that override its masking and input format."""
+
+    recipe: str
+    masking: str | None
+    input_format: str | None
+    static_masking: bool | None
+
+
+def resolve_recipe(model_args: RecipeModelArguments, data_args: RecipeDataArguments) -> ResolvedRecipe:
     """The recipe of --recipe with the flags that override it; checks that the combination can train."""
     recipe = get_recipe(data_args.recipe)
     resolved = ResolvedRecipe(
@@ -57,4 +73,13 @@ def _check_input_format(recipe: ResolvedRecipe) -> None:
         )
 
 
-__all__ = ["OBJECTIVES", "PretrainingObjective", "ResolvedRecipe", "get_objective", "resolve_recipe"]
+__all__ = [
+    "OBJECTIVES",
+    "ObjectiveArguments",
+    "PretrainingObjective",
+    "RecipeDataArguments",
+    "RecipeModelArguments",
+    "ResolvedRecipe",
+    "get_objective",
+    "resolve_recipe",
+]

@@ -1,6 +1,7 @@
 """What a pretraining objective answers for the run and the trainer, and the registry of objectives. Each
 objective is one module of this package, whose class `register_objective` registers with the recipes it trains;
-`pretraining/run.py` and `pretraining/trainer.py` ask it, and never which objective it is."""
+`pretraining/run.py` and `pretraining/trainer.py` ask it, and never which objective it is. What an objective may
+read of the run's model flags is `ObjectiveArguments`."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import torch
 from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase, Trainer
 
+from ..hub import HubArguments
 from ..models.conventions import IGNORE_INDEX
 from .recipes import Recipe, add_recipe
 
@@ -34,6 +36,22 @@ class ResolvedRecipe:
     random_replace_prob: float = 0.1
 
 
+class ObjectiveArguments(HubArguments, Protocol):
+    """The model flags the objectives read to check a run, build its config and build its model
+    (`PretrainingObjective.check`, `build_config`, `build_model`), all objectives together: run_pretraining.py's
+    model arguments have them. An objective that reads another flag names it here."""
+
+    model_name_or_path: str | None
+    config_name: str | None
+    model_size: str
+    sbo_loss_weight: float
+    embedding_size: int | None
+    cross_layer_sharing: str | None
+    generator_name_or_path: str | None
+    generator_size: float | None
+    rtd_loss_weight: float
+
+
 class PretrainingObjective(ABC):
     """The questions the pretraining run and `PretrainingTrainer` ask an objective. The abstract ones every
     objective answers; the others have the plain answer, which an objective overrides where it differs."""
@@ -44,18 +62,18 @@ class PretrainingObjective(ABC):
         user did not give."""
         return {}
 
-    def check(self, recipe: ResolvedRecipe, model_args: Any) -> None:
+    def check(self, recipe: ResolvedRecipe, model_args: ObjectiveArguments) -> None:
         """Raises UserInputError for settings the objective cannot train."""
 
     @abstractmethod
     def build_config(
-        self, model_args: Any, recipe: ResolvedRecipe, tokenizer: PreTrainedTokenizerBase
+        self, model_args: ObjectiveArguments, recipe: ResolvedRecipe, tokenizer: PreTrainedTokenizerBase
     ) -> PretrainedConfig:
         """The model's config: the checkpoint's, else built for --model_size and the tokenizer."""
 
     @abstractmethod
     def build_model(
-        self, model_args: Any, config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase
+        self, model_args: ObjectiveArguments, config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase
     ) -> PreTrainedModel:
         """The pretraining model of `config`: from --model_name_or_path, else freshly initialised."""
 

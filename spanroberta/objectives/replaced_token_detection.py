@@ -22,6 +22,7 @@ from ..models.modeling_electra_pretraining import (
 )
 from ..models.sizes import ELECTRA_SIZES
 from .base import (
+    ObjectiveArguments,
     PretrainingObjective,
     ResolvedRecipe,
     accumulate_masked_lm,
@@ -75,7 +76,7 @@ class ReplacedTokenDetection(PretrainingObjective):
             defaults["gradient_accumulation_steps"] = max(1, math.ceil(size.batch_size / per_step))
         return defaults
 
-    def check(self, recipe: ResolvedRecipe, model_args: Any) -> None:
+    def check(self, recipe: ResolvedRecipe, model_args: ObjectiveArguments) -> None:
         if recipe.sbo or recipe.sentence_objective != "none" or model_args.cross_layer_sharing is not None:
             raise UserInputError(
                 "--recipe electra trains an ELECTRA generator and discriminator, without SBO, sentence-level heads "
@@ -90,7 +91,7 @@ class ReplacedTokenDetection(PretrainingObjective):
             )
 
     def build_config(
-        self, model_args: Any, recipe: ResolvedRecipe, tokenizer: PreTrainedTokenizerBase
+        self, model_args: ObjectiveArguments, recipe: ResolvedRecipe, tokenizer: PreTrainedTokenizerBase
     ) -> ElectraConfig:
         """The discriminator's config (with `rtd_loss_weight` and `generator_size`): Google's from
         --model_name_or_path, else ELECTRA's shape for --model_size."""
@@ -110,7 +111,7 @@ class ReplacedTokenDetection(PretrainingObjective):
         return config
 
     def build_model(
-        self, model_args: Any, config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase
+        self, model_args: ObjectiveArguments, config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase
     ) -> ElectraForReplacedTokenDetection:
         """From scratch, or continuing from an ELECTRA discriminator and its generator (--generator_name_or_path,
         else the discriminator's generator/ folder)."""

@@ -12,6 +12,7 @@ AdamW with `correct_bias=False`. Per parameter p with gradient g, at learning ra
 from __future__ import annotations
 
 import torch
+from transformers import TrainingArguments
 
 from ..errors import UserInputError
 
@@ -48,14 +49,14 @@ class AdamWithoutBiasCorrection(torch.optim.Optimizer):
         return loss
 
 
-def deepspeed_builds_optimizer(training_args) -> bool:
+def deepspeed_builds_optimizer(training_args: TrainingArguments) -> bool:
     """Whether a DeepSpeed config names its own optimizer: DeepSpeed then builds that one, and the Trainer's
     (its class, its parameter groups) would be ignored without a word."""
     deepspeed_config = getattr(training_args, "hf_deepspeed_config", None)
     return deepspeed_config is not None and "optimizer" in deepspeed_config.config
 
 
-def trainer_optimizer(training_args) -> tuple[type, dict] | None:
+def trainer_optimizer(training_args: TrainingArguments) -> tuple[type, dict] | None:
     """For the Trainer's `optimizer_cls_and_kwargs`: Adam without bias correction when `--adam_bias_correction
     false` (the ELECTRA recipe's default), None otherwise (the Trainer's own optimiser). The Trainer still makes
     the parameter groups (no weight decay on biases and LayerNorm weights) and the schedule."""

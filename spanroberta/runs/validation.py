@@ -25,7 +25,7 @@ import shutil
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from huggingface_hub import constants as hub_constants
 from huggingface_hub import get_token, try_to_load_from_cache
@@ -34,6 +34,7 @@ from transformers import PretrainedConfig, PreTrainedTokenizerBase, TrainingArgu
 
 from ..errors import UserInputError, require_package
 from ..models.configuration_spanroberta import first_position_id
+from .arguments import RunArguments
 from .checkpoints import INCOMPLETE_PREFIX, find_checkpoints, previous_run_files, resolve_resume_checkpoint
 from .device import fit_to_device
 from .distributed import check_process_world
@@ -88,12 +89,21 @@ CONFIG_FILES = ("config.json",)
 TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "vocab.json", "vocab.txt")
 
 
-def check_run(model_args: Any, training_args: TrainingArguments, *, trains: bool) -> None:
+class ModelSources(Protocol):
+    """The model flags `check_model_sources` reads: the model, config and tokenizer to load, and from where."""
+
+    model_name_or_path: str | None
+    config_name: str | None
+    tokenizer_name: str | None
+    cache_dir: str | None
+    model_revision: str
+
+
+def check_run(model_args: ModelSources, training_args: RunArguments, *, trains: bool) -> None:
     """The checks every script makes once its flags are parsed: the model, config and tokenizer sources, the
-    output folder and the reporting integrations. `model_args` has the flags model_name_or_path, config_name,
-    tokenizer_name, cache_dir and model_revision; `training_args` has overwrite_output_dir. First, that the
-    launcher's processes make one run (`distributed.check_process_world`), before any process writes; then the
-    settings the device decides (`device.fit_to_device`)."""
+    output folder and the reporting integrations. First, that the launcher's processes make one run
+    (`distributed.check_process_world`), before any process writes; then the settings the device decides
+    (`device.fit_to_device`)."""
     check_process_world(training_args)
     fit_to_device(training_args)
     check_model_sources(model_args)
@@ -102,9 +112,8 @@ def check_run(model_args: Any, training_args: TrainingArguments, *, trains: bool
     check_push_to_hub(training_args)
 
 
-def check_model_sources(model_args: Any) -> None:
-    """`check_model_source` for the model, config and tokenizer that `model_args` names (its flags
-    model_name_or_path, config_name, tokenizer_name, cache_dir and model_revision)."""
+def check_model_sources(model_args: ModelSources) -> None:
+    """`check_model_source` for the model, config and tokenizer that `model_args` names."""
     sources = (
         ("model_name_or_path", model_args.model_name_or_path, CONFIG_FILES, "a saved model"),
         ("config_name", model_args.config_name, CONFIG_FILES, "a saved config"),
