@@ -158,6 +158,9 @@ def test_causal_lm_labels_are_the_ids_with_padding_ignored(tiny_tokenizer, left_
         DataCollatorForSpanMasking(tiny_tokenizer, mlm=False, label_layout="slots")
     with pytest.raises(ValueError, match="whole_word_mask=True .* needs mlm=True"):
         DataCollatorForSpanMasking(tiny_tokenizer, mlm=False, whole_word_mask=True)
+    packed = [{"input_ids": row, "sequence_lengths": [len(row)]} for row in rows[:2]]
+    with pytest.raises(ValueError, match="mlm=False takes unpacked rows"):
+        DataCollatorForSpanMasking(tiny_tokenizer, mlm=False)(packed)
 
 
 @pytest.mark.parametrize("masking", MASKINGS)

@@ -161,10 +161,8 @@ class DataCollatorForSpanMasking:
     def _check_settings(self) -> None:
         if self.masking not in MASKING_SCHEMES:
             raise ValueError(f"masking={self.masking!r} is not one of {', '.join(map(repr, MASKING_SCHEMES))}.")
-        for name, value, allowed in (("label_layout", self.label_layout, LABEL_LAYOUTS),
-                                     ("return_tensors", self.return_tensors, RETURN_TENSORS)):  # fmt: skip
-            if value not in allowed:
-                raise ValueError(f"{name}={value!r} is not one of {', '.join(map(repr, allowed))}.")
+        _check_choice("label_layout", self.label_layout, LABEL_LAYOUTS)
+        _check_choice("return_tensors", self.return_tensors, RETURN_TENSORS)
         if self.max_predictions_per_seq is not None and self.label_layout != "slots":
             raise ValueError(
                 "max_predictions_per_seq sets the number of prediction slots: it needs label_layout='slots'."
@@ -198,8 +196,7 @@ class DataCollatorForSpanMasking:
         self, examples: Sequence[Mapping[str, Any] | Row], return_tensors: str | None = None
     ) -> dict[str, torch.Tensor | np.ndarray]:
         return_tensors = return_tensors or self.return_tensors
-        if return_tensors not in RETURN_TENSORS:
-            raise ValueError(f"return_tensors={return_tensors!r} is not one of {', '.join(map(repr, RETURN_TENSORS))}.")
+        _check_choice("return_tensors", return_tensors, RETURN_TENSORS)
         # The tensors here are small ([batch, length] integers), so intra-op threads cost more in synchronisation
         # than they save: one thread is faster even on an idle machine, and far faster on a busy one, where every
         # parallel op waits for a preempted thread (benchmarks/RESULTS.md). DataLoader workers run one already.
@@ -223,6 +220,10 @@ class DataCollatorForSpanMasking:
         rows = {"input_ids": input_ids, "attention_mask": attention_mask}
         if self.mlm:
             masked, targets = self._mask(input_ids, attention_mask, examples, rows)
+        elif any("sequence_lengths" in e for e in examples):
+            # Causal-LM labels of packed rows would need positions that restart at each document, which only the
+            # masked-LM path builds: refused rather than letting attention and positions run across documents.
+            raise ValueError("mlm=False takes unpacked rows: these examples are packed (carry sequence_lengths).")
         else:
             masked, targets = None, {"labels": self._causal_labels(input_ids)}
         rows.update(targets)
@@ -421,3 +422,8 @@ def _one_intra_op_thread() -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(threads)
+
+
+def _check_choice(name: str, value: str, allowed: Sequence[str]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name}={value!r} is not one of {', '.join(map(repr, allowed))}.")

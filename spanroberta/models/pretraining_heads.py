@@ -176,7 +176,7 @@ class SpanPreTrainingMixin:
         num_items_in_batch, num_sbo_items_in_batch, num_sentence_items_in_batch: each head's targets in the
             whole accumulated (and global) batch (`loss_normalisers`); without them a loss is this batch's mean.
         """
-        # Encoder: its last hidden state where the heads read it (without labels, its outputs alone).
+        # Without labels the encoder's outputs are all a caller asks for (feature extraction, fill-mask).
         encoder_inputs = dict(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
                               position_ids=position_ids, inputs_embeds=inputs_embeds)  # fmt: skip
         if sequence_offsets is not None:
@@ -188,11 +188,10 @@ class SpanPreTrainingMixin:
             mlm_positions, labels, sbo = self._dense_to_slots(labels, sbo, attention_mask, position_ids)
         sbo = sbo if self.sbo_head is not None and sbo.relative is not None else None
         states, result = self._states_at(encoder_inputs, self._read_positions(mlm_positions, sbo), kwargs)
-        # Heads: each one's logits and loss.
         sentence_labels = next_sentence_label if self.config.sentence_objective == "nsp" else sentence_order_label
         global_counts = GlobalCounts(num_items_in_batch, num_sbo_items_in_batch, num_sentence_items_in_batch)
         losses = self._heads(result, states, labels, sbo, sentence_labels, global_counts)
-        # Loss: the sum of the heads' terms.
+        # Each term is already normalised by its own head's global target count (loss_normalisers): a plain sum.
         result.loss = torch.stack(losses).sum()
         return result
 
