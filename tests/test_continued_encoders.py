@@ -46,7 +46,7 @@ from spanroberta.pretraining.arguments import (
     PretrainingDataArguments,
     PretrainingModelArguments,
 )
-from spanroberta.pretraining.attention import plan_packing
+from spanroberta.pretraining.attention import plan_run_attention
 from spanroberta.runs.cli import parse_arguments
 from spanroberta.pretraining import run as pretraining
 from spanroberta.objectives import get_objective, resolve_recipe
@@ -239,9 +239,9 @@ def test_deberta_trains_on_unpacked_rows(checkpoints):
     model_args, data_args, training_args = parse("--model_name_or_path", str(checkpoints["deberta-v2"]))
     recipe = resolve_recipe(model_args, data_args)
     assert data_args.pack_documents and recipe.input_format == "doc-sentences"
-    assert not plan_packing(model_args, data_args, recipe, training_args.device).pack_documents
+    assert not plan_run_attention(model_args, data_args, training_args, recipe).packs_rows
     bert_args, _, _ = parse("--model_name_or_path", str(checkpoints["bert"]))
-    assert plan_packing(bert_args, data_args, recipe, training_args.device).pack_documents
+    assert plan_run_attention(bert_args, data_args, training_args, recipe).packs_rows
 
 
 def test_modernbert_packs_under_sdpa_and_refuses_varlen_fa2(checkpoints):
@@ -249,10 +249,10 @@ def test_modernbert_packs_under_sdpa_and_refuses_varlen_fa2(checkpoints):
     sequences, so asking for it is refused before any data is read."""
     model_args, data_args, training_args = parse("--model_name_or_path", str(checkpoints["modernbert"]))
     recipe = resolve_recipe(model_args, data_args)
-    assert plan_packing(model_args, data_args, recipe, training_args.device).pack_documents
+    assert plan_run_attention(model_args, data_args, training_args, recipe).packs_rows
     model_args = dataclasses.replace(model_args, attn_implementation="varlen_fa2")
     with pytest.raises(UserInputError, match="sliding-window layers"):
-        plan_packing(model_args, data_args, recipe, training_args.device)
+        plan_run_attention(model_args, data_args, training_args, recipe)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
