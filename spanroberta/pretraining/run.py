@@ -111,6 +111,7 @@ def run_pretraining(
     if data_args.pack_documents and not attention.packs_rows and recipe.input_format == "doc-sentences":
         data_args = dataclasses.replace(data_args, pack_documents=False)
     chosen = _load_data_beside_the_gpu(training_args, data_args, given, chosen)
+    _copy_batches_without_waiting(training_args, given)
 
     # Tokenizer, model config and blocks. The main process reads (or prepares) the data first; the others then
     # find it in the cache or on disk. The config is built, and checked, before any block is made.
@@ -153,6 +154,17 @@ def _load_data_beside_the_gpu(
     training_args.dataloader_num_workers = GPU_DATALOADER_WORKERS
     training_args.dataloader_persistent_workers = True
     return {**(chosen or {}), "dataloader_num_workers": "training on CUDA"}
+
+
+def _copy_batches_without_waiting(training_args: PretrainingArguments, given: Collection[str] | None) -> None:
+    """On CUDA, batches are collated into pinned host memory and accelerate copies them to the GPU with
+    `non_blocking=True` (the Trainer's `accelerator_config`), so that a step's copies queue behind the previous
+    step's kernels instead of waiting for them. The GPU reads a batch in stream order, after its copy, and each
+    batch is a pinned buffer of its own that nothing writes again. Not where the user set either flag."""
+    if training_args.device.type != "cuda" or {"accelerator_config", "dataloader_pin_memory"} & set(given or ()):
+        return
+    training_args.dataloader_pin_memory = True
+    training_args.accelerator_config.non_blocking = True
 
 
 def _build_trainer(
