@@ -2,7 +2,8 @@
 .item(), .nonzero() or a branch on a tensor's value), the eager numbers, and no recompilation from one batch to
 the next when the batches mask different numbers of tokens (the prediction slots keep every shape fixed).
 Under varlen_fa2 packed rows compile whole too (the documents' offsets come with the batch), and batches with
-different numbers of documents reuse what was compiled after one recompilation.
+different numbers of documents reuse what was compiled after one recompilation; with their offsets padded to a
+fixed count by the collator, one graph with no dynamic size serves them all.
 
 The backend is aot_eager (dynamo's graph capture and AOTAutograd's forward and backward graphs, run eagerly):
 what decides graph breaks and recompilations, without inductor's code generation, which takes about a minute for
@@ -136,3 +137,42 @@ def test_under_varlen_fa2_packed_batches_compile_whole_once_and_are_reused(flash
         frames.append(counter.frame_count)
     assert frames == ([1, 1, 1, 1] if marked else [1, 2, 2, 2]), frames
     assert flash_reference_kernels.calls["forward"] > 0
+
+
+def test_padded_offsets_give_the_same_numbers_and_one_graph_with_no_dynamic_size(tiny_tokenizer,
+                                                                                 flash_reference_kernels):  # fmt: skip
+    """The collator pads the documents' offsets to a fixed count (zero-length documents at the end): under varlen_fa2
+    (the flash ops, through the reference kernels) outputs and gradients equal the unpadded offsets', and batches
+    with different numbers of documents compile to one graph without marking any size dynamic, as CUDA graphs
+    need. A batch with more documents than the count leaves room for is refused."""
+    ids = tiny_tokenizer(TINY_TEXT[:24], add_special_tokens=False)["input_ids"]
+    sequences = [[tiny_tokenizer.cls_token_id] + s[: 4 + 5 * (i % 7)] + [tiny_tokenizer.sep_token_id]
+                 for i, s in enumerate(ids)]  # fmt: skip
+    rows = pack_sequences([{"input_ids": s} for s in sequences], LENGTH)
+    settings = dict(label_layout="slots", pad_to_multiple_of=LENGTH, max_span_targets=4, return_sequence_offsets=True)
+    padded = DataCollatorForSpanMasking(tiny_tokenizer, sequence_offsets_count=40, **settings)
+    unpadded = DataCollatorForSpanMasking(tiny_tokenizer, **settings)
+    torch._dynamo.reset()
+    model = make_model(len(tiny_tokenizer), tiny_tokenizer.pad_token_id, attn_implementation="varlen_fa2")
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(model, backend=counter, fullgraph=True)
+    counts = set()
+    for k in range(3):
+        examples = [{**row, "example_index": 2 * k + i} for i, row in enumerate(rows[2 * k : 2 * k + 2])]
+        batch, reference = padded(examples), unpadded(examples)
+        offsets, count = reference["sequence_offsets"], len(reference["sequence_offsets"])
+        counts.add(count)
+        assert batch["sequence_offsets"].shape == (40,) and torch.equal(batch["sequence_offsets"][:count], offsets)
+        assert (batch["sequence_offsets"][count:] == offsets[-1]).all()
+        reference_output, reference_gradients = step(model, reference)
+        for forward in (None, compiled):
+            output, gradients = step(model, batch, forward)
+            for field in ("loss", "mlm_loss", "sbo_loss"):
+                torch.testing.assert_close(getattr(output, field), getattr(reference_output, field), msg=field)
+            for name, gradient in reference_gradients.items():
+                torch.testing.assert_close(gradients[name], gradient, rtol=1e-4, atol=1e-6, msg=name)
+    assert len(counts) > 1, counts  # the batches hold different numbers of documents
+    assert counter.frame_count == 1
+    assert flash_reference_kernels.calls["forward"] > 0
+    with pytest.raises(ValueError, match="more than the 3 that sequence_offsets_count=4 leaves room for"):
+        DataCollatorForSpanMasking(tiny_tokenizer, sequence_offsets_count=4, **settings)(examples)

@@ -34,7 +34,7 @@ from transformers import (
     ModernBertForMaskedLM,
 )
 
-from conftest import drop_weight
+from conftest import assert_weights_kept, drop_weight
 from spanroberta.data.collator import DataCollatorForSpanMasking
 from spanroberta.data.demo_corpus import demo_corpus_path
 from spanroberta.data.masking import word_start_table
@@ -46,7 +46,7 @@ from spanroberta.pretraining.arguments import (
     PretrainingDataArguments,
     PretrainingModelArguments,
 )
-from spanroberta.pretraining.attention import plan_packing
+from spanroberta.pretraining.attention import plan_run_attention
 from spanroberta.runs.cli import parse_arguments
 from spanroberta.pretraining import run as pretraining
 from spanroberta.objectives import get_objective, resolve_recipe
@@ -175,11 +175,8 @@ def test_a_continued_checkpoint_reloads_in_its_stock_class_with_its_weights(fami
     model, report = stock_class.from_pretrained(continued[family], output_loading_info=True)
     assert not report["missing_keys"] and not report["unexpected_keys"] and not report["mismatched_keys"]
     assert json.loads((continued[family] / "config.json").read_text())["architectures"] == [stock_class.__name__]
-    saved = model.state_dict()
-    assert saved.keys() == original.keys()
-    for name, tensor in original.items():
-        # Loaded, not re-initialised: a negligible learning rate moves no weight further than the tolerance.
-        torch.testing.assert_close(saved[name], tensor, rtol=0, atol=WEIGHT_TOLERANCE, msg=name)
+    # Loaded, not re-initialised: a negligible learning rate moves no weight further than the tolerance.
+    assert_weights_kept(model.state_dict(), original, WEIGHT_TOLERANCE)
     assert (continued[family] / SBO_HEAD_FILE).is_file()
     history = json.loads((continued[family] / "trainer_state.json").read_text())["log_history"]
     assert [entry["step"] for entry in history if "sbo_loss" in entry and "mlm_loss" in entry] == [1, 2]
@@ -239,9 +236,9 @@ def test_deberta_trains_on_unpacked_rows(checkpoints):
     model_args, data_args, training_args = parse("--model_name_or_path", str(checkpoints["deberta-v2"]))
     recipe = resolve_recipe(model_args, data_args)
     assert data_args.pack_documents and recipe.input_format == "doc-sentences"
-    assert not plan_packing(model_args, data_args, recipe, training_args.device).pack_documents
+    assert not plan_run_attention(model_args, data_args, training_args, recipe).packs_rows
     bert_args, _, _ = parse("--model_name_or_path", str(checkpoints["bert"]))
-    assert plan_packing(bert_args, data_args, recipe, training_args.device).pack_documents
+    assert plan_run_attention(bert_args, data_args, training_args, recipe).packs_rows
 
 
 def test_modernbert_packs_under_sdpa_and_refuses_varlen_fa2(checkpoints):
@@ -249,10 +246,10 @@ def test_modernbert_packs_under_sdpa_and_refuses_varlen_fa2(checkpoints):
     sequences, so asking for it is refused before any data is read."""
     model_args, data_args, training_args = parse("--model_name_or_path", str(checkpoints["modernbert"]))
     recipe = resolve_recipe(model_args, data_args)
-    assert plan_packing(model_args, data_args, recipe, training_args.device).pack_documents
+    assert plan_run_attention(model_args, data_args, training_args, recipe).packs_rows
     model_args = dataclasses.replace(model_args, attn_implementation="varlen_fa2")
     with pytest.raises(UserInputError, match="sliding-window layers"):
-        plan_packing(model_args, data_args, recipe, training_args.device)
+        plan_run_attention(model_args, data_args, training_args, recipe)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -310,7 +307,7 @@ def test_a_spanroberta_checkpoint_missing_a_weight_is_refused(spanroberta_checkp
     assert model.sentence_head is not None
 
 
-def test_an_electra_discriminator_missing_a_weight_is_refused(tmp_path):
+def test_an_electra_discriminator_missing_a_weight_is_refused(tmp_path, tiny_tokenizer):
     config = ElectraConfig(vocab_size=120, embedding_size=16, hidden_size=32, num_hidden_layers=1,
                            num_attention_heads=2, intermediate_size=64)  # fmt: skip
     ElectraForPreTraining(config).save_pretrained(tmp_path)
@@ -319,10 +316,10 @@ def test_an_electra_discriminator_missing_a_weight_is_refused(tmp_path):
     model_args, data_args, _ = parse("--model_name_or_path", str(tmp_path), "--recipe", "electra")
     recipe = resolve_recipe(model_args, data_args)
     electra = get_objective(recipe.objective)
-    assert electra.build_model(model_args, electra.build_config(model_args, recipe, None), None) is not None
+    assert electra.build_model(model_args, electra.build_config(model_args, recipe, None), tiny_tokenizer) is not None
     drop_weight(tmp_path, "discriminator_predictions.dense.weight")
     with pytest.raises(UserInputError, match=r"\(electra\).*discriminator_predictions\.dense\.weight"):
-        electra.build_model(model_args, electra.build_config(model_args, recipe, None), None)
+        electra.build_model(model_args, electra.build_config(model_args, recipe, None), tiny_tokenizer)
 
 
 def test_the_sentence_objective_must_be_the_familys_own(checkpoints):

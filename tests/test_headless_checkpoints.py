@@ -27,7 +27,7 @@ from transformers import (
     TrainingArguments,
 )
 
-from conftest import PROJECT_ROOT, TINY_TEXT, drop_weight
+from conftest import PROJECT_ROOT, TINY_TEXT, assert_weights_kept, drop_weight
 from spanroberta.data.demo_corpus import demo_corpus_path
 from spanroberta.data.masking import word_start_table
 from spanroberta.models.modeling_any_encoder import SBO_HEAD_FILE
@@ -101,11 +101,8 @@ def check_continued(checkpoint: Path, output_dir: Path, output: str) -> None:
     assert (output_dir / SBO_HEAD_FILE).is_file()
     # Every encoder weight came from the checkpoint (a negligible learning rate moves none beyond the tolerance).
     original = BertModel.from_pretrained(checkpoint).state_dict()
-    continued = model.bert.state_dict()
-    encoder = [name for name in original if not name.startswith("pooler.")]
-    assert set(encoder) == set(continued)
-    for name in encoder:
-        torch.testing.assert_close(continued[name], original[name], rtol=0, atol=WEIGHT_TOLERANCE, msg=name)
+    encoder = {name: tensor for name, tensor in original.items() if not name.startswith("pooler.")}
+    assert_weights_kept(model.bert.state_dict(), encoder, WEIGHT_TOLERANCE)
     fill = fill_mask(output_dir)
     mask = fill.tokenizer.mask_token
     answers = fill(f"the answer is in the {mask} of the text.", top_k=3)

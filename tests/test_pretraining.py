@@ -67,7 +67,7 @@ def test_thirty_steps_on_wikitext_lower_the_loss(tmp_path, capsys):
     model = SpanRobertaForPreTraining.from_pretrained(output_dir)
     assert model.sbo_head is not None
     tokenizer = AutoTokenizer.from_pretrained(output_dir)
-    assert len(tokenizer) == model.config.vocab_size == 2000
+    assert (len(tokenizer), model.config.vocab_size) == (2000, 2048)  # padded to a multiple of 64
     encoder, info = RobertaModel.from_pretrained(output_dir, output_loading_info=True)
     # RoBERTa's pooler is not trained without a sentence-level objective (its classification head ignores it)
     assert not {key for key in info["missing_keys"] if not key.startswith("pooler.")}
@@ -184,3 +184,36 @@ def test_a_wordpiece_tokenizer_gets_two_token_types_and_pairs_train(tmp_path):
     metrics = trainer.evaluate(DynamicMaskingDataset(blocks))
     assert 0.0 <= metrics["eval_nsp_accuracy"] <= 1.0
     assert metrics["eval_loss"] == pytest.approx(metrics["eval_mlm_loss"] + metrics["eval_nsp_loss"])
+
+
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+def test_on_cuda_the_run_copies_pinned_batches_without_waiting(device, monkeypatch):
+    """On CUDA (the device stated to the arguments, so that any machine runs this) the run asks accelerate for
+    non-blocking copies from pinned memory through the Trainer's accelerator_config; on CPU, and where the user
+    set either flag, the arguments are left as they are."""
+    from unittest import mock
+
+    from transformers import Trainer
+
+    from spanroberta.pretraining.run import _copy_batches_without_waiting
+
+    def arguments(*flags):
+        types = (PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments)
+        (_, _, training_args), given = parse_arguments(types, ["--output_dir", "unused", *flags])
+        return training_args, given
+
+    with mock.patch.object(PretrainingArguments, "device", torch.device(device)):
+        training_args, given = arguments("--dataloader_pin_memory", "false")
+        training_args.dataloader_pin_memory = False  # as a default would leave it
+        _copy_batches_without_waiting(training_args, set())
+        assert training_args.accelerator_config.non_blocking == training_args.dataloader_pin_memory == (
+            device == "cuda"
+        )
+        training_args, given = arguments("--dataloader_pin_memory", "false")
+        _copy_batches_without_waiting(training_args, given)
+        assert not training_args.accelerator_config.non_blocking and not training_args.dataloader_pin_memory
+    # What the Trainer hands accelerate: the copies of every batch are non-blocking.
+    training_args, _ = arguments("--use_cpu", "true", "--report_to", "none")
+    training_args.accelerator_config.non_blocking = True
+    trainer = Trainer(model=torch.nn.Linear(2, 2), args=training_args)
+    assert trainer.accelerator.dataloader_config.non_blocking

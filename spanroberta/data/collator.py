@@ -80,7 +80,9 @@ class DataCollatorForSpanMasking:
     - with `return_sequence_offsets`, for packed rows, `sequence_offsets` (int32 [sequences + 1]): where each packed
       sequence (padding included) starts in the flattened batch [batch * length], then its end, as the varlen_fa2
       attention reads them; computed here on the host, so that the model's forward need not read them from the
-      device;
+      device. With `sequence_offsets_count`, padded to that many entries with zero-length sequences at the end
+      (the last offset repeated), so that every batch's offsets have one shape: a compiled step then needs one
+      graph with no dynamic size, as CUDA graphs do;
     - `labels`, in the layout `label_layout` names:
       "dense": [batch, length], -100 where a token is not predicted (transformers' convention);
       "slots": the predictions in a fixed number of slots per row, `max_predictions_per_seq` (default
@@ -136,6 +138,7 @@ class DataCollatorForSpanMasking:
     first_position_id: int | None = None
     label_layout: str = "dense"
     return_sequence_offsets: bool = False
+    sequence_offsets_count: int | None = None
 
     def __post_init__(self) -> None:
         self._check_settings()
@@ -234,7 +237,7 @@ class DataCollatorForSpanMasking:
             masked = None if masked is None else move_padding_left({"masked": masked}, padding)["masked"]
             rows = move_padding_left(rows, padding, _POSITION_FIELDS)
         if self.return_sequence_offsets and "position_ids" in rows:  # on the host: no nonzero() on the device
-            rows["sequence_offsets"] = packed_sequence_offsets(rows["position_ids"], rows["attention_mask"])
+            rows["sequence_offsets"] = self._sequence_offsets(rows["position_ids"], rows["attention_mask"])
         if self.label_layout == "slots":
             slots = self._prediction_slots(masked, examples)
             rows["mlm_positions"] = in_slots(torch.arange(masked.shape[1]).expand_as(masked), slots)
@@ -336,6 +339,19 @@ class DataCollatorForSpanMasking:
                 [w is not None and w != p for w, p in zip(word_ids, previous)], dtype=torch.bool
             )
         return word_starts_at(starts_word, maskable)
+
+    def _sequence_offsets(self, position_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The packed sequences' offsets, padded to `sequence_offsets_count` entries where it is set."""
+        offsets = packed_sequence_offsets(position_ids, attention_mask)
+        count = self.sequence_offsets_count
+        if count is None:
+            return offsets
+        if len(offsets) > count:
+            raise ValueError(
+                f"This batch holds {len(offsets) - 1} packed sequences (padding included), more than the "
+                f"{count - 1} that sequence_offsets_count={count} leaves room for: raise it."
+            )
+        return torch.nn.functional.pad(offsets, (0, count - len(offsets)), value=int(offsets[-1]))
 
     def _prediction_slots(self, masked: torch.Tensor, examples: list[Mapping[str, Any]]) -> torch.Tensor:
         """Long [batch, slots]: the masked positions of each row in increasing order, then -1 (unused slots)."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import torch
 from transformers import PretrainedConfig, PreTrainedModel
+from transformers.utils import logging
 from transformers.masking_utils import create_bidirectional_mask, create_bidirectional_sliding_window_mask
 
 from .varlen_attention import (
@@ -28,18 +29,27 @@ from .varlen_attention import (
     varlen_fa2_refusal,
 )
 
+logger = logging.get_logger(__name__)
+
 # Attention implementations whose functions take a dense [batch, 1, queries, keys] mask (varlen_fa2 takes one
 # where rows are not packed, or its kernel cannot run).
 _DENSE_MASK_ATTENTION = ("sdpa", "eager", VARLEN_FA2)
 # The attention implementations pretraining accepts (--attn_implementation); flash attention needs the flash-attn
 # package and a GPU.
 ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager", VARLEN_FA2, "flex_attention", "flash_attention_2", "flash_attention_3")
+# Config fields that hold attention dropout (ModernBERT's is attention_dropout).
+_ATTENTION_DROPOUT_FIELDS = ("attention_probs_dropout_prob", "attention_dropout")
 # Attention implementations that apply no attention dropout: transformers' flex_attention refuses dropout > 0.
 _DROPOUT_FREE_ATTENTION = ("flex_attention",)
 # flex_attention works in blocks of this many queries and keys (torch's _DEFAULT_SPARSE_BLOCK_SIZE, the block size of
 # the BlockMask transformers builds): a kernel may call a mask function at any index of a row's last block.
 _FLEX_BLOCK_SIZE = 128
 
+NO_SEQUENCE_OFFSETS = (
+    f"Packed rows under {VARLEN_FA2} came without their sequences' offsets (`sequence_offsets`, which "
+    "DataCollatorForSpanMasking(return_sequence_offsets=True) computes on the host): the forward derives them from "
+    "the positions, which waits for the device at every step. Said once."
+)
 FLEX_ATTENTION_ON_CPU = (
     "Packed rows (position_ids that restart at each sequence) under flex_attention on CPU: torch's CPU kernel for "
     "flex attention gives some rows wrong attention, or NaN, for some batch shapes (rows of 24 tokens, for one, "
@@ -99,15 +109,21 @@ def head_size(config: PretrainedConfig) -> int:
     return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
 
 
+def _attention_dropout(config: PretrainedConfig) -> float:
+    """The attention dropout `config` trains with (0 where it names none)."""
+    dropouts = [getattr(config, name, None) or 0.0 for name in _ATTENTION_DROPOUT_FIELDS]
+    return max(dropouts)
+
+
 def packed_rows_path(
-    config: PretrainedConfig, device: torch.device | str, dtype: torch.dtype
+    config: PretrainedConfig, device: torch.device | str, dtype: torch.dtype, backward: bool = False
 ) -> tuple[str, str | None]:
-    """How packed rows attend under `config`'s attention implementation on `device`, attention computing in `dtype`:
-    ("varlen_fa2", None) through the flash kernel, else ("mask", why not the kernel: None where varlen_fa2 was
-    not asked for)."""
+    """How packed rows attend under `config`'s attention implementation on `device`, attention computing in `dtype`
+    (`backward`: with gradients, under the config's attention dropout): ("varlen_fa2", None) through the flash
+    kernel, else ("mask", why not the kernel: None where varlen_fa2 was not asked for)."""
     if config._attn_implementation != VARLEN_FA2:
         return "mask", None
-    refusal = varlen_fa2_refusal(device, dtype, head_size(config))
+    refusal = varlen_fa2_refusal(device, dtype, head_size(config), _attention_dropout(config), backward)
     return ("mask", refusal) if refusal else (VARLEN_FA2, None)
 
 
@@ -161,8 +177,10 @@ def packed_attention_inputs(
             "layers: use sdpa (or eager) for its packed rows."
         )
     states_dtype = encoder.get_input_embeddings().weight.dtype if inputs_embeds is None else inputs_embeds.dtype
-    if packed_rows_path(config, device, attention_compute_dtype(device, states_dtype))[0] == VARLEN_FA2:
+    backward = encoder.training and torch.is_grad_enabled()
+    if packed_rows_path(config, device, attention_compute_dtype(device, states_dtype), backward)[0] == VARLEN_FA2:
         if sequence_offsets is None:
+            logger.warning_once(NO_SEQUENCE_OFFSETS)
             sequence_offsets = packed_sequence_offsets(position_ids, attention_mask)
         length = position_ids.shape[-1]  # the longest a sequence can be
         return {"attention_mask": None, "cu_seq_lens_q": sequence_offsets, "cu_seq_lens_k": sequence_offsets,
@@ -188,6 +206,7 @@ def packed_attention_inputs(
 __all__ = [
     "ATTENTION_IMPLEMENTATIONS",
     "FLEX_ATTENTION_ON_CPU",
+    "NO_SEQUENCE_OFFSETS",
     "is_flash_attention",
     "packed_rows_refusal",
     "refuses_dropout",

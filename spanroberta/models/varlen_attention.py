@@ -24,6 +24,7 @@ This file ships with every checkpoint beside the model files that import it; it 
 from __future__ import annotations
 
 import torch
+import torch.nn.attention
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
@@ -57,16 +58,30 @@ def _schema_problem() -> str | None:
 _SCHEMA_PROBLEM = _schema_problem()
 
 
+# Compute capabilities on which the flash backward refuses some head sizes when training (torch's sdp_utils.cpp,
+# check_requires_grad_and_head_dim_gt192_constraints_on_sm86_89_or_120): heads of 193 to 224, and above 224 with
+# dropout, on sm86-sm89 (consumer Ampere, Ada) and sm120-sm121 (consumer Blackwell).
+_SMALL_SHARED_MEMORY_CAPABILITIES = ((8, 6), (8, 7), (8, 8), (8, 9), (12, 0), (12, 1))
+_BACKWARD_HEAD_DIM_LIMIT = 192
+_BACKWARD_HEAD_DIM_WITH_DROPOUT_FROM = 224
+
+
 # A fact of the machine and torch, not of the batch: torch.compile calls it while tracing, and keeps the answer.
 @torch.compiler.assume_constant_result
-def varlen_fa2_refusal(device: torch.device | str, dtype: torch.dtype, head_dim: int) -> str | None:
+def varlen_fa2_refusal(
+    device: torch.device | str, dtype: torch.dtype, head_dim: int, dropout: float = 0.0, backward: bool = False
+) -> str | None:
     """Why varlen_fa2 cannot run packed rows whose attention computes in `dtype` with heads of `head_dim` on
-    `device` (None: it can). The kernel runs where torch has one for the device's dispatch key (CUDA; a test may
-    register reference kernels for CPU), and on CUDA only in fp16 or bf16, with head sizes it compiles for, on
-    compute capability 8.0 or newer."""
+    `device` (None: it can); `backward`: gradients flow through it, with attention dropout `dropout`. The kernel runs
+    where torch has one for the device's dispatch key (CUDA; a test may register reference kernels for CPU), and on
+    CUDA only in a torch built with flash attention 2 for NVIDIA GPUs with no other flash implementation activated,
+    in fp16 or bf16, with head sizes it compiles (and, training, differentiates) for, on compute capability 8.0 or
+    newer."""
     if _SCHEMA_PROBLEM is not None:
         return _SCHEMA_PROBLEM
     device = torch.device(device)
+    if device.type == "cuda" and (refusal := _cuda_build_refusal()) is not None:
+        return refusal
     key = {"cuda": "CUDA", "cpu": "CPU"}.get(device.type)
     if key is None or not all(torch._C._dispatch_has_kernel_for_dispatch_key(op, key) for op in (_FORWARD, _BACKWARD)):
         return f"torch has no flash attention kernel on {device.type}"
@@ -78,9 +93,33 @@ def varlen_fa2_refusal(device: torch.device | str, dtype: torch.dtype, head_dim:
         return (f"the flash kernel takes head sizes that are multiples of {_HEAD_DIM_MULTIPLE} up to {_MAX_HEAD_DIM}, "
                 f"not {head_dim}")  # fmt: skip
     capability = torch.cuda.get_device_capability(device)
+    found = ".".join(map(str, capability))
     if capability < _MIN_CAPABILITY:
-        found = ".".join(map(str, capability))
         return f"the flash kernel needs compute capability 8.0 or newer, and this GPU has {found}"
+    refused_backward = head_dim > _BACKWARD_HEAD_DIM_LIMIT and (
+        head_dim <= _BACKWARD_HEAD_DIM_WITH_DROPOUT_FROM or dropout > 0
+    )
+    if backward and capability in _SMALL_SHARED_MEMORY_CAPABILITIES and refused_backward:
+        return (f"the flash kernel's backward on compute capability {found} refuses heads of {head_dim} (above "
+                f"{_BACKWARD_HEAD_DIM_LIMIT}: up to {_BACKWARD_HEAD_DIM_WITH_DROPOUT_FROM}, or beyond it with "
+                "attention dropout)")  # fmt: skip
+    return None
+
+
+def _cuda_build_refusal() -> str | None:
+    """Why this torch's CUDA build cannot run varlen_fa2's kernel (None: it can)."""
+    if torch.version.hip is not None:
+        # aten's flash op on ROCm is another kernel (AOTriton or CK) with its own limits, never tested here.
+        return (f"this torch is built for ROCm (HIP {torch.version.hip}), and {VARLEN_FA2} is built on NVIDIA's "
+                "flash kernel")  # fmt: skip
+    if not torch.backends.cuda.is_flash_attention_available():
+        return "this torch is built without flash attention (torch.backends.cuda.is_flash_attention_available())"
+    # torch.nn.attention.activate_flash_attention_impl("FA3" or "FA4") replaces aten's flash ops process-wide with
+    # kernels that apply no attention dropout and take other head sizes.
+    current = torch.nn.attention.current_flash_attention_impl()
+    if current is not None:
+        return (f"flash attention {current} is activated in place of torch's flash attention 2 "
+                "(torch.nn.attention.activate_flash_attention_impl), and applies no attention dropout")  # fmt: skip
     return None
 
 

@@ -23,6 +23,7 @@ from ..models.configuration_spanroberta import SENTENCE_LABELS, SpanRobertaConfi
 from ..models.conventions import IGNORE_INDEX
 from ..models.modeling_any_encoder import ENCODER_FAMILIES
 from ..models.sizes import get_model_size
+from ..models.vocabulary import pad_vocabulary, padded_vocab_size
 from .base import (
     ObjectiveArguments,
     PretrainingObjective,
@@ -112,7 +113,7 @@ class MaskedLanguageModeling(PretrainingObjective):
             return config
         return ENCODER_CONFIGS[recipe.encoder](
             **get_model_size(model_args.model_size),
-            vocab_size=len(tokenizer),
+            vocab_size=padded_vocab_size(len(tokenizer), model_args.pad_vocab_to_multiple_of),
             pad_token_id=tokenizer.pad_token_id,
             bos_token_id=tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.cls_token_id,
             eos_token_id=tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.sep_token_id,
@@ -133,8 +134,7 @@ class MaskedLanguageModeling(PretrainingObjective):
             model = load_checked(AutoModelForPreTraining, model_args.model_name_or_path, config, model_args)
         else:
             model = AutoModelForPreTraining.from_config(config)
-        if len(tokenizer) > model.config.vocab_size:
-            model.resize_token_embeddings(len(tokenizer))
+        pad_vocabulary(model, len(tokenizer), model_args.pad_vocab_to_multiple_of)
         return model
 
     def collator_settings(self, recipe: ResolvedRecipe, config: PretrainedConfig) -> dict[str, Any]:

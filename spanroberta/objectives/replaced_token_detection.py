@@ -21,6 +21,7 @@ from ..models.modeling_electra_pretraining import (
     generator_config,
 )
 from ..models.sizes import ELECTRA_SIZES
+from ..models.vocabulary import mask_padded_ids, padded_vocab_size
 from .base import (
     ObjectiveArguments,
     PretrainingObjective,
@@ -100,7 +101,7 @@ class ReplacedTokenDetection(PretrainingObjective):
         else:
             config = ElectraConfig(
                 **ELECTRA_SIZES[model_args.model_size].shape,
-                vocab_size=len(tokenizer),
+                vocab_size=padded_vocab_size(len(tokenizer), model_args.pad_vocab_to_multiple_of),
                 pad_token_id=tokenizer.pad_token_id,
                 type_vocab_size=2 if "token_type_ids" in tokenizer.model_input_names else 1,
             )
@@ -114,9 +115,17 @@ class ReplacedTokenDetection(PretrainingObjective):
         self, model_args: ObjectiveArguments, config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase
     ) -> ElectraForReplacedTokenDetection:
         """From scratch, or continuing from an ELECTRA discriminator and its generator (--generator_name_or_path,
-        else the discriminator's generator/ folder)."""
+        else the discriminator's generator/ folder). The generator never samples an id past the tokenizer's
+        (`mask_padded_ids`); a checkpoint's vocabulary is not resized, since both parts share it."""
         if not model_args.model_name_or_path:
-            return ElectraForReplacedTokenDetection(config, generator_config(config, config.generator_size))
+            model = ElectraForReplacedTokenDetection(config, generator_config(config, config.generator_size))
+        else:
+            model = self._continued_model(model_args, config)
+        mask_padded_ids(model, len(tokenizer))
+        return model
+
+    @staticmethod
+    def _continued_model(model_args: Any, config: ElectraConfig) -> ElectraForReplacedTokenDetection:
         return ElectraForReplacedTokenDetection.from_pretrained_parts(
             model_args.model_name_or_path,
             model_args.generator_name_or_path or str(Path(model_args.model_name_or_path) / GENERATOR_FOLDER),

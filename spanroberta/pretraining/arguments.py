@@ -39,6 +39,12 @@ class PretrainingModelArguments(ModelArguments):
         metadata={"help": f"Vocabulary size of a newly trained byte-level BPE (RoBERTa's: 50265; at least "
                   f"{MIN_TRAINED_VOCAB_SIZE})."},
     )
+    pad_vocab_to_multiple_of: int = field(
+        default=64,
+        metadata={"help": "Pad the embeddings and decoders to a multiple of this many ids (for the GPU's tensor "
+                  "cores; a checkpoint's are resized, except ELECTRA's); the padded ids are never predicted. 1: "
+                  "no padding."},
+    )
     sbo: bool | None = field(
         default=None, metadata={"help": "Train the span boundary objective. Default: the recipe's."}
     )
@@ -91,6 +97,7 @@ class PretrainingModelArguments(ModelArguments):
         check_range("tokenizer_vocab_size", self.tokenizer_vocab_size, MIN_TRAINED_VOCAB_SIZE,
                     hint="The 256 bytes and the 5 special tokens take 261 ids; a useful vocabulary has thousands.")
         check_range("sbo_loss_weight", self.sbo_loss_weight, 0)
+        check_range("pad_vocab_to_multiple_of", self.pad_vocab_to_multiple_of, 1)
         if self.cross_layer_sharing is not None:
             _check_choice("--cross_layer_sharing", self.cross_layer_sharing, CROSS_LAYER_SHARING)
 

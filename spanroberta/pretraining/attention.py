@@ -1,17 +1,21 @@
-"""Whether a pretraining run packs its rows, and whether its attention implementation can train it: decided here
-once, before any data is read, from the facts `models/packing.py` states about each implementation.
+"""A pretraining run's attention plan, made once before any data is read (`plan_attention`): which attention
+implementation the model gets, whether rows are packed, whether packed rows take the documents' offsets, and why.
+Everything later reads the plan: the config (`AttentionPlan.implementation`), the data stage (whether to pack),
+the collator (`takes_offsets`) and the run-settings line (`describe`). The facts it weighs are the models':
+`models/packing.py` (which implementations run packed rows where, which apply dropout) and
+`models/varlen_attention.py` (where torch's flash kernel runs).
 
 - Rows are packed (several documents a row, positions restarting at each) under the doc-sentences input format
   with --pack_documents, unless the encoder family cannot keep a packed row's sequences apart (DeBERTa-v2/v3):
   its rows then hold one document each, with a warning.
 - Packed rows under an implementation that cannot run them here (flash attention outside spanroberta's RoBERTa
-  encoder, flex_attention on CPU) are refused.
-- With no --attn_implementation, packed rows take varlen_fa2 (each document alone through torch's flash kernel,
-  `models/varlen_attention.py`) where that kernel runs them: on CUDA under bf16 or fp16, a head size it takes, an
-  encoder with no sliding-window layers: the GPU check at commit 43a84f0 (one H200) passed every CUDA test and
-  timed packed rows faster under it than under the mask (benchmarks/RESULTS.md). Elsewhere (CPU, fp32, ...) they run
-  under transformers' default, sdpa, with a block-diagonal mask. The run-settings line names the path and why
-  (`describe_attention`); an implementation given by --attn_implementation is always kept.
+  encoder, flex_attention on CPU, varlen_fa2 in an encoder with sliding-window layers) are refused.
+- With no --attn_implementation, packed rows take varlen_fa2 (each document alone through torch's flash kernel)
+  where that kernel runs them: on CUDA under bf16 or fp16, a head size it trains, an encoder with no
+  sliding-window layers, a torch built with flash attention 2 for CUDA (not ROCm) and no other flash backend
+  activated: the GPU check at commit 43a84f0 (one H200) passed every CUDA test and timed packed rows faster under it
+  than under the mask (benchmarks/RESULTS.md). Elsewhere they run under transformers' default, sdpa, with a
+  block-diagonal mask, and the plan says why. An implementation given by --attn_implementation is always kept.
 - An implementation that cannot apply attention dropout (flex_attention) is refused when the model keeps some:
   the recipe is never changed silently.
 """
@@ -20,24 +24,20 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any
 
 import torch
-from transformers import ElectraConfig, PretrainedConfig
+from transformers import CONFIG_MAPPING, AutoConfig, ElectraConfig, PretrainedConfig
 
 from ..errors import UserInputError
 from ..hub import hub_kwargs
 from ..models.modeling_any_encoder import ENCODER_FAMILIES
-from ..models.packing import (
-    ATTENTION_IMPLEMENTATIONS,
-    head_size,
-    packed_rows_refusal,
-    refuses_dropout,
-)
+from ..models.packing import ATTENTION_IMPLEMENTATIONS, head_size, packed_rows_refusal, refuses_dropout
+from ..models.sizes import ELECTRA_SIZES, get_model_size
 from ..models.varlen_attention import VARLEN_FA2, varlen_fa2_refusal
 from ..objectives.base import ResolvedRecipe
-from ..objectives.checkpoint_loading import ROBERTA_MODEL_TYPES, checkpoint_model_type
+from ..objectives.checkpoint_loading import ROBERTA_MODEL_TYPES
 from ..objectives.masked_lm import ENCODER_CONFIGS
+from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 
 logger = logging.getLogger(__name__)
 
@@ -45,111 +45,154 @@ logger = logging.getLogger(__name__)
 _ATTENTION_DROPOUT_FIELDS = ("attention_probs_dropout_prob", "attention_dropout")
 # BERT's attention dropout, which a checkpoint's config that names none gets from its class.
 _BERT_ATTENTION_DROPOUT = 0.1
+_PRECISION_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+_FLASH_KERNEL = "packed rows through torch's flash kernel"
 
 
-def packs_rows(recipe: ResolvedRecipe, data_args: Any) -> bool:
-    """Whether the run's rows hold several documents each (doc-sentences rows under --pack_documents)."""
-    return recipe.input_format == "doc-sentences" and data_args.pack_documents
+@dataclasses.dataclass(frozen=True)
+class EncoderFacts:
+    """What the plan reads of the model the run will train, known before any data is read.
+
+    model_type: the checkpoint's (or --config_name's); None where the recipe's encoder is built from scratch.
+    head_size: the size of one attention head. attention_dropout: the attention dropout it trains with.
+    flattens_rows: it runs flash attention on packed rows by flattening the batch (spanroberta's RoBERTa encoder)."""
+
+    model_type: str | None
+    head_size: int
+    attention_dropout: float
+    flattens_rows: bool
+
+    @property
+    def can_pack_rows(self) -> bool:
+        """Whether its attention can keep a packed row's sequences apart (DeBERTa's cannot)."""
+        family = ENCODER_FAMILIES.get(self.model_type)
+        return family is None or family.packing is not None
+
+    @property
+    def has_sliding_window_layers(self) -> bool:
+        """Whether it alternates full and sliding-window layers (ModernBERT), which need sdpa's per-layer masks."""
+        family = ENCODER_FAMILIES.get(self.model_type)
+        return family is not None and family.packing == "mask_per_attention_type"
 
 
-def plan_packing(model_args: Any, data_args: Any, recipe: ResolvedRecipe, device: torch.device) -> Any:
-    """`data_args` with packing turned off where the encoder family cannot pack; refuses (UserInputError) an
-    attention implementation (--attn_implementation, None: transformers' default) that could not train this run."""
-    source = model_args.model_name_or_path or model_args.config_name
-    model_type = checkpoint_model_type(source, model_args) if source else None
-    family = ENCODER_FAMILIES.get(model_type)
-    if family is not None and family.packing is None and packs_rows(recipe, data_args):
+@dataclasses.dataclass(frozen=True)
+class AttentionRequest:
+    """What the run asks of its attention, and where it runs.
+
+    attn_implementation: --attn_implementation (None: the plan chooses). packed_rows_asked: doc-sentences rows under
+    --pack_documents. precision: "bf16", "fp16" or "fp32", as the run's flags name it. batches_reach_the_model_whole:
+    no nn.DataParallel or accelerate's dispatched batches, which cut every tensor along its first dimension and so
+    would cut the documents' offsets wrongly (the model then derives them from the rows it gets)."""
+
+    attn_implementation: str | None
+    packed_rows_asked: bool
+    device: torch.device
+    precision: str
+    batches_reach_the_model_whole: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionPlan:
+    """The run's attention, decided once (`plan_attention`).
+
+    implementation: what the model's config gets (None: transformers' default, sdpa where the encoder has it).
+    packs_rows: several documents share a row. takes_offsets: packed rows go through torch's flash kernel with the
+    documents' offsets, which the collator computes on the host with each batch. reason: the path packed rows take
+    and why, for the run-settings line (None: nothing to say, as for rows that are not packed). chosen_by: why the
+    plan chose `implementation` where the user did not (None: the user's, or transformers' default)."""
+
+    implementation: str | None
+    packs_rows: bool
+    takes_offsets: bool
+    reason: str | None = None
+    chosen_by: str | None = None
+
+    def describe(self, resolved: str) -> str:
+        """The attention as the run-settings line names it: `resolved`, the implementation the built model runs
+        (transformers' default resolved), then the path packed rows take and why."""
+        return resolved if self.reason is None else f"{resolved}: {self.reason}"
+
+
+def plan_attention(request: AttentionRequest, encoder: EncoderFacts) -> AttentionPlan:
+    """The run's attention plan; refuses (UserInputError) an implementation asked for that could not train it."""
+    asked = request.attn_implementation
+    packs = request.packed_rows_asked and encoder.can_pack_rows
+    if request.packed_rows_asked and not packs:
         logger.warning(
             "%s cannot keep the sequences of a packed row apart (its attention builds its mask from a padding mask "
             "only), so doc-sentences rows hold one document's block each, padded (--pack_documents false).",
-            model_type,
+            encoder.model_type,
         )
-        data_args = dataclasses.replace(data_args, pack_documents=False)
-    attention = model_args.attn_implementation
-    if attention is not None and packs_rows(recipe, data_args):
-        # Only spanroberta's RoBERTa encoder runs packed rows under flash attention (it flattens the batch).
-        flattens_rows = recipe.objective == "masked_lm" and (
-            model_type in ROBERTA_MODEL_TYPES if model_type else recipe.encoder == "roberta"
-        )
-        _check_packed_rows_attention(attention, device, flattens_rows, _has_sliding_window_layers(model_type))
-    _check_dropout(attention, model_args, recipe)
-    return data_args
+    if asked is not None and packs:
+        _check_packed_rows_attention(asked, request.device, encoder)
+    _check_dropout(asked, encoder.attention_dropout)
+    if not packs:
+        return AttentionPlan(asked, packs_rows=False, takes_offsets=False)
+    refusal = _varlen_fa2_refusal(request, encoder)
+    whole = request.batches_reach_the_model_whole
+    if asked is None and refusal is None:
+        return AttentionPlan(VARLEN_FA2, True, whole, _FLASH_KERNEL, f"packed rows on cuda under {request.precision}")
+    if asked in (None, VARLEN_FA2) and refusal is not None:
+        return AttentionPlan(asked, True, False, f"packed rows under sdpa's block-diagonal mask, since {refusal}")
+    if asked == VARLEN_FA2:
+        return AttentionPlan(asked, True, whole, _FLASH_KERNEL)
+    if asked == "sdpa" and refusal is None:
+        recommendation = f"--attn_implementation {VARLEN_FA2} would run them through torch's flash kernel here"
+        return AttentionPlan(asked, True, False, f"packed rows under its block-diagonal mask; {recommendation}")
+    return AttentionPlan(asked, packs_rows=True, takes_offsets=False)
 
 
-def _check_packed_rows_attention(attention: str, device: torch.device, flattens_rows: bool,
-                                 sliding_window: bool) -> None:  # fmt: skip
+def plan_run_attention(
+    model_args: PretrainingModelArguments,
+    data_args: PretrainingDataArguments,
+    training_args: PretrainingArguments,
+    recipe: ResolvedRecipe,
+) -> AttentionPlan:
+    """`plan_attention` for the run's flags, its device and the model its config will build."""
+    request = AttentionRequest(
+        attn_implementation=model_args.attn_implementation,
+        packed_rows_asked=recipe.input_format == "doc-sentences" and data_args.pack_documents,
+        device=training_args.device,
+        precision="bf16" if training_args.bf16 else "fp16" if training_args.fp16 else "fp32",
+        batches_reach_the_model_whole=_batches_reach_the_model_whole(training_args),
+    )
+    return plan_attention(request, read_encoder_facts(model_args, recipe))
+
+
+def _batches_reach_the_model_whole(training_args: PretrainingArguments) -> bool:
+    """Whether each batch the collator makes reaches one model whole (see `AttentionRequest`)."""
+    dispatched = getattr(training_args.accelerator_config, "dispatch_batches", None)
+    return training_args.n_gpu <= 1 and not dispatched
+
+
+def _varlen_fa2_refusal(request: AttentionRequest, encoder: EncoderFacts) -> str | None:
+    """Why varlen_fa2's kernel would not train this run's packed rows (None: it would). The default takes it on CUDA
+    only, where the GPU check measured it."""
+    if encoder.has_sliding_window_layers:
+        return "this encoder has sliding-window layers, which need sdpa's per-layer masks"
+    refusal = varlen_fa2_refusal(request.device, _PRECISION_DTYPES[request.precision], encoder.head_size,
+                                 encoder.attention_dropout, backward=True)  # fmt: skip
+    if refusal is None and request.device.type != "cuda" and request.attn_implementation is None:
+        return f"{VARLEN_FA2} is the default for packed rows on cuda only"
+    return refusal
+
+
+def _check_packed_rows_attention(attention: str, device: torch.device, encoder: EncoderFacts) -> None:
     """Refuses an attention implementation asked for that cannot run packed rows here (transformers' default,
     sdpa with a block-diagonal mask, runs them on every device)."""
-    refusal = packed_rows_refusal(attention, device, flattens_rows)
+    refusal = packed_rows_refusal(attention, device, encoder.flattens_rows)
     if refusal is not None:
         hint = "" if "--pack_documents false" in refusal else " Or train one document per row: --pack_documents false."
         raise UserInputError(refusal + hint)
-    if attention == VARLEN_FA2 and sliding_window:
+    if attention == VARLEN_FA2 and encoder.has_sliding_window_layers:
         raise UserInputError(
             f"--attn_implementation {VARLEN_FA2} runs every layer over whole sequences, and this encoder has "
             "sliding-window layers: use sdpa or eager for its packed rows, or --pack_documents false."
         )
 
 
-def _has_sliding_window_layers(model_type: str | None) -> bool:
-    """Whether the encoder family alternates full and sliding-window layers (ModernBERT), which need sdpa's
-    per-layer masks for packed rows."""
-    family = ENCODER_FAMILIES.get(model_type)
-    return family is not None and family.packing == "mask_per_attention_type"
-
-
-def choose_packed_rows_attention(config: PretrainedConfig, model_args: Any, training_args: Any,
-                                 packed: bool) -> str | None:  # fmt: skip
-    """Where no --attn_implementation was given and varlen_fa2's kernel would run the run's packed rows on CUDA,
-    sets it on `config` (before the model is built from it) and returns why, for the run-settings line; otherwise
-    None. Only CUDA: the default stands on what the GPU check measured there."""
-    if (model_args.attn_implementation is not None or not packed or training_args.device.type != "cuda"
-            or _varlen_fa2_refusal(config, training_args)):  # fmt: skip
-        return None
-    config._attn_implementation = VARLEN_FA2
-    return f"packed rows on cuda under {_precision(training_args)}"
-
-
-def describe_attention(config: PretrainedConfig, training_args: Any, packed: bool) -> str:
-    """The attention implementation as the run-settings line names it. With packed rows: under varlen_fa2, the
-    path they take (the flash kernel, or the block-diagonal mask and why); under sdpa, where varlen_fa2's kernel
-    would run them (on CUDA under bf16 or fp16, an encoder with no sliding-window layers), a recommendation of it."""
-    name = config._attn_implementation
-    if not packed or name not in ("sdpa", VARLEN_FA2):
-        return name
-    refusal = _varlen_fa2_refusal(config, training_args)
-    if name == "sdpa":
-        if refusal:
-            return name
-        return (f"{name}: packed rows under its block-diagonal mask; --attn_implementation {VARLEN_FA2} would run them "
-                "through torch's flash kernel here")  # fmt: skip
-    if refusal:
-        return f"{name}: packed rows under sdpa's block-diagonal mask, since {refusal}"
-    return f"{name}: packed rows through torch's flash kernel"
-
-
-def _varlen_fa2_refusal(config: PretrainedConfig, training_args: Any) -> str | None:
-    """Why varlen_fa2's kernel would not run this run's packed rows (None: it would)."""
-    if _has_sliding_window_layers(config.model_type):
-        return "this encoder has sliding-window layers, which need sdpa's per-layer masks"
-    return varlen_fa2_refusal(training_args.device, _training_dtype(training_args), head_size(config))
-
-
-def _precision(training_args: Any) -> str:
-    """The run's precision, as its flags name it."""
-    return "bf16" if training_args.bf16 else "fp16" if training_args.fp16 else "fp32"
-
-
-def _training_dtype(training_args: Any) -> torch.dtype:
-    """The dtype autocast computes attention in under the run's precision flags."""
-    return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[_precision(training_args)]
-
-
-def _check_dropout(attention: str | None, model_args: Any, recipe: ResolvedRecipe) -> None:
-    if not refuses_dropout(attention):
-        return
-    dropout = _attention_dropout(model_args, recipe)
-    if dropout > 0:
+def _check_dropout(attention: str | None, dropout: float) -> None:
+    if refuses_dropout(attention) and dropout > 0:
         others = ", ".join(other for other in ATTENTION_IMPLEMENTATIONS if not refuses_dropout(other))
         raise UserInputError(
             f"--attn_implementation {attention} cannot apply attention dropout, and this model keeps an attention "
@@ -160,22 +203,37 @@ def _check_dropout(attention: str | None, model_args: Any, recipe: ResolvedRecip
         )
 
 
-def _attention_dropout(model_args: Any, recipe: ResolvedRecipe) -> float:
-    """The attention dropout the run's model will have: --config_overrides', else the checkpoint's (or
-    --config_name's), else the recipe's encoder's built from scratch."""
-    overrides = dict(
-        pair.split("=", 1) for pair in (model_args.config_overrides or "").split(",") if "=" in pair
-    )
-    given = [overrides[name] for name in _ATTENTION_DROPOUT_FIELDS if name in overrides]
-    if given:
-        try:
-            return max(float(value) for value in given)
-        except ValueError:
-            pass  # not a number: building the config refuses it, in its own words
+def read_encoder_facts(model_args: PretrainingModelArguments, recipe: ResolvedRecipe) -> EncoderFacts:
+    """The facts the plan reads of the run's model, from the config the objective will build it from, read here
+    before any data: the checkpoint's (or --config_name's), else the recipe's encoder at --model_size, with
+    --config_overrides (one that does not parse is left out: building the config refuses it, in its own words)."""
     source = model_args.config_name or model_args.model_name_or_path
     if source:
         values, _ = PretrainedConfig.get_config_dict(source, **hub_kwargs(model_args))
-        fields = [values[name] for name in _ATTENTION_DROPOUT_FIELDS if name in values]
-        return max(fields) if fields else _BERT_ATTENTION_DROPOUT
-    config_class = ElectraConfig if recipe.objective == "replaced_token_detection" else ENCODER_CONFIGS[recipe.encoder]
-    return config_class().attention_probs_dropout_prob
+        model_type = values.get("model_type")
+        # The family's own class, which maps its field names (DistilBERT's `dim`) to the common ones.
+        known = model_type in CONFIG_MAPPING
+        config = AutoConfig.for_model(**values) if known else PretrainedConfig.from_dict(values)
+    else:
+        config, model_type = _fresh_config(model_args.model_size, recipe), None
+    if model_args.config_overrides:
+        try:
+            config.update_from_string(model_args.config_overrides)
+        except ValueError:
+            pass
+    dropouts = [getattr(config, name) for name in _ATTENTION_DROPOUT_FIELDS if hasattr(config, name)]
+    # Only spanroberta's RoBERTa encoder runs packed rows under flash attention (it flattens the batch).
+    roberta = model_type in ROBERTA_MODEL_TYPES if model_type else recipe.encoder == "roberta"
+    return EncoderFacts(
+        model_type=model_type,
+        head_size=head_size(config),
+        attention_dropout=float(max(dropouts)) if dropouts else _BERT_ATTENTION_DROPOUT,
+        flattens_rows=recipe.objective == "masked_lm" and roberta,
+    )
+
+
+def _fresh_config(model_size: str, recipe: ResolvedRecipe) -> PretrainedConfig:
+    """The recipe's encoder at `model_size`, as the objective builds it from scratch (its vocabulary aside)."""
+    if recipe.objective == "replaced_token_detection":
+        return ElectraConfig(**ELECTRA_SIZES[model_size].shape)
+    return ENCODER_CONFIGS[recipe.encoder](**get_model_size(model_size))

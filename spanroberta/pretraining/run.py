@@ -22,9 +22,8 @@ from ..data.demo_corpus import demo_corpus_path
 from ..data.sources import PretrainingData, load_pretraining_data
 from ..errors import UserInputError
 from ..models.configuration_spanroberta import first_position_id
-from ..models.varlen_attention import VARLEN_FA2
 from ..objectives import PretrainingObjective, ResolvedRecipe, get_objective, resolve_recipe
-from .attention import choose_packed_rows_attention, describe_attention, packs_rows, plan_packing
+from .attention import AttentionPlan, plan_run_attention
 from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from ..runs.checkpoints import resume_checkpoint
 from ..runs.cli import apply_defaults
@@ -106,20 +105,24 @@ def run_pretraining(
     recipe = resolve_recipe(model_args, data_args)
     objective = get_objective(recipe.objective)
     logger.info("Recipe: %s", recipe)
-    # Whether rows are packed; the attention asked for refused here if it could not train the run.
-    data_args = plan_packing(model_args, data_args, recipe, training_args.device)
+    # The attention plan: the implementation, whether rows are packed and take offsets; the attention asked for
+    # refused here if it could not train the run. Everything after reads it.
+    attention = plan_run_attention(model_args, data_args, training_args, recipe)
+    if data_args.pack_documents and not attention.packs_rows and recipe.input_format == "doc-sentences":
+        data_args = dataclasses.replace(data_args, pack_documents=False)
     chosen = _load_data_beside_the_gpu(training_args, data_args, given, chosen)
+    _copy_batches_without_waiting(training_args, given)
 
     # Tokenizer, model config and blocks. The main process reads (or prepares) the data first; the others then
     # find it in the cache or on disk. The config is built, and checked, before any block is made.
-    build_config = functools.partial(_build_config, objective, recipe, model_args, data_args)
+    build_config = functools.partial(_build_config, objective, recipe, model_args, data_args, attention)
     with training_args.main_process_first(desc="reading and preparing the data"):
         data = load_pretraining_data(model_args, data_args, training_args, recipe, build_config)
     if data_args.prepare_only:
         logger.info("Prepared the data in %s.", data_args.prepared_data_dir)
         return None
 
-    trainer = _build_trainer(objective, recipe, model_args, data_args, training_args, data,
+    trainer = _build_trainer(objective, recipe, model_args, data_args, training_args, data, attention,
                              _RunSettingsSources(given, chosen))  # fmt: skip
 
     # Train (resuming where a killed run stopped), save, evaluate, describe.
@@ -153,6 +156,17 @@ def _load_data_beside_the_gpu(
     return {**(chosen or {}), "dataloader_num_workers": "training on CUDA"}
 
 
+def _copy_batches_without_waiting(training_args: PretrainingArguments, given: Collection[str] | None) -> None:
+    """On CUDA, batches are collated into pinned host memory and accelerate copies them to the GPU with
+    `non_blocking=True` (the Trainer's `accelerator_config`), so that a step's copies queue behind the previous
+    step's kernels instead of waiting for them. The GPU reads a batch in stream order, after its copy, and each
+    batch is a pinned buffer of its own that nothing writes again. Not where the user set either flag."""
+    if training_args.device.type != "cuda" or {"accelerator_config", "dataloader_pin_memory"} & set(given or ()):
+        return
+    training_args.dataloader_pin_memory = True
+    training_args.accelerator_config.non_blocking = True
+
+
 def _build_trainer(
     objective: PretrainingObjective,
     recipe: ResolvedRecipe,
@@ -160,26 +174,26 @@ def _build_trainer(
     data_args: PretrainingDataArguments,
     training_args: PretrainingArguments,
     data: PretrainingData,
+    attention: AttentionPlan,
     settings: _RunSettingsSources,
 ) -> PretrainingTrainer:
     """The model, its collators and the Trainer, once the run's length is fitted and its settings reported."""
-    # The model: from the checkpoint, or freshly initialised; packed rows take varlen_fa2 where its kernel runs them,
-    # unless --attn_implementation says otherwise.
-    packed = packs_rows(recipe, data_args)
-    if (reason := choose_packed_rows_attention(data.config, model_args, training_args, packed)) is not None:
-        settings = dataclasses.replace(settings, chosen={**(settings.chosen or {}), "attn_implementation": reason})
+    # The model: from the checkpoint, or freshly initialised, under the plan's attention (set on its config).
+    if attention.chosen_by is not None:
+        settings = dataclasses.replace(settings, chosen={**(settings.chosen or {}), "attn_implementation":
+                                                         attention.chosen_by})  # fmt: skip
     model = objective.build_model(model_args, data.config, data.tokenizer)
     drop_unused_weight_conversions(model)
 
     # Masking, laid out in the objective's prediction slots; the evaluation's may follow another scheme.
     masking = functools.partial(_span_masking_collator, data.tokenizer, model.config, recipe, objective, data_args,
-                                training_args)  # fmt: skip
+                                training_args, attention)  # fmt: skip
     collator = masking()
     # --eval_masking: runs trained with different schemes predict the same held-out tokens.
     eval_collator = masking(data_args.eval_masking) if data_args.eval_masking not in (None, recipe.masking) else None
 
-    attention = describe_attention(model.config, training_args, packed)
-    _fit_and_report_run_settings(training_args, data.train, attention, settings)
+    description = attention.describe(model.config._attn_implementation)
+    _fit_and_report_run_settings(training_args, data.train, description, settings)
     _check_evaluation_data(data.eval, training_args)
     return PretrainingTrainer(
         model=model,
@@ -231,11 +245,13 @@ def _build_config(
     recipe: ResolvedRecipe,
     model_args: PretrainingModelArguments,
     data_args: PretrainingDataArguments,
+    attention: AttentionPlan,
     tokenizer: PreTrainedTokenizerBase,
 ) -> PretrainedConfig:
-    """The objective's config with the user's overrides, checked against the block length."""
+    """The objective's config with the plan's attention and the user's overrides, checked against the block
+    length."""
     config = objective.build_config(model_args, recipe, tokenizer)
-    _override_config(config, model_args.config_overrides, model_args.attn_implementation)
+    _override_config(config, model_args.config_overrides, attention.implementation)
     _check_positions(config, data_args.max_seq_length, model_args)
     return config
 
@@ -247,6 +263,7 @@ def _span_masking_collator(
     objective: PretrainingObjective,
     data_args: PretrainingDataArguments,
     training_args: PretrainingArguments,
+    attention: AttentionPlan,
     masking: str | None = None,
 ) -> DataCollatorForSpanMasking:
     """The run's masking (the recipe's, or `masking`), laid out as the objective reads it."""
@@ -260,23 +277,15 @@ def _span_masking_collator(
         random_replace_prob=recipe.random_replace_prob,
         seed=training_args.seed,
         # Rows of fixed-length formats keep one shape from batch to batch, so a compiled step never recompiles.
-        pad_to_multiple_of=data_args.max_seq_length if _fixed_length(recipe, data_args) else None,
+        pad_to_multiple_of=(data_args.max_seq_length if attention.packs_rows or recipe.input_format == "full-sentences"
+                            else None),  # fmt: skip
         first_position_id=first_position_id(config),
         # The pretraining models read their targets at fixed prediction slots, which compile without host syncs.
         label_layout="slots",
         # varlen_fa2 reads the packed sequences' offsets; made here, the forward never reads them from the device.
-        return_sequence_offsets=(packs_rows(recipe, data_args) and config._attn_implementation == VARLEN_FA2
-                                 and _batches_reach_the_model_whole(training_args)),
+        return_sequence_offsets=attention.takes_offsets,
         **objective.collator_settings(recipe, config),
     )
-
-
-def _batches_reach_the_model_whole(training_args: PretrainingArguments) -> bool:
-    """Whether each batch the collator makes reaches one model whole. nn.DataParallel (several GPUs in one process)
-    and accelerate's dispatched batches cut every tensor along its first dimension, which would cut the
-    sequences' offsets wrongly: there the model derives them from the positions of the rows it gets."""
-    dispatched = getattr(training_args.accelerator_config, "dispatch_batches", None)
-    return training_args.n_gpu <= 1 and not dispatched
 
 
 def _save_and_evaluate(
@@ -324,11 +333,6 @@ def _check_positions(config: PretrainedConfig, max_seq_length: int, model_args: 
                 else "."
             )
         )
-
-
-def _fixed_length(recipe: ResolvedRecipe, data_args: PretrainingDataArguments) -> bool:
-    """Whether (nearly) every row is max_seq_length long: full-sentences blocks and packed doc-sentences rows."""
-    return packs_rows(recipe, data_args) or recipe.input_format == "full-sentences"
 
 
 def _setup_logging(training_args: PretrainingArguments) -> None:
