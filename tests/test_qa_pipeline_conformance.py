@@ -22,7 +22,9 @@ from tiny_qa_models import KINDS, save_tiny_qa_checkpoints
 Q = "Where was HuggingFace founded ?"
 C = "HuggingFace was founded in Paris."
 # Many windows, none the same as another (identical windows would give exactly tied answers, ranked by chance).
-LONG = " ".join(f"In {1990 + i} HuggingFace opened office {i} in Paris, and {i * 7} people used its library." for i in range(24))
+LONG = " ".join(
+    f"In {1990 + i} HuggingFace opened office {i} in Paris, and {i * 7} people used its library." for i in range(24)
+)
 TEXTS = [Q, C, LONG, "In what field is HuggingFace working ?", "HuggingFace is a startup founded in Paris"]
 ANSWER_KEYS = {"score", "start", "end", "answer"}
 
@@ -93,9 +95,10 @@ def test_outputs_errors_top_k_long_contexts_and_batches(kind, folders):
     check_answer(qa(question=Q, context=C), C)
     check_answer(qa(question=Q, context=C, handle_impossible_answer=True), C)
     shared = qa(question=["In what field is HuggingFace working ?"] * 2, context=C)
-    assert isinstance(shared, list) and len(shared) == 2
     paired = qa(question=[Q, "In what field is HuggingFace ?"], context=[LONG, C])
-    assert [check_answer(answer, context) for answer, context in zip(paired, [LONG, C])] == [None, None]
+    assert isinstance(shared, list) and isinstance(paired, list) and len(shared) == len(paired) == 2
+    for answer, context in zip([*shared, *paired], [C, C, LONG, C]):
+        check_answer(answer, context)
     for bad in (dict(question="", context=C), dict(question=None, context=C), dict(question=Q, context=""),
                 dict(question=Q, context=None)):  # fmt: skip
         with pytest.raises(ValueError):
@@ -294,10 +297,8 @@ def test_top_k_gives_distinct_answers_decoded_as_transformers4(kind, top_k, fold
     expected = transformers4_answers(qa, Q, LONG, top_k=top_k, **windows)
     assert len(expected) == top_k  # the context holds that many spans
     same_answers(answers, expected)
-    with_null = qa(question=Q, context=LONG, top_k=top_k, handle_impossible_answer=True, align_to_words=False, **windows)
-    same_answers(with_null, transformers4_answers(
-        qa, Q, LONG, top_k=top_k, handle_impossible_answer=True, align_to_words=False, **windows
-    ))  # fmt: skip
+    unaligned = dict(top_k=top_k, handle_impossible_answer=True, align_to_words=False, **windows)
+    same_answers(qa(question=Q, context=LONG, **unaligned), transformers4_answers(qa, Q, LONG, **unaligned))
 
 
 def test_max_answer_len_bounds_the_answer(folders):

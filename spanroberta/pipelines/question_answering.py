@@ -83,7 +83,9 @@ class QuestionAnsweringArgumentHandler(ArgumentHandler):
         elif hasattr(item, "question_text") and hasattr(item, "context_text"):
             question, context = item.question_text, item.context_text
         else:
-            raise ValueError(f"Each input must be a dict with 'question' and 'context' or a SquadExample, got {item!r}.")
+            raise ValueError(
+                f"Each input must be a dict with 'question' and 'context', or a SquadExample; got {item!r}."
+            )
         for key, text in (("question", question), ("context", context)):
             if not isinstance(text, str) or not text.strip():
                 raise ValueError(f"`{key}` cannot be empty: give a string with some text (got {text!r}).")
