@@ -19,7 +19,7 @@ from conftest import PROJECT_ROOT, checked_eval_results, shared_data
 from test_squad_metrics import OFFICIAL_V2_0, run_official
 from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
 from spanroberta.metrics.squad import V1_KEYS, V2_KEYS, squad_v1_evaluate, squad_v2_evaluate
-from spanroberta.pipelines.question_answering import context_offsets, encode_windows
+from spanroberta.pipelines.span_decoding import context_offsets, encode_windows
 from spanroberta.records import read_records
 from spanroberta.task_data.squad.features import prepare_train_features
 from spanroberta.task_data.squad.postprocessing import THRESHOLD_FILE

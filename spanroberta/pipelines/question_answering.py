@@ -1,184 +1,142 @@
-"""Extractive question answering: the `question-answering` pipeline that transformers 5 removed, and the span
-decoding that run_squad.py shares with it.
+"""Extractive question answering: the `question-answering` pipeline that transformers 5 removed, with
+transformers 4's interface (`QuestionAnsweringPipeline`, `QuestionAnsweringArgumentHandler`, `SquadExample`).
 
-This file is self-contained on purpose (standard library, numpy, torch and transformers only): run_squad.py
-copies it into every checkpoint it writes and names it in the config's `custom_pipelines`, so that
-`pipeline("question-answering", model=<checkpoint>, trust_remote_code=True)` works where spanroberta is not
-installed. Where spanroberta is imported, `register_question_answering_pipeline()` makes
-`pipeline("question-answering", model=...)` work for any extractive QA checkpoint.
+This file and span_decoding.py beside it are self-contained on purpose (standard library, numpy, torch and
+transformers only): run_squad.py copies both into every checkpoint it writes and names this one in the config's
+`custom_pipelines`, so that `pipeline("question-answering", model=<checkpoint>, trust_remote_code=True)` works
+where spanroberta is not installed. Where spanroberta is imported, `register_question_answering_pipeline()`
+makes `pipeline("question-answering", model=...)` work for any extractive QA checkpoint, and these classes
+importable from where transformers 4 had them.
 
-Decoding follows BERT's SQuAD recipe (Devlin et al. 2019, section 4.2-4.3), which SpanBERT and RoBERTa
-reuse: a context too long for one window is split into overlapping windows; a span scores
-start_score[s] + end_score[e] over context tokens with e >= s and at most `max_answer_length` tokens; the best
-span over all windows wins; the no-answer ("null") score is the score of the span that starts and ends on
-the first token (`<s>` for RoBERTa, `[CLS]` for BERT), taken from the window where it is lowest.
+The windows and the span decoding are span_decoding.py's, shared with run_squad.py's evaluation.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+import sys
+import types
+import warnings
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
-from transformers import AutoModelForQuestionAnswering, BatchEncoding, PreTrainedTokenizerBase
-from transformers.pipelines.base import ChunkPipeline
+from transformers import AutoModelForQuestionAnswering, BatchEncoding
+from transformers.pipelines.base import ArgumentHandler, ChunkPipeline
+from transformers.utils import logging
+
+from .span_decoding import (
+    Offsets,
+    WindowScores,
+    cls_index,
+    context_offsets,
+    context_room,
+    decode_spans,
+    encode_windows,
+    log_softmax_scores,
+)
 
 TASK = "question-answering"
 
-Offsets = Sequence[tuple[int, int] | None]
+logger = logging.get_logger(__name__)
+
+# Inputs the pipeline streams, one example at a time, instead of reading them whole (as transformers 4 did).
+STREAMED_INPUTS = (types.GeneratorType, torch.utils.data.Dataset)
 
 
-# --- windows ---
+# --- inputs ---
 
 
-def truncate_question(tokenizer: PreTrainedTokenizerBase, question: str, max_query_length: int) -> str:
-    """The question cut after its first `max_query_length` tokens (BERT's max_query_length), without its
-    leading whitespace (some SQuAD questions start with many spaces, which would only waste the window)."""
-    question = question.lstrip()
-    offsets = tokenizer(question, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
-    if len(offsets) <= max_query_length:
-        return question
-    return question[: offsets[max_query_length - 1][1]]
+@dataclass
+class SquadExample:
+    """One question about one context, with the constructor of transformers 4's `SquadExample` (which
+    transformers 5 removed): `SquadExample(None, question, context, None, None, None)`. The pipeline reads only
+    `question_text` and `context_text`; the answer fields are kept for code written against transformers 4."""
+
+    qas_id: str | None
+    question_text: str
+    context_text: str
+    answer_text: str | None = None
+    start_position_character: int | None = None
+    title: str | None = None
+    answers: list = field(default_factory=list)
+    is_impossible: bool = False
 
 
-def encode_windows(
-    tokenizer: PreTrainedTokenizerBase,
-    questions: Sequence[str],
-    contexts: Sequence[str],
-    max_seq_length: int,
-    doc_stride: int,
-    max_query_length: int,
-) -> BatchEncoding:
-    """Tokenizes (question, context) pairs, question first. A context that does not fit splits into windows
-    of at most `max_seq_length` tokens, consecutive windows sharing `doc_stride` context tokens (the meaning
-    of `stride` in transformers' tokenizers and run_qa.py; BERT's doc_stride was the step between window
-    starts instead). `overflow_to_sample_mapping` gives each window's pair and `offset_mapping` its
-    character offsets."""
-    if tokenizer.padding_side != "right":
-        raise ValueError("Extractive QA needs a tokenizer that pads on the right (the question comes first).")
-    room = max_seq_length - max_query_length - tokenizer.num_special_tokens_to_add(pair=True)
-    if doc_stride >= room:
+class QuestionAnsweringArgumentHandler(ArgumentHandler):
+    """transformers 4's input forms -> a list of `SquadExample`: two positional strings (question, context);
+    `question=`/`context=` as strings or lists (a list of questions may share one context); a dict with
+    "question" and "context", a SquadExample, or a list of them, positionally or as `X=`/`data=`. A generator
+    or a torch Dataset is handed back as it is, for the pipeline to stream; its items are checked as they come.
+    Raises transformers 4's exceptions: KeyError for a dict without "question" or "context", ValueError for
+    anything else it cannot read."""
+
+    def normalize(self, item: Any) -> SquadExample:
+        """One input as a SquadExample, with a non-empty question and context."""
+        if isinstance(item, dict):
+            for key in ("question", "context"):
+                if key not in item:
+                    raise KeyError(f"An input has no {key!r}: give dicts with 'question' and 'context'.")
+            question, context = item["question"], item["context"]
+        elif hasattr(item, "question_text") and hasattr(item, "context_text"):
+            question, context = item.question_text, item.context_text
+        else:
+            raise ValueError(
+                f"Each input must be a dict with 'question' and 'context', or a SquadExample; got {item!r}."
+            )
+        for key, text in (("question", question), ("context", context)):
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError(f"`{key}` cannot be empty: give a string with some text (got {text!r}).")
+        return item if isinstance(item, SquadExample) else SquadExample(None, question, context)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> list[SquadExample] | Iterable:
+        inputs = _raw_inputs(args, kwargs)
+        if isinstance(inputs, STREAMED_INPUTS):
+            return inputs
+        if isinstance(inputs, dict) or hasattr(inputs, "question_text"):
+            inputs = [inputs]
+        elif isinstance(inputs, Iterable) and not isinstance(inputs, (str, bytes)):
+            inputs = list(inputs)
+        else:
+            raise ValueError(
+                f"Cannot read the question-answering inputs {inputs!r}: give question= and context=, or dicts "
+                "with 'question' and 'context'."
+            )
+        return [self.normalize(item) for item in inputs]
+
+
+def _raw_inputs(args: tuple, kwargs: dict[str, Any]) -> Any:
+    """Where the inputs are among the arguments, in transformers 4's order: positional, X=, data=,
+    question= with context=."""
+    if args:
+        if len(args) == 2 and all(isinstance(arg, str) for arg in args):
+            return [{"question": args[0], "context": args[1]}]
+        return args[0] if len(args) == 1 else list(args)
+    if "X" in kwargs or "data" in kwargs:
+        return kwargs["X"] if "X" in kwargs else kwargs["data"]
+    if "question" not in kwargs or "context" not in kwargs:
         raise ValueError(
-            f"doc_stride ({doc_stride}) must be smaller than the context room of a window: max_seq_length "
-            f"({max_seq_length}) - max_query_length ({max_query_length}) - special tokens = {room}."
+            "The question-answering pipeline needs question= and context=, or dicts with 'question' and "
+            f"'context' (got only the keywords {sorted(kwargs)})."
         )
-    return tokenizer(
-        [truncate_question(tokenizer, question, max_query_length) for question in questions],
-        list(contexts),
-        truncation="only_second",
-        max_length=max_seq_length,
-        stride=doc_stride,
-        return_overflowing_tokens=True,
-        return_offsets_mapping=True,
+    question, context = kwargs["question"], kwargs["context"]
+    if isinstance(question, str) and isinstance(context, str):
+        return [{"question": question, "context": context}]
+    if isinstance(question, list) and isinstance(context, str):
+        return [{"question": one, "context": context} for one in question]
+    if isinstance(question, list) and isinstance(context, list):
+        if len(question) != len(context):
+            raise ValueError(
+                f"{len(question)} questions but {len(context)} contexts: give one context per question, or one "
+                "context for all of them."
+            )
+        return [{"question": one, "context": its} for one, its in zip(question, context)]
+    raise ValueError(
+        f"question= and context= must be strings or lists of strings, got {type(question).__name__} and "
+        f"{type(context).__name__}."
     )
-
-
-def context_offsets(encoding: BatchEncoding, window: int) -> list[tuple[int, int] | None]:
-    """Character offsets of a window's context tokens into the context; None for the question, special
-    tokens and padding, which can never be part of an answer."""
-    return [
-        (int(offset[0]), int(offset[1])) if sequence_id == 1 else None
-        for offset, sequence_id in zip(encoding["offset_mapping"][window], encoding.sequence_ids(window))
-    ]
-
-
-def cls_index(input_ids: Sequence[int], cls_token_id: int | None) -> int:
-    """Position of the first token (<s> / [CLS]), whose start/end scores make the no-answer score."""
-    input_ids = list(input_ids)
-    return input_ids.index(cls_token_id) if cls_token_id in input_ids else 0
-
-
-# --- decoding ---
-
-
-@dataclass
-class WindowScores:
-    """What the model said about one window: a start and an end score per token, and which context
-    characters each token covers (None where a token cannot be part of an answer)."""
-
-    start_scores: np.ndarray
-    end_scores: np.ndarray
-    offsets: Offsets
-    cls_index: int = 0
-
-
-@dataclass
-class SpanPrediction:
-    """A candidate answer: context[start:end] == text, score = start_score + end_score."""
-
-    text: str
-    start: int
-    end: int
-    score: float
-    start_score: float
-    end_score: float
-
-
-def window_spans(window: WindowScores, max_answer_length: int, n_best_size: int) -> list[tuple[float, int, int]]:
-    """The `n_best_size` best (score, start token, end token) of one window, best first.
-
-    Exact search over every valid pair: start and end on context tokens that cover at least one character,
-    end >= start, at most `max_answer_length` tokens.
-    """
-    length = len(window.offsets)
-    start_scores = np.asarray(window.start_scores, dtype=np.float64)[:length]
-    end_scores = np.asarray(window.end_scores, dtype=np.float64)[:length]
-    # A token with empty offsets (a lone space piece of a byte-level BPE) would make an answer that begins
-    # or ends with nothing; it can still sit inside a span.
-    usable = np.array([offset is not None and offset[1] > offset[0] for offset in window.offsets], dtype=bool)
-    # scores[s, d] is the score of the span from token s to token s + d.
-    ends = np.arange(length)[:, None] + np.arange(max_answer_length)[None, :]
-    in_window = ends < length
-    ends = np.minimum(ends, length - 1)
-    valid = usable[:, None] & usable[ends] & in_window
-    scores = np.where(valid, start_scores[:, None] + end_scores[ends], -np.inf).ravel()
-    count = min(n_best_size, int(valid.sum()))
-    if count == 0:
-        return []
-    best = np.argpartition(-scores, count - 1)[:count]
-    best = best[np.argsort(-scores[best], kind="stable")]
-    starts, lengths = np.unravel_index(best, valid.shape)
-    return [(float(scores[i]), int(s), int(s + d)) for i, s, d in zip(best, starts, lengths)]
-
-
-def decode_spans(
-    windows: Sequence[WindowScores], context: str, n_best_size: int = 20, max_answer_length: int = 30
-) -> tuple[list[SpanPrediction], SpanPrediction]:
-    """The `n_best_size` best answers over all windows of one question, best first, and its null answer.
-
-    Overlapping windows can propose the same characters; each text span is kept once, with its best score.
-    The null answer has text "" and the lowest first-token score over the windows (BERT's choice).
-    """
-    best_by_span: dict[tuple[int, int], SpanPrediction] = {}
-    null = None
-    for window in windows:
-        null_start = float(window.start_scores[window.cls_index])
-        null_end = float(window.end_scores[window.cls_index])
-        if null is None or null_start + null_end < null.score:
-            null = SpanPrediction("", 0, 0, null_start + null_end, null_start, null_end)
-        for score, start, end in window_spans(window, max_answer_length, n_best_size):
-            char_start, char_end = window.offsets[start][0], window.offsets[end][1]
-            kept = best_by_span.get((char_start, char_end))
-            if kept is None or score > kept.score:
-                best_by_span[(char_start, char_end)] = SpanPrediction(
-                    context[char_start:char_end], char_start, char_end, score,
-                    float(window.start_scores[start]), float(window.end_scores[end]),
-                )  # fmt: skip
-    if null is None:
-        raise ValueError("decode_spans needs at least one window.")
-    nbest = sorted(best_by_span.values(), key=lambda span: span.score, reverse=True)[:n_best_size]
-    return nbest, null
-
-
-def log_softmax_scores(logits: np.ndarray, allowed: np.ndarray) -> np.ndarray:
-    """log p over the allowed positions (-inf elsewhere): transformers 4's pipeline scored spans with
-    p_start * p_end, the softmax taken over a window's context tokens and its first token."""
-    logits = np.where(allowed, logits.astype(np.float64), -np.inf)
-    shifted = logits - logits.max()
-    return shifted - np.log(np.exp(shifted).sum())
 
 
 # --- the pipeline ---
@@ -186,7 +144,7 @@ def log_softmax_scores(logits: np.ndarray, allowed: np.ndarray) -> np.ndarray:
 
 class QuestionAnsweringPipeline(ChunkPipeline):
     """Extractive question answering with any `AutoModelForQuestionAnswering` checkpoint (spanroberta,
-    RoBERTa, BERT, ...), with transformers 4's inputs and outputs.
+    RoBERTa, BERT, ...), with transformers 4's inputs, parameters, outputs and exceptions.
 
     ```python
     >>> qa = pipeline("question-answering", model="path/to/checkpoint")
@@ -194,17 +152,19 @@ class QuestionAnsweringPipeline(ChunkPipeline):
     {'score': 0.97, 'start': 34, 'end': 40, 'answer': 'Berlin'}
     ```
 
-    Inputs: `question=`/`context=` (strings, or lists: a list of questions may share one context), a dict
-    {"question", "context"} or a list of them, or two positional strings. Parameters, at construction or per
-    call: `top_k` (1), `doc_stride` (min(max_seq_len // 2, 128), less where a window has no room for it),
+    Inputs: those of `QuestionAnsweringArgumentHandler`; a generator or a torch Dataset is streamed, the
+    results coming back as an iterator. Parameters, at construction or per call: `top_k` (1; `topk` is its
+    deprecated alias), `doc_stride` (min(max_seq_len // 2, 128), less where a window has no room for it),
     `max_answer_len` (15; `max_answer_length` is accepted too), `max_seq_len` (min(model_max_length, 384)),
-    `max_question_len` (64), `handle_impossible_answer` (False), `align_to_words` (True).
+    `max_question_len` (64), `handle_impossible_answer` (False), `align_to_words` (True), `padding` (False, the
+    tokenizer's). Other keywords are ignored with a warning, where transformers 4 ignored them silently.
 
-    Output per question: {"score", "start", "end", "answer"} with `context[start:end] == answer`, or a list of
-    them, best first, when `top_k` > 1. The score is p_start * p_end within the answer's window; with
-    `handle_impossible_answer` the no-answer {"answer": "", "start": 0, "end": 0} competes with its own score,
-    the lowest first-token p_start * p_end over the windows. Unlike transformers 4, answers that overlapping
-    windows (or word alignment) find twice are kept once with their best score, not summed.
+    Output per question: {"score", "start", "end", "answer"} with `context[start:end] == answer`; with top_k
+    above 1, a list of up to top_k different answers, best first (a single dict where only one answer exists,
+    as in transformers 4). One question gives one output, a list of questions a list, except a list of one
+    question, which gives one output as in transformers 4. The score is p_start * p_end within the answer's
+    window; with `handle_impossible_answer` the no-answer {"answer": "", "start": 0, "end": 0} competes with its
+    own score, the lowest first-token p_start * p_end over the windows.
     """
 
     _load_tokenizer = True
@@ -213,14 +173,27 @@ class QuestionAnsweringPipeline(ChunkPipeline):
     _load_feature_extractor = False
     _load_video_processor = False
     default_input_names = "question,context"
+    _args_parser = QuestionAnsweringArgumentHandler()
 
-    def __call__(self, *args: Any, **kwargs: Any) -> dict | list:
-        examples, single = _examples_from_arguments(args, kwargs)
-        results = super().__call__(examples, **kwargs)
-        return results[0] if single else results
+    @staticmethod
+    def create_sample(question: str | list[str], context: str | list[str]) -> SquadExample | list[SquadExample]:
+        """transformers 4's helper: one SquadExample, or one per (question, context) pair of two lists."""
+        if isinstance(question, list):
+            return [SquadExample(None, one, its) for one, its in zip(question, context)]
+        return SquadExample(None, question, context)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> dict | list | Iterator:
+        examples = self._args_parser(*args, **kwargs)
+        for name in ("X", "data", "question", "context"):
+            kwargs.pop(name, None)
+        if isinstance(examples, list) and len(examples) <= 1:
+            return super().__call__(examples[0], **kwargs) if examples else []
+        return super().__call__(examples, **kwargs)
 
     def _sanitize_parameters(
         self,
+        padding: bool | str | None = None,
+        topk: int | None = None,
         top_k: int | None = None,
         doc_stride: int | None = None,
         max_answer_len: int | None = None,
@@ -229,10 +202,18 @@ class QuestionAnsweringPipeline(ChunkPipeline):
         max_question_len: int | None = None,
         handle_impossible_answer: bool | None = None,
         align_to_words: bool | None = None,
+        **ignored: Any,
     ) -> tuple[dict, dict, dict]:
+        if ignored:
+            logger.warning(
+                f"The question-answering pipeline ignores {', '.join(sorted(ignored))}. Its parameters are top_k, "
+                "doc_stride, max_answer_len, max_seq_len, max_question_len, handle_impossible_answer, "
+                "align_to_words and padding."
+            )
         preprocess_params = {
             name: value
             for name, value in (
+                ("padding", padding),
                 ("doc_stride", doc_stride),
                 ("max_seq_len", max_seq_len),
                 ("max_question_len", max_question_len),
@@ -240,6 +221,9 @@ class QuestionAnsweringPipeline(ChunkPipeline):
             )
             if value is not None
         }
+        if topk is not None and top_k is None:
+            warnings.warn("topk parameter is deprecated, use top_k instead", UserWarning)
+            top_k = topk
         postprocess_params = {}
         if top_k is not None:
             if top_k < 1:
@@ -258,20 +242,25 @@ class QuestionAnsweringPipeline(ChunkPipeline):
 
     def preprocess(
         self,
-        example: dict[str, str],
+        example: SquadExample | dict[str, str],
+        padding: bool | str = False,
         doc_stride: int | None = None,
         max_seq_len: int | None = None,
         max_question_len: int = 64,
         align_to_words: bool = True,
     ) -> Iterator[dict[str, Any]]:
+        # A streamed input's items reach the pipeline unchecked.
+        example = self._args_parser.normalize(example)
+        question, context = example.question_text, example.context_text
         if max_seq_len is None:
             max_seq_len = min(self.tokenizer.model_max_length, 384)
         if doc_stride is None:
-            # transformers 4's default, made smaller where a short window leaves less room for the context.
-            room = max_seq_len - max_question_len - self.tokenizer.num_special_tokens_to_add(pair=True)
-            doc_stride = min(max_seq_len // 2, 128, room - 1)
+            # transformers 4's default, made smaller where a short window leaves less room for the context
+            # (where transformers 4's tokenizer stopped the process with a panic).
+            room = context_room(self.tokenizer, question, max_seq_len, max_question_len)
+            doc_stride = min(max_seq_len // 2, 128, max(room - 1, 0))
         encoding = encode_windows(
-            self.tokenizer, [example["question"]], [example["context"]], max_seq_len, doc_stride, max_question_len
+            self.tokenizer, [question], [context], max_seq_len, doc_stride, max_question_len, padding
         )
         windows = len(encoding["input_ids"])
         for window in range(windows):
@@ -287,7 +276,7 @@ class QuestionAnsweringPipeline(ChunkPipeline):
                 **model_inputs,
                 "offsets": offsets,
                 "cls_index": cls_index(encoding["input_ids"][window], self.tokenizer.cls_token_id),
-                "context": example["context"],
+                "context": context,
                 "is_last": window == windows - 1,
             }
 
@@ -296,10 +285,10 @@ class QuestionAnsweringPipeline(ChunkPipeline):
         output = self.model(**model_inputs)
         if getattr(output, "start_logits", None) is None:
             raise TypeError(f"{type(self.model).__name__} does not predict answer spans (no start_logits).")
-        # start_logits first: the pipeline's batching reads the batch size from the first entry.
+        # transformers 4's names. "start" first: the pipeline's batching reads the batch size from the first entry.
         return {
-            "start_logits": output.start_logits,
-            "end_logits": output.end_logits,
+            "start": output.start_logits,
+            "end": output.end_logits,
             "offsets": inputs["offsets"],
             "cls_index": inputs["cls_index"],
             "context": inputs["context"],
@@ -321,8 +310,8 @@ class QuestionAnsweringPipeline(ChunkPipeline):
             allowed[index] = True
             windows.append(
                 WindowScores(
-                    log_softmax_scores(output["start_logits"][0, : len(offsets)].float().numpy(), allowed),
-                    log_softmax_scores(output["end_logits"][0, : len(offsets)].float().numpy(), allowed),
+                    log_softmax_scores(output["start"][0, : len(offsets)].float().numpy(), allowed),
+                    log_softmax_scores(output["end"][0, : len(offsets)].float().numpy(), allowed),
                     offsets,
                     index,
                 )
@@ -335,9 +324,7 @@ class QuestionAnsweringPipeline(ChunkPipeline):
         if handle_impossible_answer:
             answers.append({"score": float(np.exp(null.score)), "start": 0, "end": 0, "answer": ""})
             answers = sorted(answers, key=lambda answer: answer["score"], reverse=True)[:top_k]
-        if top_k == 1:
-            return answers[0] if answers else {"score": 0.0, "start": 0, "end": 0, "answer": ""}
-        return answers
+        return answers[0] if len(answers) == 1 else answers
 
 
 def _word_offsets(encoding: BatchEncoding, window: int, offsets: Offsets) -> list[tuple[int, int] | None]:
@@ -350,43 +337,6 @@ def _word_offsets(encoding: BatchEncoding, window: int, offsets: Offsets) -> lis
     ]
 
 
-def _examples_from_arguments(args: tuple, kwargs: dict[str, Any]) -> tuple[list[dict[str, str]], bool]:
-    """transformers 4's input forms -> (list of {"question", "context"}, whether one answer is expected).
-    Pops `question` and `context` from kwargs."""
-    question, context = kwargs.pop("question", None), kwargs.pop("context", None)
-    if args and (question is not None or context is not None):
-        raise ValueError("Give the inputs either positionally or as question=/context=, not both.")
-    if len(args) == 2 and all(isinstance(arg, str) for arg in args):
-        question, context = args
-    elif len(args) == 1:
-        single = isinstance(args[0], dict)
-        return [_checked_example(item) for item in ([args[0]] if single else args[0])], single
-    elif args:
-        raise ValueError(f"Cannot read the pipeline's positional inputs: {args!r}.")
-    if question is None or context is None:
-        raise ValueError("The question-answering pipeline needs both question= and context=.")
-    if isinstance(question, str) and isinstance(context, str):
-        return [_checked_example({"question": question, "context": context})], True
-    if isinstance(question, list) and isinstance(context, str):
-        context = [context] * len(question)
-    if not (isinstance(question, list) and isinstance(context, list)):
-        raise ValueError("question= and context= must be strings or lists of strings.")
-    if len(question) != len(context):
-        raise ValueError(f"{len(question)} questions but {len(context)} contexts.")
-    return [_checked_example({"question": q, "context": c}) for q, c in zip(question, context)], False
-
-
-def _checked_example(item: Any) -> dict[str, str]:
-    if not isinstance(item, dict):
-        raise ValueError(f"Each input must be a dict with question and context, got {item!r}.")
-    for key in ("question", "context"):
-        if key not in item:
-            raise KeyError(f"An input has no {key!r}: give dicts with 'question' and 'context'.")
-        if not isinstance(item[key], str) or not item[key].strip():
-            raise ValueError(f"`{key}` cannot be empty (got {item[key]!r}).")
-    return {"question": item["question"], "context": item["context"]}
-
-
 # --- registration ---
 
 
@@ -397,12 +347,23 @@ def register_question_answering_pipeline() -> None:
     the task is taken off that list and registered with this pipeline. Checkpoints written by run_squad.py
     also name this pipeline in `custom_pipelines`, which transformers would only load with
     `trust_remote_code=True`; `transformers.pipeline` is therefore wrapped so that, unless remote code is
-    asked for, this installed class serves them (no code from the checkpoint runs). Idempotent.
+    asked for, this installed class serves them (no code from the checkpoint runs). The classes become
+    importable from where transformers 4 had them: `transformers`, `transformers.pipelines` and
+    `transformers.pipelines.question_answering`. Idempotent.
     """
     import transformers
     import transformers.pipelines as pipelines
 
     pipelines.REMOVED_TASKS.pop(TASK, None)
+    this_module = sys.modules[__name__]
+    sys.modules.setdefault(f"{pipelines.__name__}.question_answering", this_module)
+    for namespace, names in (
+        (transformers, ("QuestionAnsweringPipeline",)),
+        (pipelines, ("QuestionAnsweringPipeline", "QuestionAnsweringArgumentHandler", "question_answering")),
+    ):
+        for name in names:
+            if not hasattr(namespace, name):
+                setattr(namespace, name, this_module if name == "question_answering" else getattr(this_module, name))
     pipelines.PIPELINE_REGISTRY.register_pipeline(
         TASK, pipeline_class=QuestionAnsweringPipeline, pt_model=AutoModelForQuestionAnswering, type="text"
     )

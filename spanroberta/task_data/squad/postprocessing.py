@@ -19,8 +19,8 @@ from datasets import Dataset
 from transformers import Trainer
 
 from spanroberta.metrics.squad import mrqa_evaluate, squad_v1_evaluate, squad_v2_evaluate
-from spanroberta.pipelines import question_answering
-from spanroberta.pipelines.question_answering import WindowScores, cls_index, decode_spans
+from spanroberta.pipelines import question_answering, span_decoding
+from spanroberta.pipelines.span_decoding import SpanPrediction, WindowScores, cls_index, decode_spans
 from spanroberta.task_data.squad.features import EVAL_ONLY_COLUMNS
 
 # The v2.0 no-answer threshold kept beside a checkpoint by its evaluation.
@@ -96,7 +96,7 @@ def postprocess_predictions(
     return result
 
 
-def _nbest_entries(candidates: Sequence[question_answering.SpanPrediction]) -> list[dict[str, Any]]:
+def _nbest_entries(candidates: Sequence[SpanPrediction]) -> list[dict[str, Any]]:
     if not candidates:
         return []
     scores = np.array([candidate.score for candidate in candidates], dtype=np.float64)
@@ -248,4 +248,6 @@ def save_qa_checkpoint(trainer: Trainer, output_dir: str | Path) -> None:
     }
     trainer.save_model(str(output_dir))
     if trainer.is_world_process_zero():
-        shutil.copyfile(pipeline_file, Path(output_dir) / pipeline_file.name)
+        # The pipeline imports the span decoding from the file beside it.
+        for code in (pipeline_file, Path(span_decoding.__file__)):
+            shutil.copyfile(code, Path(output_dir) / code.name)
