@@ -27,12 +27,21 @@ from accelerate.utils import broadcast_object_list
 
 from ..errors import UserInputError
 from ..runs.distributed import finish_processes, process_group_kept
+from ..runs.output_folder import mark_output_folder
 from .config import AblationConfig, script_command
 from .plots import plot_pretraining_losses, plot_scores
 from .results import pretraining_figures, records, results_json, results_markdown
 from .reports import scores
 from .units import (FLAGS_FILE, MODEL_FOLDER, RESULT_FILE, Unit, identity, plan, read_result, script_of,
                     split_files, start_flags, token_slots_per_step, unit_flags, write_json_atomically)  # fmt: skip
+
+
+SCRIPT = "run_ablation.py"
+
+
+def holds_an_ablation(folder: Path) -> bool:
+    """Whether `folder` holds what an ablation writes (units, results), for a folder written before the marker."""
+    return (folder / "pretraining").is_dir() or (folder / "results.json").is_file()
 
 
 class UnitFailed(UserInputError):
@@ -50,6 +59,8 @@ def run_ablation(config: AblationConfig, output_dir: str | Path, log: Callable[[
     pretrainings = sum(unit.is_pretraining for unit in units)
     say(f"[ablation] {len(units)} units ({pretrainings} pretraining, {len(units) - pretrainings} fine-tuning): "
         f"{sum(done)} already done in {root}, {len(units) - sum(done)} to run.")
+    if state.is_main_process:
+        mark_output_folder(root, SCRIPT)
     _prepare_task_data(config, root, write=state.is_main_process)
     state.wait_for_everyone()
     to_run = [unit for unit, finished in zip(units, done) if not finished]
