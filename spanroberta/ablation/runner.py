@@ -59,9 +59,9 @@ def run_ablation(config: AblationConfig, output_dir: str | Path, log: Callable[[
     pretrainings = sum(unit.is_pretraining for unit in units)
     say(f"[ablation] {len(units)} units ({pretrainings} pretraining, {len(units) - pretrainings} fine-tuning): "
         f"{sum(done)} already done in {root}, {len(units) - sum(done)} to run.")
+    _prepare_task_data(config, root, write=state.is_main_process)
     if state.is_main_process:
         mark_output_folder(root, SCRIPT)
-    _prepare_task_data(config, root, write=state.is_main_process)
     state.wait_for_everyone()
     to_run = [unit for unit, finished in zip(units, done) if not finished]
     # Each script's main() would close the process group at its end; the next unit needs it.
@@ -167,7 +167,11 @@ def _prepare_task_data(config: AblationConfig, root: Path, write: bool) -> None:
         source = Path(task.split_by_article["file"])
         if not source.is_file():
             raise UserInputError(f"{config.path}: task {task.name!r}: split_by_article's file {source} does not exist.")
-        squad = json.loads(source.read_text(encoding="utf-8"))
+        try:
+            squad = json.loads(source.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as error:
+            raise UserInputError(f"{config.path}: task {task.name!r}: split_by_article's file {source}, line "
+                                 f"{error.lineno}: not valid JSON ({error.msg}). Give a whole SQuAD JSON file.") from None
         first = task.split_by_article["train_articles"]
         articles = squad.get("data") if isinstance(squad, dict) else None
         if not isinstance(articles, list) or not 0 < first < len(articles):
@@ -178,6 +182,8 @@ def _prepare_task_data(config: AblationConfig, root: Path, write: bool) -> None:
             )
         if not write:
             continue
+        # The first thing written in the folder is the mark of whose it is.
+        mark_output_folder(root, SCRIPT)
         for split, articles in (("train_file", squad["data"][:first]), ("validation_file", squad["data"][first:])):
             write_json_atomically(Path(files[split]), {"version": squad.get("version", "1.1"), "data": articles})
 
