@@ -48,6 +48,16 @@ def require_package(module: str, purpose: str, *, install: str | None = None, ot
     )
 
 
+def require_file(path: str | os.PathLike, missing: str) -> None:
+    """Refuses a `path` that is not a file: a folder (a common slip: the folder given instead of a file in it),
+    or nothing there, with the message `missing`."""
+    if os.path.isdir(path):
+        raise UserInputError(f"{path} is a folder, not a file. Give the file itself (the folder's files are not read "
+                             "one by one here).")  # fmt: skip
+    if not os.path.isfile(path):
+        raise InputFileNotFoundError(missing)
+
+
 @contextlib.contextmanager
 def utf8_errors(path: str | os.PathLike) -> Iterator[None]:
     """Reports a UnicodeDecodeError raised while reading `path` inside the block as a `UserInputError` that

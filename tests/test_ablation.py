@@ -207,6 +207,11 @@ def refused(tmp_path, config, suffix=".json") -> str:
         ({"arms": {"span": {"masking": "nonsense"}}}, "arm 'span': --masking 'nonsense' does not exist"),
         ({"arms": {"span": {"input_format": "segment-pair"}}}, "arm 'span': --input_format segment-pair builds pairs"),
         ({"seeds": [1, 1]}, "`seeds` must be a list of distinct integer seeds"),
+        ({"arms": {"span": {"mlm_probability": "high"}}}, "arm 'span': mlm_probability is 'high', which is not a "
+                                                          "number"),
+        ({"tasks": {"rte": {"script": "run_glue.py", "task_name": "rte", "num_train_epochs": [2]}}},
+         "task 'rte': num_train_epochs is [2], which is not a number"),
+        ({"arms": {"span": {"sbo": "maybe"}}}, "arm 'span': sbo is 'maybe', which is not true or false"),
         ({"tasks": {"rte": {"script": "run_glue.py", "task_name": "rte", "metric": "f1"}}},
          "task 'rte' has metric 'f1'; run_glue.py reports accuracy"),
         ({"token_budget": 1000}, "`token_budget` sets the pretraining steps"),

@@ -1,14 +1,23 @@
-"""Bad input to run_pretraining.py: a one-paragraph error naming the file and line (or the setting), exit status 1,
-no traceback, nothing trained; or, for a document longer than a block, splitting without loss."""
+"""Bad input: to run_pretraining.py, a one-paragraph error naming the file and line (or the setting), exit status 1,
+no traceback, nothing trained; or, for a document longer than a block, splitting without loss. Then the sweep of
+benchmarks/reliability/bad_inputs.py, every script's broken inputs: each refused before any model loads (a script
+writes its output folder's marker just before it loads the model, so no output folder means no model loaded)."""
 
 import json
 
 import datasets
 import pytest
+import run_ablation
+import run_coref
+import run_glue
 import run_pretraining
+import run_race
+import run_relation
+import run_squad
 from conftest import TINY_TEXT
 from transformers import PreTrainedTokenizerFast
 
+from benchmarks.reliability.bad_inputs import CASES
 from spanroberta.objectives.recipes import RECIPES
 
 TINY_MODEL = ["--model_size", "tiny", "--config_overrides",
@@ -129,3 +138,21 @@ def test_packed_rows_under_flex_attention_on_cpu(run_args, tmp_path):
     message = error_of([*run_args, "--train_file", "unused.txt", "--recipe", "spanbert",
                         "--attn_implementation", "flex_attention", "--use_cpu", "true"], tmp_path)  # fmt: skip
     assert "On CPU use sdpa or eager (--attn_implementation sdpa" in message and "--pack_documents false" in message
+
+
+SCRIPTS = {"run_pretraining.py": run_pretraining, "run_squad.py": run_squad, "run_glue.py": run_glue,
+           "run_race.py": run_race, "run_relation.py": run_relation, "run_coref.py": run_coref,
+           "run_ablation.py": run_ablation}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_the_sweep_of_bad_inputs_is_refused_before_any_model_loads(case, tmp_path, spanroberta_checkpoint,
+                                                                   tiny_tokenizer_dir):  # fmt: skip
+    inputs, output_dir = tmp_path / "inputs", tmp_path / "out"
+    args = case.command(inputs, spanroberta_checkpoint, tiny_tokenizer_dir, output_dir)
+    with pytest.raises(SystemExit) as exit_info:
+        SCRIPTS[case.script].main(args)
+    message = exit_info.value.code
+    assert isinstance(message, str) and message.startswith(f"{case.script}: error: ") and "\n" not in message
+    assert case.expected_text(inputs) in message
+    assert not output_dir.exists()

@@ -2,6 +2,7 @@
 weights of an uninterrupted run; a checkpoint half-written by a kill during saving is skipped."""
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -139,9 +140,65 @@ def test_a_truncated_trainer_state_or_missing_weights_make_a_checkpoint_incomple
     (folder / "trainer_state.json").write_text('{"global_step": 8, "log_hist')
     assert "truncated" in checkpoint_problem(folder)
     (folder / "trainer_state.json").write_text('{"global_step": 8}')
-    assert checkpoint_problem(folder) is None
+    assert checkpoint_problem(folder) == "model.safetensors is empty"
     (folder / "model.safetensors").unlink()
     assert "no model weights" in checkpoint_problem(folder)
     with pytest.raises(UserInputError, match="no complete checkpoint"):
         resolve_resume_checkpoint(True, str(tmp_path))
     assert resolve_resume_checkpoint("false", str(tmp_path)) == (None, [])
+
+
+def cut_in_half(path):
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def flip_a_byte_in_the_middle(path):
+    content = bytearray(path.read_bytes())
+    content[len(content) // 2] ^= 0xFF
+    path.write_bytes(bytes(content))
+
+
+CORRUPTIONS = {
+    "empty weights": ("model.safetensors", lambda path: path.write_bytes(b""), "model.safetensors is empty"),
+    "half-written weights": ("model.safetensors", cut_in_half, "model.safetensors is cut short"),
+    "a garbled weights header": ("model.safetensors", lambda path: path.write_bytes(
+        path.read_bytes()[:8] + b"~" * 20 + path.read_bytes()[28:]), "model.safetensors has a damaged header"),
+    "a truncated optimizer": ("optimizer.pt", cut_in_half, "optimizer.pt is cut short or damaged"),
+    "a byte flipped in the optimizer": ("optimizer.pt", flip_a_byte_in_the_middle, "optimizer.pt is"),
+    "a truncated RNG state": ("rng_state.pth", cut_in_half, "rng_state.pth is cut short or damaged"),
+    "an empty scheduler": ("scheduler.pt", lambda path: path.write_bytes(b""), "scheduler.pt is empty"),
+    "a truncated config": ("config.json", cut_in_half, "config.json is cut short or damaged"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("corruption", CORRUPTIONS)
+def test_each_damaged_file_makes_a_checkpoint_incomplete(corruption, killed, tmp_path):
+    name, damage, expected = CORRUPTIONS[corruption]
+    folder = tmp_path / f"checkpoint-{KILL_AFTER}"
+    shutil.copytree(killed / f"checkpoint-{KILL_AFTER}", folder)
+    assert checkpoint_problem(folder) is None
+    damage(folder / name)
+    assert checkpoint_problem(folder).startswith(expected)
+
+
+def test_a_damaged_newest_checkpoint_is_set_aside_and_the_one_before_resumed(run_args, killed, uninterrupted,
+                                                                            tmp_path, caplog):  # fmt: skip
+    output_dir = tmp_path / "run"
+    shutil.copytree(killed, output_dir)
+    for later in output_dir.glob("checkpoint-*"):  # a save the kill interrupted, on a slow machine
+        if int(later.name.split("-")[1]) > KILL_AFTER:
+            shutil.rmtree(later)
+    newest = output_dir / f"checkpoint-{KILL_AFTER}"
+    cut_in_half(newest / "optimizer.pt")
+    # an earlier run's damaged checkpoint of that step, already set aside, is kept as well
+    (output_dir / f"incomplete-checkpoint-{KILL_AFTER}").mkdir()
+    with caplog.at_level(logging.WARNING):
+        resume(run_args, output_dir)
+    aside = output_dir / f"incomplete-checkpoint-{KILL_AFTER}.2"
+    assert (aside / "optimizer.pt").is_file() and (output_dir / f"incomplete-checkpoint-{KILL_AFTER}").is_dir()
+    message = next(record.getMessage() for record in caplog.records if "Not resuming from" in record.getMessage())
+    assert f"Not resuming from {newest}: optimizer.pt is cut short or damaged" in message and "\n" not in message
+    assert f"moved aside, as it is, to {aside}; the run resumes from {output_dir / 'checkpoint-8'}" in message
+    expected, resumed = final_weights(uninterrupted), final_weights(output_dir)
+    for name in expected:
+        torch.testing.assert_close(resumed[name], expected[name], rtol=0, atol=1e-6, msg=name)

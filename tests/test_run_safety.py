@@ -151,6 +151,76 @@ def test_a_checkpoint_of_another_model_is_not_resumed(tmp_path, spanroberta_chec
         _check_same_model(spanroberta_checkpoint, config)
 
 
+def folder_state(folder) -> dict:
+    """Every file under `folder` with its content and modification time: what a refused run must not change."""
+    return {path: (path.read_bytes(), path.stat().st_mtime_ns) for path in folder.rglob("*") if path.is_file()}
+
+
+def users_folder(tmp_path):
+    """A folder of the user's own files, written by no run."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "README.md").write_text("My notes.\n")
+    (folder / "config.json").write_text(json.dumps({"mine": True}))
+    return folder
+
+
+@pytest.mark.parametrize("script", [*SCRIPTS, "run_ablation.py"])
+def test_a_folder_of_the_users_files_is_refused_untouched(script, base_args, tmp_path, monkeypatch):
+    import run_ablation
+
+    mine = users_folder(tmp_path)
+    before = folder_state(mine)
+    # Were the folder written into, the model would be loaded first: its loading must not be reached.
+    monkeypatch.setattr("transformers.PreTrainedModel.from_pretrained", classmethod(pytest.fail))
+    if script == "run_ablation.py":
+        config = tmp_path / "ablation.json"
+        config.write_text(json.dumps({"pretraining": {"model_size": "tiny", "max_steps": 2},
+                                      "arms": {"span": {"masking": "span"}},
+                                      "tasks": {"rte": {"script": "run_glue.py", "task_name": "rte"}},
+                                      "seeds": [1]}))  # fmt: skip
+        with pytest.raises(SystemExit) as exit_info:
+            run_ablation.main([str(config), "--output_dir", str(mine), "--record_dir", ""])
+        message = exit_info.value.code
+        assert isinstance(message, str) and message.startswith("run_ablation.py: error: ") and "\n" not in message
+    else:
+        args = [*base_args[script][:-2], "--output_dir", str(mine)]
+        message = error_of(script, args)
+    assert f"--output_dir {mine} is not empty (README.md, config.json) and holds no run of {script}" in message
+    assert "--overwrite_output_dir" in message
+    assert folder_state(mine) == before
+
+
+def test_a_folder_of_another_scripts_run_is_refused_and_one_of_the_same_script_accepted(tmp_path):
+    from spanroberta.runs.output_folder import RUN_MARKER, check_output_folder_owner, mark_output_folder
+
+    folder = tmp_path / "run"
+    mark_output_folder(folder, "run_pretraining.py")
+    (folder / "README.md").write_text("model card")
+    check_output_folder_owner(folder, "run_pretraining.py", overwrite_output_dir=False)
+    with pytest.raises(UserInputError, match=f"holds a run of run_pretraining.py \\(README.md, {RUN_MARKER}\\)"):
+        check_output_folder_owner(folder, "run_glue.py", overwrite_output_dir=False)
+    check_output_folder_owner(folder, "run_glue.py", overwrite_output_dir=True)
+    # a run let in by --overwrite_output_dir takes the folder over
+    mark_output_folder(folder, "run_glue.py")
+    check_output_folder_owner(folder, "run_glue.py", overwrite_output_dir=False)
+    # a folder written before the marker existed is recognised by what its run left
+    (folder / RUN_MARKER).unlink()
+    check_output_folder_owner(folder, "run_glue.py", False, known_run=lambda path: (path / "README.md").is_file())
+
+
+def test_overwrite_output_dir_lets_a_run_into_the_users_folder(glue_args, tmp_path):
+    mine = users_folder(tmp_path)
+    run_glue.main([*glue_args, "--output_dir", str(mine), "--max_steps", "1", "--save_strategy", "no",
+                   "--overwrite_output_dir"])  # fmt: skip
+    assert (mine / "model.safetensors").is_file()
+    # the folder is the run's now: the same script evaluates in it without the flag
+    rte = tmp_path / "glue" / "RTE"
+    (rte / "dev.tsv").write_text((rte / "train.tsv").read_text())
+    metrics = run_glue.main([*glue_args, "--output_dir", str(mine), "--do_train", "false", "--do_eval"])
+    assert "eval_accuracy" in metrics
+
+
 @pytest.mark.parametrize("script", ["run_pretraining.py", "run_glue.py"])
 def test_bad_output_folders(script, tmp_path, pretraining_args, glue_args):
     args = pretraining_args if script == "run_pretraining.py" else glue_args

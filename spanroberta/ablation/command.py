@@ -16,9 +16,10 @@ import time
 from pathlib import Path
 
 from ..records import start_run, write_record
+from ..runs.output_folder import check_output_folder_owner
 from ..runs.validation import user_errors
 from .config import check_values, load_config
-from .runner import run_ablation
+from .runner import SCRIPT, holds_an_ablation, run_ablation
 
 CHECKOUT_RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 
@@ -33,6 +34,11 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("config", help="The ablation config, .yaml, .yml or .json.")
     parser.add_argument("--output_dir", required=True, help="Where the units and the results go.")
     parser.add_argument(
+        "--overwrite_output_dir",
+        action="store_true",
+        help="Write into an --output_dir that is not empty and holds no ablation (else it is refused).",
+    )
+    parser.add_argument(
         "--record_dir",
         default=str(CHECKOUT_RESULTS) if CHECKOUT_RESULTS.is_dir() else "",
         help="Where the raw record goes (default: benchmarks/results of this checkout if it exists; '': none).",
@@ -46,9 +52,10 @@ def main(args: list[str] | None = None) -> dict:
     # Provenance, load average and clock before anything runs: on a shared machine the wall time is an upper bound,
     # and a run can span later commits.
     started, start = start_run(), time.perf_counter()
-    with user_errors("run_ablation.py"):
+    with user_errors(SCRIPT):
         config = load_config(options.config)
         check_values(config)
+        check_output_folder_owner(options.output_dir, SCRIPT, options.overwrite_output_dir, holds_an_ablation)
         content = run_ablation(config, options.output_dir)
     # Only the main process gets the results (the others get {}): it alone writes the record.
     if options.record_dir and content:

@@ -50,6 +50,7 @@ from ..errors import UserInputError
 from ..finetuning import task_of_script
 from ..pretraining.command import ARGUMENT_CLASSES as PRETRAINING_ARGUMENTS
 from ..pretraining.command import pretrain
+from ..runs.cli import typed_flag_values
 from ..runs.validation import check_model_sources
 from .reports import FINETUNING_SCRIPTS, TaskSpec, known_metric, metric_names
 
@@ -165,7 +166,8 @@ def check_values(config: AblationConfig, extra: dict[str, Any] | None = None) ->
     for task in config.tasks.values():
         values = {**task.flags, **placeholder, "model_name_or_path": "arm", "do_train": True, "do_eval": True, **extra}
         with _blamed(config.path, f"task {task.name!r}"):
-            HfArgumentParser(script_arguments(task.script)).parse_dict(values)
+            parser = HfArgumentParser(script_arguments(task.script))
+            parser.parse_dict(typed_flag_values(parser, values))
 
 
 def parse_pretraining(values: dict[str, Any]) -> tuple[Any, Any, Any]:
@@ -173,7 +175,8 @@ def parse_pretraining(values: dict[str, Any]) -> tuple[Any, Any, Any]:
     script fills them: the block length, batch and steps a unit will really use."""
     from ..pretraining.run import apply_demo_settings
 
-    arguments = HfArgumentParser(script_arguments(PRETRAINING_SCRIPT)).parse_dict(values)
+    parser = HfArgumentParser(script_arguments(PRETRAINING_SCRIPT))
+    arguments = parser.parse_dict(typed_flag_values(parser, values))
     return apply_demo_settings(*arguments, given=set(values))
 
 

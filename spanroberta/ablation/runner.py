@@ -27,12 +27,21 @@ from accelerate.utils import broadcast_object_list
 
 from ..errors import UserInputError
 from ..runs.distributed import finish_processes, process_group_kept
+from ..runs.output_folder import mark_output_folder
 from .config import AblationConfig, script_command
 from .plots import plot_pretraining_losses, plot_scores
 from .results import pretraining_figures, records, results_json, results_markdown
 from .reports import scores
 from .units import (FLAGS_FILE, MODEL_FOLDER, RESULT_FILE, Unit, identity, plan, read_result, script_of,
                     split_files, start_flags, token_slots_per_step, unit_flags, write_json_atomically)  # fmt: skip
+
+
+SCRIPT = "run_ablation.py"
+
+
+def holds_an_ablation(folder: Path) -> bool:
+    """Whether `folder` holds what an ablation writes (units, results), for a folder written before the marker."""
+    return (folder / "pretraining").is_dir() or (folder / "results.json").is_file()
 
 
 class UnitFailed(UserInputError):
@@ -51,6 +60,8 @@ def run_ablation(config: AblationConfig, output_dir: str | Path, log: Callable[[
     say(f"[ablation] {len(units)} units ({pretrainings} pretraining, {len(units) - pretrainings} fine-tuning): "
         f"{sum(done)} already done in {root}, {len(units) - sum(done)} to run.")
     _prepare_task_data(config, root, write=state.is_main_process)
+    if state.is_main_process:
+        mark_output_folder(root, SCRIPT)
     state.wait_for_everyone()
     to_run = [unit for unit, finished in zip(units, done) if not finished]
     # Each script's main() would close the process group at its end; the next unit needs it.
@@ -156,7 +167,11 @@ def _prepare_task_data(config: AblationConfig, root: Path, write: bool) -> None:
         source = Path(task.split_by_article["file"])
         if not source.is_file():
             raise UserInputError(f"{config.path}: task {task.name!r}: split_by_article's file {source} does not exist.")
-        squad = json.loads(source.read_text(encoding="utf-8"))
+        try:
+            squad = json.loads(source.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as error:
+            raise UserInputError(f"{config.path}: task {task.name!r}: split_by_article's file {source}, line "
+                                 f"{error.lineno}: not valid JSON ({error.msg}). Give a whole SQuAD JSON file.") from None
         first = task.split_by_article["train_articles"]
         articles = squad.get("data") if isinstance(squad, dict) else None
         if not isinstance(articles, list) or not 0 < first < len(articles):
@@ -167,6 +182,8 @@ def _prepare_task_data(config: AblationConfig, root: Path, write: bool) -> None:
             )
         if not write:
             continue
+        # The first thing written in the folder is the mark of whose it is.
+        mark_output_folder(root, SCRIPT)
         for split, articles in (("train_file", squad["data"][:first]), ("validation_file", squad["data"][first:])):
             write_json_atomically(Path(files[split]), {"version": squad.get("version", "1.1"), "data": articles})
 

@@ -20,13 +20,14 @@ are not UTF-8 with U+FFFD in text files instead of stopping the run (see `spanro
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import datasets
 
-from ..errors import InputFileNotFoundError, UserInputError, not_utf8_error
+from ..errors import UserInputError, not_utf8_error, require_file
 
 # The `datasets` packaged builder that reads each supported file extension.
 BUILDERS_BY_EXTENSION = {
@@ -118,8 +119,7 @@ def _files_by_builder(train_files: list[str]) -> dict[str, list[str]]:
     groups: dict[str, list[str]] = {}
     for file in train_files:
         path = Path(file)
-        if not path.is_file():
-            raise InputFileNotFoundError(f"File not found: {file}")
+        require_file(path, f"File not found: {file}")
         builder = BUILDERS_BY_EXTENSION.get(path.suffix.lower())
         if builder is None:
             supported = ", ".join(BUILDERS_BY_EXTENSION)
@@ -143,6 +143,8 @@ def _load_files(files: list[str], builder: str, text_column_name: str, cache_dir
     except datasets.exceptions.DatasetGenerationError as error:
         if isinstance(error.__cause__, UnicodeDecodeError):
             raise _not_utf8_error(files) from None
+        if builder == "json" and (bad_json := _bad_json_error(files)) is not None:
+            raise bad_json from None
         raise
     except UnicodeDecodeError:
         # JSON and CSV readers keep the raw bytes; decoding fails when the rows are read.
@@ -158,6 +160,40 @@ def _not_utf8_error(files: list[str]) -> UserInputError:
         except UnicodeDecodeError:
             return not_utf8_error(file)
     return UserInputError(f"{', '.join(files)}: the text is not valid UTF-8.")
+
+
+def _bad_json_error(files: list[str]) -> UserInputError | None:
+    """The error naming the first file and line that is not JSON, once the json builder failed; None when every
+    file parses (the failure was another one). A file is JSON lines, or one JSON document over many lines."""
+    for file in files:
+        with open(file, encoding="utf-8") as lines:
+            parsed_a_line = False
+            for number, line in enumerate(lines, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    json.loads(line)
+                except json.JSONDecodeError as error:
+                    return _json_line_error(file, number, error) if parsed_a_line else _whole_json_error(file)
+                parsed_a_line = True
+    return None
+
+
+def _whole_json_error(file: str) -> UserInputError | None:
+    """A file whose first line is not a JSON value by itself: one document, which must parse as a whole."""
+    try:
+        with open(file, encoding="utf-8") as document:
+            json.load(document)
+    except json.JSONDecodeError as error:
+        return _json_line_error(file, error.lineno, error)
+    return None
+
+
+def _json_line_error(file: str, number: int, error: json.JSONDecodeError) -> UserInputError:
+    return UserInputError(
+        f"{file}, line {number}: not valid JSON ({error.msg}); the file is cut short or damaged there. A JSON corpus "
+        "holds one JSON object a line (JSON lines), each with the text column, or one JSON list of such objects."
+    )
 
 
 def _rows_to_documents(

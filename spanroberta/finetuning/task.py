@@ -31,7 +31,9 @@ from transformers import (
 )
 
 from ..runs.cli import parse_arguments
+from ..runs.checkpoints import previous_run_files
 from ..runs.distributed import finish_processes
+from ..runs.output_folder import check_output_folder_owner, mark_output_folder
 from .arguments import FinetuningArguments, FinetuningModelArguments, check_finetuning_run, padding
 from .model_steps import load_config_and_tokenizer, load_model, publish, train_and_save
 from ..runs.validation import check_max_seq_length, user_errors
@@ -144,12 +146,16 @@ def run_task(task: FineTuningTask, args: list[str] | None = None) -> dict[str, f
     with user_errors(task.script, also=(ValueError, FileNotFoundError)):
         run = task.parse(args)
         check_finetuning_run(run.model_args, run.training_args, run.given, sample_limits(run.data_args))
+        check_output_folder_owner(run.training_args.output_dir, task.script, run.training_args.overwrite_output_dir,
+                                  previous_run_files)  # fmt: skip
         # Seeded before the model is built, so that the new task head starts the same for the same --seed.
         set_seed(run.training_args.seed)
         run.data = task.read(run)
         overrides = task.config_overrides(run) if task.config_overrides else {}
         run.config, run.tokenizer = load_config_and_tokenizer(run.model_args, **overrides)
         task.prepare(run)
+    if run.training_args.should_save:
+        mark_output_folder(run.training_args.output_dir, task.script)
     model = task.build_model(run) if task.build_model else load_model(run.model_args, task.auto_class, run.config)
     run.encoded = task.encode(run)
     trainer = task.trainer_class(

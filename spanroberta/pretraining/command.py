@@ -9,7 +9,9 @@ import datasets
 from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from ..runs.cli import parse_arguments
 from ..runs.distributed import finish_processes
-from .run import apply_demo_settings, run_pretraining
+from ..runs.checkpoints import previous_run_files
+from ..runs.output_folder import check_output_folder_owner
+from .run import SCRIPT, apply_demo_settings, run_pretraining
 from .trainer import PretrainingTrainer, TrainingDivergedError
 from ..runs.validation import check_run, user_errors
 
@@ -22,17 +24,20 @@ def pretrain(args: list[str] | None = None) -> None:
     non-UTF-8 file, an unknown setting, ...) and a diverging loss end the run with a one-paragraph message and exit
     status 1."""
     # Flags and config files: cli.py and TrainingArguments report their problems as ValueError/FileNotFoundError.
-    with user_errors("run_pretraining.py", also=(ValueError, FileNotFoundError)):
+    with user_errors(SCRIPT, also=(ValueError, FileNotFoundError)):
         (model_args, data_args, training_args), given = parse_arguments(ARGUMENT_CLASSES, args)
         # The recipe's (and the demo's) defaults for the flags not given; `chosen` records which they set.
         chosen: dict[str, str] = {}
         model_args, data_args, training_args = apply_demo_settings(model_args, data_args, training_args, given, chosen)
         # Every path and setting that can be checked without the data is checked before it is read.
         check_run(model_args, training_args, trains=not data_args.prepare_only)
+        if not data_args.prepare_only:
+            check_output_folder_owner(training_args.output_dir, SCRIPT, training_args.overwrite_output_dir,
+                                      previous_run_files)  # fmt: skip
     if data_args.overwrite_cache:
         # Not reusing cache files is what makes `datasets` recompute the tokenizing and packing.
         datasets.disable_caching()
-    with user_errors("run_pretraining.py", also=(TrainingDivergedError,)):
+    with user_errors(SCRIPT, also=(TrainingDivergedError,)):
         trainer = run_pretraining(model_args, data_args, training_args, given, chosen)
     finish_processes()
     if trainer is None:

@@ -30,12 +30,15 @@ from ..runs.cli import apply_defaults
 from ..runs.distributed import drop_unused_weight_conversions, training_processes
 from .model_card import write_model_card
 from ..runs.optimizers import trainer_optimizer
+from ..runs.output_folder import mark_output_folder
 from ..objectives.recipes import get_recipe
 from ..runs.run_length import fit_to_run_length, run_settings
 from .trainer import PretrainingTrainer
 from ..runs.validation import require_output_dir
 
 logger = logging.getLogger(__name__)
+
+SCRIPT = "run_pretraining.py"
 
 # Settings of the demo (run_pretraining.py with no data argument): a tiny model, a small vocabulary and short
 # blocks, so that it finishes in about a minute on 2 CPU cores. Flags given explicitly still win.
@@ -121,6 +124,8 @@ def run_pretraining(
     if data_args.prepare_only:
         logger.info("Prepared the data in %s.", data_args.prepared_data_dir)
         return None
+    if training_args.should_save:
+        mark_output_folder(training_args.output_dir, SCRIPT)
 
     trainer = _build_trainer(objective, recipe, model_args, data_args, training_args, data, attention,
                              _RunSettingsSources(given, chosen))  # fmt: skip

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from transformers import TrainingArguments
 
 from ..models.packing import ATTENTION_IMPLEMENTATIONS
+from .validation import check_range
 
 
 @dataclass
@@ -60,3 +61,12 @@ class RunArguments(TrainingArguments):
         metadata={"help": "Train in an --output_dir that holds another run: its checkpoints are deleted first, its "
                   "model overwritten. Without it (or --resume_from_checkpoint), such a folder is refused."},
     )
+
+    def __post_init__(self):
+        # Refused here, before any model is loaded: torch's optimizers would refuse some only once it is, and
+        # a zero rate would train nothing.
+        check_range("learning_rate", self.learning_rate, above=0)
+        check_range("weight_decay", self.weight_decay, 0)
+        for flag in ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps"):
+            check_range(flag, getattr(self, flag), 1)
+        super().__post_init__()

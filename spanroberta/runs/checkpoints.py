@@ -6,7 +6,10 @@ while saving leaves a `checkpoint-N` folder without a valid `trainer_state.json`
 and code files), and `resume_from_checkpoint=True` would pick it as the latest. Here a checkpoint counts only
 when its `trainer_state.json` parses and its weights are there; incomplete ones are moved aside to
 `incomplete-checkpoint-N` (which the Trainer's checkpoint globbing and rotation ignore), so the previous
-complete checkpoint is used and the folder is clean for the save that will redo step N.
+complete checkpoint is used and the folder is clean for the save that will redo step N. A checkpoint whose
+`trainer_state.json` is whole can still hold a damaged file (a full disk, a copy cut short): every file is checked
+too (`checkpoint_files`), and such a checkpoint is moved aside alike. Nothing is deleted: a name already taken by an
+earlier one gets a number.
 """
 
 from __future__ import annotations
@@ -15,13 +18,13 @@ import json
 import logging
 import os
 import re
-import shutil
 from pathlib import Path
 
 from transformers import Trainer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..errors import UserInputError
+from .checkpoint_files import checkpoint_file_problem
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +60,9 @@ def checkpoint_problem(folder: str | os.PathLike) -> str | None:
     has_weights = any((folder / name).is_file() for name in _WEIGHT_FILES) or any(
         entry.is_dir() and entry.name.startswith(_WEIGHT_FOLDER_PREFIXES) for entry in folder.iterdir()
     )
-    return None if has_weights else "it holds no model weights"
+    if not has_weights:
+        return "it holds no model weights"
+    return checkpoint_file_problem(folder)
 
 
 def find_checkpoints(output_dir: str | os.PathLike) -> list[tuple[int, Path]]:
@@ -81,8 +86,9 @@ def previous_run_files(output_dir: str | os.PathLike) -> list[str]:
 
 def resolve_resume_checkpoint(
     resume_from_checkpoint: str | bool | None, output_dir: str
-) -> tuple[str | None, list[Path]]:
-    """The checkpoint folder to resume from, and the incomplete checkpoints newer than it.
+) -> tuple[str | None, list[tuple[Path, str]]]:
+    """The checkpoint folder to resume from, and the incomplete checkpoints newer than it with what is wrong with
+    each.
 
     `resume_from_checkpoint` is None/False/"false" (start afresh), True/"true" (the latest complete checkpoint
     of `output_dir`) or a folder (which must be complete). Raises a `UserInputError` when there is nothing to
@@ -105,21 +111,25 @@ def resolve_resume_checkpoint(
         problem = checkpoint_problem(folder)
         if problem is None:
             return str(folder), incomplete
-        logger.warning("Not resuming from %s: %s.", folder, problem)
-        incomplete.append(folder)
+        incomplete.append((folder, problem))
     raise UserInputError(
         f"--resume_from_checkpoint true: {output_dir} holds no complete checkpoint to resume from"
         f"{' (only incomplete ones)' if incomplete else ''}. Leave the flag out to start training afresh."
     )
 
 
-def set_aside(incomplete: list[Path]) -> None:
-    """Renames each incomplete `checkpoint-N` to `incomplete-checkpoint-N`, replacing an older one of that name."""
-    for folder in incomplete:
+def set_aside(incomplete: list[tuple[Path, str]], resumed_from: str) -> None:
+    """Renames each incomplete `checkpoint-N` to `incomplete-checkpoint-N` (`incomplete-checkpoint-N.2`, ... when
+    an earlier one has that name), saying why and which checkpoint the run resumes from instead."""
+    for folder, problem in incomplete:
         target = folder.with_name(INCOMPLETE_PREFIX + folder.name)
-        shutil.rmtree(target, ignore_errors=True)
+        number = 1
+        while target.exists():
+            number += 1
+            target = folder.with_name(f"{INCOMPLETE_PREFIX}{folder.name}.{number}")
         os.replace(folder, target)
-        logger.warning("Moved the incomplete checkpoint %s aside to %s.", folder, target)
+        logger.warning("Not resuming from %s: %s. It is moved aside, as it is, to %s; the run resumes from %s, the "
+                       "newest complete checkpoint.", folder, problem, target, resumed_from)  # fmt: skip
 
 
 def resume_checkpoint(trainer: Trainer) -> str | None:
@@ -130,10 +140,10 @@ def resume_checkpoint(trainer: Trainer) -> str | None:
     checkpoint, incomplete = resolve_resume_checkpoint(args.resume_from_checkpoint, args.output_dir)
     # Every process has chosen its checkpoint before the main one renames the incomplete ones.
     trainer.accelerator.wait_for_everyone()
-    if args.should_save:
-        set_aside(incomplete)
     if checkpoint is None:
         return None
+    if args.should_save:
+        set_aside(incomplete, checkpoint)
     _check_same_model(Path(checkpoint), trainer.model.config)
     step = json.loads((Path(checkpoint) / "trainer_state.json").read_text(encoding="utf-8"))["global_step"]
     logger.warning("Resuming from %s (step %d): its weights, optimizer, scheduler, data order and RNG states.",

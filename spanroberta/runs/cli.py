@@ -3,6 +3,7 @@ gave explicitly (so that recipes and presets fill in only the rest)."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import sys
 import typing
@@ -10,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from transformers import HfArgumentParser
+from transformers.hf_argparser import string_to_bool
 
 from ..config_files import CONFIG_SUFFIXES, read_config_file
 from ..errors import UserInputError
@@ -31,7 +33,7 @@ def parse_arguments(
     known_fields = _field_names(dataclass_types)
     values: dict[str, Any] = {}
     if argv and argv[0].endswith(CONFIG_SUFFIXES) and not argv[0].startswith("-"):
-        values = read_flag_values(argv[0], known_fields)
+        values = typed_flag_values(parser, read_flag_values(argv[0], known_fields), f"Config file {argv[0]}")
         argv = argv[1:]
         if not argv:
             check_optional_packages(values)
@@ -70,6 +72,48 @@ def read_flag_values(path: str, known_fields: set[str]) -> dict[str, Any]:
             "without the leading dashes (see --help)."
         )
     return values
+
+
+def typed_flag_values(parser: HfArgumentParser, values: Mapping[str, Any], where: str = "") -> dict[str, Any]:
+    """`values` (flag name -> value, from a config file) converted as the command line converts its strings: a
+    string for a number or a true/false flag is parsed as it would be there (YAML reads 3e-5 as a string), and a
+    value of another type (a list for a number, 2.5 steps) is refused, naming the flag (after `where`). Flags of other
+    types (paths, mappings, choices, which the argument classes check) are kept as they are."""
+    actions = {action.dest: action for action in parser._actions}
+    typed = dict(values)
+    for name, value in values.items():
+        action = actions.get(name)
+        if action is None or value is None:
+            continue
+        items = value if isinstance(value, list) and action.nargs in ("+", "*") else [value]
+        try:
+            converted = [_typed_value(action, item) for item in items]
+        except (TypeError, ValueError, argparse.ArgumentTypeError):
+            raise UserInputError(
+                f"{where + ': ' if where else ''}{name} is {value!r}, which is not {_TYPE_NAMES[action.type]}. Give a value of that type (as --{name} "
+                "takes on the command line)."
+            ) from None
+        typed[name] = converted if items is value else converted[0]
+    return typed
+
+
+# The flag types whose config-file values are checked, and what a value of each must be.
+_TYPE_NAMES = {int: "a whole number", float: "a number", string_to_bool: "true or false"}
+
+
+def _typed_value(action: argparse.Action, value: Any) -> Any:
+    """`value` as `action` (an argparse action of HfArgumentParser) takes it; raises on a value of the wrong type."""
+    if action.type not in _TYPE_NAMES:
+        return value
+    if isinstance(value, str):
+        return action.type(value)
+    if isinstance(value, bool) != (action.type is string_to_bool):
+        raise TypeError(value)
+    if action.type is int and not isinstance(value, int):
+        raise TypeError(value)
+    if not isinstance(value, (bool, int, float)):
+        raise TypeError(value)
+    return float(value) if action.type is float else value
 
 
 def _field_names(dataclass_types: Sequence[type]) -> set[str]:

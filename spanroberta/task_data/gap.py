@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from spanroberta.errors import InputFileNotFoundError, UserInputError, utf8_errors
+from spanroberta.errors import UserInputError, require_file, utf8_errors
 from spanroberta.metrics.gap import GapDecision
 from spanroberta.task_data.coref_documents import CorefDocument, Span, input_error
 
@@ -35,8 +35,7 @@ class GapExample:
 def read_gap(path: Path) -> list[GapExample]:
     """GAP's TSV: the text split into words (runs of letters and digits, and single punctuation marks) and
     sentences (after `.`, `!` and `?`); the pronoun and the names become the words their character spans overlap."""
-    if not path.is_file():
-        raise InputFileNotFoundError(f"--gap_file {path} does not exist.")
+    require_file(path, f"--gap_file {path} does not exist.")
     with utf8_errors(path), open(path, encoding="utf-8", newline="") as file:
         rows = list(csv.DictReader(file, delimiter="\t", quoting=csv.QUOTE_NONE))
     missing = [column for column in GAP_COLUMNS if rows and column not in rows[0]]

@@ -21,7 +21,7 @@ import numpy as np
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Value, load_dataset
 from transformers import EvalPrediction, PreTrainedTokenizerBase
 
-from spanroberta.errors import utf8_errors
+from spanroberta.errors import require_file, utf8_errors
 from spanroberta.metrics.glue import METRICS, ArrayLike, logits_to_predictions
 from spanroberta.task_data.json_lines import read_json_lines
 
@@ -204,8 +204,7 @@ def read_glue_tsv(path: Path, task: GlueTask, split: GlueSplit) -> list[dict[str
     Fields are separated by tabs and never quoted: GLUE's sentences contain unbalanced quote characters
     (MRPC, MNLI), so reading them with csv quoting would merge lines.
     """
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file (the {split.name} split of {task.folder}).")
+    require_file(path, f"{path}: no such file (the {split.name} split of {task.folder}).")
     labeled = _is_labeled(task, split)
     rows: list[dict[str, Any]] = []
     skipped = 0
@@ -234,6 +233,9 @@ def read_glue_tsv(path: Path, task: GlueTask, split: GlueSplit) -> list[dict[str
                     continue
                 raise ValueError(f"{path}, line {line_number}: {len(fields)} tab-separated fields, but the "
                                  f"header has {len(header)} and column {header[last]!r} is missing.")
+            if len(fields) > len(header) and first_row_line == 2:
+                raise ValueError(f"{path}, line {line_number}: {len(fields)} tab-separated fields, but the header has "
+                                 f"{len(header)}: a tab inside a field, or a column too many. Fix the line.")
             row = {column: fields[p] for column, p in zip(task.text_columns, positions)}
             where = f"{path}, line {line_number}"
             row["idx"] = _parse_index(fields[index_position], where) if index_position is not None else len(rows)
@@ -253,10 +255,9 @@ def read_glue_file(path: Path, task: GlueTask, split: GlueSplit) -> list[dict[st
     suffix = path.suffix.lower()
     if suffix == ".tsv":
         return read_glue_tsv(path, task, split)
+    require_file(path, f"{path}: no such file (the {split.name} split of {task.name}).")
     if suffix not in (".csv", ".json", ".jsonl"):
         raise ValueError(f"{path}: unsupported file type {suffix!r}; use .csv, .json/.jsonl (JSON lines) or .tsv.")
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file (the {split.name} split of {task.name}).")
     records = _csv_records(path) if suffix == ".csv" else read_json_lines(path)
     labeled = _is_labeled(task, split)
     wanted = list(task.text_columns) + ["label"] * labeled

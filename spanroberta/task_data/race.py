@@ -21,7 +21,7 @@ from datasets import Dataset, load_dataset
 from tokenizers import Tokenizer
 from transformers import EvalPrediction, PreTrainedTokenizerBase
 
-from spanroberta.errors import utf8_errors
+from spanroberta.errors import require_file, utf8_errors
 from spanroberta.metrics.glue import accuracy
 from spanroberta.task_data.json_lines import read_json_lines
 
@@ -87,8 +87,7 @@ def load_race(
 def read_race_jsonl(path: Path) -> list[dict[str, Any]]:
     """Questions from a JSON-lines file (gzipped when it ends in .gz) with the Hub's columns
     (example_id, article, question, options, answer)."""
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file.")
+    require_file(path, f"{path}: no such file.")
     rows: list[dict[str, Any]] = []
     counter = _QuestionCounter()
     for line_number, record in read_json_lines(path):

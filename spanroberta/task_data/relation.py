@@ -31,7 +31,7 @@ from datasets import Dataset
 from tokenizers import AddedToken
 from transformers import EvalPrediction, PreTrainedTokenizerBase
 
-from spanroberta.errors import InputFileNotFoundError, UserInputError, utf8_errors
+from spanroberta.errors import UserInputError, require_file, utf8_errors
 from spanroberta.metrics.glue import logits_to_predictions
 from spanroberta.metrics.relation import SCORERS
 from spanroberta.task_data.json_lines import read_json_lines
@@ -92,9 +92,8 @@ def read_relation_file(path: str | Path, labeled: bool = True) -> list[RelationE
     the sentence or overlapping the other, an empty sentence, or (when `labeled`) a missing relation raises a
     `UserInputError` naming the file and the example."""
     path = Path(path)
-    if not path.is_file():
-        raise InputFileNotFoundError(f"{path}: no such file. Give a TACRED-style JSON file (a list of examples, or "
-                                     "one example a line).")  # fmt: skip
+    require_file(path, f"{path}: no such file. Give a TACRED-style JSON file (a list of examples, or one example "
+                       "a line).")  # fmt: skip
     examples = [_parse_example(record, where, path, labeled) for where, record in _records(path)]
     if not examples:
         raise UserInputError(f"{path}: the file holds no examples.")

@@ -19,7 +19,7 @@ from typing import Any
 
 from datasets import Dataset, Features, List, Value, concatenate_datasets, load_dataset
 
-from spanroberta.errors import utf8_errors
+from spanroberta.errors import require_file, utf8_errors
 from spanroberta.task_data.json_lines import open_text, read_json_lines
 
 logger = logging.getLogger(__name__)
@@ -193,6 +193,7 @@ def _read_split(split: str, paths: list[str], version_2_with_negative: bool, lim
     """One split's files: each read, checked and cut to `limit` questions, then joined."""
     parts, gold, origin = [], {}, {}
     for path in paths:
+        require_file(path, f"--{split}_file {path}: no such file.")
         if not is_mrqa_file(Path(path)):
             parts.append(_first(read_squad_file(path, version_2_with_negative, split != "test"), limit))
             continue

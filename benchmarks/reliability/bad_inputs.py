@@ -1,0 +1,271 @@
+"""The bad-input sweep: every script fed inputs broken on purpose (truncated, garbled and empty JSON, JSON lines, TSV
+and CoNLL files; missing and extra columns, unknown labels, spans outside the context; bytes that are not UTF-8; a
+folder where a file belongs; settings out of range; configs with wrong types or unknown keys). Each case must end
+the script before any model loads, with a non-zero exit and one paragraph naming the file and line or the field,
+and leave no output folder.
+
+    python -m benchmarks.reliability.bad_inputs            # every case, each as its own process; writes a record
+
+The cases are tests too (tests/test_bad_input.py runs each in-process). The record, under
+benchmarks/results/reliability/, counts the cases tried, those refused cleanly, and the failures by kind: a
+traceback, a hang (no exit within HANG_SECONDS), an exit without the expected paragraph, or an output folder
+created.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from spanroberta.records import start_run, write_record
+
+ROOT = Path(__file__).resolve().parents[2]
+# Seconds a refused case may take (start-up, imports and the checks) before it counts as a hang.
+HANG_SECONDS = 300
+TEXT = "The quick brown fox jumps over the lazy dog near the river bank."
+# The flags every case of a script starts with; {model} and {tokenizer} are the tiny ones `tiny_model` saves.
+BASE_FLAGS = {
+    "run_pretraining.py": ["--tokenizer_name", "{tokenizer}", "--model_size", "tiny", "--config_overrides",
+                           "num_hidden_layers=1,hidden_size=32,num_attention_heads=2,intermediate_size=64",
+                           "--max_seq_length", "32", "--max_steps", "1", "--validation_split_percentage", "0"],
+    **{script: ["--model_name_or_path", "{model}", "--do_train"]
+       for script in ("run_squad.py", "run_glue.py", "run_race.py", "run_relation.py", "run_coref.py")},
+    "run_ablation.py": ["--record_dir", ""],
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Case:
+    """One broken input: the files written under a fresh folder ({folder} in the flags), the flags after the
+    script's BASE_FLAGS, and what its one-paragraph refusal must say (formatted like the flags)."""
+
+    name: str
+    script: str
+    files: dict[str, str | bytes]
+    flags: list[str]
+    expected: str
+    # A config file given first, before the base flags (the scripts read a .json/.yaml first argument as flags).
+    config_first: str | None = field(default=None)
+
+    def command(self, folder: Path, model: Path, tokenizer: Path, output_dir: Path) -> list[str]:
+        """Writes the case's files under `folder`; returns the script's arguments."""
+        for name, content in self.files.items():
+            path = folder / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+        places = {"folder": folder, "model": model, "tokenizer": tokenizer}
+        first = [self.config_first.format(**places)] if self.config_first else []
+        flags = [*BASE_FLAGS[self.script], *self.flags, "--output_dir", str(output_dir)]
+        return first + [flag.format(**places) for flag in flags]
+
+    def expected_text(self, folder: Path) -> str:
+        return self.expected.format(folder=folder)
+
+
+def _jsonl(*records: object) -> str:
+    return "".join(json.dumps(record) + "\n" for record in records)
+
+
+SQUAD = {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": "Denver won in Santa Clara.", "qas": [
+    {"id": "q1", "question": "Where?", "answers": [{"text": "Santa Clara", "answer_start": 14}]}]}]}]}  # fmt: skip
+SQUAD_TEXT = json.dumps(SQUAD, indent=1)
+RACE = {"example_id": "high1", "article": "The fox jumps.", "question": "What jumps?",
+        "options": ["a fox", "a dog", "a cat", "a bird"], "answer": "A"}  # fmt: skip
+TACRED = {"id": "ex0", "relation": "org:founded_by", "token": ["Microsoft", "was", "started", "by", "Paul", "Allen"],
+          "subj_start": 0, "subj_end": 0, "obj_start": 4, "obj_end": 5, "subj_type": "ORGANIZATION",
+          "obj_type": "PERSON"}  # fmt: skip
+RTE_HEADER = "index\tsentence1\tsentence2\tlabel\n"
+RTE_ROW = f"0\t{TEXT}\tA fox jumps.\tentailment\n"
+CONLL_LINE = "story\t0\t{index}\t{word}\t_\t_\t_\t_\t_\t_\t_\t_\t{mention}\n"
+CONLL = ("#begin document (story); part 0\n" + CONLL_LINE.format(index=0, word="Anna", mention="(0)")
+         + CONLL_LINE.format(index=1, word="smiled", mention="") + CONLL_LINE.format(index=2, word="she", mention="(0)")
+         + "\n#end document\n")  # fmt: skip
+ABLATION = {"pretraining": {"model_size": "tiny", "max_steps": 2}, "arms": {"span": {"masking": "span"}},
+            "tasks": {"rte": {"script": "run_glue.py", "task_name": "rte"}}, "seeds": [1]}  # fmt: skip
+
+
+def _glue(rows: str, name: str = "train.tsv") -> dict:
+    return {"files": {f"glue/RTE/{name}": rows}, "flags": ["--task_name", "rte", "--data_dir", "{folder}/glue"]}
+
+
+CASES = [
+    # --- run_pretraining.py: corpora and settings
+    Case("pretraining: truncated JSON lines", "run_pretraining.py", {"c.jsonl": _jsonl({"text": TEXT}) + '{"text": "Th'},
+         ["--train_file", "{folder}/c.jsonl"], "{folder}/c.jsonl, line 2: not valid JSON"),
+    Case("pretraining: truncated JSON", "run_pretraining.py", {"c.json": f'[{{"text": "{TEXT}"}},\n{{"text": "Th'},
+         ["--train_file", "{folder}/c.json"], "{folder}/c.json, line 2: not valid JSON"),
+    Case("pretraining: garbled JSON line", "run_pretraining.py",
+         {"c.jsonl": _jsonl({"text": TEXT}) + "}{ not json\n" + _jsonl({"text": TEXT})},
+         ["--train_file", "{folder}/c.jsonl"], "{folder}/c.jsonl, line 2: not valid JSON"),
+    Case("pretraining: empty JSON lines", "run_pretraining.py", {"c.jsonl": ""}, ["--train_file", "{folder}/c.jsonl"],
+         "No documents in {folder}/c.jsonl: the file is empty"),
+    Case("pretraining: JSON lines without the text column", "run_pretraining.py",
+         {"c.jsonl": _jsonl({"body": TEXT})}, ["--train_file", "{folder}/c.jsonl"], "has no column 'text'"),
+    Case("pretraining: CSV without the text column", "run_pretraining.py", {"c.csv": f"body\n{TEXT}\n"},
+         ["--train_file", "{folder}/c.csv"], "{folder}/c.csv has no column 'text'"),
+    Case("pretraining: text not UTF-8", "run_pretraining.py", {"c.txt": b"Good line.\nCaf\xe9.\n"},
+         ["--train_file", "{folder}/c.txt"], "{folder}/c.txt, line 2: byte 0xe9"),
+    Case("pretraining: JSON lines not UTF-8", "run_pretraining.py", {"c.jsonl": b'{"text": "Caf\xe9"}\n'},
+         ["--train_file", "{folder}/c.jsonl"], "{folder}/c.jsonl, line 1: byte 0xe9"),
+    Case("pretraining: a folder as --train_file", "run_pretraining.py", {"data/c.txt": TEXT},
+         ["--train_file", "{folder}/data"], "{folder}/data is a folder, not a file"),
+    Case("pretraining: negative learning rate", "run_pretraining.py", {"c.txt": TEXT},
+         ["--train_file", "{folder}/c.txt", "--learning_rate=-1e-4"], "--learning_rate must be above 0"),
+    Case("pretraining: zero learning rate", "run_pretraining.py", {"c.txt": TEXT},
+         ["--train_file", "{folder}/c.txt", "--learning_rate", "0"], "--learning_rate must be above 0"),
+    Case("pretraining: config with a wrongly typed value", "run_pretraining.py",
+         {"run.yaml": "max_steps: ten\n", "c.txt": TEXT}, ["--train_file", "{folder}/c.txt"],
+         "Config file {folder}/run.yaml: max_steps is 'ten', which is not a whole number",
+         config_first="{folder}/run.yaml"),
+    Case("pretraining: config with an unknown key", "run_pretraining.py", {"run.json": '{"learning_rat": 1e-4}'},
+         [], "Config file {folder}/run.json has unknown keys: learning_rat", config_first="{folder}/run.json"),
+    Case("pretraining: truncated YAML config", "run_pretraining.py", {"run.yaml": "max_steps: [1, 2\n"}, [],
+         "Config file {folder}/run.yaml is not valid YAML", config_first="{folder}/run.yaml"),
+    # --- run_squad.py
+    Case("squad: truncated JSON", "run_squad.py", {"train.json": SQUAD_TEXT[: len(SQUAD_TEXT) // 2]},
+         ["--train_file", "{folder}/train.json"], "{folder}/train.json, line"),
+    Case("squad: garbled JSON", "run_squad.py", {"train.json": "{]} not json"}, ["--train_file", "{folder}/train.json"],
+         "{folder}/train.json"),
+    Case("squad: empty file", "run_squad.py", {"train.json": ""}, ["--train_file", "{folder}/train.json"],
+         "{folder}/train.json"),
+    Case("squad: answer outside the context", "run_squad.py", {"train.json": json.dumps(
+        {**SQUAD, "data": [{"title": "t", "paragraphs": [{"context": "Denver won.", "qas": [
+            {"id": "q1", "question": "Where?", "answers": [{"text": "Santa Clara", "answer_start": 40}]}]}]}]})},
+         ["--train_file", "{folder}/train.json"], "{folder}/train.json"),
+    Case("squad: question field missing", "run_squad.py", {"train.jsonl": _jsonl(
+        {"id": "q1", "context": "Denver won.", "answers": {"text": ["Denver"], "answer_start": [0]}})},
+         ["--train_file", "{folder}/train.jsonl"], "{folder}/train.jsonl, line 1"),
+    Case("squad: not UTF-8", "run_squad.py", {"train.json": b'{"version": "1.1",\n "data": [\xff]}'},
+         ["--train_file", "{folder}/train.json"], "{folder}/train.json, line 2: byte 0xff"),
+    Case("squad: a folder as --train_file", "run_squad.py", {"data/train.json": SQUAD_TEXT},
+         ["--train_file", "{folder}/data"], "{folder}/data is a folder, not a file"),
+    Case("squad: negative learning rate", "run_squad.py", {"train.json": SQUAD_TEXT},
+         ["--train_file", "{folder}/train.json", "--learning_rate=-3e-5"], "--learning_rate must be above 0"),
+    # --- run_glue.py
+    Case("glue: TSV row cut short", "run_glue.py", **_glue(RTE_HEADER + RTE_ROW + "1\tA truncated row\n"),
+         expected="{folder}/glue/RTE/train.tsv, line 3"),
+    Case("glue: TSV row with an extra column", "run_glue.py", **_glue(RTE_HEADER + RTE_ROW.rstrip("\n") + "\textra\n"),
+         expected="{folder}/glue/RTE/train.tsv, line 2"),
+    Case("glue: unknown label", "run_glue.py", **_glue(RTE_HEADER + RTE_ROW.replace("entailment", "maybe")),
+         expected="{folder}/glue/RTE/train.tsv, line 2"),
+    Case("glue: empty TSV", "run_glue.py", **_glue(""), expected="{folder}/glue/RTE/train.tsv"),
+    Case("glue: TSV not UTF-8", "run_glue.py", **_glue((RTE_HEADER + "0\tCaf\xe9\tb\tentailment\n").encode("latin-1")),
+         expected="{folder}/glue/RTE/train.tsv, line 2: byte 0xe9"),
+    Case("glue: CSV without a text column", "run_glue.py", {"train.csv": "sentence1,label\nA fox.,entailment\n"},
+         ["--task_name", "rte", "--train_file", "{folder}/train.csv"], "{folder}/train.csv"),
+    Case("glue: a folder as --train_file", "run_glue.py", {"data/train.csv": "x"},
+         ["--task_name", "rte", "--train_file", "{folder}/data"], "{folder}/data is a folder, not a file"),
+    # --- run_race.py
+    Case("race: truncated JSON lines", "run_race.py", {"train.jsonl": _jsonl(RACE) + '{"example_id": "hi'},
+         ["--train_file", "{folder}/train.jsonl"], "{folder}/train.jsonl, line 2: not valid JSON"),
+    Case("race: unknown answer label", "run_race.py", {"train.jsonl": _jsonl({**RACE, "answer": "E"})},
+         ["--train_file", "{folder}/train.jsonl"], "{folder}/train.jsonl, line 1"),
+    Case("race: options missing", "run_race.py",
+         {"train.jsonl": _jsonl({key: value for key, value in RACE.items() if key != "options"})},
+         ["--train_file", "{folder}/train.jsonl"], "{folder}/train.jsonl, line 1"),
+    Case("race: empty file", "run_race.py", {"train.jsonl": ""}, ["--train_file", "{folder}/train.jsonl"],
+         "{folder}/train.jsonl"),
+    Case("race: a folder as --train_file", "run_race.py", {"data/train.jsonl": _jsonl(RACE)},
+         ["--train_file", "{folder}/data"], "{folder}/data is a folder, not a file"),
+    # --- run_relation.py
+    Case("relation: truncated JSON", "run_relation.py", {"train.json": json.dumps([TACRED, TACRED])[:150]},
+         ["--train_file", "{folder}/train.json"], "{folder}/train.json"),
+    Case("relation: object span outside the sentence", "run_relation.py",
+         {"train.json": json.dumps([{**TACRED, "obj_start": 7, "obj_end": 9}])},
+         ["--train_file", "{folder}/train.json"], "{folder}/train.json"),
+    Case("relation: relation field missing", "run_relation.py",
+         {"train.json": json.dumps([{key: value for key, value in TACRED.items() if key != "relation"}])},
+         ["--train_file", "{folder}/train.json"], "{folder}/train.json"),
+    Case("relation: zero learning rate", "run_relation.py", {"train.json": json.dumps([TACRED])},
+         ["--train_file", "{folder}/train.json", "--learning_rate", "0"], "--learning_rate must be above 0"),
+    # --- run_coref.py
+    Case("coref: truncated CoNLL", "run_coref.py", {"train.conll": CONLL[: CONLL.index("smiled") + 12]},
+         ["--train_file", "{folder}/train.conll"], "{folder}/train.conll"),
+    Case("coref: CoNLL line with too few columns", "run_coref.py",
+         {"train.conll": CONLL.replace("story\t0\t0\tAnna\t_\t_\t_\t_\t_\t_\t_\t_\t(0)", "story\t0\tAnna\t(0)")},
+         ["--train_file", "{folder}/train.conll"], "{folder}/train.conll, document story_0: line 2 has 4 columns"),
+    Case("coref: unclosed mention", "run_coref.py", {"train.conll": CONLL.replace("(0)\n", "(0\n", 1)},
+         ["--train_file", "{folder}/train.conll"], "{folder}/train.conll"),
+    Case("coref: garbled JSON lines", "run_coref.py", {"train.jsonlines": "{not json\n"},
+         ["--train_file", "{folder}/train.jsonlines"], "{folder}/train.jsonlines, line 1"),
+    Case("coref: CoNLL not UTF-8", "run_coref.py", {"train.conll": CONLL.replace("Anna", "Ann\xe9").encode("latin-1")},
+         ["--train_file", "{folder}/train.conll"], "{folder}/train.conll, line 2: byte 0xe9"),
+    Case("coref: GAP file without its columns", "run_coref.py", {"train.conll": CONLL, "gap.tsv": "ID\tText\n1\tHi\n"},
+         ["--train_file", "{folder}/train.conll", "--gap_file", "{folder}/gap.tsv"], "{folder}/gap.tsv is not a GAP file"),
+    # --- run_ablation.py
+    Case("ablation: wrongly typed pretraining value", "run_ablation.py",
+         {"a.json": json.dumps({**ABLATION, "pretraining": {"model_size": "tiny", "max_steps": "two"}})}, [],
+         "{folder}/a.json, arm 'span': max_steps is 'two', which is not a whole number", config_first="{folder}/a.json"),
+    Case("ablation: wrongly typed task value", "run_ablation.py", {"a.json": json.dumps(
+        {**ABLATION, "tasks": {"rte": {"script": "run_glue.py", "task_name": "rte", "learning_rate": [1]}}})}, [],
+         "{folder}/a.json, task 'rte': learning_rate is [1], which is not a number", config_first="{folder}/a.json"),
+    Case("ablation: unknown key", "run_ablation.py", {"a.json": json.dumps({**ABLATION, "seed": [1]})}, [],
+         "{folder}/a.json: the top level has unknown keys: seed", config_first="{folder}/a.json"),
+    Case("ablation: truncated YAML", "run_ablation.py", {"a.yaml": "pretraining: {model_size: tiny\n"}, [],
+         "{folder}/a.yaml is not valid YAML", config_first="{folder}/a.yaml"),
+]  # fmt: skip
+
+
+def tiny_model(folder: Path) -> tuple[Path, Path]:
+    """A tiny SpanBERT checkpoint with its tokenizer (what the fine-tuning cases name), and the tokenizer alone."""
+    from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
+    from spanroberta.data.tokenizer import train_byte_level_bpe
+
+    tokenizer = train_byte_level_bpe([TEXT] * 20, vocab_size=300, min_frequency=1, show_progress=False)
+    model, tokenizer_dir = folder / "model", folder / "tokenizer"
+    config = SpanRobertaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                               intermediate_size=64, pad_token_id=tokenizer.pad_token_id, bos_token_id=0,
+                               eos_token_id=2, max_span_targets=4, sbo_position_embedding_size=8)  # fmt: skip
+    SpanRobertaForPreTraining(config).save_pretrained(model)
+    for path in (model, tokenizer_dir):
+        tokenizer.save_pretrained(path)
+    return model, tokenizer_dir
+
+
+def run_case(case: Case, folder: Path, model: Path, tokenizer: Path) -> dict:
+    """Runs `case` as `python SCRIPT ...` from the project root; returns its outcome: `refused cleanly`, or the
+    failure (`traceback`, `hang`, `no paragraph` when the exit is not the expected one-paragraph error, `output
+    folder created`)."""
+    inputs, output_dir = folder / "inputs", folder / "out"
+    command = [sys.executable, str(ROOT / case.script), *case.command(inputs, model, tokenizer, output_dir)]
+    try:
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=HANG_SECONDS)
+    except subprocess.TimeoutExpired:
+        return {"case": case.name, "outcome": "hang"}
+    last_line = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
+    if "Traceback" in done.stderr:
+        outcome = "traceback"
+    elif (done.returncode == 0 or not last_line.startswith(f"{case.script}: error: ")
+          or case.expected_text(inputs) not in last_line):  # fmt: skip
+        outcome = "no paragraph"
+    elif output_dir.exists():
+        outcome = "output folder created"
+    else:
+        outcome = "refused cleanly"
+    return {"case": case.name, "outcome": outcome, "exit_status": done.returncode, "message": last_line}
+
+
+def main() -> None:
+    started = start_run()
+    outcomes = []
+    with tempfile.TemporaryDirectory() as scratch:
+        model, tokenizer = tiny_model(Path(scratch))
+        for number, case in enumerate(CASES):
+            outcomes.append(run_case(case, Path(scratch) / f"case-{number}", model, tokenizer))
+            print(f"[bad inputs] {case.name}: {outcomes[-1]['outcome']}", flush=True)
+    failures = {kind: sum(outcome["outcome"] == kind for outcome in outcomes)
+                for kind in ("traceback", "hang", "no paragraph", "output folder created")}  # fmt: skip
+    results = {"cases_tried": len(outcomes),
+               "refused_cleanly": sum(outcome["outcome"] == "refused cleanly" for outcome in outcomes),
+               "failures": failures, "cases": outcomes}  # fmt: skip
+    settings = {"hang_seconds": HANG_SECONDS, "scripts": sorted({case.script for case in CASES})}
+    path = write_record("reliability", settings, results, started=started, name="bad-inputs")
+    print(f"[bad inputs] {results['refused_cleanly']}/{results['cases_tried']} refused cleanly; record: {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""Whether the files of a checkpoint are whole, checked without loading them: a kill or a full disk while saving
+leaves a file empty or cut short, which resuming would otherwise meet as a traceback deep in the Trainer.
+
+- safetensors files (weights, whole or sharded): the 8-byte header length, the JSON header, and the end of the last
+  tensor's bytes, which must be the end of the file;
+- torch files (`optimizer.pt`, `scheduler.pt`, `rng_state*.pth`, `training_args.bin`, `pytorch_model.bin`,
+  DeepSpeed's shards): `torch.save` writes a zip archive, whose directory sits at its end (a cut file has none)
+  and whose members carry CRC-32 checksums, all read;
+- JSON files (configs, `trainer_state.json`, a sharded model's index): they parse, and an index's shards are there.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+SAFETENSORS_SUFFIX = ".safetensors"
+TORCH_SUFFIXES = (".pt", ".pth", ".bin")
+# Bytes of the little-endian integer that starts a safetensors file: the length of its JSON header.
+_HEADER_LENGTH_BYTES = 8
+
+
+def checkpoint_file_problem(folder: Path) -> str | None:
+    """What is wrong with the first damaged file under `folder` (its path relative to `folder` first), or None."""
+    for path in sorted(file for file in folder.rglob("*") if file.is_file()):
+        problem = file_problem(path)
+        if problem is not None:
+            return f"{path.relative_to(folder)} {problem}"
+    return None
+
+
+def file_problem(path: Path) -> str | None:
+    """Why the checkpoint file at `path` is damaged (a phrase after its name), or None when it is whole or of a
+    kind not checked."""
+    if path.suffix == SAFETENSORS_SUFFIX:
+        return _safetensors_problem(path)
+    if path.suffix in TORCH_SUFFIXES:
+        return _torch_file_problem(path)
+    if path.suffix == ".json":
+        return _json_problem(path)
+    return None
+
+
+def _safetensors_problem(path: Path) -> str | None:
+    size = path.stat().st_size
+    if size == 0:
+        return "is empty"
+    with path.open("rb") as file:
+        prefix = file.read(_HEADER_LENGTH_BYTES)
+        if len(prefix) < _HEADER_LENGTH_BYTES:
+            return f"is cut short ({size} bytes, shorter than a safetensors header)"
+        header_length = int.from_bytes(prefix, "little")
+        if _HEADER_LENGTH_BYTES + header_length > size:
+            return f"is cut short (its header says {header_length} header bytes; the file holds {size} bytes)"
+        try:
+            header = json.loads(file.read(header_length))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return "has a damaged header (not JSON)"
+    if not isinstance(header, dict):
+        return "has a damaged header (not a JSON object)"
+    try:
+        data_end = max((int(entry["data_offsets"][1]) for name, entry in header.items() if name != "__metadata__"),
+                       default=0)  # fmt: skip
+    except (TypeError, KeyError, IndexError, ValueError):
+        return "has a damaged header (a tensor without data offsets)"
+    expected = _HEADER_LENGTH_BYTES + header_length + data_end
+    if expected != size:
+        how = "cut short" if size < expected else "longer than its header says"
+        return f"is {how} ({size} bytes; its header says {expected})"
+    return None
+
+
+def _torch_file_problem(path: Path) -> str | None:
+    if path.stat().st_size == 0:
+        return "is empty"
+    try:
+        with zipfile.ZipFile(path) as archive:
+            damaged = archive.testzip()
+    except (zipfile.BadZipFile, EOFError, OSError) as error:
+        return f"is cut short or damaged (not a whole torch archive: {error})"
+    return None if damaged is None else f"is damaged ({damaged} fails its checksum)"
+
+
+def _json_problem(path: Path) -> str | None:
+    try:
+        content = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return "is cut short or damaged (not valid JSON)"
+    if path.name.endswith(".index.json") and isinstance(content, dict):
+        shards = set((content.get("weight_map") or {}).values())
+        missing = sorted(shard for shard in shards if not (path.parent / shard).is_file())
+        if missing:
+            return f"names shards that are missing: {', '.join(missing[:3])}"
+    return None

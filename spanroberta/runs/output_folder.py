@@ -1,0 +1,62 @@
+"""Whose an output folder is. Each script writes `RUN_MARKER`, naming itself, into its output folder before it
+writes anything else there, so that a later run of the same script recognises the folder as its own (to resume,
+evaluate or overwrite that run), and a folder of the user's own files is never written into unless
+`--overwrite_output_dir` says so (the convention of transformers' example scripts: a non-empty folder is refused).
+A folder that a run wrote before the marker existed is recognised by what the run left (`known_run`)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from ..errors import UserInputError
+
+RUN_MARKER = "spanroberta_run.json"
+
+
+def marker_script(output_dir: str | os.PathLike) -> str | None:
+    """The script whose run `output_dir` holds, as its marker names it; None without a readable marker."""
+    try:
+        content = json.loads((Path(output_dir) / RUN_MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return content.get("script") if isinstance(content, dict) else None
+
+
+def check_output_folder_owner(
+    output_dir: str | os.PathLike,
+    script: str,
+    overwrite_output_dir: bool,
+    known_run: Callable[[Path], object] = lambda folder: False,
+) -> None:
+    """Refuses an `output_dir` that exists, is not empty and holds no run of `script` (its marker, or, without a
+    marker, what `known_run(folder)` finds that an earlier run of it left), unless `overwrite_output_dir`."""
+    folder = Path(output_dir)
+    if overwrite_output_dir or not folder.is_dir():
+        return
+    entries = sorted(entry.name for entry in folder.iterdir())
+    if not entries:
+        return
+    owner = marker_script(folder)
+    if owner == script or (owner is None and known_run(folder)):
+        return
+    listed = f"{', '.join(entries[:4])}{', ...' if len(entries) > 4 else ''}"
+    what = (f"holds a run of {owner} ({listed}), whose files" if owner is not None
+            else f"is not empty ({listed}) and holds no run of {script}: its files")  # fmt: skip
+    raise UserInputError(
+        f"--output_dir {folder} {what} this run of {script} could overwrite. Give a new or empty folder, or add "
+        "--overwrite_output_dir to write into this one anyway."
+    )
+
+
+def mark_output_folder(output_dir: str | os.PathLike, script: str) -> None:
+    """Creates `output_dir` if needed and writes the marker naming `script` (a run that --overwrite_output_dir let
+    into another script's folder takes it over). Called by the main process once the run's settings and data are
+    checked, before it writes anything else there."""
+    if marker_script(output_dir) == script:
+        return
+    marker = Path(output_dir) / RUN_MARKER
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps({"script": script}) + "\n", encoding="utf-8")
