@@ -46,7 +46,11 @@ from benchmarks.tables.speed import (
     render_pretraining_step,
     render_trainer,
 )
-from benchmarks.tables.tasks import headline_sentence as task_headline, render_task_benchmark, render_task_scores
+from benchmarks.tables.task_benchmark import (
+    headline_sentence as task_headline,
+    render_task_benchmark,
+    render_task_scores,
+)
 from spanroberta.metrics.squad import exact_match_score
 from spanroberta.records import record_commit
 

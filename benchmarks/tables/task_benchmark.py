@@ -1,0 +1,335 @@
+"""The task benchmark's tables (tasks/scores.py, its records under benchmarks/results/tasks/): the table of every task
+in benchmarks/TASKS.md, the README's sentence on it, and each docs page's line of the scores of its tasks, with the
+verdicts of tables/verdicts.py.
+
+Under a table are listed the records that ran an earlier task, budget or split and stand for a seed the table has no
+record of (or are newer than the one it shows), and the records a rerun replaced.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import CHECKPOINT_NAME
+from benchmarks.tables.format import Context, fmt_number, markdown_table, none_yet
+from benchmarks.tables.verdicts import (
+    BENCHMARK,
+    FLOORS_BENCHMARK,
+    MIN_SEEDS,
+    aim_of,
+    earlier_budget_units,
+    evaluation_noise,
+    mean_clear_of_floor,
+    mean_short_of_aim,
+    no_verdict,
+    row_clear_of_floor,
+    row_summaries,
+    row_units,
+    seed_spread,
+    short_of_aim,
+    superseded_units,
+)
+from benchmarks.tasks.catalog import SIZES, TASKS, Row
+from benchmarks.tasks.preparation import Budget
+
+COMMAND = "python -m benchmarks.tasks.scores --size cpu"
+SIZE_ORDER = ("gpu", "cpu", "toy")  # the fullest size first
+
+
+def fmt_floor(summary: dict[str, Any]) -> str:
+    """The floor and the answer that gives it, where known."""
+    answer = summary["floor_answer"]
+    return f"{summary['floor']:.1f}" + (f" ({answer})" if answer else "")
+
+
+
+def fmt_clear(summary: dict[str, Any]) -> str:
+    clear = row_clear_of_floor(summary)
+    return no_verdict(summary) if clear is None else "yes" if clear else "**no**"
+
+
+def fmt_margin(summary: dict[str, Any]) -> str:
+    """The seed spread and the evaluation-sample noise, as `spread + noise`."""
+    spread_text, noise = seed_spread(summary), evaluation_noise(summary)
+    return (f"{'-' if spread_text is None else f'{spread_text:.1f}'} + "
+            f"{'not recorded' if noise is None else f'{noise:.1f}'}")  # fmt: skip
+
+
+def fmt_score(summary: dict[str, Any]) -> str:
+    """The mean, its spread and seeds."""
+    score = summary["score"]
+    spread_text = f" ± {score['sd']:.1f}" if score["sd"] is not None else ""
+    seeds = "1 seed" if score["n"] == 1 else f"{score['n']} seeds"
+    return f"**{score['mean']:.1f}**{spread_text} ({seeds})"
+
+
+def fmt_aim(row: Row, size: str, summary: dict[str, Any] | None) -> str:
+    """The score the size aims at, and the verdict on it where the row has one."""
+    aim = aim_of(row.label, size)
+    if aim is None:
+        return "-"
+    if summary is None:
+        return f"{aim:g}"
+    short = short_of_aim(row.label, size, summary)
+    return f"{aim:g} ({'no verdict' if short is None else 'short' if short else 'met'})"
+
+
+def curve_summary(records: Sequence[dict]) -> tuple[int, float, float, float] | None:
+    """The logged training loss of the lowest seed whose record holds one (older records hold none): that seed, the
+    loss's first and last values and its relative change over the last quarter of training (negative: it fell).
+    None where no record holds a curve."""
+    ordered = sorted(records, key=lambda record: record["settings"]["seed"])
+    with_curve = next((r for r in ordered if r["results"].get("loss_curve")), None)
+    if with_curve is None:
+        return None
+    curve = with_curve["results"]["loss_curve"]
+    start = next(loss for epoch, loss in curve if epoch >= 0.75 * curve[-1][0])
+    return with_curve["settings"]["seed"], curve[0][1], curve[-1][1], (curve[-1][1] - start) / start if start else 0.0
+
+
+def fmt_curve(records: Sequence[dict]) -> str:
+    summary = curve_summary(records)
+    if summary is None:
+        return "not recorded"
+    seed, first, last, change = summary
+    return f"seed {seed}: {first:.2f} → {last:.2f}, last quarter {round(100 * change) or 0:+d}%"
+
+
+# How the shortfall notes read a loss curve: a loss that moved less than this share from its first value did not
+# start learning; one that fell more than this share over the last quarter was still learning when it stopped.
+FLAT_CURVE, STILL_FALLING = 0.02, 0.03
+
+
+def read_shortfall(summary: dict[str, Any], learned: Sequence[str] = ()) -> str:
+    """What the loss curve of a row short of its aim or its floor says; `learned` names the other rows of the same
+    units that are clear of their floor, which share the curve."""
+    curve = curve_summary(summary["records"])
+    if curve is None:
+        return "its record holds no loss curve"
+    _, first, last, change = curve
+    if abs(last - first) < FLAT_CURVE * first:
+        curve_read, learning = (
+            (f"the unit's training loss, shared with {' and '.join(learned)} (above its floor), moved little",
+             "learned too little") if learned else ("the training loss never moved", "did not start learning"))
+        return (f"{curve_read} ({first:.2f} to {last:.2f}): the model {learning} within the budget's steps, so a "
+                "longer budget is the next thing to measure")  # fmt: skip
+    if change < -STILL_FALLING:
+        return (f"the training loss was still falling over the last quarter ({round(100 * change):+d}%): more epochs "
+                "are the next thing to measure")  # fmt: skip
+    return f"the training loss had levelled off ({round(100 * change) or 0:+d}% over the last quarter)"
+
+
+def budget_change(old: dict, new: dict) -> str:
+    """What a rerun changed in a unit's task and budget, e.g. `task: race_high -> race` or
+    `options.entity_markers: - -> typed_entity_markers`, or, with the same budget, in its packages, e.g.
+    `tokenizers 0.23.2 -> 0.23.3`. A field a record predates counts at its default, as when matching budgets."""
+    tasks = _differences({"task": old["settings"]["task"]}, {"task": new["settings"]["task"]}, ": ")
+    budgets = _differences(*(_flat(Budget.completed(r["settings"].get("budget", {}))) for r in (old, new)), ": ")
+    if tasks or budgets:
+        return "; ".join(tasks + budgets)
+    packages = _differences(old.get("packages", {}), new.get("packages", {}), " ")
+    return "the same budget" + (f" and other packages ({'; '.join(packages)})" if packages else "")
+
+
+def _differences(old: dict[str, Any], new: dict[str, Any], separator: str) -> list[str]:
+    """`key{separator}old -> new` for each key whose value differs, in key order."""
+    return [f"{key}{separator}{_shown(old.get(key))} -> {_shown(new.get(key))}"
+            for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)]  # fmt: skip
+
+
+def _shown(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def _flat(budget: dict, prefix: str = "") -> dict[str, Any]:
+    flat = {}
+    for key, value in budget.items():
+        flat.update(_flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
+    return flat
+
+
+def _unit_line(context: Context, record: dict, labels: Sequence[str], reason: str) -> str:
+    """A unit's record listed under the table: its task, seed, the scores of `labels`, its link and why it is
+    listed."""
+    scores = ", ".join(f"{label} {record['results']['rows'][label]['score']:.1f}" for label in labels)
+    return (f"- {record['settings']['task']}, seed {record['settings']['seed']}: {scores} ({context.link(record)}); "
+            f"{reason}.")
+
+
+def _superseded_lines(context: Context, records: Sequence[dict], checkpoint: str, size: str) -> str:
+    lines = [_unit_line(context, old, labels, f"rerun with {budget_change(old, new)}")
+             for old, labels, new in superseded_units(records, checkpoint, size)]  # fmt: skip
+    return ("\n\nReplaced by a rerun (the table shows the rerun, or lists it below where it ran an earlier budget):"
+            "\n\n" + "\n".join(lines)) if lines else ""
+
+
+def _earlier_budget_lines(context: Context, records: Sequence[dict], checkpoint: str, size: str) -> str:
+    lines = [_unit_line(context, record, labels, f"the catalog's since: {catalog_change(record)}")
+             for record, labels in earlier_budget_units(records, checkpoint, size)]  # fmt: skip
+    return ("\n\nLeft out of the table, records that ran an earlier task, budget or split, until a rerun with the "
+            "catalog's replaces them:\n\n" + "\n".join(lines)) if lines else ""
+
+
+def catalog_change(record: dict) -> str:
+    """What the catalog changed since a unit's record: its task, or its budget's fields, e.g. `epochs: 2 -> 1`."""
+    task, budgets = record["settings"]["task"], SIZES[record["settings"]["size"]].budgets
+    if task not in budgets:
+        return f"task {task} is gone (its rows are another task's)"
+    recorded = Budget.completed(record["settings"].get("budget", {}))
+    return "; ".join(_differences(_flat(recorded), _flat(budgets[task].as_record()), ": "))
+
+
+def fmt_published(row: Row) -> str:
+    published = row.published
+    return "-" if published is None else f"{published.score:.1f}, {published.model}; {published.source}"
+
+
+def _size_table(context: Context, records: Sequence[dict], checkpoint: str, size: str) -> str:
+    summaries = row_summaries(records, checkpoint, size, context.records(FLOORS_BENCHMARK))
+    lines = []
+    for task in TASKS.values():
+        for row in task.rows:
+            summary = summaries.get(row.label)
+            aim = fmt_aim(row, size, summary)
+            if summary is None:
+                lines.append([row.label, row.metric_name, "not yet run", "-", "-", "-", aim, "-", "-",
+                              fmt_published(row), "-"])  # fmt: skip
+                continue
+            links = ", ".join(context.link(record) for record in summary["records"])
+            lines.append([row.label, row.metric_name, fmt_score(summary), fmt_margin(summary),
+                          fmt_floor(summary), fmt_clear(summary), aim, fmt_number(summary["wall_seconds"]),
+                          fmt_curve(summary["records"]), fmt_published(row), links])  # fmt: skip
+    header = ["task", "metric", "score (0-100), mean ± sd", "margin: seeds + sample", "floor", "clear of floor",
+              "aim", "wall s per seed", "training loss, first → last", "published, for context",
+              "records"]  # fmt: skip
+    return (f"**{checkpoint}**, size `{size}`:\n\n" + markdown_table(header, lines) + _floors_line(context, summaries)
+            + _notes(summaries, size) + _superseded_lines(context, records, checkpoint, size)
+            + _earlier_budget_lines(context, records, checkpoint, size))
+
+
+def _floors_line(context: Context, summaries: dict[str, dict[str, Any]]) -> str:
+    """Which floors records the floors come from, and the rows whose floor is their unit records' own."""
+    used = {id(s["floor_record"]): s["floor_record"] for s in summaries.values() if s["floor_record"] is not None}
+    own = [label for label, summary in summaries.items() if summary["floor_record"] is None]
+    parts = [f"floors from {', '.join(context.link(record) for record in used.values())}"] if used else []
+    if own:
+        parts.append(f"the floor of {', '.join(own)} is its unit record's own (no floors record holds its evaluated "
+                     "examples)")  # fmt: skip
+    text = "; ".join(parts)
+    return f"\n\n{text[:1].upper()}{text[1:]}." if parts else ""
+
+
+def _notes(summaries: dict[str, dict[str, Any]], size: str) -> str:
+    """What the records say beyond the scores, for each row short of its aim or not clear of its floor (by its
+    verdict, or by its mean alone where it has none, which the note says): what the row's catalog entry reads
+    there (`Row.note`, per seed), else what its loss curve says."""
+    lines = []
+    for task in TASKS.values():
+        for row in task.rows:
+            summary = summaries.get(row.label)
+            if summary is None:
+                continue
+            clear = mean_clear_of_floor(summary)
+            if clear and not mean_short_of_aim(row.label, size, summary):
+                continue
+            reading = "short of its aim" if clear else "not clear of its floor"
+            verdict = f"- {row.label}, {reading if row_clear_of_floor(summary) is not None else 'its mean ' + reading}"
+            notes = [(r["settings"]["seed"], row.note(r["results"])) for r in summary["records"]] if row.note else []
+            notes = [(seed, note) for seed, note in notes if note]
+            learned = [label for label in summary["records"][0]["results"]["rows"] if label != row.label
+                       and label in summaries and mean_clear_of_floor(summaries[label])]  # fmt: skip
+            lines += [f"{verdict}, seed {seed}: {note}." for seed, note in notes] or [
+                f"{verdict}: {read_shortfall(summary, learned)}."]
+    return "\n\nWhere a row is short, from its records:\n\n" + "\n".join(lines) if lines else ""
+
+
+def groups(records: Sequence[dict]) -> list[tuple[str, str]]:
+    """The (checkpoint, size) pairs recorded, the real checkpoint first, then the fullest size first."""
+    found = {(checkpoint, size) for checkpoint, size, _, _ in row_units(records)}
+    return sorted(found, key=lambda pair: (pair[0] != CHECKPOINT_NAME, pair[0], SIZE_ORDER.index(pair[1])))
+
+
+def render_task_benchmark(context: Context) -> str:
+    """benchmarks/TASKS.md: a table per checkpoint and size recorded."""
+    records = context.records(BENCHMARK)
+    if not row_units(records):
+        return none_yet(COMMAND)
+    return "\n\n".join(_size_table(context, records, checkpoint, size) for checkpoint, size in groups(records))
+
+
+def headline_sentence(records: Sequence[dict], floor_records: Sequence[dict] = ()) -> str:
+    """The README's line on the task benchmark: at each size recorded from the real checkpoint (gpu, then cpu),
+    how many tasks and rows it scored, the verdicts of the rows that have one (clear of the floor, aims met), and
+    why the others have none."""
+    sizes = [size for size in SIZE_ORDER[:2] if row_summaries(records, CHECKPOINT_NAME, size, floor_records)]
+    if not sizes:
+        return f"Task benchmark: not run yet (`{COMMAND}`)."
+    leads = [f"Task benchmark (all-MiniLM-L6-v2, size `{sizes[0]}`): "] + [f"At size `{size}`: " for size in sizes[1:]]
+    return " ".join(lead + _size_summary(records, size, floor_records) + "." for lead, size in zip(leads, sizes))
+
+
+def task_of_row() -> dict[str, str]:
+    """Per row label, the task it counts as: rows of one unit share a model (RACE's levels, LitBank and GAP), and a
+    task trained on another's questions and articles counts as that one (`Task.same_task_as`: MRQA's SQuAD)."""
+    return {row.label: task.same_task_as or task.name for task in TASKS.values() for row in task.rows}
+
+
+def _size_summary(records: Sequence[dict], size: str, floor_records: Sequence[dict]) -> str:
+    summaries = row_summaries(records, CHECKPOINT_NAME, size, floor_records)
+    rows, tasks = [row.label for task in TASKS.values() for row in task.rows], task_of_row()
+    run = [label for label in rows if label in summaries]
+    judged = [label for label in run if no_verdict(summaries[label]) is None]
+    count = len({tasks[label] for label in run})
+    parts = [f"{count} task{'s' if count > 1 else ''} scored in {len(run)} row{'s' if len(run) > 1 else ''} (rows of "
+             "one model, or of one task's questions, count as one task); verdicts on "
+             f"{len({tasks[label] for label in judged})} of the tasks"]  # fmt: skip
+    if judged:
+        not_clear = [label for label in judged if not row_clear_of_floor(summaries[label])]
+        parts.append(f"clear of the floor beyond the noise: {len(judged) - len(not_clear)} of {len(judged)}"
+                     + (f" (not clear: {', '.join(not_clear)})" if not_clear else ""))  # fmt: skip
+        aims = [label for label in judged if aim_of(label, size) is not None]
+        short = [label for label in aims if short_of_aim(label, size, summaries[label])]
+        if aims:
+            parts.append(f"aims met on {len(aims) - len(short)} of the {len(aims)} with an aim"
+                         + (f" (short: {', '.join(short)})" if short else ""))  # fmt: skip
+    few = [label for label in run if summaries[label]["score"]["n"] < MIN_SEEDS]
+    unsampled = [label for label in run if evaluation_noise(summaries[label]) is None]
+    reasons = []
+    if few:
+        seeds = sorted({summaries[label]["score"]["n"] for label in few})
+        counted = f"{seeds[0]} to {seeds[-1]}" if len(seeds) > 1 else f"{seeds[0]}"
+        reasons.append(f"{len(few)} with fewer than the {MIN_SEEDS} seeds a verdict needs ({counted} "
+                       f"seed{'s' if seeds[-1] > 1 else ''} each)")  # fmt: skip
+    if unsampled:
+        reasons.append(f"{len(unsampled)} whose records hold no per-example outcomes (no evaluation-sample noise)")
+    if reasons:
+        parts.append(f"no verdict on {len(run) - len(judged)} rows: " + "; ".join(reasons))
+    if len(run) < len(rows):
+        missing = ", ".join(label for label in rows if label not in summaries)
+        parts.append(f"not run yet with the catalog's budget: {missing}")
+    return "; ".join(parts)
+
+
+def _score_line(context: Context, row: Row, records: Sequence[dict]) -> str:
+    page = Path(os.path.relpath(context.root / "benchmarks" / "TASKS.md", context.markdown.parent)).as_posix()
+    for size in SIZE_ORDER[:2]:
+        summary = row_summaries(records, CHECKPOINT_NAME, size, context.records(FLOORS_BENCHMARK)).get(row.label)
+        if summary is not None:
+            clear = row_clear_of_floor(summary)
+            verdict = (f"its floor {summary['floor']:.1f} ({no_verdict(summary)})" if clear is None
+                       else f"{'clear of' if clear else 'not clear of'} its floor {summary['floor']:.1f}")
+            return (f"- {row.label}, {row.metric_name}: {fmt_score(summary)}, {verdict}; all-MiniLM-L6-v2, "
+                    f"size `{size}` ([task benchmark]({page})).")
+    task = next(name for name, task in TASKS.items() if row in task.rows)
+    return f"- {row.label}, {row.metric_name}: not yet run (`{COMMAND} --tasks {task}`)."
+
+
+def render_task_scores(context: Context) -> str:
+    """A docs page's tasks: the score the task benchmark got from the real checkpoint, the gpu size's where
+    recorded, else the cpu size's, or that it has not run."""
+    records = context.records(BENCHMARK)
+    rows = [row for task in TASKS.values() for row in task.rows if row.docs == context.markdown.name]
+    return "\n".join(_score_line(context, row, records) for row in rows) or "No task of this page is benchmarked."
