@@ -7,8 +7,10 @@ import collections
 import csv
 import dataclasses
 import json
+import math
 import shutil
 import stat
+import statistics
 import time
 from pathlib import Path
 
@@ -322,7 +324,8 @@ def test_the_table_shows_the_spread_over_seeds_the_floor_and_the_newest_record_o
     table = task_tables.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
     lines = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}
     assert "- SQuAD v1.1" not in table  # its mean clear of its floor and at its aim: no note
-    squad_line = ("**51.0** ± 1.4 (2 seeds) | 2.0 + not recorded | 0.0 | 2 seeds: no verdict | 50 (no verdict) | 100 "
+    # 2 seeds (50, 52): the seed term is t(1) = 12.71 standard errors of 1.0
+    squad_line = ("**51.0** ± 1.4 (2 seeds) | 12.7 + not recorded | 0.0 | 2 seeds: no verdict | 50 (no verdict) | 100 "
                   "| seed 0: 3.00 → 0.80, last quarter -20%")  # fmt: skip
     assert squad_line in lines["SQuAD v1.1"]
     # RTE's only record ran an earlier budget: the row leaves it out, and the list under the table says why.
@@ -341,8 +344,8 @@ def test_the_table_shows_the_spread_over_seeds_the_floor_and_the_newest_record_o
     headline = task_tables.headline_sentence(read_records("tasks", tmp_path))
     assert headline.startswith("Task benchmark (all-MiniLM-L6-v2, size `cpu`): 1 task scored in 1 row (")
     assert ("verdicts on 0 of the tasks; no verdict on 1 rows: 1 with fewer than the 3 seeds a verdict needs (2 "
-            "seeds each); 1 whose records hold no per-example outcomes (no evaluation-sample noise); not run yet with "
-            "the catalog's budget: SQuAD v2.0, MRQA SQuAD, CoLA, SST-2, MRPC, STS-B, RTE") in headline  # fmt: skip
+            "seeds each); 1 whose seeds' records do not all hold per-example outcomes (no evaluation-sample noise of "
+            "every seed); not run yet with the catalog's budget: SQuAD v2.0, MRQA SQuAD, CoLA, SST-2, MRPC, STS-B, RTE") in headline  # fmt: skip
 
 
 def test_a_task_that_gives_other_tasks_rows_replaces_their_records_row_by_row(tmp_path):
@@ -570,6 +573,25 @@ def test_a_verdict_needs_the_evaluation_sample_noise(tmp_path):
     assert verdicts.row_clear_of_floor(summary) is None
     assert task_tables.fmt_clear(summary) == "sample noise not recorded: no verdict"
     assert task_tables.fmt_margin(summary).endswith(" + not recorded")
+
+
+@pytest.mark.parametrize("scores, quantile", [([90.0, 91.0], 12.706), ([90.0, 90.5, 91.0], 4.303),
+                                              ([89.0, 90.0, 90.5, 91.0, 92.0], 2.776)])  # fmt: skip
+def test_the_seed_term_is_the_95_percent_t_interval_for_the_seeds_there_are(tmp_path, scores, quantile):
+    """Student's t for n-1 degrees of freedom (tabled values), not 2 standard errors: 2 seeds' interval is wide."""
+    summary = _summary(tmp_path, scores, 50.0, _correct(1810, 2000))
+    standard_error = statistics.stdev(scores) / math.sqrt(len(scores))
+    assert verdicts.seed_spread(summary) == pytest.approx(quantile * standard_error, rel=1e-3)
+    assert verdicts.seed_spread(summary) > 2 * standard_error
+
+
+def test_the_sample_term_needs_every_seeds_outcomes(tmp_path):
+    for seed, score in enumerate([90.0, 90.5, 91.0]):
+        _unit(tmp_path, "rte", seed, score, 50.0, outcomes=_correct(1810, 2000) if seed else None)
+    summary = verdicts.row_summaries(read_records("tasks", tmp_path), CHECKPOINT_NAME, "cpu")["RTE"]
+    assert verdicts.evaluation_noise(summary) is None and verdicts.row_clear_of_floor(summary) is None
+    assert task_tables.fmt_clear(summary) == "sample noise of 2 of 3 seeds: no verdict"
+    assert task_tables.fmt_margin(summary).endswith(" + 2 of 3 seeds recorded")
 
 
 def test_three_seeds_far_above_the_floor_with_little_noise_are_clear(tmp_path):

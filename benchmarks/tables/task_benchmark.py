@@ -52,10 +52,13 @@ def fmt_clear(summary: dict[str, Any]) -> str:
 
 
 def fmt_margin(summary: dict[str, Any]) -> str:
-    """The seed spread and the evaluation-sample noise, as `spread + noise`."""
+    """The seed term and the evaluation-sample noise, as `seeds + sample`; the sample term names how many seeds'
+    outcomes are recorded where some lack them."""
     spread_text, noise = seed_spread(summary), evaluation_noise(summary)
-    return (f"{'-' if spread_text is None else f'{spread_text:.1f}'} + "
-            f"{'not recorded' if noise is None else f'{noise:.1f}'}")  # fmt: skip
+    sampled, seeds = len(summary["sample_noise"]), summary["score"]["n"]
+    noise_text = (f"{noise:.1f}" if noise is not None else "not recorded" if not sampled
+                  else f"{sampled} of {seeds} seeds recorded")  # fmt: skip
+    return f"{'-' if spread_text is None else f'{spread_text:.1f}'} + {noise_text}"
 
 
 def fmt_score(summary: dict[str, Any]) -> str:
@@ -304,7 +307,8 @@ def _size_summary(records: Sequence[dict], size: str, floor_records: Sequence[di
         reasons.append(f"{len(few)} with fewer than the {MIN_SEEDS} seeds a verdict needs ({counted} "
                        f"seed{'s' if seeds[-1] > 1 else ''} each)")  # fmt: skip
     if unsampled:
-        reasons.append(f"{len(unsampled)} whose records hold no per-example outcomes (no evaluation-sample noise)")
+        reasons.append(f"{len(unsampled)} whose seeds' records do not all hold per-example outcomes (no "
+                       "evaluation-sample noise of every seed)")  # fmt: skip
     if reasons:
         parts.append(f"no verdict on {len(run) - len(judged)} rows: " + "; ".join(reasons))
     if len(run) < len(rows):

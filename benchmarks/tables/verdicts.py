@@ -4,14 +4,15 @@ meets its aim. The tables that show them are tables/task_benchmark.py's.
 
 A row's score is the mean over the seeds recorded, with the sample standard deviation. Its verdicts count every
 source of noise: a row has one only with at least `MIN_SEEDS` seeds and the evaluation-sample noise of its records
-(tables/noise.py, the percentile bootstrap over the evaluated examples of the records that hold per-example
-outcomes). The margin is the seed spread, two standard errors of the mean over seeds, plus that noise, the mean of
-the records' 95% bootstrap half-widths: every seed evaluates the same examples, so their sampling noise does not
+(tables/noise.py, the percentile bootstrap over the evaluated examples of every seed's per-example outcomes). The
+margin is the seed term, the half-width of the 95% t-interval of the mean over seeds (Student's t-quantile for n-1
+degrees of freedom, which fits 3 seeds as 2 standard errors would not: 4.30, not 2), plus that noise, the mean of
+the seeds' 95% bootstrap half-widths: every seed evaluates the same examples, so their sampling noise does not
 average out over seeds. A row is clear of its floor when its mean less the margin is above the floor by a tenth of
 the way from the floor to a perfect score (parity_summary.FLOOR_MARGIN, the parity benchmark's share), so that a
 model that still gives the constant answer for all but a handful of examples does not count as having learned the
 task; it meets its aim when its mean less the margin reaches the aim, and is short otherwise. A row with fewer
-seeds, or whose records hold no outcomes, says so in place of a verdict.
+seeds, or some of whose seeds' records hold no outcomes, says so in place of a verdict.
 
 A row counts only the records of the catalog's current task and budget for its size (`is_current`): per seed, the
 newest of them.
@@ -26,6 +27,8 @@ from __future__ import annotations
 import json
 import math
 import statistics
+
+from scipy import stats
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -38,6 +41,8 @@ BENCHMARK = "tasks"
 FLOORS_BENCHMARK = "task-floors"
 # Seeds a verdict needs: with fewer, the standard error over seeds rests on one or two differences and says little.
 MIN_SEEDS = 3
+# The confidence of both terms of the margin: the seed term's t-interval and the bootstrap's percentile interval.
+CONFIDENCE = 0.95
 
 
 def row_units(records: Sequence[dict]) -> dict[tuple[str, str, str, int], dict]:
@@ -157,25 +162,36 @@ def row_summaries(records: Sequence[dict], checkpoint: str, size: str,
     return summaries
 
 
+def seed_quantile(seeds: int) -> float:
+    """Student's t-quantile of a two-sided 95% interval of a mean over `seeds` (n-1 degrees of freedom): 12.71 for
+    2 seeds, 4.30 for 3, 2.78 for 5."""
+    return float(stats.t.ppf(0.5 + CONFIDENCE / 2, seeds - 1))
+
+
 def seed_spread(summary: dict[str, Any]) -> float | None:
-    """Two standard errors of the mean over seeds (None with one seed)."""
+    """The seed term: the half-width of the 95% t-interval of the mean over seeds, t(n-1) sd / sqrt(n) (None with
+    one seed)."""
     score = summary["score"]
-    return None if score["sd"] is None else 2 * score["sd"] / math.sqrt(score["n"])
+    return None if score["sd"] is None else seed_quantile(score["n"]) * score["sd"] / math.sqrt(score["n"])
 
 
 def evaluation_noise(summary: dict[str, Any]) -> float | None:
-    """The mean 95% bootstrap half-width of the records that hold outcomes (None where none does)."""
+    """The sample term: the mean 95% bootstrap half-width over every seed's record; None unless each holds its
+    outcomes, so that the term never rests on some of the seeds."""
     noise = summary["sample_noise"]
-    return statistics.fmean(noise) if noise else None
+    return statistics.fmean(noise) if noise and len(noise) == summary["score"]["n"] else None
 
 
 def no_verdict(summary: dict[str, Any]) -> str | None:
-    """Why a row has no verdict (too few seeds, or no evaluation-sample noise recorded), or None where it has."""
-    seeds = summary["score"]["n"]
+    """Why a row has no verdict (too few seeds, or not every seed's evaluation-sample noise recorded), or None
+    where it has one."""
+    seeds, sampled = summary["score"]["n"], len(summary["sample_noise"])
     if seeds < MIN_SEEDS:
         return f"{seeds} seed{'s' if seeds > 1 else ''}: no verdict"
-    if evaluation_noise(summary) is None:
+    if not sampled:
         return "sample noise not recorded: no verdict"
+    if sampled < seeds:
+        return f"sample noise of {sampled} of {seeds} seeds: no verdict"
     return None
 
 
