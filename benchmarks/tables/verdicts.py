@@ -221,8 +221,9 @@ def mean_clear_of_floor(summary: dict[str, Any]) -> bool:
 
 
 def aim_of(label: str, size: str) -> float | None:
-    """The score (0-100) the size aims at for a row, if it names one."""
-    return SIZES[size].aims.get(label) if size in SIZES else None
+    """The score (0-100) the size aims at for a row, if it names one (`catalog.Aim`)."""
+    aim = SIZES[size].aims.get(label) if size in SIZES else None
+    return None if aim is None else aim.score
 
 
 def short_of_aim(label: str, size: str, summary: dict[str, Any]) -> bool | None:
