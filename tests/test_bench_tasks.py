@@ -655,3 +655,10 @@ def test_every_row_reads_its_score_as_its_fine_tuning_task_declares_it():
     glue = catalog.FINETUNING_TASKS["glue"]
     with pytest.raises(ValueError, match="'f1' is not a score its task reports"):
         catalog.Row("RTE", glue.reports["rte"], "f1", "F1", "finetuning.md")
+
+
+def test_the_cpu_and_gpu_sizes_run_the_seeds_a_verdict_needs():
+    """`python -m benchmarks.tasks.scores --size cpu` (or gpu), with no --seeds, runs enough seeds for a verdict."""
+    for size in ("cpu", "gpu"):
+        assert len(catalog.SIZES[size].seeds) >= verdicts.MIN_SEEDS
+    assert catalog.SIZES["cpu"].seeds == (0, 1, 2)

@@ -223,7 +223,7 @@ TYPED_MARKERS = {"entity_markers": "typed_entity_markers"}
 # tokenization.
 # toy: a tiny random model (scores.toy_checkpoint) on a few examples, for the test suite.
 SIZES: dict[str, Size] = {
-    "cpu": Size((0, 1), {
+    "cpu": Size((0, 1, 2), {
         "squad": SQUAD_CPU, "squad_v2": SQUAD_V2_CPU, "mrqa": HALF_SQUAD_CPU,
         "cola": Budget(None, None, 64, 32, 1e-4, 3),
         "sst2": Budget(20000, None, 64, 32, 1e-4, 1),
