@@ -662,3 +662,18 @@ def test_the_cpu_and_gpu_sizes_run_the_seeds_a_verdict_needs():
     for size in ("cpu", "gpu"):
         assert len(catalog.SIZES[size].seeds) >= verdicts.MIN_SEEDS
     assert catalog.SIZES["cpu"].seeds == (0, 1, 2)
+
+
+def test_a_docs_line_shows_the_row_with_the_seeds_a_verdict_needs_over_a_fuller_size_with_fewer(tmp_path):
+    root = tmp_path / "checkout"
+    (root / "docs").mkdir(parents=True)
+    _unit(tmp_path, "rte", 0, 60.0, 52.7, size="gpu")
+    for seed, score in enumerate([55.0, 56.0, 57.0]):
+        _unit(tmp_path, "rte", seed, score, 52.7, outcomes=_correct(155, 277))
+    page = task_tables.render_task_scores(Context(tmp_path, root / "docs" / "finetuning.md", root))
+    (line,) = [line for line in page.splitlines() if line.startswith("- RTE,")]
+    assert "**56.0** ± 1.0 (3 seeds)" in line and "size `cpu`" in line and "60.0" not in line
+    for seed in (1, 2):  # with 3 seeds of its own, the fuller size's row is the one shown
+        _unit(tmp_path, "rte", seed, 60.0, 52.7, size="gpu")
+    page = task_tables.render_task_scores(Context(tmp_path, root / "docs" / "finetuning.md", root))
+    assert "**60.0** ± 0.0 (3 seeds)" in page and "size `gpu`" in page

@@ -318,15 +318,20 @@ def _size_summary(records: Sequence[dict], size: str, floor_records: Sequence[di
 
 
 def _score_line(context: Context, row: Row, records: Sequence[dict]) -> str:
+    """The row's score at the fullest size with the seeds a verdict needs, else at the fullest size recorded: a
+    figure of fewer seeds never stands where a row with enough of them exists."""
     page = Path(os.path.relpath(context.root / "benchmarks" / "TASKS.md", context.markdown.parent)).as_posix()
-    for size in SIZE_ORDER[:2]:
-        summary = row_summaries(records, CHECKPOINT_NAME, size, context.records(FLOORS_BENCHMARK)).get(row.label)
-        if summary is not None:
-            clear = row_clear_of_floor(summary)
-            verdict = (f"its floor {summary['floor']:.1f} ({no_verdict(summary)})" if clear is None
-                       else f"{'clear of' if clear else 'not clear of'} its floor {summary['floor']:.1f}")
-            return (f"- {row.label}, {row.metric_name}: {fmt_score(summary)}, {verdict}; all-MiniLM-L6-v2, "
-                    f"size `{size}` ([task benchmark]({page})).")
+    floors = context.records(FLOORS_BENCHMARK)
+    found = [(size, summary) for size in SIZE_ORDER[:2]
+             if (summary := row_summaries(records, CHECKPOINT_NAME, size, floors).get(row.label)) is not None]
+    if found:
+        # min keeps the first of equals: the fullest size with enough seeds, else the fullest size.
+        size, summary = min(found, key=lambda pair: pair[1]["score"]["n"] < MIN_SEEDS)
+        clear = row_clear_of_floor(summary)
+        verdict = (f"its floor {summary['floor']:.1f} ({no_verdict(summary)})" if clear is None
+                   else f"{'clear of' if clear else 'not clear of'} its floor {summary['floor']:.1f}")
+        return (f"- {row.label}, {row.metric_name}: {fmt_score(summary)}, {verdict}; all-MiniLM-L6-v2, "
+                f"size `{size}` ([task benchmark]({page})).")
     task = next(name for name, task in TASKS.items() if row in task.rows)
     return f"- {row.label}, {row.metric_name}: not yet run (`{COMMAND} --tasks {task}`)."
 
