@@ -8,6 +8,9 @@
 - tables/: the generated regions of the markdown files, from the records (`python -m benchmarks.tables.generate`);
 - gpu/: the prepared check of a GPU machine (`python -m benchmarks.gpu.check`) and its offline bundle (gpu/offline/).
 
+common.py holds what the families share: the shared data's and the checkpoint's paths, the seeded samples and the
+files written from them, and SQuAD v1.1's official metric written out.
+
 Every benchmark writes raw records under results/ (spanroberta.records), which the tables are generated from.
 """
 

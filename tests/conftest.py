@@ -3,6 +3,7 @@ tokenizers are trained on the spot."""
 
 import json
 import os
+import re
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -116,11 +117,22 @@ def parsed(task, args: list[str]) -> tuple[tuple, set[str]]:
     return run.arguments, run.given
 
 
-def checked_eval_results(output_dir: Path) -> dict:
-    """A fine-tuning's eval_results.json, whose every key is `eval_*` (besides the Trainer's epoch): the one naming
-    convention of every script, which the ablation's tables read."""
-    results = json.loads((Path(output_dir) / "eval_results.json").read_text())
-    assert results and all(key.startswith("eval_") or key == "epoch" for key in results), sorted(results)
+# The Trainer's own numbers beside a task's (its evaluation loss and timing; MNLI's mismatched set's with _mm).
+TRAINER_KEYS = re.compile(r"(loss|runtime|samples_per_second|steps_per_second|model_preparation_time)(_mm)?")
+
+
+def checked_results(output_dir: Path, report) -> dict:
+    """A fine-tuning's `{split}_results.json` (eval_results.json, gap_results.json), whose keys are exactly what
+    its task declares (`report`, a spanroberta.finetuning `Report`: its scores, and the other numbers it writes),
+    besides the Trainer's loss and timing, each after `{split}_` (and the Trainer's epoch): the ablation's tables
+    and the task benchmark read the files by that declaration."""
+    results = json.loads((Path(output_dir) / report.results_file).read_text())
+    prefix = f"{report.split}_"
+    assert results and all(key.startswith(prefix) or key == "epoch" for key in results), sorted(results)
+    names = {key.removeprefix(prefix) for key in results if key != "epoch"}
+    written = {name for name in names if not TRAINER_KEYS.fullmatch(name)}
+    named_by_data = {name for name in written if name not in report.keys and report.declares(name)}
+    assert written == {*report.keys, *report.other, *named_by_data}, (sorted(written), report)
     return results
 
 

@@ -7,17 +7,20 @@ import collections
 import csv
 import dataclasses
 import json
+import math
+import re
 import shutil
 import stat
+import statistics
 import time
 from pathlib import Path
 
 import pytest
 
-from benchmarks.parity.common import CHECKPOINT_NAME
-from benchmarks.tables import noise, tasks as tables_tasks
+from benchmarks.common import CHECKPOINT_NAME
+from benchmarks.tables import noise, task_benchmark as task_tables, verdicts
 from benchmarks.tables.format import Context
-from benchmarks.tasks import catalog, outcomes as outcomes_module, scores as task_benchmark
+from benchmarks.tasks import catalog, outcomes as outcomes_module, preparation, scores as task_benchmark
 from conftest import shared_data
 from spanroberta.metrics import coreference
 from spanroberta.metrics.gap import GapDecision, gap_scores
@@ -105,7 +108,7 @@ def test_exported_inputs_hold_every_file_the_scripts_read_and_run_units_as_prepa
         manifest = json.loads((inputs / name / task_benchmark.INPUTS_MANIFEST).read_text())
         paths = [flag["path"] for flag in manifest["flags"] if isinstance(flag, dict)]
         assert paths and all((inputs / name / path).exists() for path in paths)
-        assert not any(str(catalog.DATA) in flag for flag in manifest["flags"] if isinstance(flag, str))
+        assert not any(str(preparation.DATA) in flag for flag in manifest["flags"] if isinstance(flag, str))
     task_benchmark.main(["--size", "toy", "--tasks", *tasks, "--inputs", str(inputs), "--jobs", "2",
                          "--records_dir", str(tmp_path / "from-inputs")])  # fmt: skip
     exported = read_records("tasks", tmp_path / "from-inputs")
@@ -187,21 +190,21 @@ def test_a_unit_is_run_again_only_when_its_budget_changed(tmp_path):
 ])  # fmt: skip
 def test_the_loss_column_reads_the_curve(curve, shown):
     record = {"settings": {"seed": 0}, "results": {"loss_curve": curve}}
-    assert tables_tasks.fmt_curve([record]) == shown
+    assert task_tables.fmt_curve([record]) == shown
 
 
 def test_the_loss_column_names_the_seed_whose_curve_it_shows():
     """A seed whose record predates loss curves is passed over, and the column says which seed it shows."""
     older = {"settings": {"seed": 0}, "results": {}}
     newer = {"settings": {"seed": 1}, "results": {"loss_curve": [[0.5, 2.0], [1.0, 1.5], [1.5, 1.2], [2.0, 0.6]]}}
-    assert tables_tasks.fmt_curve([newer, older]) == "seed 1: 2.00 → 0.60, last quarter -50%"
+    assert task_tables.fmt_curve([newer, older]) == "seed 1: 2.00 → 0.60, last quarter -50%"
 
 
 def test_the_semeval_floor_is_the_best_single_relation_answered_everywhere():
     relations = ["Cause-Effect(e1,e2)"] * 3 + ["Other"] * 5 + ["Component-Whole(e2,e1)"] * 2
     # Cause-Effect(e1,e2) everywhere: its precision 3/10, recall 1; Component-Whole scores 0; macro over the 2.
     precision = 3 / 10
-    assert catalog.best_constant_semeval(relations) == pytest.approx(100 * (2 * precision / (precision + 1)) / 2)
+    assert preparation.best_constant_semeval(relations) == pytest.approx(100 * (2 * precision / (precision + 1)) / 2)
 
 
 def _gap_file(path: Path, golds: list[tuple[bool, bool]]) -> Path:
@@ -220,23 +223,23 @@ def test_the_gap_floor_is_the_best_of_a_b_both_and_neither(tmp_path):
     # Answering A everywhere: 2 true positives, 1 false positive, no false negative: F1 0.8 (both: 0.5, B or
     # neither: 0).
     path = _gap_file(tmp_path / "gap.tsv", [(True, False), (True, False), (False, False)])
-    assert catalog.best_constant_gap(path) == pytest.approx(80.0)
+    assert preparation.best_constant_gap(path) == pytest.approx(80.0)
 
 
 def test_squad_v2_reports_on_drawn_articles_apart_from_its_training_and_tuning_articles(tmp_path):
     source = shared_data("squad", "dev-v2.0.part-a.json")
-    budget = catalog.Budget(None, None, 128, 8, 1e-4, 1)
-    prepared = catalog.prepare_squad_v2(tmp_path, budget)
-    _, splits = catalog.squad_v2_splits()
+    budget = preparation.Budget(None, None, 128, 8, 1e-4, 1)
+    prepared = preparation.prepare_squad_v2(tmp_path, budget)
+    _, splits = preparation.squad_v2_splits()
     articles = json.loads(source.read_text())["data"]
     titles = {part: [a["title"] for a in splits[part]] for part in splits}
     # The tuning split is the last articles, where the mix was chosen; the other two are drawn from the rest.
-    assert titles["tuning"] == [a["title"] for a in articles[catalog.SQUAD_V2_POOL:]]
-    assert len(titles["reporting"]) == catalog.SQUAD_V2_REPORTING
-    pool = articles[: catalog.SQUAD_V2_POOL]
+    assert titles["tuning"] == [a["title"] for a in articles[preparation.SQUAD_V2_POOL:]]
+    assert len(titles["reporting"]) == preparation.SQUAD_V2_REPORTING
+    pool = articles[: preparation.SQUAD_V2_POOL]
     assert sorted(titles["train"] + titles["reporting"]) == sorted(a["title"] for a in pool)
-    assert titles["reporting"] != [a["title"] for a in articles[catalog.SQUAD_V2_POOL - catalog.SQUAD_V2_REPORTING:
-                                                                   catalog.SQUAD_V2_POOL]]  # fmt: skip
+    assert titles["reporting"] != [a["title"] for a in articles[preparation.SQUAD_V2_POOL - preparation.SQUAD_V2_REPORTING:
+                                                                   preparation.SQUAD_V2_POOL]]  # fmt: skip
     held_out = [qa for a in splits["reporting"] for p in a["paragraphs"] for qa in p["qas"]]
     expected = 100 * sum(qa["is_impossible"] for qa in held_out) / len(held_out)
     assert prepared.floors == {"SQuAD v2.0": pytest.approx(expected)}
@@ -254,7 +257,7 @@ def test_squad_v2_reports_on_drawn_articles_apart_from_its_training_and_tuning_a
 
 def test_the_cpu_squad_v2_mix_makes_one_third_of_the_training_questions_unanswerable(tmp_path):
     shared_data("squad", "dev-v2.0.part-a.json")
-    catalog.prepare_squad_v2(tmp_path, catalog.SIZES["cpu"].budgets["squad_v2"])
+    preparation.prepare_squad_v2(tmp_path, catalog.SIZES["cpu"].budgets["squad_v2"])
     data = json.loads((tmp_path / "dev-v2.0.part-a-train.json").read_text())["data"]
     questions = [qa for a in data for p in a["paragraphs"] for qa in p["qas"]]
     assert sum(qa["is_impossible"] for qa in questions) * 3 == len(questions)
@@ -262,11 +265,11 @@ def test_the_cpu_squad_v2_mix_makes_one_third_of_the_training_questions_unanswer
 
 def test_squad_v1_questions_join_squad_v2_training_from_articles_outside_the_v2_part(tmp_path):
     shared_data("squad", "dev-v2.0.part-a.json")
-    alone = catalog.Budget(None, None, 128, 8, 1e-4, 1)
+    alone = preparation.Budget(None, None, 128, 8, 1e-4, 1)
     for folder in ("alone", "joined"):
         (tmp_path / folder).mkdir()
-    catalog.prepare_squad_v2(tmp_path / "alone", alone)
-    prepared = catalog.prepare_squad_v2(tmp_path / "joined", dataclasses.replace(alone, squad_v1_train=40))
+    preparation.prepare_squad_v2(tmp_path / "alone", alone)
+    prepared = preparation.prepare_squad_v2(tmp_path / "joined", dataclasses.replace(alone, squad_v1_train=40))
 
     def questions(folder, split):
         data = json.loads((folder / f"dev-v2.0.part-a-{split}.json").read_text())["data"]
@@ -283,12 +286,12 @@ def test_squad_v1_questions_join_squad_v2_training_from_articles_outside_the_v2_
 
 def test_a_glue_floor_is_the_majority_class_and_cola_has_none_above_zero(tmp_path):
     dev = shared_data("glue", "RTE", "dev.tsv")
-    budget = catalog.Budget(None, None, 128, 8, 1e-4, 1)
+    budget = preparation.Budget(None, None, 128, 8, 1e-4, 1)
     with open(dev, encoding="utf-8", newline="") as file:
         labels = [row["label"] for row in csv.DictReader(file, delimiter="\t", quoting=csv.QUOTE_NONE)]
     majority = collections.Counter(labels).most_common(1)[0][1] / len(labels)
-    assert catalog.prepare_glue("rte", "RTE")(tmp_path, budget).floors == {"RTE": pytest.approx(100 * majority)}
-    assert catalog.prepare_glue("cola", "CoLA")(tmp_path, budget).floors == {"CoLA": 0.0}
+    assert preparation.prepare_glue("rte", "RTE")(tmp_path, budget).floors == {"RTE": pytest.approx(100 * majority)}
+    assert preparation.prepare_glue("cola", "CoLA")(tmp_path, budget).floors == {"CoLA": 0.0}
 
 
 FALLING = [[0.5, 3.0], [1.0, 2.0], [1.5, 1.0], [2.0, 0.8]]
@@ -319,10 +322,11 @@ def test_the_table_shows_the_spread_over_seeds_the_floor_and_the_newest_record_o
     _unit(tmp_path, "squad", 1, 52.0, 0.0)
     rte = catalog.SIZES["cpu"].budgets["rte"]
     _unit(tmp_path, "rte", 0, 53.0, 52.7, budget=dataclasses.replace(rte, epochs=1).as_record())  # at the floor
-    table = tables_tasks.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
+    table = task_tables.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
     lines = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}
-    assert "- SQuAD v1.1" not in table  # its mean clear of its floor and at its aim: no note
-    squad_line = ("**51.0** ± 1.4 (2 seeds) | 2.0 + not recorded | 0.0 | 2 seeds: no verdict | 50 (no verdict) | 100 "
+    assert "- SQuAD v1.1" not in table  # its mean clear of its floor, and no aim at the cpu size: no note
+    # 2 seeds (50, 52): the seed term is t(1) = 12.71 standard errors of 1.0
+    squad_line = ("**51.0** ± 1.4 (2 seeds) | 12.7 + not recorded | 0.0 | 2 seeds: no verdict | - | 100 "
                   "| seed 0: 3.00 → 0.80, last quarter -20%")  # fmt: skip
     assert squad_line in lines["SQuAD v1.1"]
     # RTE's only record ran an earlier budget: the row leaves it out, and the list under the table says why.
@@ -332,17 +336,17 @@ def test_the_table_shows_the_spread_over_seeds_the_floor_and_the_newest_record_o
     (replaced,) = [line for line in table.splitlines() if line.startswith("- squad, seed 0")]
     assert "SQuAD v1.1 10.0" in replaced and "rerun with learning_rate: 1e-05 -> 0.0001." in replaced
     assert "not yet run" in lines["SemEval-2010 Task 8"] and "88.5, BERT-base" in lines["SQuAD v1.1"]
-    page = tables_tasks.render_task_scores(Context(tmp_path, root / "docs" / "finetuning.md", root))
+    page = task_tables.render_task_scores(Context(tmp_path, root / "docs" / "finetuning.md", root))
     assert ("- SQuAD v1.1, F1: **51.0** ± 1.4 (2 seeds), its floor 0.0 (2 seeds: no verdict); all-MiniLM-L6-v2, "
             "size `cpu`") in page  # fmt: skip
     assert "- RTE, accuracy: not yet run (`python -m benchmarks.tasks.scores --size cpu --tasks rte`)." in page
     assert "- CoLA, Matthews corr.: not yet run (`python -m benchmarks.tasks.scores --size cpu --tasks cola`)." in page
     assert "LitBank" not in page  # coreference.md's
-    headline = tables_tasks.headline_sentence(read_records("tasks", tmp_path))
+    headline = task_tables.headline_sentence(read_records("tasks", tmp_path))
     assert headline.startswith("Task benchmark (all-MiniLM-L6-v2, size `cpu`): 1 task scored in 1 row (")
     assert ("verdicts on 0 of the tasks; no verdict on 1 rows: 1 with fewer than the 3 seeds a verdict needs (2 "
-            "seeds each); 1 whose records hold no per-example outcomes (no evaluation-sample noise); not run yet with "
-            "the catalog's budget: SQuAD v2.0, MRQA SQuAD, CoLA, SST-2, MRPC, STS-B, RTE") in headline  # fmt: skip
+            "seeds each); 1 whose seeds' records do not all hold per-example outcomes (no evaluation-sample noise of "
+            "every seed); not run yet with the catalog's budget: SQuAD v2.0, MRQA SQuAD, CoLA, SST-2, MRPC, STS-B, RTE") in headline  # fmt: skip
 
 
 def test_a_task_that_gives_other_tasks_rows_replaces_their_records_row_by_row(tmp_path):
@@ -353,7 +357,7 @@ def test_a_task_that_gives_other_tasks_rows_replaces_their_records_row_by_row(tm
     _unit(tmp_path, "race_high", 0, 27.0, 27.3, budget=race, labels=("RACE high",))
     _unit(tmp_path, "race_middle", 1, 35.0, 27.8, budget=race, labels=("RACE middle",))
     _unit(tmp_path, "race", 0, 40.0, 27.0)  # both rows, seed 0
-    table = tables_tasks.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
+    table = task_tables.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
     lines = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}
     # Seed 0 of each row is the joint task's; seed 1 of middle is still the old task's, left out of the row.
     assert "**40.0** (1 seed) | - + not recorded | 27.0 |" in lines["RACE middle"]
@@ -363,7 +367,7 @@ def test_a_task_that_gives_other_tasks_rows_replaces_their_records_row_by_row(tm
     assert all("rerun with task: race_" in line and "-> race." in line for line in replaced)
     (left_out,) = [line for line in table.splitlines() if line.startswith("- race_middle, seed 1")]
     assert "RACE middle 35.0 (" in left_out and "task race_middle is gone" in left_out
-    page = tables_tasks.render_task_scores(Context(tmp_path, root / "docs" / "finetuning.md", root))
+    page = task_tables.render_task_scores(Context(tmp_path, root / "docs" / "finetuning.md", root))
     assert "- RACE middle, accuracy: **40.0** (1 seed), its floor 27.0 (1 seed: no verdict)" in page
 
 
@@ -373,7 +377,7 @@ def test_a_record_replaced_on_one_of_its_rows_is_listed_with_that_row_only(tmp_p
     race = catalog.SIZES["cpu"].budgets["race"]
     _unit(tmp_path, "race", 0, 30.0, 27.0, budget=dataclasses.replace(race, epochs=2).as_record())
     _unit(tmp_path, "race_high", 0, 33.0, 27.0, budget=race.as_record(), labels=("RACE high",))
-    table = tables_tasks.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
+    table = task_tables.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
     (replaced,) = [line for line in table.splitlines() if line.startswith("- race, seed 0") and "rerun with" in line]
     assert "RACE high 30.0 (" in replaced and "RACE middle" not in replaced
     assert "rerun with task: race -> race_high; epochs: 2 -> 1." in replaced
@@ -394,7 +398,7 @@ def test_a_record_of_an_earlier_budget_newer_than_the_shown_one_is_left_out_and_
                                                                       epochs=2).as_record())  # fmt: skip
     _unit(tmp_path, "sst2", 0, 71.0, 50.0, budget=dataclasses.replace(catalog.SIZES["cpu"].budgets["sst2"],
                                                                       epochs=3).as_record())  # fmt: skip
-    table = tables_tasks.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
+    table = task_tables.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
     lines = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}
     assert "**60.0** (1 seed)" in lines["RTE"] and "not yet run" in lines["SST-2"]
     listed = [line for line in table.splitlines() if line.startswith("- ")]
@@ -413,7 +417,7 @@ def test_a_short_row_whose_unit_taught_another_row_says_the_curve_is_shared(tmp_
     flat = [[0.5, 1.39], [1.0, 1.38]]
     _unit(tmp_path, "race", 0, {"RACE middle": 45.0, "RACE high": 28.0}, 27.0, curve=flat)
     _unit(tmp_path, "rte", 0, 53.0, 52.7, curve=flat)
-    table = tables_tasks.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
+    table = task_tables.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
     assert ("- RACE high, its mean not clear of its floor: the unit's training loss, shared with RACE middle (above "
             "its floor), moved little (1.39 to 1.38)") in table  # fmt: skip
     assert "- RTE, its mean not clear of its floor: the training loss never moved (1.39 to 1.38)" in table
@@ -422,7 +426,7 @@ def test_a_short_row_whose_unit_taught_another_row_says_the_curve_is_shared(tmp_
 
 def test_race_trains_one_model_on_both_levels_and_scores_each_apart(tmp_path):
     shared_data("race")
-    prepared = catalog.prepare_race(tmp_path, catalog.SIZES["toy"].budgets["race"])
+    prepared = preparation.prepare_race(tmp_path, catalog.SIZES["toy"].budgets["race"])
     flags = prepared.flags
     train = flags[flags.index("--train_file") + 1: flags.index("--validation_file")]
     validation = flags[flags.index("--validation_file") + 1: flags.index("--max_seq_length")]
@@ -461,7 +465,7 @@ def test_the_gap_note_says_which_way_the_answers_went():
 ])  # fmt: skip
 def test_a_short_row_is_read_from_its_loss_curve(curve, reading):
     summary = {"records": [{"settings": {"seed": 0}, "results": {"loss_curve": curve}}]}
-    assert reading in tables_tasks.read_shortfall(summary)
+    assert reading in task_tables.read_shortfall(summary)
 
 
 def test_the_squad_v2_note_splits_answerable_from_unanswerable():
@@ -478,19 +482,19 @@ def test_a_rerun_with_the_same_budget_names_the_packages_that_changed():
     settings = {"task": "squad", "budget": {"batch": 32}}
     old = {"settings": settings, "packages": {"tokenizers": "0.23.2", "torch": "2.11.0"}}
     new = {"settings": settings, "packages": {"tokenizers": "0.23.3", "torch": "2.11.0"}}
-    assert tables_tasks.budget_change(old, new) == "the same budget and other packages (tokenizers 0.23.2 -> 0.23.3)"
-    assert tables_tasks.budget_change(old, old) == "the same budget"
+    assert task_tables.budget_change(old, new) == "the same budget and other packages (tokenizers 0.23.2 -> 0.23.3)"
+    assert task_tables.budget_change(old, old) == "the same budget"
     smaller = {**new, "settings": {**settings, "budget": {"batch": 16}}}
-    assert tables_tasks.budget_change(old, smaller) == "batch: 32 -> 16"
+    assert task_tables.budget_change(old, smaller) == "batch: 32 -> 16"
     # A field added to budgets since the older record counts at its default there, as when budgets are matched.
     later = {**old, "settings": {**settings, "budget": {"batch": 32, "squad_v1_train": 0}}}
-    assert tables_tasks.budget_change(old, later) == "the same budget"
+    assert task_tables.budget_change(old, later) == "the same budget"
 
 
 def test_the_headline_gives_the_gpu_size_first_then_the_cpu_size(tmp_path):
     _unit(tmp_path, "squad", 0, 51.0, 0.0)
     _unit(tmp_path, "squad", 0, 66.0, 0.0, size="gpu")
-    headline = tables_tasks.headline_sentence(read_records("tasks", tmp_path))
+    headline = task_tables.headline_sentence(read_records("tasks", tmp_path))
     assert headline.startswith("Task benchmark (all-MiniLM-L6-v2, size `gpu`): 1 task scored in 1 row (")
     assert " At size `cpu`: 1 task scored in 1 row (" in headline and "(1 seed each)" in headline
 
@@ -552,48 +556,81 @@ def test_coreference_outcomes_resample_documents_and_gap_examples_as_their_score
     assert outcomes_module.outcome_score(outcomes_module.resampled(gap, [0, 0])) == pytest.approx(200 / 3)
 
 
-def _summary(tmp_path: Path, scores: list[float], floor: float, outcomes: dict | None) -> dict:
+def _summary(tmp_path: Path, scores: list[float], floor: float, outcomes: dict | None, size: str = "cpu") -> dict:
     for seed, score in enumerate(scores):
-        _unit(tmp_path, "rte", seed, score, floor, outcomes=outcomes)
-    return tables_tasks.row_summaries(read_records("tasks", tmp_path), CHECKPOINT_NAME, "cpu")["RTE"]
+        _unit(tmp_path, "rte", seed, score, floor, size=size, outcomes=outcomes)
+    return verdicts.row_summaries(read_records("tasks", tmp_path), CHECKPOINT_NAME, size)["RTE"]
 
 
 def test_a_verdict_needs_three_seeds(tmp_path):
-    summary = _summary(tmp_path, [90.0, 90.5], 50.0, _correct(180, 200))
-    assert tables_tasks.row_clear_of_floor(summary) is None and tables_tasks.short_of_aim("RTE", "cpu", summary) is None
-    assert tables_tasks.fmt_clear(summary) == "2 seeds: no verdict"
-    assert tables_tasks.fmt_aim(catalog.TASKS["rte"].rows[0], "cpu", summary).endswith("(no verdict)")
+    summary = _summary(tmp_path, [90.0, 90.5], 50.0, _correct(180, 200), size="gpu")
+    assert verdicts.row_clear_of_floor(summary) is None and verdicts.short_of_aim("RTE", "gpu", summary) is None
+    assert task_tables.fmt_clear(summary) == "2 seeds: no verdict"
+    assert task_tables.fmt_aim(catalog.TASKS["rte"].rows[0], "gpu", summary).endswith("(no verdict)")
+
+
+def test_every_aim_comes_from_a_named_outside_source():
+    """An aim is a stated fraction of a published score, with its paper and table; the cpu size has none (its aims,
+    set after its first scores were seen, measured nothing)."""
+    assert not catalog.SIZES["cpu"].aims
+    labels = {row.label for task in catalog.TASKS.values() for row in task.rows}
+    for size in catalog.SIZES.values():
+        for label, aim in size.aims.items():
+            assert label in labels and 0 < aim.fraction <= 1
+            assert aim.score == pytest.approx(aim.fraction * aim.published.score, abs=0.05)
+            assert re.search(r"et al\. \d{4}, Table \d+", aim.published.source) and aim.published.model
+            assert aim.published.source in aim.source and f"{aim.fraction:g}" in aim.source
 
 
 def test_a_verdict_needs_the_evaluation_sample_noise(tmp_path):
     summary = _summary(tmp_path, [90.0, 90.5, 91.0], 50.0, None)
-    assert tables_tasks.row_clear_of_floor(summary) is None
-    assert tables_tasks.fmt_clear(summary) == "sample noise not recorded: no verdict"
-    assert tables_tasks.fmt_margin(summary).endswith(" + not recorded")
+    assert verdicts.row_clear_of_floor(summary) is None
+    assert task_tables.fmt_clear(summary) == "sample noise not recorded: no verdict"
+    assert task_tables.fmt_margin(summary).endswith(" + not recorded")
+
+
+@pytest.mark.parametrize("scores, quantile", [([90.0, 91.0], 12.706), ([90.0, 90.5, 91.0], 4.303),
+                                              ([89.0, 90.0, 90.5, 91.0, 92.0], 2.776)])  # fmt: skip
+def test_the_seed_term_is_the_95_percent_t_interval_for_the_seeds_there_are(tmp_path, scores, quantile):
+    """Student's t for n-1 degrees of freedom (tabled values), not 2 standard errors: 2 seeds' interval is wide."""
+    summary = _summary(tmp_path, scores, 50.0, _correct(1810, 2000))
+    standard_error = statistics.stdev(scores) / math.sqrt(len(scores))
+    assert verdicts.seed_spread(summary) == pytest.approx(quantile * standard_error, rel=1e-3)
+    assert verdicts.seed_spread(summary) > 2 * standard_error
+
+
+def test_the_sample_term_needs_every_seeds_outcomes(tmp_path):
+    for seed, score in enumerate([90.0, 90.5, 91.0]):
+        _unit(tmp_path, "rte", seed, score, 50.0, outcomes=_correct(1810, 2000) if seed else None)
+    summary = verdicts.row_summaries(read_records("tasks", tmp_path), CHECKPOINT_NAME, "cpu")["RTE"]
+    assert verdicts.evaluation_noise(summary) is None and verdicts.row_clear_of_floor(summary) is None
+    assert task_tables.fmt_clear(summary) == "sample noise of 2 of 3 seeds: no verdict"
+    assert task_tables.fmt_margin(summary).endswith(" + 2 of 3 seeds recorded")
 
 
 def test_three_seeds_far_above_the_floor_with_little_noise_are_clear(tmp_path):
     summary = _summary(tmp_path, [90.0, 90.5, 91.0], 50.0, _correct(1810, 2000))
-    margin = tables_tasks.verdict_margin(summary)
-    assert margin == pytest.approx(tables_tasks.seed_spread(summary) + noise.sample_noise(_correct(1810, 2000)))
-    assert tables_tasks.row_clear_of_floor(summary) is True and tables_tasks.fmt_clear(summary) == "yes"
-    aim = catalog.SIZES["cpu"].aims["RTE"]
-    assert tables_tasks.short_of_aim("RTE", "cpu", summary) is (90.5 - margin < aim)
+    margin = verdicts.verdict_margin(summary)
+    assert margin == pytest.approx(verdicts.seed_spread(summary) + noise.sample_noise(_correct(1810, 2000)))
+    assert verdicts.row_clear_of_floor(summary) is True and task_tables.fmt_clear(summary) == "yes"
+    assert verdicts.short_of_aim("RTE", "cpu", summary) is None  # the cpu size has no aims
+    gpu = _summary(tmp_path / "gpu", [90.0, 90.5, 91.0], 50.0, _correct(1810, 2000), size="gpu")
+    assert verdicts.short_of_aim("RTE", "gpu", gpu) is (90.5 - margin < catalog.SIZES["gpu"].aims["RTE"].score)
 
 
 def test_a_mean_clear_of_the_floor_by_less_than_the_noise_is_not_clear(tmp_path):
     # RTE-sized noise: 277 pairs. The mean is clear of the floor's tenth by a point, within the bootstrap's width.
     floor = 52.7
-    mean = floor + tables_tasks.FLOOR_MARGIN * (100 - floor) + 1.0
+    mean = floor + verdicts.FLOOR_MARGIN * (100 - floor) + 1.0
     outcomes = _correct(round(mean / 100 * 277), 277)
     summary = _summary(tmp_path, [mean - 0.1, mean, mean + 0.1], floor, outcomes)
-    assert tables_tasks.clear_of_floor(summary, 0.0)  # the mean alone would pass
-    assert tables_tasks.evaluation_noise(summary) > 1.0
-    assert tables_tasks.row_clear_of_floor(summary) is False and tables_tasks.fmt_clear(summary) == "**no**"
-    table = tables_tasks._size_table(Context(tmp_path, tmp_path / "TASKS.md", tmp_path),
+    assert verdicts.clear_of_floor(summary, 0.0)  # the mean alone would pass
+    assert verdicts.evaluation_noise(summary) > 1.0
+    assert verdicts.row_clear_of_floor(summary) is False and task_tables.fmt_clear(summary) == "**no**"
+    table = task_tables._size_table(Context(tmp_path, tmp_path / "TASKS.md", tmp_path),
                                      read_records("tasks", tmp_path), CHECKPOINT_NAME, "cpu")  # fmt: skip
     assert "- RTE, not clear of its floor:" in table  # a verdict: the note says so without "its mean"
-    headline = tables_tasks.headline_sentence(read_records("tasks", tmp_path))
+    headline = task_tables.headline_sentence(read_records("tasks", tmp_path))
     assert "verdicts on 1 of the tasks; clear of the floor beyond the noise: 0 of 1 (not clear: RTE)" in headline
 
 
@@ -601,5 +638,42 @@ def test_the_headline_counts_squad_and_mrqa_as_one_task(tmp_path):
     _unit(tmp_path, "squad", 0, 51.0, 0.0)
     _unit(tmp_path, "mrqa", 0, 40.0, 0.0)
     _unit(tmp_path, "race", 0, 40.0, 27.0)
-    headline = tables_tasks.headline_sentence(read_records("tasks", tmp_path))
+    headline = task_tables.headline_sentence(read_records("tasks", tmp_path))
     assert headline.startswith("Task benchmark (all-MiniLM-L6-v2, size `cpu`): 2 tasks scored in 4 rows (")
+
+
+def test_every_row_reads_its_score_as_its_fine_tuning_task_declares_it():
+    """A row names only which declared score it shows: the results file, the key's prefix and the scale are the
+    fine-tuning task's own `reports` (the object itself, not a copy), and a score the task does not report is
+    refused."""
+    for task in catalog.TASKS.values():
+        assert task.script == task.finetuning.script
+        for row in task.rows:
+            assert any(row.report is declared for declared in task.finetuning.reports.values())
+            assert row.metric == f"{row.report.split}_{row.key}"
+            assert row.scale == (100.0 if row.report.scale == "fraction" else 1.0)
+    glue = catalog.FINETUNING_TASKS["glue"]
+    with pytest.raises(ValueError, match="'f1' is not a score its task reports"):
+        catalog.Row("RTE", glue.reports["rte"], "f1", "F1", "finetuning.md")
+
+
+def test_the_cpu_and_gpu_sizes_run_the_seeds_a_verdict_needs():
+    """`python -m benchmarks.tasks.scores --size cpu` (or gpu), with no --seeds, runs enough seeds for a verdict."""
+    for size in ("cpu", "gpu"):
+        assert len(catalog.SIZES[size].seeds) >= verdicts.MIN_SEEDS
+    assert catalog.SIZES["cpu"].seeds == (0, 1, 2)
+
+
+def test_a_docs_line_shows_the_row_with_the_seeds_a_verdict_needs_over_a_fuller_size_with_fewer(tmp_path):
+    root = tmp_path / "checkout"
+    (root / "docs").mkdir(parents=True)
+    _unit(tmp_path, "rte", 0, 60.0, 52.7, size="gpu")
+    for seed, score in enumerate([55.0, 56.0, 57.0]):
+        _unit(tmp_path, "rte", seed, score, 52.7, outcomes=_correct(155, 277))
+    page = task_tables.render_task_scores(Context(tmp_path, root / "docs" / "finetuning.md", root))
+    (line,) = [line for line in page.splitlines() if line.startswith("- RTE,")]
+    assert "**56.0** ± 1.0 (3 seeds)" in line and "size `cpu`" in line and "60.0" not in line
+    for seed in (1, 2):  # with 3 seeds of its own, the fuller size's row is the one shown
+        _unit(tmp_path, "rte", seed, 60.0, 52.7, size="gpu")
+    page = task_tables.render_task_scores(Context(tmp_path, root / "docs" / "finetuning.md", root))
+    assert "**60.0** ± 0.0 (3 seeds)" in page and "size `gpu`" in page

@@ -8,10 +8,11 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import checked_eval_results, run_without_spanroberta, shared_data
+from conftest import checked_results, run_without_spanroberta, shared_data
 from transformers import BertConfig, BertModel
 
 from spanroberta.errors import UserInputError
+from spanroberta.finetuning.coreference_task import COREFERENCE
 from spanroberta.models.modeling_coreference import CorefModel, gold_marginal_loss, prune_spans
 from spanroberta.task_data.coreference import (
     DocumentCollator,
@@ -356,7 +357,7 @@ def test_run_coref_trains_evaluates_and_resolves_gap(tmp_path, spanroberta_check
     run_coref("--model_name_or_path", spanroberta_checkpoint, "--train_file", data, "--validation_file", data,
               "--eval_documents", "1:", "--do_train", "--do_eval", "--max_steps", 3, "--max_segment_length", 16,
               "--max_train_segments", 1, "--output_dir", out)  # fmt: skip
-    results = checked_eval_results(out)
+    results = checked_results(out, COREFERENCE.reports["coref"])
     assert set(METRIC_KEYS) <= set(results) and all(0.0 <= results[key] <= 1.0 for key in METRIC_KEYS)
     assert results["eval_documents"] == 1
     # The predictions are a CoNLL file of the evaluated document, readable as input.
@@ -367,8 +368,8 @@ def test_run_coref_trains_evaluates_and_resolves_gap(tmp_path, spanroberta_check
     again = tmp_path / "again"
     run_coref("--model_name_or_path", out, "--validation_file", data, "--do_eval", "--max_segment_length", 16,
               "--gap_file", gap, "--output_dir", again)  # fmt: skip
-    assert json.loads((again / "eval_results.json").read_text())["eval_documents"] == 2
-    gap_results = json.loads((again / "gap_results.json").read_text())
+    assert checked_results(again, COREFERENCE.reports["coref"])["eval_documents"] == 2
+    gap_results = checked_results(again, COREFERENCE.reports["gap"])
     assert gap_results["gap_examples"] == 2 and 0.0 <= gap_results["gap_overall_f1"] <= 1.0
     answered = [gap_results[f"gap_answered_{answer}"] for answer in ("neither", "a", "b", "both")]
     assert sum(answered) == pytest.approx(1.0) and all(share in (0.0, 0.5, 1.0) for share in answered)

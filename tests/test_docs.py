@@ -1,8 +1,8 @@
 """The documentation stays true to the code: every ```python example in README.md and docs/*.md runs (offline, with
 tiny local models standing in for the Hub names the examples use), every `python run_*.py ...` line of a ```bash
 block parses with that script's own argument parser (a renamed flag or script fails here), the README stays a
-front door of at most 120 lines, and every relative link points to a file that exists (and to a heading of it
-when the link names one)."""
+front door of at most 120 lines, no score of the project's is typed by hand outside the generated regions, and every
+relative link points to a file that exists (and to a heading of it when the link names one)."""
 
 import argparse
 import dataclasses
@@ -191,6 +191,37 @@ def test_the_readme_is_short():
 def test_the_readme_figures_region_is_left_to_the_generator():
     text = README.read_text(encoding="utf-8").splitlines()
     assert "<!-- generated:front-page -->" in text and "<!-- /generated:front-page -->" in text
+
+
+# --------------------------------------------------------------------------------------------------------
+# (c2) No task score typed by hand: a score the project got is a generated figure, with its seeds and its verdict
+
+# A score in prose: a metric's name followed closely by a figure with one decimal (F1 67.1, accuracy 59.9).
+PROSE_SCORE = re.compile(r"\b(F1|accuracy|exact match|EM|Matthews|Spearman|Pearson|CoNLL)\b[^.\n|]{0,40}?"
+                         r"\b\d{1,3}\.\d\b", re.I)  # fmt: skip
+# A published score names where it comes from: the paper's table, or "the paper(s) report(s)".
+CITED = re.compile(r"\bTable \d+|\bet al\.|\bpapers? reports?\b")
+GENERATED_REGION = re.compile(r"^<!-- generated:(?P<name>[\w.-]+) -->\n.*?^<!-- /generated:(?P=name) -->$", re.S | re.M)
+
+
+def hand_typed_scores(text: str) -> list[str]:
+    """The sentences of a page's prose (outside its generated regions and code blocks) that give a score without
+    naming a published source: a score of the project's is a generated figure (benchmarks/tables/generate.py)."""
+    prose = re.sub(r"^```.*?^```", "", GENERATED_REGION.sub("", text), flags=re.S | re.M)
+    return [sentence.strip() for sentence in re.split(r"(?<=[.;])\s+", prose)
+            if PROSE_SCORE.search(sentence) and not CITED.search(sentence)]  # fmt: skip
+
+
+@pytest.mark.parametrize("page", PAGES, ids=name)
+def test_no_task_score_is_typed_by_hand(page):
+    assert hand_typed_scores(page.read_text(encoding="utf-8")) == []
+
+
+def test_a_hand_typed_score_fails_the_check():
+    page = ("The gpu run went well.\n\nMRPC reaches F1 87.4 at the gpu size.\n\n<!-- generated:task-scores -->\n"
+            "- MRPC, F1: **87.4** (1 seed), its floor 81.2 (1 seed: no verdict)\n<!-- /generated:task-scores -->\n"
+            "BERT-base scores F1 88.9 on it (Devlin et al. 2019, Table 1).\n\n```python\nprint(f1)  # F1 12.5\n```\n")
+    assert hand_typed_scores(page) == ["MRPC reaches F1 87.4 at the gpu size."]
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import pytest
 from datasets import Dataset, DatasetDict
 
 import run_glue
-from conftest import checked_eval_results, parsed, shared_data
+from conftest import checked_results, parsed, shared_data
 from spanroberta.finetuning.glue_task import GLUE
 from spanroberta.metrics.glue import METRICS
 from spanroberta.task_data.glue import (
@@ -239,7 +239,7 @@ def test_run_glue_trains_evaluates_and_predicts(task_name, spanroberta_checkpoin
         "--max_train_samples", "8", "--max_eval_samples", "8", "--max_predict_samples", "5", "--report_to", "none",
         "--save_strategy", "no", "--dataloader_pin_memory", "false",
     ])
-    results = checked_eval_results(tmp_path)
+    results = checked_results(tmp_path, GLUE.reports[task_name])
     assert metrics <= set(results) and results["eval_samples"] == 8
     # Each dev example's gold label and prediction, which score the dev set as eval_results.json does.
     evaluated = [json.loads(line) for line in (tmp_path / "eval_predictions.jsonl").read_text().splitlines()]

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 import run_squad
-from conftest import TINY_TEXT, checked_eval_results, shared_data
+from spanroberta.finetuning.squad_task import SQUAD
+from conftest import TINY_TEXT, checked_results, shared_data
 from test_squad import FAST_ARGS, pretrained, read_output  # noqa: F401  (pretrained is a fixture)
 from spanroberta.metrics.squad import mrqa_evaluate, squad_v1_evaluate
 from spanroberta.finetuning import task as finetuning_task
@@ -126,7 +127,7 @@ def test_run_squad_trains_on_the_union_and_scores_each_dataset(tmp_path, pretrai
     ])  # fmt: skip
     # the union of both training files trained: 4 + 4 one-sentence questions, one window each
     assert read_output(out, "train_results.json")["train_samples"] == 8
-    results = {key.removeprefix("eval_"): value for key, value in checked_eval_results(out).items()}
+    results = {key.removeprefix("eval_"): value for key, value in checked_results(out, SQUAD.reports["mrqa"]).items()}
     assert set(results) == {"Alpha_em", "Alpha_f1", "Beta_em", "Beta_f1", "macro_em", "macro_f1", "samples"}
     # each dataset is scored on its own questions against their gold answers, from the one predictions.json
     predictions = read_output(out, "predictions.json")

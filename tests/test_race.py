@@ -10,7 +10,7 @@ from datasets import Dataset
 from transformers import AutoTokenizer
 
 import run_race
-from conftest import TINY_TEXT, checked_eval_results, parsed, shared_data
+from conftest import TINY_TEXT, checked_results, parsed, shared_data
 from spanroberta.finetuning.race_task import RACE
 from spanroberta.task_data.race import (
     RaceEncoder,
@@ -201,7 +201,7 @@ def test_run_race_trains_evaluates_and_predicts(spanroberta_checkpoint, tmp_path
     run_race.main(["--model_name_or_path", str(spanroberta_checkpoint), "--train_file", str(data), "--validation_file", str(data),
                    "--test_file", str(data), "--output_dir", str(out), "--do_train", "--do_eval", "--do_predict",
                    "--max_steps", "2", "--per_device_train_batch_size", "2", *COMMON])
-    results = checked_eval_results(out)
+    results = checked_results(out, RACE.reports["race"])
     predictions = [json.loads(line) for line in (out / "eval_predictions.jsonl").read_text().splitlines()]
     assert len(predictions) == results["eval_samples"] == 8
     for level in ("middle", "high"):

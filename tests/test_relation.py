@@ -10,7 +10,7 @@ from tokenizers import BertWordPieceTokenizer
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, BertConfig, BertForMaskedLM, BertTokenizer
 
 import run_relation
-from conftest import TINY_TEXT, checked_eval_results, run_without_spanroberta, shared_data
+from conftest import TINY_TEXT, checked_results, run_without_spanroberta, shared_data
 from spanroberta import EncoderForRelationClassification
 from spanroberta.finetuning import relation_task as relation_declaration
 from spanroberta.metrics.relation import semeval_score, tacred_score
@@ -261,7 +261,7 @@ def read_predictions(path):
 
 def check_run(output_dir, score, negative_label):
     """The written metrics are the official scorer's over the written predictions, as fractions."""
-    results = checked_eval_results(output_dir)
+    results = checked_results(output_dir, relation_declaration.RELATION.reports["relation"])
     predictions = read_predictions(output_dir / "eval_predictions.jsonl")
     expected = score([p["predicted"] for p in predictions], [p["gold"] for p in predictions], negative_label)
     assert {name: results[f"eval_{name}"] for name in expected} == pytest.approx(expected)

@@ -15,7 +15,8 @@ from datasets import Dataset
 from transformers import RobertaConfig, RobertaForQuestionAnswering
 
 import run_squad
-from conftest import PROJECT_ROOT, checked_eval_results, shared_data
+from spanroberta.finetuning.squad_task import SQUAD
+from conftest import PROJECT_ROOT, checked_results, shared_data
 from test_squad_metrics import OFFICIAL_V2_0, run_official
 from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
 from spanroberta.metrics.squad import V1_KEYS, V2_KEYS, squad_v1_evaluate, squad_v2_evaluate
@@ -229,7 +230,7 @@ def test_squad_v1_end_to_end(tmp_path, pretrained):
     # eval_results.json: the official scores (percentages) after eval_, and the questions scored.
     official = {f"eval_{key}": value for key, value in squad_v1_evaluate(gold, predictions).items()}
     assert set(official) == {f"eval_{key}" for key in V1_KEYS}
-    assert metrics == checked_eval_results(out) == {**official, "eval_samples": 24}
+    assert metrics == checked_results(out, SQUAD.reports["squad"]) == {**official, "eval_samples": 24}
     assert not (out / "null_odds.json").exists()
     # The checkpoint carries the pipeline's code and the model's.
     config = read_output(out, "config.json")
@@ -276,7 +277,7 @@ def test_squad_v2_end_to_end_with_the_answerability_head_and_a_kept_threshold(tm
             assert answer == ""
         else:
             assert answer and answer in contexts[qid]
-    assert {f"eval_{key}" for key in V2_KEYS} <= set(checked_eval_results(out))
+    assert {f"eval_{key}" for key in V2_KEYS} <= set(checked_results(out, SQUAD.reports["squad_v2"]))
     metrics = {key.removeprefix("eval_"): value for key, value in metrics.items()}
     assert set(V2_KEYS) <= set(metrics) and metrics["null_score_diff_threshold"] == 0.0
     # exact and f1 are the official scores of predictions.json itself.

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.parity.common import CHECKPOINT_NAME
-from benchmarks.tables import tasks as tables_tasks
+from benchmarks.common import CHECKPOINT_NAME
+from benchmarks.tables import task_benchmark
 from benchmarks.tables.format import Context
-from benchmarks.tasks import catalog as task_catalog
+from benchmarks.tasks import catalog as task_catalog, preparation
 from benchmarks.tasks import heuristics
 from spanroberta.records import RunStart, provenance, read_records, write_record
 
@@ -111,27 +111,27 @@ def test_exact_string_match_clusters_names_and_leaves_pronouns_alone():
 def test_the_stratified_holdout_keeps_sizes_disjointness_and_label_shares():
     labels = ["a"] * 50 + ["b"] * 30 + ["c"] * 17 + ["d"] * 3
     rows = [{"id": i, "label": label} for i, label in enumerate(labels)]
-    rest, held = task_catalog.stratified_holdout(rows, "label", 10)
+    rest, held = preparation.stratified_holdout(rows, "label", 10)
     assert len(held) == 10 and len(rest) == 90
     assert {r["id"] for r in rest}.isdisjoint({r["id"] for r in held})
     assert [r["id"] for r in held] == sorted(r["id"] for r in held)  # the source's order
     counts = collections.Counter(r["label"] for r in held)
     for label, count in collections.Counter(labels).items():
         assert abs(counts[label] - count * 10 / len(rows)) < 1
-    assert task_catalog.stratified_holdout(rows, "label", 10) == (rest, held)  # seeded
-    assert task_catalog.stratified_holdout(rows, "label", 10, seed=1)[1] != held
+    assert preparation.stratified_holdout(rows, "label", 10) == (rest, held)  # seeded
+    assert preparation.stratified_holdout(rows, "label", 10, seed=1)[1] != held
 
 
 def test_holding_out_articles_keeps_each_article_on_one_side():
     questions = [{"article": f"a{i // 3}", "n": i} for i in range(30)]
     questions += [{"article": "big", "n": 30 + i} for i in range(8)]
-    rest, held = task_catalog.hold_out_articles(questions, "article", 7)
+    rest, held = preparation.hold_out_articles(questions, "article", 7)
     assert len(held) >= 7 and len(held) + len(rest) == len(questions)
     assert {q["article"] for q in held}.isdisjoint({q["article"] for q in rest})
     assert len(held) < 7 + 8  # articles join only until the count is reached (the largest holds 8)
     assert [q["n"] for q in held] == sorted(q["n"] for q in held)  # the source's order
-    assert task_catalog.hold_out_articles(questions, "article", 7) == (rest, held)  # seeded
-    assert task_catalog.hold_out_articles(questions, "article", 7, seed=1)[1] != held
+    assert preparation.hold_out_articles(questions, "article", 7) == (rest, held)  # seeded
+    assert preparation.hold_out_articles(questions, "article", 7, seed=1)[1] != held
 
 
 @pytest.mark.parametrize("task", ["semeval", "squad_v2", "race"])
@@ -141,7 +141,7 @@ def test_records_of_a_task_s_earlier_split_are_another_budget(task):
         earlier = budget.as_record()
         del earlier["split"]  # the records before the reporting split
         assert not budget.matches(earlier) and budget.matches(budget.as_record())
-        assert task_catalog.evaluated_examples(earlier) != task_catalog.evaluated_examples(budget.as_record())
+        assert preparation.evaluated_examples(earlier) != preparation.evaluated_examples(budget.as_record())
 
 
 # --- the tables read the floors record ---
@@ -161,19 +161,19 @@ def test_the_table_shows_each_row_against_the_floors_record_of_its_evaluated_exa
         settings = {"kind": "unit", "size": "cpu", "task": task, "seed": 0, "checkpoint": CHECKPOINT_NAME,
                     "budget": budget}  # fmt: skip
         _record(tmp_path, "tasks", settings, {"rows": {label: {"score": score, "floor": floor}}, "wall_seconds": 1.0})
-    floors = [{"size": "cpu", "task": task, "evaluated": task_catalog.evaluated_examples(budget.as_record()),
+    floors = [{"size": "cpu", "task": task, "evaluated": preparation.evaluated_examples(budget.as_record()),
                "rows": {label: {"floor": floor, "answer": answer, "answers": {answer: floor}}}}
               for task, budget, label, floor, answer in (("rte", rte, "RTE", 58.0, "a heuristic"),
                                                          ("semeval", dataclasses.replace(semeval, split=None),
                                                           "SemEval-2010 Task 8", 3.0, "x"))]  # fmt: skip
     _record(tmp_path, "task-floors", {}, {"floors": floors})
-    table = tables_tasks.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
+    table = task_benchmark.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
     lines = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}
     # RTE's record evaluated the examples of the floors record: its floor, and the verdict against it.
     assert "| 58.0 (a heuristic) | 1 seed: no verdict |" in lines["RTE"]
     # The floors record holds SemEval's earlier split, not the one its record evaluated: the record's own floor.
     assert "| 2.4 | 1 seed: no verdict |" in lines["SemEval-2010 Task 8"]
     assert "the floor of SemEval-2010 Task 8 is its unit record's own" in table
-    headline = tables_tasks.headline_sentence(read_records("tasks", tmp_path), read_records("task-floors", tmp_path))
+    headline = task_benchmark.headline_sentence(read_records("tasks", tmp_path), read_records("task-floors", tmp_path))
     assert "- RTE, its mean not clear of its floor" in table
     assert "verdicts on 0 of the tasks" in headline

@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import ROOT
-from benchmarks.parity.common import CHECKPOINT, DATA, TaskSize, squad_files
+from benchmarks.common import CHECKPOINT, DATA, squad_article_split
 from benchmarks.tasks.scores import INPUTS_MANIFEST
 from spanroberta.data.demo_corpus import DEMO_CORPUS_FILE
 from spanroberta.records import read_records, start_run, write_record
@@ -169,13 +169,13 @@ def squad_smoke(toy: bool, work: Path) -> Stage:
     absent = [str(path) for path in (CHECKPOINT / "config.json", DATA / "squad" / "dev-v1.1.json") if not path.is_file()]
     if absent:
         return Stage("squad-smoke", [], 0, skip=f"absent: {', '.join(absent)} (`make checkpoint`, ../shared/data)")
-    size = TaskSize(32, 16, 128, 8, 1e-4, 1) if toy else TaskSize(None, None, 384, 32, 1e-4, 1)
-    files = squad_files(work, size)
+    files = squad_article_split(work, 32, 16) if toy else squad_article_split(work, None, None)
     flags = ["--model_name_or_path", str(CHECKPOINT), "--output_dir", str(work / "squad"), "--overwrite_output_dir",
              "--do_train", "--do_eval", "--train_file", str(files["train"]), "--validation_file",
-             str(files["validation"]), "--max_seq_length", str(size.max_seq_length), "--doc_stride", "32" if toy else "128",
-             "--per_device_train_batch_size", str(size.batch_size), "--per_device_eval_batch_size", "64",
-             "--learning_rate", str(size.learning_rate), "--num_train_epochs", "1", "--warmup_steps", "0.1",
+             str(files["validation"]), "--max_seq_length", "128" if toy else "384",
+             "--doc_stride", "32" if toy else "128", "--per_device_train_batch_size", "8" if toy else "32",
+             "--per_device_eval_batch_size", "64",
+             "--learning_rate", "0.0001", "--num_train_epochs", "1", "--warmup_steps", "0.1",
              "--save_strategy", "no", "--report_to", "none", "--seed", "0"]  # fmt: skip
     flags += ["--use_cpu", "true"] if toy else ["--bf16", "true"]
     return Stage("squad-smoke", [sys.executable, str(ROOT / "run_squad.py"), *flags], 90,

@@ -39,7 +39,8 @@ from transformers import (
     set_seed,
 )
 
-from benchmarks.parity.common import CHECKPOINT, Outcome, TaskSize, accuracy, binary_f1, read_rows, squad_v1_scores
+from benchmarks.common import CHECKPOINT, squad_v1_scores
+from benchmarks.parity.common import Outcome, TaskSize, accuracy, binary_f1, read_rows
 
 # run_glue.py's task_to_keys: the text columns of each GLUE task the benchmark runs.
 GLUE_COLUMNS = {"sst2": ("sentence",), "mrpc": ("sentence1", "sentence2"), "rte": ("sentence1", "sentence2")}

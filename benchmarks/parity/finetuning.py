@@ -2,7 +2,7 @@
 """Fine-tuning parity on a real checkpoint: the project's run_squad.py, run_glue.py and run_race.py against a
 plain transformers baseline (parity/baseline.py: the Auto task heads, the Trainer, and the pre- and post-processing
 of transformers' example scripts run_qa.py, run_glue.py and run_swag.py, written out there), from the same
-checkpoint, on the same data (parity/common.py), with the same seeds and hyperparameters. See benchmarks/PARITY.md.
+checkpoint, on the same data (parity/common.py, from benchmarks/common.py's samples), with the same seeds and hyperparameters. See benchmarks/PARITY.md.
 
     python -m benchmarks.parity.fetch_checkpoint   # once: all-MiniLM-L6-v2 into benchmarks/.cache
     python -m benchmarks.parity.finetuning --size cpu-small
@@ -45,10 +45,8 @@ from benchmarks.parity.baseline import (  # noqa: E402
     qa_train_features,
     race_features,
 )
+from benchmarks.common import CHECKPOINT, CHECKPOINT_NAME, DATA, squad_article_split  # noqa: E402
 from benchmarks.parity.common import (  # noqa: E402
-    CHECKPOINT,
-    CHECKPOINT_NAME,
-    DATA,
     PRESETS,
     PRIMARY,
     SIDES,
@@ -58,7 +56,6 @@ from benchmarks.parity.common import (  # noqa: E402
     floor,
     hyperparameters,
     read_rows,
-    squad_files,
     task_files,
 )
 from benchmarks.parity.summary import render_parity, summarize  # noqa: E402
@@ -123,7 +120,7 @@ def compare_squad_features(size: TaskSize) -> dict[str, Any]:
 
     tokenizer = AutoTokenizer.from_pretrained(CHECKPOINT)
     with tempfile.TemporaryDirectory() as folder:
-        rows = read_rows(squad_files(Path(folder), TaskSize(None, None, 0, 0, 0, 0))["train"])
+        rows = read_rows(squad_article_split(Path(folder), None, None)["train"])
     counts = collections.Counter()
     for row in rows:
         batch = {key: [value] for key, value in row.items()}

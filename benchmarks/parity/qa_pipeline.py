@@ -38,7 +38,7 @@ from huggingface_hub import ModelCard  # noqa: E402
 import spanroberta  # noqa: E402,F401
 
 # The parity benchmark owns the SQuAD split by article.
-from benchmarks.parity.common import DATA, SQUAD_TRAIN_ARTICLES  # noqa: E402
+from benchmarks.common import DATA, SQUAD_TRAIN_ARTICLES  # noqa: E402
 from spanroberta.records import start_run, write_record  # noqa: E402
 
 BENCHMARK = "qa-pipeline"

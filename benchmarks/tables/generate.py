@@ -46,7 +46,11 @@ from benchmarks.tables.speed import (
     render_pretraining_step,
     render_trainer,
 )
-from benchmarks.tables.tasks import headline_sentence as task_headline, render_task_benchmark, render_task_scores
+from benchmarks.tables.task_benchmark import (
+    headline_sentence as task_headline,
+    render_task_benchmark,
+    render_task_scores,
+)
 from spanroberta.metrics.squad import exact_match_score
 from spanroberta.records import record_commit
 
@@ -205,7 +209,7 @@ def render_qa_pipeline(context: Context) -> str:
         + markdown_table(["question", "answer", "score", "gold answers"], rows)
         + f"\n\n{right} of the {len(rows)} answers match a gold answer (SQuAD's exact match). The model: `{settings['model_class']}` fine-tuned by `run_squad.py` from {settings.get('base_model') or 'a checkpoint its card does not name'} "
         f"(exact match {scores['exact_match']:.1f}, F1 {scores['f1']:.1f} on its held-out evaluation "
-        f"questions). Plain transformers, in a process where spanroberta cannot be imported "
+        f"questions; one seed: no verdict). Plain transformers, in a process where spanroberta cannot be imported "
         f"(`trust_remote_code=True`, the pipeline file the checkpoint carries), gave "
         f"{'the same answers and scores' if plain['same_answers'] else 'different answers'}. "
         f"Record: {context.link(record)}.\n"

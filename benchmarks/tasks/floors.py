@@ -2,13 +2,13 @@
 """The task benchmark's floors, computed from the shared data for each size's current budgets and written as one
 record (`task-floors`, under benchmarks/results/), which the task tables read: a unit's record keeps the floor of
 its time, and the tables show every row against the floor of this record wherever it was computed on the same
-evaluated examples (catalog.evaluated_examples), so that a better floor reaches the rows recorded before it,
+evaluated examples (preparation.evaluated_examples), so that a better floor reaches the rows recorded before it,
 and the tables need no data to render.
 
     python -m benchmarks.tasks.floors                # the cpu and gpu sizes
     python -m benchmarks.tables.generate             # the tables, against the newest floors record
 
-Each task's data is prepared as the task benchmark prepares it (tasks/catalog.py), no model is run: the floor of a
+Each task's data is prepared as the task benchmark prepares it (tasks/preparation.py), no model is run: the floor of a
 row is the best of its answers that learn nothing (tasks/heuristics.py), each kept in the record with its score.
 """
 
@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.parity.common import DATA
-from benchmarks.tasks.catalog import SIZES, TASKS, evaluated_examples
+from benchmarks.common import DATA
+from benchmarks.tasks.catalog import SIZES, TASKS
+from benchmarks.tasks.preparation import evaluated_examples
 from benchmarks.tasks.heuristics import best
 from spanroberta.records import start_run, write_record
 

@@ -1,5 +1,5 @@
 """The answers a model that learned nothing can give, which the task benchmark's floors are the best of
-(tasks/catalog.py): each is computed from the evaluated examples alone, with no training and no parameter fitted to
+(tasks/preparation.py): each is computed from the evaluated examples alone, with no training and no parameter fitted to
 them. Besides the trivial answers (the majority class, chance, an empty answer, one constant answer), the cheap
 heuristics the tasks' literature reports as baselines:
 

@@ -30,7 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.tasks.catalog import Prepared, Row, Task
+from benchmarks.tasks.catalog import Row, Task
+from benchmarks.tasks.preparation import Prepared
 from spanroberta.finetuning.coreference_task import select_documents
 from spanroberta.metrics.coreference import METRICS as COREF_METRICS, Counts, document_counts, scores_of_counts
 from spanroberta.metrics.gap import GapDecision, gap_scores

@@ -10,10 +10,10 @@ records its score beside the task's floor and, for context, a published score. S
     python -m benchmarks.tasks.scores --size gpu --export_inputs .gpu/task-inputs   # each task's data, to carry
     python -m benchmarks.tasks.scores --size gpu --inputs .gpu/task-inputs --jobs 5  # there: 5 units at a time
 
-The tasks, their splits, floors and budgets are in tasks/catalog.py. Each (task, seed) unit writes one record,
+The tasks and their budgets are in tasks/catalog.py, their splits and floors in tasks/preparation.py. Each (task, seed) unit writes one record,
 `tasks` with `settings.kind == "unit"`, under benchmarks/results/tasks/ when it finishes, and a unit whose record
 exists (same size, task, seed, checkpoint and budget) is skipped: an interrupted run goes on where it stopped. The
-tables are generated from the records (tables/tasks.py, `python -m benchmarks.tables.generate`).
+tables are generated from the records (tables/task_benchmark.py, `python -m benchmarks.tables.generate`).
 
 `--export_inputs` writes what each task's script reads at a size (its data, sampled and split, and the floors) into
 a folder of its own per task, every file inside it, so that a machine without ../shared/data runs the units from it
@@ -42,8 +42,9 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from benchmarks import ROOT  # noqa: E402
-from benchmarks.parity.common import CHECKPOINT, CHECKPOINT_NAME, DATA  # noqa: E402
-from benchmarks.tasks.catalog import SIZES, TASKS, Budget, Prepared, Task  # noqa: E402
+from benchmarks.common import CHECKPOINT, CHECKPOINT_NAME, DATA  # noqa: E402
+from benchmarks.tasks.catalog import SIZES, TASKS, Task  # noqa: E402
+from benchmarks.tasks.preparation import Budget, Prepared  # noqa: E402
 from benchmarks.tasks.outcomes import check_outcomes, unit_outcomes  # noqa: E402
 from spanroberta.records import RunStart, read_records, start_run, write_record  # noqa: E402
 
@@ -103,14 +104,14 @@ def unit_results(task: Task, prepared: Prepared, output: Path, wall_seconds: flo
     of and, where the script writes them, its per-example outcomes (tasks/outcomes.py), which the tables resample
     for the evaluation-sample noise; every value of the script's results files, the training loss (its mean and its
     logged curve) and seconds, and the unit's wall seconds (the script's process, data loading included)."""
-    files = {row.results_file for row in task.rows}
+    files = {row.report.results_file for row in task.rows}
     scores = {name: json.loads((output / name).read_text()) for name in sorted(files)}
     for row in task.rows:
-        if row.metric not in scores[row.results_file]:
-            raise SystemExit(f"{task.script} wrote no {row.metric} to {output / row.results_file} (it holds "
-                             f"{', '.join(scores[row.results_file])}); the task's row in tasks/catalog.py names "
+        if row.metric not in scores[row.report.results_file]:
+            raise SystemExit(f"{task.script} wrote no {row.metric} to {output / row.report.results_file} (it holds "
+                             f"{', '.join(scores[row.report.results_file])}); the task's row in tasks/catalog.py names "
                              "the key its score is read from.")  # fmt: skip
-    rows = {row.label: {"metric": row.metric, "score": row.scale * scores[row.results_file][row.metric],
+    rows = {row.label: {"metric": row.metric, "score": row.scale * scores[row.report.results_file][row.metric],
                         "floor": prepared.floors[row.label], "floor_answers": prepared.answers.get(row.label, {})}
             for row in task.rows}  # fmt: skip
     for label, outcomes in unit_outcomes(task, prepared, output).items():
@@ -173,7 +174,7 @@ def export_inputs(task: Task, size_name: str, inputs: Path) -> Path:
             if not path.is_relative_to(DATA):
                 raise SystemExit(f"{task.name}'s flags name {path}, outside {DATA} and the task's folder {folder}: "
                                  "--export_inputs copies only the shared data, so the task's prepare "
-                                 "(tasks/catalog.py) must write whatever else its script reads into its folder.")
+                                 "(tasks/preparation.py) must write whatever else its script reads into its folder.")
             copy = folder / "data" / path.relative_to(DATA)
             if not copy.exists():
                 copy_writable(path, copy)

@@ -23,7 +23,7 @@ or harms each arm shows beside it. `eval_masking` in the pretraining section (a 
 every arm's held-out blocks with one scheme: with the shared seed and data, every arm then predicts the same masked
 tokens, and their eval MLM accuracies compare them whatever masking each trained with.
 
-A task's `script` is one of the fine-tuning scripts of tasks.py's REPORTS table (run_squad.py, run_glue.py,
+A task's `script` is one of the fine-tuning scripts of spanroberta.finetuning (run_squad.py, run_glue.py,
 run_race.py, run_relation.py, run_coref.py): it names the fine-tuning task the package declares for that script
 (spanroberta.finetuning), which the ablation runs itself, so that an installed package runs ablations without
 the scripts. Besides its script's flags, a task may give `metric` (the score its column shows) and, for run_squad.py,
@@ -47,12 +47,12 @@ from transformers import HfArgumentParser
 
 from ..config_files import read_config_file
 from ..errors import UserInputError
-from ..finetuning import task_of_script
+from ..finetuning import TASKS_BY_SCRIPT, task_of_script
 from ..pretraining.command import ARGUMENT_CLASSES as PRETRAINING_ARGUMENTS
 from ..pretraining.command import pretrain
 from ..runs.cli import typed_flag_values
 from ..runs.validation import check_model_sources
-from .reports import FINETUNING_SCRIPTS, TaskSpec, known_metric, metric_names
+from .reports import TaskSpec, known_metric, metric_names
 
 PRETRAINING_SCRIPT = "run_pretraining.py"
 TOP_LEVEL_KEYS = ("pretraining", "arms", "tasks", "seeds", "token_budget", "keep_finetuned_models",
@@ -230,9 +230,9 @@ def _tasks(where: str, values: Any) -> dict[str, TaskSpec]:
         _check_name(where, "task", name)
         entry = _flags(where, f"task {name!r}", entry)
         script = entry.pop("script", None)
-        if script not in FINETUNING_SCRIPTS:
+        if script not in TASKS_BY_SCRIPT:
             raise AblationConfigError(f"{where}: task {name!r} has script {script!r}; each task needs `script`, one "
-                                      f"of {', '.join(FINETUNING_SCRIPTS)}.")
+                                      f"of {', '.join(TASKS_BY_SCRIPT)}.")
         tasks[name] = TaskSpec(name, script, entry, metric=entry.pop("metric", None),
                                split_by_article=entry.pop("split_by_article", None))  # fmt: skip
     return tasks

@@ -19,7 +19,7 @@ from ..runs.cli import apply_defaults, with_defaults
 from .coreference_trainer import COREF_PRESETS, DEFAULT_COREF_PRESET, CorefTrainer, predict_documents
 from .arguments import FinetuningArguments, FinetuningModelArguments
 from .model_steps import load_model
-from .task import FineTuningRun, FineTuningTask
+from .task import FineTuningRun, FineTuningTask, Report
 from ..runs.validation import check_range, model_positions
 from ..task_data.coreference import (
     DocumentCollator,
@@ -228,6 +228,19 @@ def score_coreference(run: FineTuningRun, trainer: Trainer) -> dict[str, dict[st
     return results
 
 
+# The CoNLL metrics (fractions), SpanBERT's headline the CoNLL F1 (the average of MUC, B-cubed and CEAF-phi4 F1);
+# GAP's, resolved by the same model, in gap_results.json (its bias is None where either gender's F1 is 0).
+COREFERENCE_REPORTS = {
+    "coref": Report(tuple(f"{metric}_{part}" for metric in ("muc", "b_cubed", "ceaf_phi4")
+                          for part in ("precision", "recall", "f1")) + ("conll_f1",), "conll_f1",
+                    other=("documents",)),
+    "gap": Report(tuple(f"{group}_{part}" for group in ("overall", "masculine", "feminine")
+                        for part in ("precision", "recall", "f1")) + ("bias",), "overall_f1",
+                  other=tuple(f"answered_{answer}" for answer in ("neither", "a", "b", "both")) + ("examples",),
+                  split="gap"),
+}  # fmt: skip
+
+
 COREFERENCE = FineTuningTask(
     name="coref",
     task_arguments=(CorefDataArguments, CorefHeadArguments),
@@ -246,4 +259,5 @@ COREFERENCE = FineTuningTask(
                                    "keep_singletons": run.data_args.keep_singletons},  # fmt: skip
     score=score_coreference,
     model_card=lambda run: {"tasks": "coreference-resolution", "dataset": "coreference (CoNLL-2012 layout)"},
+    reports=COREFERENCE_REPORTS,
 )

@@ -15,9 +15,10 @@ from transformers import AutoModelForSequenceClassification, Trainer
 from ..metrics.glue import logits_to_predictions
 from ..runs.cli import apply_defaults
 from .arguments import SampleLimitArguments
-from .task import FineTuningRun, FineTuningTask
+from .task import FineTuningRun, FineTuningTask, Report
 from ..runs.validation import check_range
 from ..task_data.glue import (
+    GLUE_TASKS,
     GlueTask,
     get_glue_task,
     glue_compute_metrics,
@@ -177,6 +178,23 @@ def glue_card(run: FineTuningRun) -> dict[str, Any]:
             "dataset": f"GLUE {task.folder}"}
 
 
+def glue_report(task: GlueTask) -> Report:
+    """Every dev set's metrics (fractions; MNLI's mismatched one with its suffix) and its count of examples; the
+    headline is the task's first metric: MRPC's F1, STS-B's Pearson, CoLA's Matthews
+    correlation, accuracy elsewhere."""
+    suffixes = [split.metric_suffix for split in task.eval_splits]
+    return Report(tuple(f"{metric}{suffix}" for suffix in suffixes for metric in task.metrics), task.metrics[0],
+                  other=tuple(f"samples{suffix}" for suffix in suffixes))  # fmt: skip
+
+
+def glue_variant(flags: dict[str, Any]) -> str | None:
+    """The GLUE task of --task_name (None for one that does not exist: run_glue.py's own check reports it)."""
+    try:
+        return get_glue_task(str(flags.get("task_name"))).name
+    except ValueError:
+        return None
+
+
 GLUE = FineTuningTask(
     name="glue",
     task_arguments=(GlueDataArguments,),
@@ -188,4 +206,6 @@ GLUE = FineTuningTask(
     compute_metrics=lambda run: glue_compute_metrics(run.data.task.name),
     score=score_glue,
     model_card=glue_card,
+    reports={name: glue_report(task) for name, task in GLUE_TASKS.items()},
+    report_variant=glue_variant,
 )

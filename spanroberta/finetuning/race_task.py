@@ -15,7 +15,7 @@ from transformers import AutoModelForMultipleChoice, DataCollatorForMultipleChoi
 
 from ..runs.cli import with_defaults
 from .arguments import FinetuningArguments, SampleLimitArguments
-from .task import FineTuningRun, FineTuningTask, check_model_length, padding_collator
+from .task import FineTuningRun, FineTuningTask, Report, check_model_length, padding_collator
 from ..runs.validation import check_range, fit_max_qa_length
 from ..task_data.race import (
     MAX_QA_LENGTH,
@@ -130,4 +130,5 @@ RACE = FineTuningTask(
     compute_metrics=lambda run: race_compute_metrics,
     score=score_race,
     model_card=race_card,
+    reports={"race": Report(("accuracy", "accuracy_middle", "accuracy_high"), "accuracy", other=("samples",))},
 )

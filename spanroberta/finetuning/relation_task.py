@@ -17,7 +17,7 @@ from ..models.configuration_relation import RelationClassifierConfig
 from ..models.modeling_relation import EncoderForRelationClassification, drop_pooler
 from .arguments import FinetuningArguments, FinetuningModelArguments, SampleLimitArguments
 from .model_steps import load_model
-from .task import FineTuningRun, FineTuningTask, check_model_length
+from .task import FineTuningRun, FineTuningTask, Report, check_model_length
 from ..runs.validation import check_range
 from ..task_data.relation import (
     ENCODINGS,
@@ -184,4 +184,5 @@ RELATION = FineTuningTask(
     compute_metrics=relation_metrics,
     score=score_relations,
     model_card=relation_card,
+    reports={"relation": Report(("precision", "recall", "f1", "accuracy"), "f1", other=("samples",))},
 )

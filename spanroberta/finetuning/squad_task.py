@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from datasets import Dataset
@@ -14,7 +15,8 @@ from transformers import AutoModelForQuestionAnswering, Trainer
 
 from ..errors import UserInputError
 from .arguments import SampleLimitArguments
-from .task import FineTuningRun, FineTuningTask, check_model_length
+from ..metrics.squad import V1_KEYS, V2_KEYS
+from .task import PERCENTAGE, FineTuningRun, FineTuningTask, Report, check_model_length
 from ..runs.validation import check_range, fit_doc_stride
 from ..task_data.squad.features import prepare_eval_features, prepare_train_features
 from ..task_data.squad.postprocessing import (
@@ -23,7 +25,7 @@ from ..task_data.squad.postprocessing import (
     save_null_score_threshold,
     save_qa_checkpoint,
 )
-from ..task_data.squad.reading import QaSplit, load_squad_splits
+from ..task_data.squad.reading import QaSplit, is_mrqa_file, load_squad_splits
 
 logger = logging.getLogger(__name__)
 
@@ -188,6 +190,29 @@ def squad_card(run: FineTuningRun) -> dict[str, Any]:
     return {"tasks": "question-answering", "dataset_tags": dataset, "dataset": dataset}
 
 
+# The official scorers' scores, percentages; v2.0's counts and thresholds beside them (the threshold the answers were
+# decoded with too); MRQA's macro averages, with each dataset's {dataset}_em and _f1.
+_V2_COUNTS_AND_THRESHOLDS = ("total", "HasAns_total", "NoAns_total", "best_exact_thresh", "best_f1_thresh",
+                             "null_score_diff_threshold")  # fmt: skip
+SQUAD_REPORTS = {
+    "squad": Report(V1_KEYS, "f1", PERCENTAGE, other=("samples",)),
+    "squad_v2": Report(tuple(key for key in V2_KEYS if key not in _V2_COUNTS_AND_THRESHOLDS and not key.startswith(
+        "best_")), "f1", PERCENTAGE, other=("samples", "best_exact", "best_f1", *_V2_COUNTS_AND_THRESHOLDS)),
+    "mrqa": Report(("macro_em", "macro_f1"), "macro_f1", PERCENTAGE, named_by_data=r".+_(em|f1)", other=("samples",)),
+}  # fmt: skip
+
+
+def squad_variant(flags: dict[str, Any]) -> str:
+    """v2.0 by its flag; MRQA when several evaluation files are given (only MRQA files may be), or one that holds
+    MRQA's layout (a file that is not there yet, such as an ablation's split_by_article file, is SQuAD's)."""
+    if flags.get("version_2_with_negative"):
+        return "squad_v2"
+    files = [path.strip() for path in str(flags.get("validation_file") or "").split(",") if path.strip()]
+    if len(files) > 1 or (files and Path(files[0]).is_file() and is_mrqa_file(Path(files[0]))):
+        return "mrqa"
+    return "squad"
+
+
 SQUAD = FineTuningTask(
     name="squad",
     task_arguments=(SquadArguments,),
@@ -199,4 +224,6 @@ SQUAD = FineTuningTask(
     save_model=lambda trainer: save_qa_checkpoint(trainer, trainer.args.output_dir),
     score=score_squad,
     model_card=squad_card,
+    reports=SQUAD_REPORTS,
+    report_variant=squad_variant,
 )

@@ -10,13 +10,16 @@ checks, seeding, resuming, metric files and card) and a script's `main` is its t
 Metrics: every split's metrics are saved as `{split}_results.json` (eval_results.json, predict_results.json, ...)
 with keys that start with the split's name and an underscore (eval_f1, eval_samples), as the Trainer writes its own
 (with the training epoch beside them). Their scale is the one each task's official scorer uses: percentages for SQuAD
-and MRQA (as transformers' run_qa.py), fractions for the others (as its run_glue.py).
+and MRQA (as transformers' run_qa.py), fractions for the others (as its run_glue.py). Each task declares what its
+evaluation writes (`Report`: the scores' names, their scale and the headline), the one place the ablation's tables and
+the task benchmark read it from.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
@@ -78,6 +81,43 @@ def padding_collator(collator_class: type) -> Callable[[FineTuningRun], Any]:
     return lambda run: collator_class(run.tokenizer, **padding(run.training_args, run.data_args.max_seq_length))
 
 
+FRACTION, PERCENTAGE = "fraction", "percentage"
+
+
+@dataclass(frozen=True)
+class Report:
+    """What a task's evaluation writes to `{split}_results.json`: its scores (`keys`, their names after the `{split}_`
+    prefix), on which scale (fractions, as GLUE's scorer gives them, or percentages, as SQuAD's), the one a table
+    shows first (`headline`), for scores named after the data (MRQA's per-dataset ones) a pattern of further names,
+    and the other numbers the task writes beside them (counts, thresholds; the Trainer adds its loss and timing)."""
+
+    keys: tuple[str, ...]
+    headline: str
+    scale: str = FRACTION  # FRACTION or PERCENTAGE
+    # A regular expression of further score names, for scores named after the data (MRQA's {dataset}_f1).
+    named_by_data: str | None = None
+    other: tuple[str, ...] = ()
+    split: str = "eval"  # the file is {split}_results.json; its keys start with {split}_
+
+    def __post_init__(self):
+        if self.headline not in self.keys or self.scale not in (FRACTION, PERCENTAGE):
+            raise ValueError(f"A report's headline is one of its keys and its scale {FRACTION} or {PERCENTAGE}: {self}")
+
+    @property
+    def results_file(self) -> str:
+        """The file the Trainer's save_metrics writes the split's scores to."""
+        return f"{self.split}_results.json"
+
+    @property
+    def to_percent(self) -> float:
+        """The factor that puts a score on the 0-100 scale the papers report (eval_accuracy 0.71 is 71.0)."""
+        return 100.0 if self.scale == FRACTION else 1.0
+
+    def declares(self, name: str) -> bool:
+        """Whether `name` (without the split's prefix) is one of the scores: a key, or a name of the data's."""
+        return name in self.keys or bool(self.named_by_data and re.fullmatch(self.named_by_data, name))
+
+
 @dataclass(frozen=True)
 class FineTuningTask:
     """What one fine-tuning task is: its flags and the stages that are its own. Each hook takes the
@@ -114,6 +154,12 @@ class FineTuningTask:
     # How the trained model is saved (default: Trainer.save_model).
     save_model: Callable[[Trainer], None] | None = None
     training_arguments: type = FinetuningArguments
+    # What its evaluation writes, by name: one report per variant of the task (SQuAD v1.1, v2.0 and MRQA; each GLUE
+    # task) and per further split it scores (coreference's GAP, in gap_results.json).
+    reports: dict[str, Report] = field(default_factory=dict)
+    # The variant that an ablation config's flags choose (None: none of them, e.g. a GLUE task that does not exist);
+    # unset where the task has one report of the evaluation split.
+    report_variant: Callable[[dict[str, Any]], str | None] | None = None
 
     @property
     def script(self) -> str:
@@ -124,6 +170,13 @@ class FineTuningTask:
     def argument_classes(self) -> tuple[type, ...]:
         """Every argument dataclass of the script: FinetuningModelArguments first, the training arguments last."""
         return (FinetuningModelArguments, *self.task_arguments, self.training_arguments)
+
+    def report(self, flags: dict[str, Any]) -> Report | None:
+        """The report of the evaluation split that a run with these flags writes (None: no such variant)."""
+        if self.report_variant is None:
+            (only,) = (report for report in self.reports.values() if report.split == "eval")
+            return only
+        return self.reports.get(self.report_variant(flags))
 
     def parse(self, args: list[str] | None) -> FineTuningRun:
         """The flags (or one JSON/YAML file of them) parsed into the task's argument classes."""

