@@ -10,7 +10,8 @@ import datasets
 
 from ..errors import UserInputError
 from ..runs.arguments import ModelArguments, RunArguments
-from ..runs.validation import check_range, check_run, require_output_dir
+from ..runs.ranges import check_range
+from ..runs.validation import check_run, require_output_dir
 
 
 @dataclass

@@ -20,7 +20,8 @@ from .coreference_trainer import COREF_PRESETS, DEFAULT_COREF_PRESET, CorefTrain
 from .arguments import FinetuningArguments, FinetuningModelArguments
 from .model_steps import load_model
 from .task import FineTuningRun, FineTuningTask, Report
-from ..runs.validation import check_range, model_positions
+from ..runs.ranges import check_range
+from ..runs.validation import model_positions
 from ..task_data.coreference import (
     DocumentCollator,
     TrainingWindows,

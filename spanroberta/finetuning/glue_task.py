@@ -16,7 +16,7 @@ from ..metrics.glue import logits_to_predictions
 from ..runs.cli import apply_defaults
 from .arguments import SampleLimitArguments
 from .task import FineTuningRun, FineTuningTask, Report
-from ..runs.validation import check_range
+from ..runs.ranges import check_range
 from ..task_data.glue import (
     GLUE_TASKS,
     GlueTask,

@@ -16,7 +16,8 @@ from transformers import AutoModelForMultipleChoice, DataCollatorForMultipleChoi
 from ..runs.cli import with_defaults
 from .arguments import FinetuningArguments, SampleLimitArguments
 from .task import FineTuningRun, FineTuningTask, Report, check_model_length, padding_collator
-from ..runs.validation import check_range, fit_max_qa_length
+from ..runs.ranges import check_range
+from ..runs.validation import fit_max_qa_length
 from ..task_data.race import (
     MAX_QA_LENGTH,
     MAX_SEQ_LENGTH,

@@ -18,7 +18,7 @@ from ..models.modeling_relation import EncoderForRelationClassification, drop_po
 from .arguments import FinetuningArguments, FinetuningModelArguments, SampleLimitArguments
 from .model_steps import load_model
 from .task import FineTuningRun, FineTuningTask, Report, check_model_length
-from ..runs.validation import check_range
+from ..runs.ranges import check_range
 from ..task_data.relation import (
     ENCODINGS,
     RelationTask,

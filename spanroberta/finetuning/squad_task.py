@@ -17,7 +17,8 @@ from ..errors import UserInputError
 from .arguments import SampleLimitArguments
 from ..metrics.squad import V1_KEYS, V2_KEYS
 from .task import PERCENTAGE, FineTuningRun, FineTuningTask, Report, check_model_length
-from ..runs.validation import check_range, fit_doc_stride
+from ..runs.ranges import check_range
+from ..runs.validation import fit_doc_stride
 from ..task_data.squad.features import prepare_eval_features, prepare_train_features
 from ..task_data.squad.postprocessing import (
     load_null_score_threshold,

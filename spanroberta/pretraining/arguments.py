@@ -13,7 +13,8 @@ from ..models.sizes import MODEL_SIZES
 from ..objectives.recipes import INPUT_FORMATS, RECIPES
 from ..runs.arguments import ModelArguments, RunArguments
 from .nonfinite import NONFINITE_LOSS_POLICIES
-from ..runs.validation import check_range, min_block_length_for_targets
+from ..runs.ranges import check_range
+from ..runs.validation import min_block_length_for_targets
 
 # The schemes an evaluation can mask with: the unit schemes need marks prepared with the data for that scheme.
 EVAL_MASKING_SCHEMES = tuple(scheme for scheme in MASKING_SCHEMES if scheme not in UNIT_SCHEMES)

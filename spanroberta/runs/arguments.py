@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from transformers import TrainingArguments
 
 from ..models.packing import ATTENTION_IMPLEMENTATIONS
-from .validation import check_range
+from .ranges import check_range
 
 
 @dataclass

@@ -35,6 +35,7 @@ from transformers import PretrainedConfig, PreTrainedTokenizerBase, TrainingArgu
 from ..errors import UserInputError, require_package
 from ..models.configuration_spanroberta import first_position_id
 from .arguments import RunArguments
+from .ranges import check_range
 from .checkpoints import INCOMPLETE_PREFIX, find_checkpoints, previous_run_files, resolve_resume_checkpoint
 from .device import fit_to_device
 from .distributed import check_process_world
@@ -61,28 +62,6 @@ def user_errors(script: str, also: tuple[type[Exception], ...] = ()) -> Iterator
         yield
     except (UserInputError, *also) as error:
         sys.exit(f"{script}: error: {' '.join(str(error).split())}")
-
-
-def check_range(
-    flag: str, value: float | None, minimum: float | None = None, maximum: float | None = None,
-    *, above: float | None = None, hint: str = "",
-) -> None:  # fmt: skip
-    """Refuses `value` (unless None) below `minimum`, not above `above`, or above `maximum`."""
-    if value is None:
-        return
-    bounds = []
-    if minimum is not None:
-        bounds.append(f"at least {minimum}")
-    if above is not None:
-        bounds.append(f"above {above}")
-    if maximum is not None:
-        bounds.append(f"at most {maximum}")
-    if (
-        (minimum is not None and value < minimum)
-        or (above is not None and value <= above)
-        or (maximum is not None and value > maximum)
-    ):
-        raise UserInputError(f"--{flag} must be {' and '.join(bounds)}, not {value}.{' ' + hint if hint else ''}")
 
 
 CONFIG_FILES = ("config.json",)
