@@ -4,11 +4,13 @@ structurally. Nothing at run time checks that they do, so this test does: for ev
 classes passed to its reader have every field it names, of the same type. Renaming or retyping a flag fails here,
 not in a run that reaches the lower layer."""
 
+import ast
 import dataclasses
 import importlib
 import inspect
 import pkgutil
 import typing
+from pathlib import Path
 
 import pytest
 import typing_extensions
@@ -99,3 +101,27 @@ def test_a_renamed_or_retyped_flag_is_reported():
         "model_revision",
         "token: int | None (the Protocol reads str | None)",
     ]
+
+
+def untyped_argument_bags(root) -> list[str]:
+    """`file:line name` of every parameter named `*_args` and annotated `Any` under `root`."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for arg in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]:
+                    annotation = ast.unparse(arg.annotation) if arg.annotation else ""
+                    if arg.arg.endswith("_args") and annotation in ("Any", "typing.Any"):
+                        found.append(f"{path.relative_to(root.parent)}:{node.lineno} {arg.arg}")
+    return found
+
+
+def test_no_layer_below_the_scripts_takes_an_untyped_argument_bag():
+    assert untyped_argument_bags(Path(spanroberta.__file__).parent) == []
+
+
+def test_an_untyped_argument_bag_is_found(tmp_path):
+    package = tmp_path / "package"
+    package.mkdir()
+    (package / "lower.py").write_text("from typing import Any\n\n\ndef read(data_args: Any, args: Any) -> None: ...\n")
+    assert untyped_argument_bags(package) == ["package/lower.py:4 data_args"]

@@ -125,7 +125,7 @@ class ReplacedTokenDetection(PretrainingObjective):
         return model
 
     @staticmethod
-    def _continued_model(model_args: Any, config: ElectraConfig) -> ElectraForReplacedTokenDetection:
+    def _continued_model(model_args: ObjectiveArguments, config: ElectraConfig) -> ElectraForReplacedTokenDetection:
         return ElectraForReplacedTokenDetection.from_pretrained_parts(
             model_args.model_name_or_path,
             model_args.generator_name_or_path or str(Path(model_args.model_name_or_path) / GENERATOR_FOLDER),
