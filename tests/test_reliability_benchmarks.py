@@ -49,7 +49,8 @@ def test_the_stress_counts_aborts_and_mismatches_and_the_target_needs_its_full_s
 
 def _trial(engine, moment, hit=True, resumed=True, identical=True, lost=()):
     return {"engine": engine, "moment": moment, "fault": {"hit": hit}, "resume": {"clean": resumed},
-            "finished": resumed, "same_weights": identical, "same_losses": True, "checkpoints_lost": list(lost)}  # fmt: skip
+            "finished": resumed, "same_weights": identical, "same_losses": True,
+            "checkpoints_lost": list(lost)}  # fmt: skip
 
 
 def test_the_faults_tally_counts_survivals_identical_resumes_and_losses():

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.reliability import tiny_runs
-from benchmarks.reliability.injection import MOMENTS, complete_checkpoints, inject
+from benchmarks.reliability.injection import MARKED_RUN, MOMENTS, complete_checkpoints, inject
 from benchmarks.reliability.outcomes import completed_outcome, output_tail
 from spanroberta.records import start_run, write_record
 
@@ -40,7 +40,8 @@ def trial(engine: str, moment: str, flags: list[str], reference: Path, folder: P
     """One run of `engine` hit by `moment`'s fault in `folder`, then resumed and compared with `reference`."""
     fault = inject(moment, engine, [*flags, "--output_dir", str(folder)], folder, FAULT_RUN, rng)
     kept = set(fault["complete_after_fault"]) - {fault.get("corrupted_checkpoint")}
-    result = tiny_runs.launch(engine, [*flags, "--output_dir", str(folder), "--resume_from_checkpoint", "true"])
+    resume_flags = [*flags, "--output_dir", str(folder), "--resume_from_checkpoint", "true"]
+    result = tiny_runs.launch(engine, resume_flags, MARKED_RUN)
     resumed = completed_outcome(result)
     if not resumed["clean"]:
         resumed["output_tail"] = output_tail(result.stdout)
@@ -85,7 +86,7 @@ def engine_trials(engine: str, count: int, work: Path, setup: dict[str, str], rn
     """`count` trials of `engine`, the moments taken in turn, after its uninterrupted run."""
     flags = FAULT_RUN.flags(setup, engine)
     reference = work / engine / "uninterrupted"
-    result = tiny_runs.launch(engine, [*flags, "--output_dir", str(reference)])
+    result = tiny_runs.launch(engine, [*flags, "--output_dir", str(reference)], MARKED_RUN)
     outcome = completed_outcome(result)
     if not outcome["clean"]:
         return {"reference": {**outcome, "output_tail": output_tail(result.stdout)}, "trials": []}

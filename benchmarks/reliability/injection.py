@@ -15,12 +15,13 @@ from typing import Any
 import psutil
 
 from benchmarks.reliability import tiny_runs
+from benchmarks.reliability.marked_run import EVALUATION_STARTS
 from spanroberta.runs.checkpoints import checkpoint_problem
 
 MOMENTS = ("random", "during-save", "during-evaluation", "disk-full", "corrupt-newest")
 CORRUPTIONS = ("truncated", "emptied", "garbled")
-# What the Trainer logs (at --log_level info) as an evaluation starts.
-EVALUATION_STARTS = "***** Running Evaluation *****"
+# run_pretraining.py with a line printed as each evaluation starts: every launch of the faults benchmark runs it.
+MARKED_RUN = "benchmarks/reliability/marked_run.py"
 FULL_DISK_BYTES = 1024
 WAIT_SECONDS = 900
 
@@ -36,7 +37,7 @@ class _Run:
     """A started run whose output is read as it comes (so that the pipe never fills) and kept."""
 
     def __init__(self, engine: str, flags: list[str]) -> None:
-        self.process = tiny_runs.start(engine, flags)
+        self.process = tiny_runs.start(engine, flags, MARKED_RUN)
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

@@ -23,6 +23,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINES = ("plain", "ddp", "zero2", "zero3")
+SCRIPT = "run_pretraining.py"
 PROCESSES = 2  # of the distributed engines
 
 # Sentences of the tests' tiny corpus: enough for a tokenizer and 40 blocks of 32 tokens.
@@ -50,8 +51,7 @@ class TinyRun:
 
     def flags(self, setup: dict[str, str], engine: str) -> list[str]:
         """run_pretraining.py's flags for `engine` (not --output_dir): AdamW (DeepSpeed's configs name it), no
-        dropout, a 10% validation split evaluated every eval_steps, the Trainer's log at info level (it says when an
-        evaluation starts)."""
+        dropout, a 10% validation split evaluated every eval_steps."""
         flags = [
             "--train_file", setup["corpus"], "--model_name_or_path", setup["initial_checkpoint"],
             "--max_seq_length", "32", "--input_format", "full-sentences", "--per_device_train_batch_size", "2",
@@ -59,7 +59,7 @@ class TinyRun:
             "--optim", "adamw_torch", "--learning_rate", "1e-3", "--weight_decay", "0", "--warmup_steps", "0",
             "--lr_scheduler_type", "constant", "--max_grad_norm", "0", "--max_steps", str(self.max_steps),
             "--save_steps", str(self.save_steps), "--eval_strategy", "steps", "--eval_steps", str(self.eval_steps),
-            "--logging_steps", "1", "--log_level", "info", "--report_to", "none", "--disable_tqdm", "true",
+            "--logging_steps", "1", "--report_to", "none", "--disable_tqdm", "true",
             "--seed", str(self.seed),
         ]  # fmt: skip
         return flags + (["--use_cpu", "true"] if engine in ("plain", "ddp") else [])
@@ -97,7 +97,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def command(engine: str, flags: list[str], script: str = "run_pretraining.py") -> list[str]:
+def command(engine: str, flags: list[str], script: str = SCRIPT) -> list[str]:
     """The command line that runs `script` (relative to the repository root) with `flags` under `engine`."""
     if engine == "plain":
         return [sys.executable, str(ROOT / script), *flags]
@@ -144,11 +144,11 @@ def compare_with(output_dir: Path, reference_dir: Path) -> dict[str, Any]:
     }
 
 
-def start(engine: str, flags: list[str], **popen: Any) -> subprocess.Popen:
+def start(engine: str, flags: list[str], script: str = SCRIPT) -> subprocess.Popen:
     """Starts `engine`'s command in a session of its own (so that the launcher and its ranks can be killed
     together), stdout and stderr piped as text."""
-    return subprocess.Popen(command(engine, flags), cwd=ROOT, env=environment(), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True, **popen)  # fmt: skip
+    return subprocess.Popen(command(engine, flags, script), cwd=ROOT, env=environment(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
 
 
 def kill_session(process: subprocess.Popen) -> None:
@@ -157,10 +157,10 @@ def kill_session(process: subprocess.Popen) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
-def launch(engine: str, flags: list[str], *, timeout: float = 900) -> subprocess.CompletedProcess:
+def launch(engine: str, flags: list[str], script: str = SCRIPT, timeout: float = 900) -> subprocess.CompletedProcess:
     """Runs `engine`'s command to its end, its output (stdout and stderr together) as `stdout`; one still running
     after `timeout` seconds is killed with all its processes and reads as ended by SIGKILL, "timed out" noted."""
-    process = start(engine, flags)
+    process = start(engine, flags, script)
     try:
         output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
