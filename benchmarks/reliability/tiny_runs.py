@@ -13,13 +13,14 @@ from __future__ import annotations
 import json
 import contextlib
 import os
-import signal
 import socket
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINES = ("plain", "ddp", "zero2", "zero3")
@@ -145,16 +146,22 @@ def compare_with(output_dir: Path, reference_dir: Path) -> dict[str, Any]:
 
 
 def start(engine: str, flags: list[str], script: str = SCRIPT) -> subprocess.Popen:
-    """Starts `engine`'s command in a session of its own (so that the launcher and its ranks can be killed
-    together), stdout and stderr piped as text."""
+    """Starts `engine`'s command in a session of its own (a signal to this terminal does not reach it; `kill_session`
+    ends it), stdout and stderr piped as text."""
     return subprocess.Popen(command(engine, flags, script), cwd=ROOT, env=environment(), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
 
 
 def kill_session(process: subprocess.Popen) -> None:
-    """SIGKILL to the launch and every process it started (the ranks of `accelerate launch`)."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
+    """SIGKILL to the launch and every process it started: torch's launcher starts its ranks in sessions of their
+    own, so that killing the launch's process group would leave them running."""
+    try:
+        family = [psutil.Process(process.pid), *psutil.Process(process.pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    for member in family:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            member.kill()
 
 
 def launch(engine: str, flags: list[str], script: str = SCRIPT, timeout: float = 900) -> subprocess.CompletedProcess:
