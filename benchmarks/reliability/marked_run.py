@@ -1,9 +1,10 @@
-"""run_pretraining.py as the faults benchmark runs it: the same `main()`, with one line printed to stderr as each
-evaluation starts (`EVALUATION_STARTS`), so that a kill can be aimed inside an evaluation.
+"""run_pretraining.py as the faults benchmark runs it: the same `main()`, with one line printed to stderr by the main
+process as each evaluation starts (`EVALUATION_STARTS`), so that a kill can be aimed inside an evaluation.
 
     python benchmarks/reliability/marked_run.py <run_pretraining.py's flags>
 """
 
+import os
 import sys
 from pathlib import Path
 
@@ -18,7 +19,8 @@ def main() -> None:
     evaluate = PretrainingTrainer.evaluate
 
     def marked_evaluate(self, *args, **kwargs):
-        print(EVALUATION_STARTS, file=sys.stderr, flush=True)
+        if os.environ.get("RANK", "0") == "0":  # one line per evaluation, however many processes evaluate
+            print(EVALUATION_STARTS, file=sys.stderr, flush=True)
         return evaluate(self, *args, **kwargs)
 
     PretrainingTrainer.evaluate = marked_evaluate
