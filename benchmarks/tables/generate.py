@@ -11,8 +11,8 @@ record of each setting. A region whose name this script does not know is an erro
     python -m benchmarks.tables.generate --check   # exit 1 and name each stale region, without writing
 
 Known regions: the names in RENDERERS (headline, gpu, gpu-check, pretraining-step, heads, collator, trainer, data-prep,
-corpus-scaling, task-benchmark, task-scores, finetuning-parity, parity-findings, qa-pipeline, front-page), and
-ablation-<config> for each configs/ablations/<config>.yaml.
+corpus-scaling, task-benchmark, task-scores, finetuning-parity, parity-findings, qa-pipeline, front-page,
+reliability), and ablation-<config> for each configs/ablations/<config>.yaml.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from benchmarks.tables.format import (
     none_yet,
     target_verdict,
 )
+from benchmarks.tables.reliability import render_reliability
 from benchmarks.tables.speed import (
     render_collator,
     render_corpus_scaling,
@@ -232,6 +233,7 @@ RENDERERS: dict[str, Callable[[Context], str]] = {
     "trainer": render_trainer,
     "data-prep": render_data_prep,
     "corpus-scaling": render_corpus_scaling,
+    "reliability": render_reliability,
 }
 
 

@@ -21,9 +21,12 @@ Every file a script writes is written by the main process only (`Trainer.is_worl
 from __future__ import annotations
 
 import contextlib
+import gc
+import glob
 import logging
 import os
 import sys
+import threading
 from collections.abc import Iterator
 
 import torch
@@ -151,13 +154,61 @@ def weights_are_finite(model: torch.nn.Module, accelerator) -> bool:
 
 
 def finish_processes() -> None:
-    """At the end of a script: every process waits for the others, then closes the process group. A gloo process
-    whose peer has exited while their connection was still open aborts (SIGABRT) instead of exiting. Inside
-    `process_group_kept()` the group stays open for the next script run in the same processes."""
+    """At the end of a script: every process waits for the others, then closes the process group and ends what
+    still runs beside it, so that as little as possible is left to be torn down while the interpreter exits.
+    Inside `process_group_kept()` the group stays open for the next script run in the same processes.
+
+    Closing the group is not enough: torch's `destroy_process_group` forgets the groups, but a gloo group's worker
+    threads and its connections to the peers live as long as a reference to it does. Left alone, they are torn
+    down during interpreter exit, in no set order, after a faster peer may have exited and closed its end: a ZeRO-3
+    rank aborted there once ("terminate called without an active exception"). So DeepSpeed's own teardown drops
+    the references its module state keeps (`deepspeed.utils.groups`), what no longer holds a group is collected
+    while every peer is still at this point, and tqdm's monitor threads are stopped. A live DeepSpeed engine still
+    holds its groups (ZeRO-3: each parameter's `ds_process_group`, the optimizer's `dp_process_group`) until the
+    Trainer that holds it is released; the gloo threads left then are logged at debug level."""
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.barrier()
         if not _process_group_kept:
-            torch.distributed.destroy_process_group()
+            _destroy_process_groups()
+            gc.collect()
+            _stop_progress_monitors()
+    leftover = gloo_threads()
+    if leftover:
+        logger.debug("Gloo threads still running at the end of the script: %s.", leftover)
+
+
+def _destroy_process_groups() -> None:
+    """Destroys every group: through DeepSpeed's comm module where DeepSpeed set the groups up, which also drops
+    the references its module state keeps to them (`deepspeed.utils.groups`); else through torch."""
+    comm = sys.modules.get("deepspeed.comm.comm")
+    if comm is not None and comm.is_initialized():
+        comm.destroy_process_group()
+    else:
+        torch.distributed.destroy_process_group()
+
+
+def _stop_progress_monitors() -> None:
+    """tqdm's monitors (one per progress-bar class used) are daemon threads that wake every 10 seconds: one that
+    wakes during interpreter exit is ended mid-call. Stopped (joined) here; a later progress bar starts another."""
+    monitor_module = sys.modules.get("tqdm._monitor")
+    if monitor_module is None:
+        return
+    for thread in threading.enumerate():
+        if isinstance(thread, monitor_module.TMonitor):
+            thread.exit()
+            thread.tqdm_cls.monitor = None
+
+
+def gloo_threads() -> dict[str, int]:
+    """The threads of this process that belong to gloo process groups (worker and connection threads), by name,
+    read from /proc (empty where /proc is not there)."""
+    counts: dict[str, int] = {}
+    for path in glob.glob(f"/proc/{os.getpid()}/task/*/comm"):
+        with contextlib.suppress(OSError), open(path) as file:
+            name = file.read().strip()
+            if "gloo" in name:
+                counts[name] = counts.get(name, 0) + 1
+    return counts
 
 
 _process_group_kept = False

@@ -1,0 +1,177 @@
+"""The tiny pretraining runs the reliability benchmarks start, kill and resume: the set-up of tests/test_resume.py
+and tests/test_distributed.py (a byte-level BPE of 400 tokens, a one-layer model of width 32, blocks of 32 tokens),
+launched as the user launches them (`python run_pretraining.py`, or `accelerate launch` with the shipped configs on
+2 CPU processes), and the comparison of a run's end with an uninterrupted run's.
+
+Engines: "plain" (one process), "ddp" (configs/accelerate/cpu.yaml), "zero2" and "zero3"
+(configs/accelerate/deepspeed_zero*.yaml with DS_ACCELERATOR=cpu). Every engine starts from one saved initial
+checkpoint (ZeRO-3 initialises a new model shard by shard, so a seed alone would give it other weights).
+"""
+
+from __future__ import annotations
+
+import json
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[2]
+ENGINES = ("plain", "ddp", "zero2", "zero3")
+SCRIPT = "run_pretraining.py"
+PROCESSES = 2  # of the distributed engines
+
+# Sentences of the tests' tiny corpus: enough for a tokenizer and 40 blocks of 32 tokens.
+SENTENCES = [
+    "The quick brown fox jumps over the lazy dog near the river bank.",
+    "Researchers pretrain encoders with span masking and a span boundary objective.",
+    "A span of contiguous words is masked, and its boundary tokens predict every token inside it.",
+    "Dynamic masking draws a fresh mask each time a sequence is seen during training.",
+    "Question answering models predict the start and the end of an answer in a passage.",
+    "The committee approved the budget on Tuesday after a long debate about taxes.",
+    "In 1998 the museum opened a new wing dedicated to modern sculpture and painting.",
+    "Students read the passage carefully and chose the best option for each question.",
+] * 20
+
+
+@dataclass(frozen=True)
+class TinyRun:
+    """How long a tiny run trains and how often it saves and evaluates (the steps are optimizer steps)."""
+
+    max_steps: int = 12
+    save_steps: int = 3
+    eval_steps: int = 3
+    train_blocks: int = 32
+    seed: int = 7
+
+    def flags(self, setup: dict[str, str], engine: str) -> list[str]:
+        """run_pretraining.py's flags for `engine` (not --output_dir): AdamW (DeepSpeed's configs name it), no
+        dropout, a 10% validation split evaluated every eval_steps."""
+        flags = [
+            "--train_file", setup["corpus"], "--model_name_or_path", setup["initial_checkpoint"],
+            "--max_seq_length", "32", "--input_format", "full-sentences", "--per_device_train_batch_size", "2",
+            "--max_train_samples", str(self.train_blocks), "--validation_split_percentage", "10",
+            "--optim", "adamw_torch", "--learning_rate", "1e-3", "--weight_decay", "0", "--warmup_steps", "0",
+            "--lr_scheduler_type", "constant", "--max_grad_norm", "0", "--max_steps", str(self.max_steps),
+            "--save_steps", str(self.save_steps), "--eval_strategy", "steps", "--eval_steps", str(self.eval_steps),
+            "--logging_steps", "1", "--report_to", "none", "--disable_tqdm", "true",
+            "--seed", str(self.seed),
+        ]  # fmt: skip
+        return flags + (["--use_cpu", "true"] if engine in ("plain", "ddp") else [])
+
+
+def prepare(folder: Path) -> dict[str, str]:
+    """Writes the corpus, the tokenizer and the initial checkpoint under `folder` (once); returns their paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    setup = {name: str(folder / name) for name in ("corpus", "initial_checkpoint")}
+    setup["corpus"] += ".txt"
+    if Path(setup["initial_checkpoint"], "model.safetensors").is_file():
+        return setup
+    import torch
+
+    from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
+    from spanroberta.data.tokenizer import train_byte_level_bpe
+
+    groups = ("\n".join(SENTENCES[i : i + 3]) for i in range(0, len(SENTENCES), 3))
+    Path(setup["corpus"]).write_text("\n\n".join(groups) + "\n")
+    tokenizer = train_byte_level_bpe(SENTENCES, vocab_size=400, min_frequency=1, show_progress=False)
+    config = SpanRobertaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, max_position_embeddings=40,
+        pad_token_id=tokenizer.pad_token_id, bos_token_id=0, eos_token_id=2,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    SpanRobertaForPreTraining(config).save_pretrained(setup["initial_checkpoint"])
+    tokenizer.save_pretrained(setup["initial_checkpoint"])
+    return setup
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def command(engine: str, flags: list[str], script: str = SCRIPT) -> list[str]:
+    """The command line that runs `script` (relative to the repository root) with `flags` under `engine`."""
+    if engine == "plain":
+        return [sys.executable, str(ROOT / script), *flags]
+    config = "cpu.yaml" if engine == "ddp" else f"deepspeed_{engine}.yaml"
+    return [
+        sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(ROOT / "configs/accelerate" / config),
+        "--num_processes", str(PROCESSES), "--main_process_port", str(_free_port()), str(ROOT / script), *flags,
+    ]  # fmt: skip
+
+
+def environment(**extra: str) -> dict[str, str]:
+    """CPU processes on any machine (with CUDA visible, both processes would take the one GPU), one thread each so
+    that every launch computes the same sums, offline."""
+    return {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "", "DS_ACCELERATOR": "cpu",
+            "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **extra}  # fmt: skip
+
+
+def loss_curve(output_dir: Path) -> dict[int, float]:
+    """Step -> training loss, from the run's trainer_state.json ({} when there is none)."""
+    path = Path(output_dir) / "trainer_state.json"
+    if not path.is_file():
+        return {}
+    history = json.loads(path.read_text())["log_history"]
+    return {entry["step"]: entry["loss"] for entry in history if "loss" in entry}
+
+
+def compare_with(output_dir: Path, reference_dir: Path) -> dict[str, Any]:
+    """How a run's end compares with an uninterrupted run's: `finished` (final weights saved), `same_weights`
+    (bit-identical), `same_losses` (every logged step's loss identical), `max_weight_difference`."""
+    from safetensors.torch import load_file
+
+    weights_path = Path(output_dir) / "model.safetensors"
+    if not weights_path.is_file():
+        return {"finished": False, "same_weights": False, "same_losses": False, "max_weight_difference": None}
+    weights, expected = load_file(weights_path), load_file(Path(reference_dir) / "model.safetensors")
+    difference = None
+    if weights.keys() == expected.keys():
+        difference = max(float((weights[name] - expected[name]).abs().max()) for name in expected)
+    return {
+        "finished": True,
+        "same_weights": difference == 0.0,
+        "same_losses": loss_curve(output_dir) == loss_curve(reference_dir),
+        "max_weight_difference": difference,
+    }
+
+
+def start(engine: str, flags: list[str], script: str = SCRIPT) -> subprocess.Popen:
+    """Starts `engine`'s command in a session of its own (a signal to this terminal does not reach it; `kill_session`
+    ends it), stdout and stderr piped as text."""
+    return subprocess.Popen(command(engine, flags, script), cwd=ROOT, env=environment(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
+
+
+def kill_session(process: subprocess.Popen) -> None:
+    """SIGKILL to the launch and every process it started: torch's launcher starts its ranks in sessions of their
+    own, so that killing the launch's process group would leave them running."""
+    try:
+        family = [psutil.Process(process.pid), *psutil.Process(process.pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    for member in family:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            member.kill()
+
+
+def launch(engine: str, flags: list[str], script: str = SCRIPT, timeout: float = 900) -> subprocess.CompletedProcess:
+    """Runs `engine`'s command to its end, its output (stdout and stderr together) as `stdout`; one still running
+    after `timeout` seconds is killed with all its processes and reads as ended by SIGKILL, "timed out" noted."""
+    process = start(engine, flags, script)
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_session(process)
+        output, _ = process.communicate()
+        output += f"\ntimed out after {timeout:.0f} s\n"
+    return subprocess.CompletedProcess(process.args, process.returncode, output, "")

@@ -1,0 +1,94 @@
+"""The reliability section of benchmarks/RESULTS.md, from the records under benchmarks/results/reliability/: the
+load held (benchmarks/reliability/stress.py), the faults survived (benchmarks/reliability/faults.py), the bad
+inputs tried (any other kind of record there, read by the counts it holds) and what was lost."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchmarks.tables.format import Context, fmt_date, fmt_load, markdown_table, none_yet
+
+BENCHMARK = "reliability"
+STRESS_COMMAND = "python -m benchmarks.reliability.stress --launches 20 --busy 6"
+FAULTS_COMMAND = "python -m benchmarks.reliability.faults --engines plain ddp zero2 zero3 --trials 10"
+
+
+def record_kind(record: dict[str, Any]) -> str:
+    """What a reliability record measured: its `kind` (in its settings, its results or at its top)."""
+    for where in (record.get("settings") or {}, record.get("results") or {}, record):
+        if where.get("kind"):
+            return str(where["kind"])
+    return "unnamed"
+
+
+def _of_kind(context: Context, kinds: set[str], exclude: bool = False) -> list[dict[str, Any]]:
+    return [record for record in context.records(BENCHMARK) if (record_kind(record) in kinds) != exclude]
+
+
+def _table(context: Context, records: list[dict[str, Any]], header: list[str], rows_of) -> str:
+    rows = [[fmt_date(record), *cells, fmt_load(record), context.link(record)]
+            for record in reversed(records) for cells in rows_of(record)]  # fmt: skip
+    return markdown_table(["date (UTC), commit", *header, "load average", "record"], rows)
+
+
+def stress_rows(record: dict[str, Any]) -> list[list[str]]:
+    settings = record["settings"]
+    return [[engine, str(summary["launches"]), str(settings["busy_processes"]), f"**{summary['aborts']}**",
+             str(summary["weight_mismatches"]), "yes" if summary["reference_clean"] else "**no**"]
+            for engine, summary in record["results"]["engines"].items()]  # fmt: skip
+
+
+def faults_rows(record: dict[str, Any]) -> list[list[str]]:
+    counts = record["results"]["counts"]["by_engine"]
+    return [[engine, str(count["faults"]), f"**{count['survived']}**", str(count["identical"]),
+             str(count["runs_lost"]), str(count["checkpoints_lost"]), str(count["not_hit"])]
+            for engine, count in counts.items()]  # fmt: skip
+
+
+def counts_of(results: dict[str, Any]) -> str:
+    """The whole-number figures at the top of a record's results (cases tried, refused, failures, ...)."""
+    counts = [f"{name.replace('_', ' ')} {value}" for name, value in results.items()
+              if isinstance(value, int) and not isinstance(value, bool)]  # fmt: skip
+    return ", ".join(counts) or "-"
+
+
+def other_rows(record: dict[str, Any]) -> list[list[str]]:
+    return [[record_kind(record), counts_of(record["results"])]]
+
+
+def lost_sentence(records: list[dict[str, Any]]) -> str:
+    """What the latest faults record says was lost: nothing, or the runs and checkpoints and where."""
+    if not records:
+        return "Nothing measured yet."
+    trials = records[-1]["results"]["trials"]
+    lost = [entry for entry in trials if entry["fault"]["hit"] and (not entry["finished"] or entry["checkpoints_lost"])]
+    if not lost:
+        return "Lost in the latest faults record: nothing (every run hit by a fault ended with its final model, and "\
+               "every complete checkpoint it had was still complete after the resume)."  # fmt: skip
+    where = "; ".join(f"{entry['engine']}, {entry['moment']}: "
+                      + ("the run (no final model after the resume)" if not entry["finished"]
+                         else f"{', '.join(entry['checkpoints_lost'])}") for entry in lost)  # fmt: skip
+    return f"Lost in the latest faults record: {where}."
+
+
+def render_reliability(context: Context) -> str:
+    stress = _of_kind(context, {"stress"})
+    faults = _of_kind(context, {"faults"})
+    others = _of_kind(context, {"stress", "faults"}, exclude=True)
+    parts = ["**Load held**: resume launches of a tiny run on 2 CPU processes under busy background processes; an "
+             "abort is a launch that did not exit 0 or printed \"terminate called\" or a traceback (target: 0 aborts "
+             "in 20 launches under 6 busy processes, per engine).\n"]  # fmt: skip
+    header = ["engine", "launches", "busy processes", "aborts", "weight mismatches", "uninterrupted run clean"]
+    parts.append(_table(context, stress, header, stress_rows) if stress else none_yet(STRESS_COMMAND))
+    parts.append("\n**Faults survived**: runs killed (or whose disk filled) at random moments and resumed; "
+                 "identical means bit-identical final weights and the same loss at every step as an uninterrupted "
+                 "run.\n")  # fmt: skip
+    header = ["engine", "faults", "survived", "resumed identically", "runs lost", "checkpoints lost", "not hit"]
+    parts.append(_table(context, faults, header, faults_rows) if faults else none_yet(FAULTS_COMMAND))
+    parts.append("\n" + lost_sentence(faults) + "\n")
+    parts.append("**Bad inputs tried**:\n")
+    if others:
+        parts.append(_table(context, others, ["kind", "counts"], other_rows))
+    else:
+        parts.append("No committed record of malformed inputs yet.")
+    return "\n".join(parts) + "\n"

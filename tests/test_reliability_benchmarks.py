@@ -1,0 +1,156 @@
+"""benchmarks/reliability/: what the stress and fault benchmarks read from a launch, count and record, and the
+reliability section of benchmarks/RESULTS.md generated from their records, on fake runs (the launches themselves are
+the benchmarks' to run)."""
+
+import json
+import random
+import signal
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from benchmarks.reliability import faults, stress, tiny_runs
+from benchmarks.reliability.injection import complete_checkpoints, corrupt
+from benchmarks.reliability.load import busy_processes
+from benchmarks.reliability.outcomes import exit_outcome
+from benchmarks.tables import generate
+from benchmarks.tables.reliability import lost_sentence, record_kind
+from spanroberta.records import RunStart, provenance, read_records, write_record
+
+
+def test_a_launch_is_clean_only_when_it_exits_0_and_prints_no_abort():
+    assert exit_outcome(0, "The pretrained model ... is in out/.\n")["clean"]
+    # rank 0 aborting after its last save: the launcher may still exit 0 once every rank has ended
+    aborted = exit_outcome(0, "saved\nterminate called without an active exception\n")
+    assert not aborted["clean"] and aborted["markers"] == ["terminate called"]
+    assert exit_outcome(-6, "")["signal"] == "SIGABRT"
+    elastic = exit_outcome(1, "  exitcode  : -6 (pid: 123)\nTraceback (most recent call last):\n")
+    assert elastic["signal"] == "SIGABRT" and not elastic["clean"]
+    assert "Traceback (most recent call last)" in elastic["markers"]
+
+
+def _launch(clean=True, same=True):
+    return {"clean": clean, "returncode": 0 if clean else -signal.SIGABRT, "finished": clean, "same_weights": same,
+            "same_losses": True}  # fmt: skip
+
+
+def test_the_stress_counts_aborts_and_mismatches_and_the_target_needs_its_full_size():
+    summary = stress.engine_summary({"clean": True}, [_launch(), _launch(clean=False), _launch(same=False)])
+    assert (summary["launches"], summary["aborts"], summary["weight_mismatches"]) == (3, 1, 1)
+    full = {"launches_per_engine": 20, "busy_processes": 6}
+    clean = stress.engine_summary({"clean": True}, [_launch()] * 20)
+    assert stress.meets_target(full, {"zero3": clean, "ddp": clean})
+    assert not stress.meets_target(full, {"zero3": clean, "ddp": summary})
+    small = stress.engine_summary({"clean": True}, [_launch()] * 2)
+    assert not stress.meets_target({"launches_per_engine": 2, "busy_processes": 2}, {"zero3": small})
+    assert not stress.meets_target(full, {"zero3": stress.engine_summary({"clean": False}, [])})
+
+
+def _trial(engine, moment, hit=True, resumed=True, identical=True, lost=()):
+    return {"engine": engine, "moment": moment, "fault": {"hit": hit}, "resume": {"clean": resumed},
+            "finished": resumed, "same_weights": identical, "same_losses": True,
+            "checkpoints_lost": list(lost)}  # fmt: skip
+
+
+def test_the_faults_tally_counts_survivals_identical_resumes_and_losses():
+    trials = [
+        _trial("plain", "random"),
+        _trial("plain", "corrupt-newest", resumed=False),
+        _trial("plain", "during-save", identical=False, lost=["checkpoint-3"]),
+        _trial("ddp", "disk-full", hit=False),
+    ]
+    counts = faults.tallies(trials)
+    assert counts["all"] == {"trials": 4, "faults": 3, "survived": 2, "identical": 1, "runs_lost": 1,
+                             "checkpoints_lost": 1, "not_hit": 1}  # fmt: skip
+    assert counts["by_engine"]["ddp"]["faults"] == 0
+    assert counts["by_moment"]["corrupt-newest"]["runs_lost"] == 1
+    record = {"results": {"trials": trials}}
+    assert lost_sentence([record]) == ("Lost in the latest faults record: plain, corrupt-newest: the run (no final "
+                                       "model after the resume); plain, during-save: checkpoint-3.")  # fmt: skip
+    assert "nothing" in lost_sentence([{"results": {"trials": trials[:1]}}])
+
+
+def _checkpoint(folder, step, complete=True):
+    checkpoint = folder / f"checkpoint-{step}"
+    checkpoint.mkdir(parents=True)
+    save_file({"weight": torch.arange(64, dtype=torch.float32)}, checkpoint / "model.safetensors")
+    torch.save({"state": torch.ones(32)}, checkpoint / "optimizer.pt")
+    if complete:
+        (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": step, "log_history": []}))
+    return checkpoint
+
+
+def test_complete_checkpoints_come_in_step_order_and_corruption_changes_one_state_file(tmp_path):
+    for step in (10, 2):
+        _checkpoint(tmp_path, step)
+    newest = tmp_path / "checkpoint-10"
+    _checkpoint(tmp_path, 12, complete=False)
+    assert complete_checkpoints(tmp_path) == ["checkpoint-2", "checkpoint-10"]
+    before = {path.name: path.read_bytes() for path in newest.iterdir()}
+    done = corrupt(newest, random.Random(0))
+    assert done["corrupted_checkpoint"] == "checkpoint-10" and done["corruption"] in ("truncated", "emptied", "garbled")
+    changed = [path.name for path in newest.iterdir() if path.read_bytes() != before[path.name]]
+    assert changed == [done["corrupted_file"]]
+
+
+def _run_folder(folder, weights, losses):
+    folder.mkdir()
+    save_file(weights, folder / "model.safetensors")
+    history = [{"step": step, "loss": loss} for step, loss in losses.items()] + [{"step": 2, "eval_loss": 1.0}]
+    (folder / "trainer_state.json").write_text(json.dumps({"log_history": history}))
+
+
+def test_a_run_compares_with_the_uninterrupted_one_bit_for_bit(tmp_path):
+    weights = {"a": torch.zeros(3), "b": torch.ones(2)}
+    _run_folder(tmp_path / "reference", weights, {1: 2.0, 2: 1.5})
+    _run_folder(tmp_path / "same", dict(weights), {1: 2.0, 2: 1.5})
+    _run_folder(tmp_path / "other", {"a": torch.zeros(3), "b": torch.ones(2) + 1e-7}, {1: 2.0, 2: 1.25})
+    assert tiny_runs.compare_with(tmp_path / "same", tmp_path / "reference") == {
+        "finished": True, "same_weights": True, "same_losses": True, "max_weight_difference": 0.0}  # fmt: skip
+    other = tiny_runs.compare_with(tmp_path / "other", tmp_path / "reference")
+    assert not other["same_weights"] and not other["same_losses"] and other["max_weight_difference"] > 0
+    assert not tiny_runs.compare_with(tmp_path / "missing", tmp_path / "reference")["finished"]
+
+
+def test_the_busy_processes_spin_for_the_block_only():
+    with busy_processes(2, seconds=60) as processes:
+        assert len(processes) == 2 and all(process.poll() is None for process in processes)
+    assert all(process.poll() is not None for process in processes)
+
+
+def test_the_reliability_section_is_generated_from_every_kind_of_record(tmp_path, capsys):
+    root = tmp_path / "checkout"
+    (root / "benchmarks").mkdir(parents=True)
+    (root / "configs" / "ablations").mkdir(parents=True)
+    page = root / "benchmarks" / "RESULTS.md"
+    page.write_text("# Results\n\n<!-- generated:reliability -->\n<!-- /generated:reliability -->\n")
+    records = root / "benchmarks" / "results"
+    started = RunStart(provenance(), [0.5, 0.5, 0.5])
+    engines = {"zero3": stress.engine_summary({"clean": True}, [_launch(), _launch(clean=False)])}
+    settings = {"kind": "stress", "launches_per_engine": 2, "busy_processes": 2}
+    write_record("reliability", settings, {"engines": engines}, started=started, results_dir=records)
+    trials = [_trial("plain", "random"), _trial("plain", "corrupt-newest", resumed=False)]
+    results = {"counts": faults.tallies(trials), "trials": trials}
+    write_record("reliability", {"kind": "faults"}, results, started=started, results_dir=records)
+    write_record("reliability", {"kind": "bad-inputs"}, {"cases": 47, "refused_cleanly": 47, "failures": 0},
+                 started=started, results_dir=records)  # fmt: skip
+    assert [record_kind(record) for record in read_records("reliability", records)] == ["stress", "faults",
+                                                                                         "bad-inputs"]  # fmt: skip
+
+    assert generate.main(["--root", str(root)]) == 0
+    text = page.read_text()
+    assert "| zero3 | 2 | 2 | **1** | 0 | yes |" in text
+    assert "| plain | 2 | **1** | 1 | 1 | 0 | 0 |" in text
+    assert "plain, corrupt-newest: the run (no final model after the resume)" in text
+    assert "| bad-inputs | cases 47, refused cleanly 47, failures 0 |" in text
+    assert generate.main(["--root", str(root), "--check"]) == 0
+
+
+@pytest.mark.parametrize("engine", tiny_runs.ENGINES)
+def test_every_engine_launches_the_script_with_its_flags(engine):
+    command = tiny_runs.command(engine, ["--max_steps", "2"])
+    assert command[-2:] == ["--max_steps", "2"] and command[-3].endswith("run_pretraining.py")
+    flags = tiny_runs.TinyRun().flags({"corpus": "c.txt", "initial_checkpoint": "init"}, engine)
+    # DeepSpeed on CPU processes comes from DS_ACCELERATOR=cpu: --use_cpu would turn it off
+    assert ("--use_cpu" in flags) == (engine in ("plain", "ddp"))
