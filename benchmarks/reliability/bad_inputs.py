@@ -262,7 +262,7 @@ def main() -> None:
     results = {"cases_tried": len(outcomes),
                "refused_cleanly": sum(outcome["outcome"] == "refused cleanly" for outcome in outcomes),
                "failures": failures, "cases": outcomes}  # fmt: skip
-    settings = {"hang_seconds": HANG_SECONDS, "scripts": sorted({case.script for case in CASES})}
+    settings = {"kind": "bad-inputs", "hang_seconds": HANG_SECONDS, "scripts": sorted({case.script for case in CASES})}
     path = write_record("reliability", settings, results, started=started, name="bad-inputs")
     print(f"[bad inputs] {results['refused_cleanly']}/{results['cases_tried']} refused cleanly; record: {path}")
 

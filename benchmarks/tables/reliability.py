@@ -4,6 +4,7 @@ inputs tried (any other kind of record there, read by the counts it holds) and w
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from benchmarks.tables.format import Context, fmt_date, fmt_load, markdown_table, none_yet
@@ -14,11 +15,13 @@ FAULTS_COMMAND = "python -m benchmarks.reliability.faults --engines plain ddp ze
 
 
 def record_kind(record: dict[str, Any]) -> str:
-    """What a reliability record measured: its `kind` (in its settings, its results or at its top)."""
+    """What a reliability record measured: its `kind` (in its settings, its results or at its top), else the name
+    of the benchmark script that wrote it (records written before they carried a kind)."""
     for where in (record.get("settings") or {}, record.get("results") or {}, record):
         if where.get("kind"):
             return str(where["kind"])
-    return "unnamed"
+    scripts = [Path(word).stem for word in record.get("command", "").split() if word.endswith(".py")]
+    return scripts[0].replace("_", "-") if scripts else "unnamed"
 
 
 def _of_kind(context: Context, kinds: set[str], exclude: bool = False) -> list[dict[str, Any]]:
