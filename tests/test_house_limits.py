@@ -1,0 +1,45 @@
+"""The house's size limits, checked over the whole tree outside tests (the package, the benchmarks and the
+scripts): no module over 450 lines, no function over 60 (decorators included), so that a newcomer reads any module
+in one sitting and any function on one screen."""
+
+import ast
+from pathlib import Path
+
+from conftest import PROJECT_ROOT
+
+MAX_MODULE_LINES = 450
+MAX_FUNCTION_LINES = 60
+
+
+def house_modules(root: Path = PROJECT_ROOT) -> list[Path]:
+    return [*sorted(root.glob("run_*.py")), *sorted((root / "spanroberta").rglob("*.py")),
+            *sorted((root / "benchmarks").rglob("*.py"))]  # fmt: skip
+
+
+def oversized(paths: list[Path], root: Path = PROJECT_ROOT) -> list[str]:
+    """`path: N lines` for each module, and `path:line name: N lines` for each function, over its limit."""
+    found = []
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        where = path.relative_to(root).as_posix()
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            found.append(f"{where}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text, filename=where)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                start = min([node.lineno, *(decorator.lineno for decorator in node.decorator_list)])
+                if node.end_lineno - start + 1 > MAX_FUNCTION_LINES:
+                    found.append(f"{where}:{node.lineno} {node.name}: {node.end_lineno - start + 1} lines")
+    return found
+
+
+def test_no_module_or_function_outside_tests_is_over_its_limit():
+    assert oversized(house_modules()) == []
+
+
+def test_the_limits_see_a_long_module_and_a_long_function(tmp_path):
+    long_function = "def long():\n" + "    x = 1\n" * MAX_FUNCTION_LINES
+    (tmp_path / "module.py").write_text(long_function + "\n" * MAX_MODULE_LINES)
+    assert oversized([tmp_path / "module.py"], tmp_path) == [
+        f"module.py: {MAX_FUNCTION_LINES + 1 + MAX_MODULE_LINES} lines",
+        f"module.py:1 long: {MAX_FUNCTION_LINES + 1} lines",
+    ]
