@@ -194,6 +194,8 @@ def engine_args(corpus, initial_checkpoint):
         "--train_file", str(corpus), "--model_name_or_path", str(initial_checkpoint),
         "--validation_split_percentage", "10", "--max_train_samples", str(BLOCKS),
         "--optim", "adamw_torch", "--learning_rate", "1e-3", *COMMON_ARGS,
+        # ZeRO-3 keeps a checkpoint's vocabulary unpadded (models/vocabulary.py): every engine keeps it so.
+        "--pad_vocab_to_multiple_of", "1",
     ]  # fmt: skip
 
 

@@ -101,8 +101,9 @@ def run_spanroberta(recipe: str, size: str, length: int, batch: int, args,
     printed = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout
     if args.verbose:
         print(printed, end="")
-    # The implementation and, for packed rows under varlen_fa2, the path they took; not who set it.
-    attention = re.search(r"^Run settings: .*attn_implementation (.+) \([^()]*\)$", printed, re.M)
+    # The implementation and, for packed rows under varlen_fa2, the path they took; not who set it, nor the reason
+    # the attention plan gives after a colon.
+    attention = re.search(r"^Run settings: .*attn_implementation ([^:]+?)(?::[^()]*)? \([^()]*\)$", printed, re.M)
     state = json.loads(Path(output_dir, "trainer_state.json").read_text())
     rates = [log["real_tokens_per_second"] for log in state["log_history"] if "real_tokens_per_second" in log]
     return rates, attention and attention.group(1)

@@ -12,6 +12,7 @@ gradient moves it or the padded rows of the decoder, and transformers' Trainer d
 
 from __future__ import annotations
 
+import logging
 import math
 
 import torch
@@ -23,6 +24,7 @@ from .pretraining_heads import SpanBoundaryHead
 # A logit no real id's comes near (trained MLM logits stay within about +-50), representable in fp16 (max 65504),
 # so that a padded id's probability underflows to exactly 0.
 PADDED_ID_LOGIT = -1e4
+logger = logging.getLogger(__name__)
 
 
 def padded_vocab_size(size: int, multiple: int) -> int:
@@ -36,6 +38,12 @@ def pad_vocabulary(model: PreTrainedModel, tokenizer_size: int, multiple: int) -
     initialises new rows), then keeps the ids past the tokenizer's from being predicted (`mask_padded_ids`)."""
     size = model.config.vocab_size
     if size < tokenizer_size or size % multiple:
+        if hasattr(model.get_input_embeddings().weight, "ds_shape"):
+            # Partitioned by ZeRO-3: resize_token_embeddings resizes the tied decoder's weight but leaves a head's
+            # separate bias (RoBERTa's lm_head.bias) at its old size, and the first step would fail on the shapes.
+            logger.warning(f"The checkpoint's {size} ids are kept unpadded: under ZeRO-3 the vocabulary is not "
+                           f"resized to a multiple of {multiple}.")
+            return
         model.resize_token_embeddings(max(size, tokenizer_size), pad_to_multiple_of=multiple)
     mask_padded_ids(model, tokenizer_size)
 
