@@ -22,13 +22,15 @@ def oversized(paths: list[Path], root: Path = PROJECT_ROOT) -> list[str]:
     for path in paths:
         text = path.read_text(encoding="utf-8")
         where = path.relative_to(root).as_posix()
-        if len(text.splitlines()) > MAX_MODULE_LINES:
-            found.append(f"{where}: {len(text.splitlines())} lines")
+        lines = len(text.splitlines())
+        if lines > MAX_MODULE_LINES:
+            found.append(f"{where}: {lines} lines")
         for node in ast.walk(ast.parse(text, filename=where)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 start = min([node.lineno, *(decorator.lineno for decorator in node.decorator_list)])
-                if node.end_lineno - start + 1 > MAX_FUNCTION_LINES:
-                    found.append(f"{where}:{node.lineno} {node.name}: {node.end_lineno - start + 1} lines")
+                length = node.end_lineno - start + 1
+                if length > MAX_FUNCTION_LINES:
+                    found.append(f"{where}:{node.lineno} {node.name}: {length} lines")
     return found
 
 
