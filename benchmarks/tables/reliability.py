@@ -36,7 +36,10 @@ def _table(context: Context, records: list[dict[str, Any]], header: list[str], r
 
 def stress_rows(record: dict[str, Any]) -> list[list[str]]:
     settings = record["settings"]
-    return [[engine, str(summary["launches"]), str(settings["busy_processes"]), f"**{summary['aborts']}**",
+    busy = str(settings["busy_processes"])
+    if settings.get("engines_concurrent") and len(record["results"]["engines"]) > 1:
+        busy += ", and the other engines' runs beside"
+    return [[engine, str(summary["launches"]), busy, f"**{summary['aborts']}**",
              str(summary["weight_mismatches"]), "yes" if summary["reference_clean"] else "**no**"]
             for engine, summary in record["results"]["engines"].items()]  # fmt: skip
 
