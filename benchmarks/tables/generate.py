@@ -101,7 +101,9 @@ def _collator_row(context: Context, other: str, target: float) -> list[str]:
 
 
 def _gpu_row(context: Context, figure: str, benchmark: str, settings: dict[str, Any], command: str) -> list[str]:
-    found = [record for record in context.records(benchmark) if record["machine"].get("gpu")]
+    # The figures are bf16's: records of --fp8 runs are left out.
+    found = [record for record in context.records(benchmark)
+             if record["machine"].get("gpu") and not record["settings"].get("fp8")]  # fmt: skip
     record = latest_record(found, **settings)
     if record is None:
         return [figure, "no record", "not measured", f"Not measured on a GPU yet; run `{command}` to measure it"]

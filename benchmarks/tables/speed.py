@@ -59,6 +59,7 @@ def render_trainer(context: Context) -> str:
     def rows_of(record: dict[str, Any]) -> list[list[str]]:
         settings = record["settings"]
         label = f"{settings['config']} ({settings['batch_size']} x {settings['seq_length']}), {settings['precision']}"
+        label += ", --fp8" if settings.get("fp8") else ""
         label += ", torch_compile" if settings["torch_compile"] else ""
         return [[label, str(settings["steps"]), run, figures.get("attn_implementation") or "not recorded",
                  fmt_number(figures["real_tokens_per_second"]),
