@@ -83,7 +83,10 @@ def apply_demo_settings(
         demo = {**DEMO_SETTINGS, "train_file": str(demo_corpus_path())}
         arguments = fill(arguments, demo, "demo")
         given = given | set(demo)  # the demo's settings win over the objective's too
-    objective_defaults = get_objective(recipe.objective).flag_defaults(arguments, training_processes(arguments[2]))
+    # The objective's defaults read the flags as the recipe and the demo left them.
+    filled_model, _, filled_training = arguments
+    batch_per_step = filled_training.per_device_train_batch_size * training_processes(filled_training)
+    objective_defaults = get_objective(recipe.objective).flag_defaults(filled_model, batch_per_step)
     return fill(arguments, objective_defaults, f"recipe {data_args.recipe}")
 
 
