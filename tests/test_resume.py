@@ -169,6 +169,10 @@ CORRUPTIONS = {
     "a truncated RNG state": ("rng_state.pth", cut_in_half, "rng_state.pth is cut short or damaged"),
     "an empty scheduler": ("scheduler.pt", lambda path: path.write_bytes(b""), "scheduler.pt is empty"),
     "a truncated config": ("config.json", cut_in_half, "config.json is cut short or damaged"),
+    # Whole in length and header: only the checksums written at the save tell it from the weights saved.
+    "a byte flipped in the weights": ("model.safetensors", flip_a_byte_in_the_middle,
+                                      "model.safetensors is damaged (its bytes are not those saved"),
+    "a removed RNG state": ("rng_state.pth", lambda path: path.unlink(), "rng_state.pth is missing"),
 }  # fmt: skip
 
 

@@ -6,17 +6,27 @@ leaves a file empty or cut short, which resuming would otherwise meet as a trace
 - torch files (`optimizer.pt`, `scheduler.pt`, `rng_state*.pth`, `training_args.bin`, `pytorch_model.bin`,
   DeepSpeed's shards): `torch.save` writes a zip archive, whose directory sits at its end (a cut file has none)
   and whose members carry CRC-32 checksums, all read;
-- JSON files (configs, `trainer_state.json`, a sharded model's index): they parse, and an index's shards are there.
+- JSON files (configs, `trainer_state.json`, a sharded model's index): they parse, and an index's shards are there;
+- every file listed in the checkpoint's `spanroberta_checksums.json` (the size and CRC-32 of each file, written by
+  `write_checksums` once the checkpoint is saved): its bytes are the ones saved. A file of the right length whose
+  bytes changed (a copy garbled in the middle, a bit flipped on disk) passes every check above, and safetensors
+  files carry no checksum of their own; loading one would train on its garbage without a word. CRC-32, as in the
+  torch archives' members: it is there to catch damage, not tampering, and is the cheapest hash to read a large
+  checkpoint with.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import zipfile
+import zlib
 from pathlib import Path
 
 SAFETENSORS_SUFFIX = ".safetensors"
 TORCH_SUFFIXES = (".pt", ".pth", ".bin")
+CHECKSUMS_FILE = "spanroberta_checksums.json"
+_HASH_CHUNK_BYTES = 1 << 24
 # Bytes of the little-endian integer that starts a safetensors file: the length of its JSON header.
 _HEADER_LENGTH_BYTES = 8
 
@@ -27,7 +37,39 @@ def checkpoint_file_problem(folder: Path) -> str | None:
         problem = file_problem(path)
         if problem is not None:
             return f"{path.relative_to(folder)} {problem}"
+    return _checksum_problem(folder)
+
+
+def write_checksums(folder: Path) -> None:
+    """Writes the size and CRC-32 of every file under the checkpoint `folder` into its CHECKSUMS_FILE, through a
+    temporary file renamed into place, so that the list is whole or absent. Call it once every file is written."""
+    checksums = {path.relative_to(folder).as_posix(): {"bytes": path.stat().st_size, "crc32": _crc32(path)}
+                 for path in sorted(folder.rglob("*")) if path.is_file() and path.name != CHECKSUMS_FILE}  # fmt: skip
+    partial = folder / f".{CHECKSUMS_FILE}.partial"
+    partial.write_text(json.dumps(checksums, indent=1), encoding="utf-8")
+    os.replace(partial, folder / CHECKSUMS_FILE)
+
+
+def _checksum_problem(folder: Path) -> str | None:
+    listing = folder / CHECKSUMS_FILE
+    if not listing.is_file():
+        return None  # saved before checksums were written, or by another tool: the checks above are all there is
+    for name, expected in json.loads(listing.read_text(encoding="utf-8")).items():
+        path = folder / name
+        if not path.is_file():
+            return f"{name} is missing (it was saved with the checkpoint, {CHECKSUMS_FILE} says)"
+        if path.stat().st_size != expected["bytes"] or _crc32(path) != expected["crc32"]:
+            return (f"{name} is damaged (its bytes are not those saved: it fails the checksum in {CHECKSUMS_FILE}; "
+                    f"if it was changed on purpose, delete {CHECKSUMS_FILE} from the checkpoint)")
     return None
+
+
+def _crc32(path: Path) -> str:
+    checksum = 0
+    with path.open("rb") as file:
+        while chunk := file.read(_HASH_CHUNK_BYTES):
+            checksum = zlib.crc32(chunk, checksum)
+    return f"{checksum:08x}"
 
 
 def file_problem(path: Path) -> str | None:
