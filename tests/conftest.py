@@ -395,3 +395,25 @@ def outputs_and_gradients(output, states, real):
     upstream = torch.randn(output.shape, generator=torch.Generator().manual_seed(1)).to(output.device, output.dtype)
     gradients = torch.autograd.grad((output * upstream * real).sum(), states)
     return output * real, gradients
+
+
+def refusal_before_data_is_read(monkeypatch, tmp_path, tiny_tokenizer_dir, flags: list[str]) -> str:
+    """The one-paragraph refusal run_pretraining.py ends with for `flags` (a tiny run on CPU whose train file does
+    not exist), checked to come before the data loader is reached and before anything is written."""
+    import run_pretraining
+
+    def data_read(*args, **kwargs):
+        raise AssertionError("the data was read before the run's settings were checked")
+
+    monkeypatch.setattr("spanroberta.pretraining.run.load_pretraining_data", data_read)
+    with pytest.raises(SystemExit) as exit_info:
+        run_pretraining.main([
+            "--output_dir", str(tmp_path / "out"), "--tokenizer_name", str(tiny_tokenizer_dir),
+            "--train_file", str(tmp_path / "absent.txt"), "--model_size", "tiny", "--max_steps", "1",
+            "--report_to", "none", "--use_cpu", "true", *flags,
+        ])  # fmt: skip
+    message = exit_info.value.code
+    assert "\n" not in message
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+    return message
+

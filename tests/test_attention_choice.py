@@ -10,7 +10,7 @@ import logging
 import pytest
 import run_pretraining
 import torch
-from conftest import TINY_TEXT, packed_batch, tiny_span_config
+from conftest import TINY_TEXT, packed_batch, refusal_before_data_is_read, tiny_span_config
 from transformers import HfArgumentParser
 
 from spanroberta.ablation.config import script_arguments
@@ -220,20 +220,9 @@ def test_flex_attention_on_cpu_refuses_packed_rows():
 
 def test_the_refusal_comes_before_any_data_is_read(tmp_path, tiny_tokenizer_dir, monkeypatch):
     """The train file does not exist, and the data loader must not be reached: the attention is refused first."""
-
-    def data_read(*args, **kwargs):
-        raise AssertionError("the data was read before the attention was checked")
-
-    monkeypatch.setattr("spanroberta.pretraining.run.load_pretraining_data", data_read)
-    with pytest.raises(SystemExit) as exit_info:
-        run_pretraining.main([
-            "--output_dir", str(tmp_path / "out"), "--tokenizer_name", str(tiny_tokenizer_dir),
-            "--train_file", str(tmp_path / "absent.txt"), "--recipe", "electra", "--model_size", "tiny",
-            "--attn_implementation", "flex_attention", "--max_steps", "1", "--report_to", "none", "--use_cpu", "true",
-        ])  # fmt: skip
-    message = exit_info.value.code
-    assert "flex_attention cannot apply attention dropout" in message and "\n" not in message
-    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+    message = refusal_before_data_is_read(monkeypatch, tmp_path, tiny_tokenizer_dir,
+                                          ["--recipe", "electra", "--attn_implementation", "flex_attention"])
+    assert "flex_attention cannot apply attention dropout" in message
 
 
 @pytest.mark.parametrize("script", ["run_pretraining.py", *TASKS_BY_SCRIPT])

@@ -12,7 +12,7 @@ import re
 import pytest
 import run_pretraining
 import torch
-from conftest import PROJECT_ROOT, TINY_TEXT, tiny_span_config
+from conftest import PROJECT_ROOT, TINY_TEXT, refusal_before_data_is_read, tiny_span_config
 from transformers import HfArgumentParser
 
 from spanroberta import SpanRobertaForPreTraining
@@ -135,18 +135,8 @@ def test_the_flag_is_off_by_default_and_checked_only_when_given():
 
 
 def test_the_refusal_comes_before_any_data_is_read(tmp_path, tiny_tokenizer_dir, monkeypatch):
-    def data_read(*args, **kwargs):
-        raise AssertionError("the data was read before --fp8 was checked")
-
-    monkeypatch.setattr("spanroberta.pretraining.run.load_pretraining_data", data_read)
-    with pytest.raises(SystemExit) as exit_info:
-        run_pretraining.main([
-            "--output_dir", str(tmp_path / "out"), "--tokenizer_name", str(tiny_tokenizer_dir),
-            "--train_file", str(tmp_path / "absent.txt"), "--model_size", "tiny", "--max_steps", "1",
-            "--report_to", "none", "--use_cpu", "true", "--fp8", "true",
-        ])  # fmt: skip
-    message = exit_info.value.code
-    assert message.startswith("run_pretraining.py: error: --fp8 trains") and "\n" not in message
+    message = refusal_before_data_is_read(monkeypatch, tmp_path, tiny_tokenizer_dir, ["--fp8", "true"])
+    assert message.startswith("run_pretraining.py: error: --fp8 trains")
 
 
 # The layers it converts
