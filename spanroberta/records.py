@@ -35,7 +35,7 @@ PROVENANCE_KEYS = ("command", "git_commit", "git_dirty", "date", "machine", "pac
 RESULTS_DIR = Path(
     os.environ.get("SPANROBERTA_RECORDS_DIR") or Path(__file__).resolve().parent.parent / "benchmarks" / "results"
 )
-_PACKAGES = ("torch", "transformers", "datasets", "tokenizers", "accelerate", "deepspeed", "numpy")
+_PACKAGES = ("torch", "transformers", "datasets", "tokenizers", "accelerate", "deepspeed", "torchao", "numpy")
 ROOT = Path(__file__).resolve().parent.parent
 # The files whose contents make the code a record measured (what an exported copy must share with its commit).
 CODE_FILES = ("run_*.py", "Makefile", "pyproject.toml", "requirements.txt", "spanroberta/*", "benchmarks/*.py",

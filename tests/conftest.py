@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from spanroberta.data.demo_corpus import TINY_CORPUS
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
 # The run_*.py scripts at the top level and the benchmarks package are imported from PROJECT_ROOT, which pytest puts
@@ -32,16 +34,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-TINY_TEXT = [
-    "The quick brown fox jumps over the lazy dog near the river bank.",
-    "Researchers pretrain encoders with span masking and a span boundary objective.",
-    "A span of contiguous words is masked, and its boundary tokens predict every token inside it.",
-    "Dynamic masking draws a fresh mask each time a sequence is seen during training.",
-    "Question answering models predict the start and the end of an answer in a passage.",
-    "The committee approved the budget on Tuesday after a long debate about taxes.",
-    "In 1998 the museum opened a new wing dedicated to modern sculpture and painting.",
-    "Students read the passage carefully and chose the best option for each question.",
-] * 20
+# The tiny corpus the tests train tokenizers and models on (shared with the reliability benchmarks' tiny runs).
+TINY_TEXT = TINY_CORPUS
 
 
 def tiny_span_config(**overrides):

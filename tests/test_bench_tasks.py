@@ -565,7 +565,7 @@ def _summary(tmp_path: Path, scores: list[float], floor: float, outcomes: dict |
 def test_a_verdict_needs_three_seeds(tmp_path):
     summary = _summary(tmp_path, [90.0, 90.5], 50.0, _correct(180, 200), size="gpu")
     assert verdicts.row_clear_of_floor(summary) is None and verdicts.short_of_aim("RTE", "gpu", summary) is None
-    assert task_tables.fmt_clear(summary) == "2 seeds: no verdict"
+    assert verdicts.clear_text(summary) == "2 seeds: no verdict"
     assert task_tables.fmt_aim(catalog.TASKS["rte"].rows[0], "gpu", summary).endswith("(no verdict)")
 
 
@@ -585,7 +585,7 @@ def test_every_aim_comes_from_a_named_outside_source():
 def test_a_verdict_needs_the_evaluation_sample_noise(tmp_path):
     summary = _summary(tmp_path, [90.0, 90.5, 91.0], 50.0, None)
     assert verdicts.row_clear_of_floor(summary) is None
-    assert task_tables.fmt_clear(summary) == "sample noise not recorded: no verdict"
+    assert verdicts.clear_text(summary) == "sample noise not recorded: no verdict"
     assert task_tables.fmt_margin(summary).endswith(" + not recorded")
 
 
@@ -604,7 +604,7 @@ def test_the_sample_term_needs_every_seeds_outcomes(tmp_path):
         _unit(tmp_path, "rte", seed, score, 50.0, outcomes=_correct(1810, 2000) if seed else None)
     summary = verdicts.row_summaries(read_records("tasks", tmp_path), CHECKPOINT_NAME, "cpu")["RTE"]
     assert verdicts.evaluation_noise(summary) is None and verdicts.row_clear_of_floor(summary) is None
-    assert task_tables.fmt_clear(summary) == "sample noise of 2 of 3 seeds: no verdict"
+    assert verdicts.clear_text(summary) == "sample noise of 2 of 3 seeds: no verdict"
     assert task_tables.fmt_margin(summary).endswith(" + 2 of 3 seeds recorded")
 
 
@@ -612,7 +612,7 @@ def test_three_seeds_far_above_the_floor_with_little_noise_are_clear(tmp_path):
     summary = _summary(tmp_path, [90.0, 90.5, 91.0], 50.0, _correct(1810, 2000))
     margin = verdicts.verdict_margin(summary)
     assert margin == pytest.approx(verdicts.seed_spread(summary) + noise.sample_noise(_correct(1810, 2000)))
-    assert verdicts.row_clear_of_floor(summary) is True and task_tables.fmt_clear(summary) == "yes"
+    assert verdicts.row_clear_of_floor(summary) is True and verdicts.clear_text(summary) == "yes"
     assert verdicts.short_of_aim("RTE", "cpu", summary) is None  # the cpu size has no aims
     gpu = _summary(tmp_path / "gpu", [90.0, 90.5, 91.0], 50.0, _correct(1810, 2000), size="gpu")
     assert verdicts.short_of_aim("RTE", "gpu", gpu) is (90.5 - margin < catalog.SIZES["gpu"].aims["RTE"].score)
@@ -626,7 +626,7 @@ def test_a_mean_clear_of_the_floor_by_less_than_the_noise_is_not_clear(tmp_path)
     summary = _summary(tmp_path, [mean - 0.1, mean, mean + 0.1], floor, outcomes)
     assert verdicts.clear_of_floor(summary, 0.0)  # the mean alone would pass
     assert verdicts.evaluation_noise(summary) > 1.0
-    assert verdicts.row_clear_of_floor(summary) is False and task_tables.fmt_clear(summary) == "**no**"
+    assert verdicts.row_clear_of_floor(summary) is False and verdicts.clear_text(summary) == "**no**"
     table = task_tables._size_table(Context(tmp_path, tmp_path / "TASKS.md", tmp_path),
                                      read_records("tasks", tmp_path), CHECKPOINT_NAME, "cpu")  # fmt: skip
     assert "- RTE, not clear of its floor:" in table  # a verdict: the note says so without "its mean"

@@ -1,10 +1,13 @@
 """The documentation stays true to the code: every ```python example in README.md and docs/*.md runs (offline, with
 tiny local models standing in for the Hub names the examples use), every `python run_*.py ...` line of a ```bash
 block parses with that script's own argument parser (a renamed flag or script fails here), the README stays a
-front door of at most 120 lines, no score of the project's is typed by hand outside the generated regions, and every
-relative link points to a file that exists (and to a heading of it when the link names one)."""
+front door of at most 120 lines, no score of the project's is typed by hand outside the generated regions (of the
+README, docs/*.md and the benchmark pages, nor in the docstrings and templates, model cards among them, of the
+package, the benchmarks and the scripts), and every relative link points to a file that exists (and to a heading of
+it when the link names one)."""
 
 import argparse
+import ast
 import dataclasses
 import importlib
 import re
@@ -196,11 +199,18 @@ def test_the_readme_figures_region_is_left_to_the_generator():
 # --------------------------------------------------------------------------------------------------------
 # (c2) No task score typed by hand: a score the project got is a generated figure, with its seeds and its verdict
 
-# A score in prose: a metric's name followed closely by a figure with one decimal (F1 67.1, accuracy 59.9).
-PROSE_SCORE = re.compile(r"\b(F1|accuracy|exact match|EM|Matthews|Spearman|Pearson|CoNLL)\b[^.\n|]{0,40}?"
-                         r"\b\d{1,3}\.\d\b", re.I)  # fmt: skip
-# A published score names where it comes from: the paper's table, or "the paper(s) report(s)".
-CITED = re.compile(r"\bTable \d+|\bet al\.|\bpapers? reports?\b")
+# A score in prose: a metric's or a task's name followed closely by a figure with one decimal (F1 67.1, accuracy
+# 59.9, RACE middle 27.5); SQuAD's version numbers (SQuAD 2.0, SQuAD v1.1) are names, not scores.
+PROSE_SCORE = re.compile(r"\b(F1|accuracy|exact match|EM|Matthews|Spearman|Pearson|CoNLL|SQuAD(?! ?v?[12]\.[01]\b)"
+                         r"|MRQA|MRPC|RTE|SST-2|CoLA|STS-B|RACE|SemEval|LitBank|GAP)\b[^.\n|]{0,40}?\b\d{1,3}\.\d\b",
+                         re.I)  # fmt: skip
+# A published score names where it comes from: the paper's table, or "the paper(s) report(s)", "the authors report".
+CITED = re.compile(r"\bTable \d+|\bet al\.|\bpapers? reports?\b|\bauthors report\b")
+# Where a score could be typed by hand: the pages (the README, docs/*.md, the benchmark pages), and the string
+# constants (docstrings, model-card templates) of the package, the benchmarks and the scripts.
+SCORED_PAGES = [*PAGES, *sorted((PROJECT_ROOT / "benchmarks").glob("*.md"))]
+SCORED_MODULES = sorted([*(PROJECT_ROOT / "spanroberta").rglob("*.py"), *(PROJECT_ROOT / "benchmarks").rglob("*.py"),
+                         *PROJECT_ROOT.glob("run_*.py")])  # fmt: skip
 GENERATED_REGION = re.compile(r"^<!-- generated:(?P<name>[\w.-]+) -->\n.*?^<!-- /generated:(?P=name) -->$", re.S | re.M)
 
 
@@ -212,9 +222,22 @@ def hand_typed_scores(text: str) -> list[str]:
             if PROSE_SCORE.search(sentence) and not CITED.search(sentence)]  # fmt: skip
 
 
-@pytest.mark.parametrize("page", PAGES, ids=name)
+def module_strings(module: Path) -> list[str]:
+    """The string constants of a module: its docstrings and its templates (a model card's among them)."""
+    tree = ast.parse(module.read_text(encoding="utf-8"))
+    return [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)]
+
+
+@pytest.mark.parametrize("page", SCORED_PAGES, ids=name)
 def test_no_task_score_is_typed_by_hand(page):
     assert hand_typed_scores(page.read_text(encoding="utf-8")) == []
+
+
+def test_no_task_score_is_typed_by_hand_in_docstrings_or_templates():
+    assert PROJECT_ROOT / "spanroberta" / "pretraining" / "model_card.py" in SCORED_MODULES
+    found = [f"{name(module)}: {sentence}" for module in SCORED_MODULES for text in module_strings(module)
+             for sentence in hand_typed_scores(text)]  # fmt: skip
+    assert found == []
 
 
 def test_a_hand_typed_score_fails_the_check():
@@ -222,6 +245,16 @@ def test_a_hand_typed_score_fails_the_check():
             "- MRPC, F1: **87.4** (1 seed), its floor 81.2 (1 seed: no verdict)\n<!-- /generated:task-scores -->\n"
             "BERT-base scores F1 88.9 on it (Devlin et al. 2019, Table 1).\n\n```python\nprint(f1)  # F1 12.5\n```\n")
     assert hand_typed_scores(page) == ["MRPC reaches F1 87.4 at the gpu size."]
+    floors = "The floors are SQuAD 0.0 and RACE middle 27.5 there.\n\nSQuAD 2.0 and SQuAD v1.1 are datasets.\n"
+    assert hand_typed_scores(floors) == ["The floors are SQuAD 0.0 and RACE middle 27.5 there."]
+
+
+def test_a_hand_typed_score_in_a_model_card_template_fails_the_check(tmp_path):
+    module = tmp_path / "card.py"
+    module.write_text('"""Writes a model card."""\n\nCARD = """---\nlicense: mit\n---\n\nIt scores accuracy 91.2 on '
+                      'SST-2.\n"""\n', encoding="utf-8")  # fmt: skip
+    found = [sentence for text in module_strings(module) for sentence in hand_typed_scores(text)]
+    assert len(found) == 1 and found[0].endswith("It scores accuracy 91.2 on SST-2.")
 
 
 # --------------------------------------------------------------------------------------------------------

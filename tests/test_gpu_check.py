@@ -175,10 +175,12 @@ def test_a_stage_whose_records_exist_for_this_code_is_skipped_naming_them(tmp_pa
     assert {s.name: s.skip for s in checked}["trainer-eager"] is None
 
 
-def test_the_fp8_stage_says_why_it_cannot_run(monkeypatch):
+def test_the_fp8_stage_says_why_it_cannot_run(monkeypatch, tmp_path):
     monkeypatch.setattr(plan.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.delenv("SPANROBERTA_FP8_SITE", raising=False)
     assert plan.fp8_unavailable() == "torchao is not installed"
-    monkeypatch.setattr(plan.importlib.util, "find_spec", lambda name: object())
+    (tmp_path / "torchao").mkdir()  # where setup.sh installs it apart, for the stages that train in fp8 only
+    monkeypatch.setenv("SPANROBERTA_FP8_SITE", str(tmp_path))
     shown = {"help": "usage: trainer.py [--config ...] [--torch-compile]"}
     monkeypatch.setattr(plan.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, shown["help"], ""))
     assert plan.fp8_unavailable() == "speed/trainer.py has no --fp8 flag yet"
@@ -186,6 +188,7 @@ def test_the_fp8_stage_says_why_it_cannot_run(monkeypatch):
     assert plan.fp8_unavailable() is None
     (fp8,) = [s for s in plan.stages(toy=False, work=Path("/nowhere")) if s.name == "fp8"]
     assert fp8.guard is plan.fp8_unavailable and fp8.command[-2:] == ["--fp8", "--no-baseline"]
+    assert fp8.import_path == str(tmp_path)
 
 
 def test_the_gpu_plan_puts_the_valuable_stages_first_and_runs_long_enough_windows(tmp_path):

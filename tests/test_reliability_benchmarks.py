@@ -154,3 +154,35 @@ def test_every_engine_launches_the_script_with_its_flags(engine):
     flags = tiny_runs.TinyRun().flags({"corpus": "c.txt", "initial_checkpoint": "init"}, engine)
     # DeepSpeed on CPU processes comes from DS_ACCELERATOR=cpu: --use_cpu would turn it off
     assert ("--use_cpu" in flags) == (engine in ("plain", "ddp"))
+
+
+def _unit_record(folder, name, commit, gap, litbank=42.0):
+    """A task-benchmark unit record of coref seed 1 (`cpu`), as the task benchmark writes it, in `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    record = {"git_commit": commit, "git_dirty": False, "date": "2026-11-28T10:00:00+00:00",
+              "settings": {"kind": "unit", "size": "cpu", "task": "coref", "seed": 1, "budget": {"epochs": 5}},
+              "results": {"rows": {"LitBank": {"score": litbank}, "GAP": {"score": gap}}}}  # fmt: skip
+    (folder / f"{name}.json").write_text(json.dumps(record))
+
+
+def _same_seed_page(tmp_path):
+    from benchmarks.tables.format import Context
+    from benchmarks.tables.same_seed import render_same_seed
+
+    return render_same_seed(Context(tmp_path, tmp_path / "RESULTS.md", tmp_path))
+
+
+def test_reruns_that_match_their_commits_records_put_a_shift_on_the_code(tmp_path):
+    _unit_record(tmp_path / "tasks", "a", "a" * 40, gap=53.7)
+    _unit_record(tmp_path / "tasks", "b", "b" * 40, gap=51.3)
+    _unit_record(tmp_path / "same-seed", "1", "a" * 40, gap=53.7)
+    _unit_record(tmp_path / "same-seed", "2", "b" * 40, gap=51.3)
+    page = _same_seed_page(tmp_path)
+    assert "the code between those commits moved the score" in page and "**no**" not in page
+
+
+def test_a_rerun_that_differs_from_its_commits_record_says_the_unit_is_not_deterministic(tmp_path):
+    _unit_record(tmp_path / "tasks", "a", "a" * 40, gap=53.7)
+    _unit_record(tmp_path / "same-seed", "1", "a" * 40, gap=52.9)
+    page = _same_seed_page(tmp_path)
+    assert "not deterministic" in page and "**no**" in page

@@ -203,3 +203,19 @@ def test_a_damaged_newest_checkpoint_is_set_aside_and_the_one_before_resumed(run
     expected, resumed = final_weights(uninterrupted), final_weights(output_dir)
     for name in expected:
         torch.testing.assert_close(resumed[name], expected[name], rtol=0, atol=1e-6, msg=name)
+
+
+def test_a_run_resumed_from_its_last_checkpoint_takes_no_further_step(run_args, tmp_path):
+    """Resumed from the checkpoint of its last step (mid-epoch: 6 of 10 steps), a run ends as the uninterrupted run
+    did, with no step beyond --max_steps: transformers' loop alone would take a seventh (runs/trainer.py)."""
+    flags = list(run_args)
+    for flag, value in (("--max_steps", "6"), ("--save_steps", "3")):
+        flags[flags.index(flag) + 1] = value
+    uninterrupted_dir, resumed_dir = tmp_path / "uninterrupted", tmp_path / "resumed"
+    run_pretraining.main([*flags, "--output_dir", str(uninterrupted_dir)])
+    shutil.copytree(uninterrupted_dir / "checkpoint-6", resumed_dir / "checkpoint-6")
+    resume(flags, resumed_dir)
+
+    assert sorted(losses(resumed_dir)) == list(range(1, 7))
+    expected, resumed = final_weights(uninterrupted_dir), final_weights(resumed_dir)
+    assert all(torch.equal(resumed[name], expected[name]) for name in expected)

@@ -91,6 +91,8 @@ def run_stage(stage: Stage, seconds_left: float, env: dict[str, str], logs: Path
         stage.outcome = {"status": f"skipped: {stage.skip}", "seconds": 0.0}
         return
     limit = max(1, int(min(stage.timeout, seconds_left)))
+    if stage.import_path:
+        env = {**env, "PYTHONPATH": os.pathsep.join([env["PYTHONPATH"], stage.import_path])}
     log = logs / f"{stage.name}.log"
     start = time.perf_counter()
     with log.open("w", encoding="utf-8") as output:

@@ -37,6 +37,7 @@ there; its tasks stage runs RTE at the toy size from the shared data.
 from __future__ import annotations
 
 import importlib.util
+import os
 import shlex
 import subprocess
 import sys
@@ -77,6 +78,7 @@ class Stage:
     skip: str | None = None  # why the stage does not run, if it does not
     records: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (benchmark, settings) it writes
     guard: Callable[[], str | None] | None = None  # why it cannot run here (None: it can), asked just before it runs
+    import_path: str | None = None  # a folder added to the stage's import path, after the others
     outcome: dict[str, Any] = field(default_factory=dict)
 
 
@@ -96,8 +98,11 @@ def stages(toy: bool, work: Path, task_inputs: Path = TASK_INPUTS) -> list[Stage
                f"load_blocks(load_tokenizer(), {64 if toy else 512})")  # fmt: skip
     return [
         Stage("prepare", [sys.executable, "-c", prepare], 60),
-        # On one H200 the CUDA tests ran past 150 s.
-        Stage("cuda-tests", [sys.executable, "-m", "pytest", "-q", "-m", "cuda", *tests], 240),
+        # On one H200 the CUDA tests ran past 150 s; the fp8 test adds two 300-step runs of a tiny model. Only the
+        # stages that train in fp8 import torchao, from where setup.sh put it (transformers imports it with every
+        # model once it can: the other stages keep the environment their records were measured in).
+        Stage("cuda-tests", [sys.executable, "-m", "pytest", "-q", "-m", "cuda", *tests], 300,
+              import_path=os.environ.get("SPANROBERTA_FP8_SITE")),
         # Limits: each side of a pair starts a process, reads its data and builds its model (about half a minute
         # eager, a minute compiled, at base in the earlier checks' records; more at large), then runs 150 steps;
         # three sides a pair, and half again for headroom.
@@ -142,12 +147,15 @@ def trainer_stage(name: str, toy: bool, config: str | None, compiled: bool, time
     records = [("trainer", {"config": config, "batch_size": batch, "torch_compile": compiled, "rehearsal": toy,
                             "fp8": fp8}) for batch in batches or [CONFIGS[config][2]]]  # fmt: skip
     return Stage(name, _python("speed.trainer", *flags), timeout, benchmark="trainer", records=records,
-                 guard=fp8_unavailable if fp8 else None)  # fmt: skip
+                 guard=fp8_unavailable if fp8 else None,
+                 import_path=os.environ.get("SPANROBERTA_FP8_SITE") if fp8 else None)  # fmt: skip
 
 
 def fp8_unavailable() -> str | None:
-    """Why the fp8 stage cannot run here (None: it can): torchao absent, or speed/trainer.py without `--fp8`."""
-    if importlib.util.find_spec("torchao") is None:
+    """Why the fp8 stage cannot run here (None: it can): torchao neither importable nor where setup.sh puts it
+    ($SPANROBERTA_FP8_SITE), or speed/trainer.py without `--fp8`."""
+    site = os.environ.get("SPANROBERTA_FP8_SITE")
+    if importlib.util.find_spec("torchao") is None and not (site and (Path(site) / "torchao").is_dir()):
         return "torchao is not installed"
     shown = subprocess.run(_python("speed.trainer", "--help"), cwd=ROOT, capture_output=True, text=True).stdout
     return None if "--fp8" in shown else "speed/trainer.py has no --fp8 flag yet"

@@ -58,7 +58,8 @@ from benchmarks.parity.common import (  # noqa: E402
     read_rows,
     task_files,
 )
-from benchmarks.parity.summary import render_parity, summarize  # noqa: E402
+from benchmarks.parity.summary import recordable, render_parity, summarize  # noqa: E402
+from benchmarks.tables.verdicts import FLOORS_BENCHMARK  # noqa: E402
 from spanroberta.records import read_records, start_run, write_record  # noqa: E402
 
 BENCHMARK = "finetuning-parity"
@@ -271,11 +272,11 @@ def main(args: list[str] | None = None) -> None:
 def write_summary(size_name: str) -> None:
     """The summary record of a size (settings.kind "summary"; results: `summarize`'s entry per task), and the table."""
     started = start_run(PROCESS_START)
-    records = read_records(BENCHMARK)
-    summary = summarize(records).get(size_name, {})
+    records, floor_records = read_records(BENCHMARK), read_records(FLOORS_BENCHMARK)
+    summary = recordable(summarize(records, floor_records).get(size_name, {}))
     path = write_record(BENCHMARK, {"kind": "summary", "size": size_name}, summary, started=started,
                         name=f"{size_name}-summary")  # fmt: skip
-    print(render_parity(records), f"\nSummary: {path}", sep="")
+    print(render_parity(records, floor_records=floor_records), f"\nSummary: {path}", sep="")
 
 
 if __name__ == "__main__":

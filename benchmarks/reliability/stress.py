@@ -10,6 +10,7 @@ One record under benchmarks/results/reliability/ (settings.kind "stress") holds 
 
     python -m benchmarks.reliability.stress                          # 20 launches per engine under 6 busy processes
     python -m benchmarks.reliability.stress --launches 2 --busy 2    # a smaller trial: its record says so
+    python -m benchmarks.reliability.stress --concurrent             # the engines side by side: more load still
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import dataclasses
 import shutil
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -83,17 +85,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--launches", type=int, default=TARGET["launches"], help="resume launches per engine")
     parser.add_argument("--busy", type=int, default=TARGET["busy"], help="background processes spinning a CPU each")
     parser.add_argument("--engines", nargs="+", default=["zero3", "ddp"], choices=tiny_runs.ENGINES[1:])
+    parser.add_argument("--concurrent", action="store_true",
+                        help="launch the engines side by side, each one's runs a further load on the other's")
     parser.add_argument("--hours", type=float, default=6.0, help="how long the busy processes may spin at most")
     parser.add_argument("--results-dir", default=None, help="where the record goes (default benchmarks/results)")
     options = parser.parse_args(argv)
     started = start_run()
     settings = {"kind": "stress", "engines": options.engines, "launches_per_engine": options.launches,
                 "busy_processes": options.busy, "processes_per_run": tiny_runs.PROCESSES,
+                "engines_concurrent": options.concurrent,
                 "tiny_run": dataclasses.asdict(STRESS_RUN), "target": TARGET}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="stress-") as work:
         setup = tiny_runs.prepare(Path(work) / "setup")
         with busy_processes(options.busy, options.hours * 3600):
-            engines = {engine: stress_engine(engine, options.launches, Path(work), setup) for engine in options.engines}
+            with ThreadPoolExecutor(len(options.engines) if options.concurrent else 1) as pool:
+                stressed = {engine: pool.submit(stress_engine, engine, options.launches, Path(work), setup)
+                            for engine in options.engines}  # fmt: skip
+                engines = {engine: future.result() for engine, future in stressed.items()}
     results = {"engines": engines, "target_met": meets_target(settings, engines)}
     path = write_record("reliability", settings, results, started=started, name="stress",
                         results_dir=options.results_dir)  # fmt: skip

@@ -22,22 +22,13 @@ from typing import Any
 
 import psutil
 
+from spanroberta.data.demo_corpus import TINY_CORPUS
+
 ROOT = Path(__file__).resolve().parents[2]
 ENGINES = ("plain", "ddp", "zero2", "zero3")
 SCRIPT = "run_pretraining.py"
 PROCESSES = 2  # of the distributed engines
 
-# Sentences of the tests' tiny corpus: enough for a tokenizer and 40 blocks of 32 tokens.
-SENTENCES = [
-    "The quick brown fox jumps over the lazy dog near the river bank.",
-    "Researchers pretrain encoders with span masking and a span boundary objective.",
-    "A span of contiguous words is masked, and its boundary tokens predict every token inside it.",
-    "Dynamic masking draws a fresh mask each time a sequence is seen during training.",
-    "Question answering models predict the start and the end of an answer in a passage.",
-    "The committee approved the budget on Tuesday after a long debate about taxes.",
-    "In 1998 the museum opened a new wing dedicated to modern sculpture and painting.",
-    "Students read the passage carefully and chose the best option for each question.",
-] * 20
 
 
 @dataclass(frozen=True)
@@ -78,9 +69,9 @@ def prepare(folder: Path) -> dict[str, str]:
     from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
     from spanroberta.data.tokenizer import train_byte_level_bpe
 
-    groups = ("\n".join(SENTENCES[i : i + 3]) for i in range(0, len(SENTENCES), 3))
+    groups = ("\n".join(TINY_CORPUS[i : i + 3]) for i in range(0, len(TINY_CORPUS), 3))
     Path(setup["corpus"]).write_text("\n\n".join(groups) + "\n")
-    tokenizer = train_byte_level_bpe(SENTENCES, vocab_size=400, min_frequency=1, show_progress=False)
+    tokenizer = train_byte_level_bpe(TINY_CORPUS, vocab_size=400, min_frequency=1, show_progress=False)
     config = SpanRobertaConfig(
         vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
         intermediate_size=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, max_position_embeddings=40,

@@ -106,7 +106,7 @@ def _collator_row(context: Context, other: str, target: float) -> list[str]:
 
 def _gpu_row(context: Context, figure: str, benchmark: str, settings: dict[str, Any], command: str) -> list[str]:
     found = [record for record in context.records(benchmark) if record["machine"].get("gpu")]
-    if benchmark == "trainer":  # the pair's own batch, bf16: neither the batch sweep nor fp8, nor a rehearsal
+    if benchmark == "trainer":  # the pair's own batch in bf16: neither the batch sweep nor --fp8, nor a rehearsal
         pair = {"batch_size": TRAINER_CONFIGS[settings["config"]][2], "fp8": False, "rehearsal": False}
         found = [record for record in found if pair.items() <= settings_of(record).items()]
     record = latest_record(found, **settings)
@@ -138,7 +138,7 @@ def render_headline(context: Context) -> str:
         + (f". Not met: {'; '.join(missed)}" if missed else "")
         + (f". Not measured: {'; '.join(unmeasured)}" if unmeasured else "") + ".",
         f"{sum(row[1] == 'no record' for row in gpu)} of the {len(gpu)} GPU figures are not measured yet.",
-        _parity_summary().headline_sentence(context.records("finetuning-parity")),
+        _parity_summary().headline_sentence(*_parity_records(context)),
         task_headline(context.records("tasks"), context.records("task-floors")),
         _details_sentence(context),
     ]
@@ -158,7 +158,7 @@ def render_front_page(context: Context) -> str:
         + (markdown_table(["figure", "latest", "where", "record"], trainer) if trainer else "No GPU record yet."),
         "The span collator, on the CPU that feeds every run:\n\n"
         + (markdown_table(["figure", "latest", "target", "record"], collators) if collators else "No record yet."),
-        _parity_summary().headline_sentence(context.records("finetuning-parity")) + " "
+        _parity_summary().headline_sentence(*_parity_records(context)) + " "
         + task_headline(context.records("tasks"), context.records("task-floors")),
         "Every figure, its target and what is not measured yet: "
         + context.page("the headline of benchmarks/RESULTS.md", "RESULTS.md", "headline") + ". " + _details_sentence(context),
@@ -190,15 +190,22 @@ def _parity_summary() -> Any:
 
 def _parity_rows(context: Context) -> list[list[str]]:
     page = Path(os.path.relpath(context.root / "benchmarks" / "PARITY.md", context.markdown.parent)).as_posix()
-    return _parity_summary().headline_rows(context.records("finetuning-parity"), page)
+    records, floor_records = _parity_records(context)
+    return _parity_summary().headline_rows(records, page, floor_records)
+
+
+def _parity_records(context: Context) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The parity benchmark's run records and the task benchmark's floors records, which its floors come from."""
+    return context.records("finetuning-parity"), context.records("task-floors")
 
 
 def render_finetuning_parity(context: Context) -> str:
-    return _parity_summary().render_parity(context.records("finetuning-parity"), link=context.link)
+    records, floor_records = _parity_records(context)
+    return _parity_summary().render_parity(records, context.link, floor_records)
 
 
 def render_parity_findings(context: Context) -> str:
-    return _parity_summary().render_findings(context.records("finetuning-parity"))
+    return _parity_summary().render_findings(*_parity_records(context))
 
 
 def render_qa_pipeline(context: Context) -> str:

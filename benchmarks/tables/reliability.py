@@ -1,6 +1,7 @@
 """The reliability section of benchmarks/RESULTS.md, from the records under benchmarks/results/reliability/: the
 load held (benchmarks/reliability/stress.py), the faults survived (benchmarks/reliability/faults.py), the bad
-inputs tried (any other kind of record there, read by the counts it holds) and what was lost."""
+inputs tried (any other kind of record there, read by the counts it holds) and what was lost; and whether a task
+unit run again with its seed scores the same (tables/same_seed.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.tables.format import Context, fmt_date, fmt_load, markdown_table, none_yet
+from benchmarks.tables.same_seed import render_same_seed
 
 BENCHMARK = "reliability"
 STRESS_COMMAND = "python -m benchmarks.reliability.stress --launches 20 --busy 6"
@@ -36,7 +38,10 @@ def _table(context: Context, records: list[dict[str, Any]], header: list[str], r
 
 def stress_rows(record: dict[str, Any]) -> list[list[str]]:
     settings = record["settings"]
-    return [[engine, str(summary["launches"]), str(settings["busy_processes"]), f"**{summary['aborts']}**",
+    busy = str(settings["busy_processes"])
+    if settings.get("engines_concurrent") and len(record["results"]["engines"]) > 1:
+        busy += ", and the other engines' runs beside"
+    return [[engine, str(summary["launches"]), busy, f"**{summary['aborts']}**",
              str(summary["weight_mismatches"]), "yes" if summary["reference_clean"] else "**no**"]
             for engine, summary in record["results"]["engines"].items()]  # fmt: skip
 
@@ -89,6 +94,9 @@ def render_reliability(context: Context) -> str:
     header = ["engine", "faults", "survived", "resumed identically", "runs lost", "checkpoints lost", "not hit"]
     parts.append(_table(context, faults, header, faults_rows) if faults else none_yet(FAULTS_COMMAND))
     parts.append("\n" + lost_sentence(faults) + "\n")
+    parts.append("**Same seed, same score**: task-benchmark units run again from the commit of a committed record, "
+                 "on the same kind of machine, beside that record.\n")
+    parts.append(render_same_seed(context) + "\n")
     parts.append("**Bad inputs tried**:\n")
     if others:
         parts.append(_table(context, others, ["kind", "counts"], other_rows))

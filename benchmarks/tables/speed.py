@@ -63,8 +63,8 @@ def render_trainer(context: Context) -> str:
     def rows_of(record: dict[str, Any]) -> list[list[str]]:
         settings = settings_of(record)
         label = f"{settings['config']} ({settings['batch_size']} x {settings['seq_length']}), {settings['precision']}"
+        label += ", --fp8" if settings["fp8"] else ""
         label += ", torch_compile" if settings["torch_compile"] else ""
-        label += ", fp8" if settings["fp8"] else ""
         label += ", a rehearsal" if settings["rehearsal"] else ""
         return [[label, str(settings["steps"]), run, figures.get("attn_implementation") or "not recorded",
                  fmt_number(figures["real_tokens_per_second"]), _spread(figures.get("window_spread", _NOT)),
@@ -114,7 +114,7 @@ def render_batch_sweep(context: Context) -> str:
         for run in dict.fromkeys(run for record in found for run in record["results"]["runs"]):
             sides = [(record, record["results"]["runs"][run]) for record in found if run in record["results"]["runs"]]
             best = max(sides, key=lambda side: (side[1]["mfu"] or 0, side[1]["real_tokens_per_second"]))[0]
-            label = f"{config}, {precision}" + (", torch_compile" if compiled else "") + (", fp8" if fp8 else "")
+            label = f"{config}, {precision}" + (", --fp8" if fp8 else "") + (", torch_compile" if compiled else "")
             rows += [[f"`{commit}`", label, run, str(record["settings"]["batch_size"]) + (" **peak**" if
                       record is best and len(sides) > 1 else ""), _percent(side["mfu"]),
                       fmt_number(side["real_tokens_per_second"]), _memory(side["peak_memory"]), context.link(record)]

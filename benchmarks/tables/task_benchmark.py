@@ -20,6 +20,7 @@ from benchmarks.tables.verdicts import (
     FLOORS_BENCHMARK,
     MIN_SEEDS,
     aim_of,
+    clear_text,
     earlier_budget_units,
     evaluation_noise,
     mean_clear_of_floor,
@@ -43,12 +44,6 @@ def fmt_floor(summary: dict[str, Any]) -> str:
     """The floor and the answer that gives it, where known."""
     answer = summary["floor_answer"]
     return f"{summary['floor']:.1f}" + (f" ({answer})" if answer else "")
-
-
-
-def fmt_clear(summary: dict[str, Any]) -> str:
-    clear = row_clear_of_floor(summary)
-    return no_verdict(summary) if clear is None else "yes" if clear else "**no**"
 
 
 def fmt_margin(summary: dict[str, Any]) -> str:
@@ -203,7 +198,7 @@ def _size_table(context: Context, records: Sequence[dict], checkpoint: str, size
                 continue
             links = ", ".join(context.link(record) for record in summary["records"])
             lines.append([row.label, row.metric_name, fmt_score(summary), fmt_margin(summary),
-                          fmt_floor(summary), fmt_clear(summary), aim, fmt_number(summary["wall_seconds"]),
+                          fmt_floor(summary), clear_text(summary), aim, fmt_number(summary["wall_seconds"]),
                           fmt_curve(summary["records"]), fmt_published(row), links])  # fmt: skip
     header = ["task", "metric", "score (0-100), mean ± sd", "margin: seeds + sample", "floor", "clear of floor",
               "aim", "wall s per seed", "training loss, first → last", "published, for context",

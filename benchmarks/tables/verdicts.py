@@ -1,6 +1,7 @@
 """The verdicts of the task benchmark's rows (tasks/scores.py, its records under benchmarks/results/tasks/): per row,
 the records that stand for it, its score over seeds, its floor, its margin, and whether it is clear of the floor and
-meets its aim. The tables that show them are tables/task_benchmark.py's.
+meets its aim. The tables that show them are tables/task_benchmark.py's; the fine-tuning parity benchmark's
+(parity/summary.py) judge its sides' floors by the same rule, floors and wording, from here.
 
 A row's score is the mean over the seeds recorded, with the sample standard deviation. Its verdicts count every
 source of noise: a row has one only with at least `MIN_SEEDS` seeds and the evaluation-sample noise of its records
@@ -9,7 +10,7 @@ margin is the seed term, the half-width of the 95% t-interval of the mean over s
 degrees of freedom, which fits 3 seeds as 2 standard errors would not: 4.30, not 2), plus that noise, the mean of
 the seeds' 95% bootstrap half-widths: every seed evaluates the same examples, so their sampling noise does not
 average out over seeds. A row is clear of its floor when its mean less the margin is above the floor by a tenth of
-the way from the floor to a perfect score (parity_summary.FLOOR_MARGIN, the parity benchmark's share), so that a
+the way from the floor to a perfect score (`FLOOR_MARGIN`), so that a
 model that still gives the constant answer for all but a handful of examples does not count as having learned the
 task; it meets its aim when its mean less the margin reaches the aim, and is short otherwise. A row with fewer
 seeds, or some of whose seeds' records hold no outcomes, says so in place of a verdict.
@@ -28,11 +29,11 @@ import json
 import math
 import statistics
 
-from scipy import stats
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from benchmarks.parity.summary import FLOOR_MARGIN, spread
+from scipy import stats
+
 from benchmarks.tables.noise import sample_noise
 from benchmarks.tasks.catalog import SIZES
 from benchmarks.tasks.preparation import evaluated_examples
@@ -43,6 +44,14 @@ FLOORS_BENCHMARK = "task-floors"
 MIN_SEEDS = 3
 # The confidence of both terms of the margin: the seed term's t-interval and the bootstrap's percentile interval.
 CONFIDENCE = 0.95
+# How far above its floor a score must be to count as learned: a tenth of the way from the floor to a perfect score.
+FLOOR_MARGIN = 0.1
+
+
+def spread(values: Sequence[float]) -> dict[str, float | int | None]:
+    """Values over seeds: their count, mean, sample standard deviation (None for one value), least and greatest."""
+    return {"n": len(values), "mean": statistics.fmean(values),
+            "sd": statistics.stdev(values) if len(values) > 1 else None, "min": min(values), "max": max(values)}
 
 
 def row_units(records: Sequence[dict]) -> dict[tuple[str, str, str, int], dict]:
@@ -124,12 +133,19 @@ def floors_by_examples(floor_records: Sequence[dict]) -> dict[tuple[str, str], d
     return floors
 
 
+def examples_floor(label: str, examples: dict[str, Any],
+                   floors: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any] | None:  # fmt: skip
+    """A row's floor on `examples` (preparation.evaluated_examples) from `floors_by_examples`, or None where no
+    floors record holds those examples."""
+    return floors.get((label, json.dumps(examples, sort_keys=True)))
+
+
 def row_floor(label: str, record: dict, floors: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
     """A row's floor for a unit's record: the floors record's on the same evaluated examples, else the unit
     record's own (`answer` None where the record names no answer, as records before the floor answers)."""
-    examples = json.dumps(evaluated_examples(record["settings"].get("budget", {})), sort_keys=True)
-    if (label, examples) in floors:
-        return floors[label, examples]
+    found = examples_floor(label, evaluated_examples(record["settings"].get("budget", {})), floors)
+    if found is not None:
+        return found
     row = record["results"]["rows"][label]
     answers = row.get("floor_answers") or {}
     answer = max(answers, key=lambda name: answers[name]) if answers else None
@@ -218,6 +234,11 @@ def mean_clear_of_floor(summary: dict[str, Any]) -> bool:
     clear = row_clear_of_floor(summary)
     return clear_of_floor(summary, 0.0) if clear is None else clear
 
+
+def clear_text(summary: dict[str, Any]) -> str:
+    """The verdict on the floor as the tables word it: "yes", "**no**", or why there is none (`no_verdict`)."""
+    clear = row_clear_of_floor(summary)
+    return no_verdict(summary) if clear is None else "yes" if clear else "**no**"
 
 
 def aim_of(label: str, size: str) -> float | None:

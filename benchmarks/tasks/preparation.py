@@ -215,7 +215,9 @@ def add_squad_v1_questions(train_file: Path, v2_source: Path, count: int | None)
 def prepare_mrqa(folder: Path, budget: Budget) -> Prepared:
     """Trains on SQuAD v1.1's first 36 articles, evaluates on MRQA's SQuAD dev lines of the last 12: the first
     `budget.eval` questions in the file's order (run_squad.py's --max_eval_samples), not a seeded sample, so they
-    come from the first of those articles, not all of them (the record's `eval_articles` counts them)."""
+    come from some of those 12 articles, not from all of them: the file holds a few articles' lines at a time,
+    interleaved, in SQuAD's article order (the record's data description counts the articles evaluated,
+    `eval_articles`, against `held_out_articles`)."""
     files = split_by_article(SQUAD_DEV, SQUAD_TRAIN_ARTICLES, budget.train, budget.eval, folder)
     articles = json.loads(SQUAD_DEV.read_text(encoding="utf-8"))["data"]
     held_out = {p["context"]: a["title"] for a in articles[SQUAD_TRAIN_ARTICLES:] for p in a["paragraphs"]}

@@ -16,6 +16,19 @@ import random
 from pathlib import Path
 
 DEMO_CORPUS_FILE = Path(__file__).with_name("demo_corpus.txt")
+
+# Eight sentences, twenty times over: the smallest corpus a tokenizer and a few dozen blocks of 32 tokens train on,
+# which the tests and the reliability benchmarks' tiny runs share.
+TINY_CORPUS = [
+    "The quick brown fox jumps over the lazy dog near the river bank.",
+    "Researchers pretrain encoders with span masking and a span boundary objective.",
+    "A span of contiguous words is masked, and its boundary tokens predict every token inside it.",
+    "Dynamic masking draws a fresh mask each time a sequence is seen during training.",
+    "Question answering models predict the start and the end of an answer in a passage.",
+    "The committee approved the budget on Tuesday after a long debate about taxes.",
+    "In 1998 the museum opened a new wing dedicated to modern sculpture and painting.",
+    "Students read the passage carefully and chose the best option for each question.",
+] * 20
 NUM_DOCUMENTS = 1000
 
 _TOWN_STARTS = ["Ash", "Oak", "Stone", "Mill", "Red", "Fair", "North", "Elm", "Wolf", "Green", "Bright", "Long"]

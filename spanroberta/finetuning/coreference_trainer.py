@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from transformers import Trainer
+from ..runs.trainer import RunTrainer
 
 from ..metrics.coreference import CorefEvaluator
 from ..task_data.coreference import CorefDocument, DocumentCollator, Span, predicted_clusters
@@ -47,7 +47,7 @@ def predict_documents(
     return clusters
 
 
-class CorefTrainer(Trainer):
+class CorefTrainer(RunTrainer):
     """transformers' Trainer with the task layers (every parameter outside `encoder.`) at `task_learning_rate`, and
     an `evaluate` that scores `eval_documents` (the documents of the evaluation set, in the order of its encoded
     features) with MUC, B-cubed, CEAF-phi4 and the CoNLL F1. The last predictions stay in `eval_predictions`."""

@@ -36,6 +36,7 @@ from transformers import (
 from ..runs.cli import parse_arguments
 from ..runs.checkpoints import previous_run_files
 from ..runs.distributed import finish_processes
+from ..runs.trainer import RunTrainer
 from ..runs.output_folder import check_output_folder_owner, mark_output_folder
 from .arguments import FinetuningArguments, FinetuningModelArguments, check_finetuning_run, padding
 from .model_steps import load_config_and_tokenizer, load_model, publish, train_and_save
@@ -148,7 +149,7 @@ class FineTuningTask:
     prepare: Callable[[FineTuningRun], None] = check_model_length
     collator: Callable[[FineTuningRun], Any] = padding_collator(DataCollatorWithPadding)
     compute_metrics: Callable[[FineTuningRun], Callable | None] = lambda run: None
-    trainer_class: type[Trainer] = Trainer
+    trainer_class: type[RunTrainer] = RunTrainer
     # Further arguments of `trainer_class` (coreference's task learning rate).
     trainer_arguments: Callable[[FineTuningRun], dict[str, Any]] = lambda run: {}
     # How the trained model is saved (default: Trainer.save_model).

@@ -31,8 +31,8 @@ def tacred_score(
     predictions: Sequence[str], references: Sequence[str], negative_label: str = "no_relation"
 ) -> dict[str, float]:
     """TACRED's micro precision, recall and F1 (keys precision, recall, f1), computed as its official `score()`:
-    precision is 1.0 when nothing but the negative label is predicted and recall 0.0 when no gold label is
-    positive, F1 0.0 when both are 0."""
+    precision is 1 when nothing but the negative label is predicted and recall 0 when no gold label is positive,
+    F1 0 when both are 0."""
     _check(predictions, references)
     correct = guessed = gold = 0
     for guess, answer in zip(predictions, references):

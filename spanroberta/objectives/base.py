@@ -56,10 +56,10 @@ class PretrainingObjective(ABC):
     """The questions the pretraining run and `PretrainingTrainer` ask an objective. The abstract ones every
     objective answers; the others have the plain answer, which an objective overrides where it differs."""
 
-    def flag_defaults(self, arguments: tuple, processes: int) -> dict[str, Any]:
-        """The objective's defaults (flag name -> value) for the (model, data, training) `arguments`, beyond the
-        recipe's `flag_defaults`; `processes`: how many processes train. The run applies them to the flags the
-        user did not give."""
+    def flag_defaults(self, model_args: ObjectiveArguments, batch_per_step: int) -> dict[str, Any]:
+        """The objective's defaults (flag name -> value) beyond the recipe's `flag_defaults`, for the model flags
+        and `batch_per_step` (the sequences of one forward over all processes: the per-device batch times the
+        processes). The run applies them to the flags the user did not give."""
         return {}
 
     def check(self, recipe: ResolvedRecipe, model_args: ObjectiveArguments) -> None:

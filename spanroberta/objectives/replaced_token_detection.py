@@ -63,18 +63,16 @@ ELECTRA_RECIPES = {
 
 @register_objective("replaced_token_detection", ELECTRA_RECIPES)
 class ReplacedTokenDetection(PretrainingObjective):
-    def flag_defaults(self, arguments: tuple, processes: int) -> dict[str, Any]:
+    def flag_defaults(self, model_args: ObjectiveArguments, batch_per_step: int) -> dict[str, Any]:
         """ELECTRA's Table 6 for the model size: mask rate, learning rate, and the batch size reached through
-        gradient accumulation over the processes and `--per_device_train_batch_size` (the other optimiser settings
-        are the recipe's `flag_defaults`)."""
-        model_args, _, training_args = arguments
+        gradient accumulation over `batch_per_step` (the other optimiser settings are the recipe's
+        `flag_defaults`)."""
         size = ELECTRA_SIZES[model_args.model_size]
         defaults: dict[str, Any] = {"mlm_probability": size.mask_rate}
         if size.learning_rate is not None:
             defaults["learning_rate"] = size.learning_rate
         if size.batch_size is not None:
-            per_step = training_args.per_device_train_batch_size * processes
-            defaults["gradient_accumulation_steps"] = max(1, math.ceil(size.batch_size / per_step))
+            defaults["gradient_accumulation_steps"] = max(1, math.ceil(size.batch_size / batch_per_step))
         return defaults
 
     def check(self, recipe: ResolvedRecipe, model_args: ObjectiveArguments) -> None:

@@ -293,6 +293,16 @@ class PretrainingArguments(RunArguments):
         },
     )
 
+    fp8: bool = field(
+        default=False,
+        metadata={
+            "help": "Train the linear layers of the encoder's layers with float8 matmuls (torchao's float8 "
+            "training, tensorwise scaling; the embeddings and heads stay in bf16), with --bf16 true on one NVIDIA "
+            "GPU of compute capability 8.9 or newer (Ada, Hopper), or several under DDP; refused elsewhere, with "
+            "the reason. Needs torchao: `pip install torchao==0.18.0`. Not yet run on a GPU."
+        },
+    )
+
     def __post_init__(self):
         _check_choice("--on_nonfinite_loss", self.on_nonfinite_loss, NONFINITE_LOSS_POLICIES)
         if self.logging_nan_inf_filter is None:

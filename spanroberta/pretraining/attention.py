@@ -153,10 +153,15 @@ def plan_run_attention(
         attn_implementation=model_args.attn_implementation,
         packed_rows_asked=recipe.input_format == "doc-sentences" and data_args.pack_documents,
         device=training_args.device,
-        precision="bf16" if training_args.bf16 else "fp16" if training_args.fp16 else "fp32",
+        precision=run_precision(training_args),
         batches_reach_the_model_whole=_batches_reach_the_model_whole(training_args),
     )
     return plan_attention(request, read_encoder_facts(model_args, recipe))
+
+
+def run_precision(training_args: PretrainingArguments) -> str:
+    """The run's precision as its flags name it: "bf16", "fp16" or "fp32"."""
+    return "bf16" if training_args.bf16 else "fp16" if training_args.fp16 else "fp32"
 
 
 def _batches_reach_the_model_whole(training_args: PretrainingArguments) -> bool:

@@ -24,6 +24,7 @@ from ..errors import UserInputError
 from ..models.configuration_spanroberta import first_position_id
 from ..objectives import PretrainingObjective, ResolvedRecipe, get_objective, resolve_recipe
 from .attention import AttentionPlan, plan_run_attention
+from .float8 import check_run_float8, convert_to_float8
 from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from ..runs.checkpoints import resume_checkpoint
 from ..runs.cli import apply_defaults
@@ -82,7 +83,10 @@ def apply_demo_settings(
         demo = {**DEMO_SETTINGS, "train_file": str(demo_corpus_path())}
         arguments = fill(arguments, demo, "demo")
         given = given | set(demo)  # the demo's settings win over the objective's too
-    objective_defaults = get_objective(recipe.objective).flag_defaults(arguments, training_processes(arguments[2]))
+    # The objective's defaults read the flags as the recipe and the demo left them.
+    filled_model, _, filled_training = arguments
+    batch_per_step = filled_training.per_device_train_batch_size * training_processes(filled_training)
+    objective_defaults = get_objective(recipe.objective).flag_defaults(filled_model, batch_per_step)
     return fill(arguments, objective_defaults, f"recipe {data_args.recipe}")
 
 
@@ -111,6 +115,8 @@ def run_pretraining(
     # The attention plan: the implementation, whether rows are packed and take offsets; the attention asked for
     # refused here if it could not train the run. Everything after reads it.
     attention = plan_run_attention(model_args, data_args, training_args, recipe)
+    # --fp8 refused here, with the reason, where it could not train the run; the model is converted once built.
+    check_run_float8(training_args)
     if data_args.pack_documents and not attention.packs_rows and recipe.input_format == "doc-sentences":
         data_args = dataclasses.replace(data_args, pack_documents=False)
     chosen = _load_data_beside_the_gpu(training_args, data_args, given, chosen)
@@ -189,6 +195,7 @@ def _build_trainer(
                                                          attention.chosen_by})  # fmt: skip
     model = objective.build_model(model_args, data.config, data.tokenizer)
     drop_unused_weight_conversions(model)
+    float8 = convert_to_float8(model).describe() if training_args.fp8 else None
 
     # Masking, laid out in the objective's prediction slots; the evaluation's may follow another scheme.
     masking = functools.partial(_span_masking_collator, data.tokenizer, model.config, recipe, objective, data_args,
@@ -198,7 +205,7 @@ def _build_trainer(
     eval_collator = masking(data_args.eval_masking) if data_args.eval_masking not in (None, recipe.masking) else None
 
     description = attention.describe(model.config._attn_implementation)
-    _fit_and_report_run_settings(training_args, data.train, description, settings)
+    _fit_and_report_run_settings(training_args, data.train, settings, description, float8)
     _check_evaluation_data(data.eval, training_args)
     return PretrainingTrainer(
         model=model,
@@ -222,17 +229,22 @@ class _RunSettingsSources:
 
 
 def _fit_and_report_run_settings(
-    training_args: PretrainingArguments, train_dataset: Dataset, attention: str, sources: _RunSettingsSources
+    training_args: PretrainingArguments,
+    train_dataset: Dataset,
+    sources: _RunSettingsSources,
+    attention: str,
+    float8: str | None,
 ) -> None:
     """Warm-up, bias correction and logging fitted to the run (before the Trainer builds its optimiser from them),
-    then the line of run settings, each with who set it."""
+    then the line of run settings, each with who set it (`attention` and `float8`: the attention plan's and
+    --fp8's accounts)."""
     given = sources.given
     fitted = fit_to_run_length(training_args, given, train_dataset)
     set_by = {**(sources.chosen or {}), **dict.fromkeys(fitted, "fitted to the run")}
     set_by.update(dict.fromkeys(given or (), "you"))
     if training_args.should_log:
         # Printed, not logged: transformers' default verbosity hides info logs, and this line says what a step costs.
-        print(run_settings(training_args, train_dataset, set_by, attention))
+        print(run_settings(training_args, train_dataset, set_by, attention, float8))
 
 
 def _check_evaluation_data(eval_dataset: Dataset | None, training_args: PretrainingArguments) -> None:

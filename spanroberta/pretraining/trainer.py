@@ -10,12 +10,13 @@ from typing import Any, Callable
 
 import torch
 from torch.utils.data import DataLoader, Dataset
-from transformers import Trainer, TrainerCallback
+from transformers import TrainerCallback
 
 from ..data.streaming import StreamingBlocks
 from ..errors import UserInputError
 from ..objectives import PretrainingObjective, get_objective
 from ..runs.distributed import weights_are_finite
+from ..runs.trainer import RunTrainer
 from .nonfinite import NonFiniteLossGuard, TrainingDivergedError
 from ..runs.optimizers import deepspeed_builds_optimizer, move_to_learning_rate
 
@@ -62,8 +63,8 @@ def mark_sequence_count_dynamic(inputs: dict) -> dict:
     return inputs
 
 
-class PretrainingTrainer(Trainer):
-    """transformers' Trainer, made exact for SpanRobertaForPreTraining.
+class PretrainingTrainer(RunTrainer):
+    """The project's Trainer (`runs.trainer.RunTrainer`), made exact for SpanRobertaForPreTraining.
 
     - The stock Trainer counts only `labels` (the MLM targets) across the accumulated batch; this one also sums
       the counts the model's `loss_normalisers` gives for its other heads (SBO, sentence) and hands them to the

@@ -56,10 +56,15 @@ def fit_to_run_length(args: TrainingArguments, given: Collection[str] | None, tr
 
 
 def run_settings(
-    args: TrainingArguments, train_dataset: object, set_by: dict[str, str], attn_implementation: str | None = None
+    args: TrainingArguments,
+    train_dataset: object,
+    set_by: dict[str, str],
+    attn_implementation: str | None = None,
+    fp8: str | None = None,
 ) -> str:
     """One line saying what the run will train with: the effective batch (per device x accumulation x processes),
-    the accumulation, learning rate, warm-up, total steps and attention implementation, each with who set it
+    the accumulation, learning rate, warm-up, total steps, attention implementation and, under --fp8, the layers in
+    float8 (`fp8`, the run's account of them), each with who set it
     (`set_by`: flag name -> "you", "recipe <name>", "demo" or "fitted to the run"; transformers' default
     otherwise). A recipe that accumulates gradients to reach its paper's batch multiplies the cost of every step:
     said before the first one."""
@@ -85,6 +90,7 @@ def run_settings(
         length,
         setting("dataloader_num_workers", args.dataloader_num_workers),
         *([setting("attn_implementation", attn_implementation)] if attn_implementation else []),
+        *([setting("fp8", fp8)] if fp8 else []),
     ])  # fmt: skip
 
 

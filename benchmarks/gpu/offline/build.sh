@@ -6,7 +6,8 @@
 #   common/wheels.tar.xz       the pinned transformers, tokenizers, datasets and evaluate (requirements.txt) and the
 #                              dill, multiprocess and fsspec of this venv, for CPython 3.12 on x86_64 (stored
 #                              uncompressed in their zips, so that xz compresses across them), plus pytest in case
-#                              the machine lacks it;
+#                              the machine lacks it, and the torchao of the fp8 extra (pyproject.toml), apart, for
+#                              the CUDA tests alone (setup.sh);
 #   common/minilm-fp16.tar.gz  all-MiniLM-L6-v2 (`make checkpoint`) with its weights rounded to fp16;
 #   common/COMMIT, FILES       HEAD and its tracked files, for the provenance the run prints (run.sh);
 #   speed/data/                the speed stages', the SQuAD smoke's and the QA demo's data, gzipped, from
@@ -41,6 +42,7 @@ trap 'rm -rf "$work"' EXIT
 
 echo "[build] wheels"
 pinned() { grep -E "^$1==" requirements.txt | cut -d= -f3; }
+extra_pin() { grep -oE "\"$1==[0-9.]+\"" pyproject.toml | tr -d '"'; }  # e.g. torchao==0.18.0
 installed() { "$PY" -c "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))" "$1"; }
 download() {  # folder, then NAME==VERSION...
     local folder="$1"; shift
@@ -53,6 +55,7 @@ download whl "transformers==$(pinned transformers)" "tokenizers==$(pinned tokeni
     "multiprocess==$(installed multiprocess)" "fsspec==$(installed fsspec)"
 download whl-pytest "pytest==$(pinned pytest)" "pluggy==$(installed pluggy)" "iniconfig==$(installed iniconfig)" \
     "pygments==$(installed pygments)"
+download whl-fp8 "$(extra_pin torchao)"
 "$PY" - "$work" <<'EOF'
 import pathlib, sys, zipfile
 for wheel in pathlib.Path(sys.argv[1]).glob("*/*.whl"):  # same members in the same order, stored uncompressed
@@ -63,7 +66,7 @@ for wheel in pathlib.Path(sys.argv[1]).glob("*/*.whl"):  # same members in the s
             info.compress_type = zipfile.ZIP_STORED
             target.writestr(info, data)
 EOF
-tar -C "$work" -cJf "$BUNDLE/common/wheels.tar.xz" whl whl-pytest
+tar -C "$work" -cJf "$BUNDLE/common/wheels.tar.xz" whl whl-pytest whl-fp8
 
 echo "[build] the speed stages' data"
 "$PY" - "$SHARED/corpus/reuters_bodies.txt" "$BUNDLE/speed/data/corpus/reuters_bodies.txt" <<'EOF'

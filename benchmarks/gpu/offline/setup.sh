@@ -4,7 +4,9 @@
 # (run.sh does):
 #     source benchmarks/gpu/offline/setup.sh && python3 -m benchmarks.gpu.check
 # It installs the pinned wheels of .gpu/common/wheels.tar.xz into /tmp/site (PYTHONPATH, ahead of the image's
-# packages), unpacks all-MiniLM-L6-v2 (fp16-rounded weights, converted back to float32) into
+# packages), torchao apart into /tmp/site-fp8 (SPANROBERTA_FP8_SITE, which only the check's CUDA tests import from:
+# transformers imports torchao with every model once it can, and the benchmarks' stages keep the environment their
+# records were measured in), unpacks all-MiniLM-L6-v2 (fp16-rounded weights, converted back to float32) into
 # /tmp/all-MiniLM-L6-v2-fp16-rounded (SPANROBERTA_MINILM), and whichever other parts were carried: the speed stages'
 # data into ../shared/data (files already there are kept), the task benchmark's inputs into .gpu/task-inputs/.
 # The work runs in a subshell under `set -e`, so a failure stops it without `set -e` leaking into the caller's shell.
@@ -16,6 +18,7 @@ _gpu_setup_work() (
     GPU="$ROOT/.gpu"
     PY="${PYTHON:-python3}"
     SITE=/tmp/site
+    SITE_FP8=/tmp/site-fp8
     WHL=/tmp/gpu-setup-whl
     DATA="$ROOT/../shared/data"
     CKPT=/tmp/all-MiniLM-L6-v2-fp16-rounded
@@ -54,6 +57,13 @@ EOF
         # shellcheck disable=SC2086
         "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
             ${GPU_SETUP_PIP_EXTRA:-} "$WHL"/whl-pytest/*.whl
+    fi
+    if [ -d "$WHL/whl-fp8" ]; then
+        echo "[setup] pip install --target $SITE_FP8 (torchao, for the --fp8 CUDA test)"
+        rm -rf "$SITE_FP8" && mkdir -p "$SITE_FP8"
+        # shellcheck disable=SC2086
+        "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE_FP8" \
+            ${GPU_SETUP_PIP_EXTRA:-} "$WHL"/whl-fp8/*.whl
     fi
     rm -rf "$WHL"
 
@@ -127,12 +137,16 @@ _gpu_setup_rc=$?
 if [ "$_gpu_setup_rc" -eq 0 ]; then
     export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
     export SPANROBERTA_MINILM=/tmp/all-MiniLM-L6-v2-fp16-rounded
+    if [ -d /tmp/site-fp8/torchao ]; then
+        export SPANROBERTA_FP8_SITE=/tmp/site-fp8
+    fi
     export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
     if [ -f .gpu/common/COMMIT ]; then
         SPANROBERTA_SOURCE_COMMIT="$(tr -d '[:space:]' < .gpu/common/COMMIT)"
         export SPANROBERTA_SOURCE_COMMIT
     fi
     echo "[setup] done: PYTHONPATH=$PYTHONPATH SPANROBERTA_MINILM=$SPANROBERTA_MINILM" \
+         "SPANROBERTA_FP8_SITE=${SPANROBERTA_FP8_SITE:-unset}" \
          "SPANROBERTA_SOURCE_COMMIT=${SPANROBERTA_SOURCE_COMMIT:-unset}"
     unset -f _gpu_setup_work
     unset _gpu_setup_rc
