@@ -2,7 +2,7 @@
 #   make demo   creates .venv, installs everything and pretrains a tiny model on the bundled corpus
 #   make test   creates .venv, installs everything and runs the test suite
 #   make gpu-check  on a single-GPU machine with the requirements installed: the CUDA tests, the GPU benchmarks
-#                   and a SQuAD smoke, in at most 8 minutes
+#                   and a SQuAD smoke, as much of them as fits its budget of about 8 minutes (--stages: a part)
 PYTHON ?= python3
 VENV ?= .venv
 DEEPSPEED_VERSION := 0.19.8

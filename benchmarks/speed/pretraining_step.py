@@ -17,7 +17,11 @@ every step.
     python -m benchmarks.speed.pretraining_step --config small --profile   # top ops of one step per side
 
 --ablations also times packed rows (documents of the Reuters corpus's mean length cut from the blocks) under
-sdpa's block-diagonal mask and under varlen_fa2, each against the unpacked spanroberta side.
+sdpa's block-diagonal mask and under varlen_fa2, each against the unpacked spanroberta side; `--ablations NAME ...`
+times the ablations named only.
+
+--profile records, per side, the host's time to issue a step, its wall time, its top ops and the device time (CPU
+time on a CPU) of each of PROFILE_CATEGORIES over every op of the step.
 
 On CUDA (picked automatically when present) the default precision is bf16 autocast, and each side's model
 FLOPs utilisation is reported (see `model_flops_per_step`).
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 import statistics
 import tempfile
 import time
@@ -91,6 +96,14 @@ ABLATIONS = {
     "spanroberta-packed-mask": Ablation(config={"attn_implementation": "sdpa"}, packed=True),
     "spanroberta-packed-varlen_fa2": Ablation(config={"attn_implementation": "varlen_fa2"},
                                               collator={"return_sequence_offsets": True}, packed=True),  # fmt: skip
+}
+# Where a profiled step's time goes, by op name: aten ops only, since the kernels they launch are listed beside them
+# and would count twice (an op's self time is its own kernels'). Attention (the flash, efficient, cuDNN and CPU
+# kernels' ops), the GEMMs, and the optimizer with the gradient clipping (fused AdamW, the foreach ops).
+PROFILE_CATEGORIES = {
+    "attention": re.compile(r"^aten::\w*attention"),
+    "gemm": re.compile(r"^aten::(mm|addmm|bmm|baddbmm|_scaled_mm)$"),
+    "optimizer": re.compile(r"^aten::(_fused_adamw?_|_foreach_)"),
 }
 # Tokens of a Reuters document on average (3.3 documents a 512-token row of doc-sentences blocks).
 MEAN_DOCUMENT_TOKENS = 154
@@ -175,16 +188,23 @@ def profile_step(sides: dict[str, Side], device: str, bf16: bool, rows: int) -> 
         wall = time.perf_counter() - start
         with profile(activities=activities) as trace:
             train_step(side, side.batches[2 % len(side.batches)], device, bf16)
-        averages = sorted(trace.key_averages(), key=lambda event: getattr(event, device_time), reverse=True)[:rows]
-        found[name] = {"host_seconds": host, "wall_seconds": wall, "top_ops": [
-            {"name": event.key, "calls": event.count, "self_device_us": getattr(event, device_time),
-             "self_cpu_us": event.self_cpu_time_total} for event in averages
-        ]}  # fmt: skip
+        ops = [{"name": event.key, "calls": event.count, "self_device_us": getattr(event, device_time),
+                "self_cpu_us": event.self_cpu_time_total} for event in trace.key_averages()]  # fmt: skip
+        top = sorted(ops, key=lambda op: op["self_device_us"], reverse=True)[:rows]
+        found[name] = {"host_seconds": host, "wall_seconds": wall, "top_ops": top,
+                       "category_seconds": category_seconds(ops)}  # fmt: skip
         print(f"\n### {name}: host {1000 * host:.1f} ms to issue a step, {1000 * wall:.1f} ms wall; top ops by self "
               "time\n")  # fmt: skip
         print(trace.key_averages().table(sort_by=device_time.replace("device", "cuda") if device == "cuda"
                                          else device_time, row_limit=rows))  # fmt: skip
     return found
+
+
+def category_seconds(ops: list[dict]) -> dict[str, float | None]:
+    """The seconds of self device time (CPU time on a CPU) of each of PROFILE_CATEGORIES over profiled ops (each a
+    `top_ops` entry); None for a category no op falls in, which a list of the top ops alone cannot tell from 0."""
+    return {category: sum(op["self_device_us"] for op in ops if pattern.match(op["name"])) / 1e6
+            if any(pattern.match(op["name"]) for op in ops) else None for category, pattern in PROFILE_CATEGORIES.items()}
 
 
 def main() -> None:
@@ -194,7 +214,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10, help="Timed steps per side.")
     parser.add_argument("--warmup", type=int, default=3, help="Untimed steps per side first.")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--ablations", action="store_true", help=f"Also time {', '.join(ABLATIONS)}.")
+    parser.add_argument("--ablations", nargs="*", choices=list(ABLATIONS), help=f"Also time these (no name: all of "
+                        f"{', '.join(ABLATIONS)}).")  # fmt: skip
     parser.add_argument("--profile", action="store_true", help="Profile one step per side instead of timing: the "
                         "host time to issue it and the top ops, printed and written as a pretraining_step_profile "
                         "record.")  # fmt: skip
@@ -212,7 +233,7 @@ def main() -> None:
             bf16 = precision == "bf16"
             started = start_run()
             with tempfile.TemporaryDirectory() as output_dir:
-                names = SIDES + (tuple(ABLATIONS) if args.ablations else ())
+                names = SIDES + (() if args.ablations is None else tuple(args.ablations or ABLATIONS))
                 sides = {name: build_side(name, encoder, tokenizer, rows, args.device, output_dir) for name in names}
                 if args.profile:
                     print(f"\n## {config_name} (seq {length}, batch {batch_size}), {precision}, {args.device}")

@@ -10,9 +10,9 @@ record of each setting. A region whose name this script does not know is an erro
     python -m benchmarks.tables.generate           # rewrite the regions
     python -m benchmarks.tables.generate --check   # exit 1 and name each stale region, without writing
 
-Known regions: the names in RENDERERS (headline, gpu, gpu-check, pretraining-step, heads, collator, trainer, data-prep,
-corpus-scaling, task-benchmark, task-scores, finetuning-parity, parity-findings, qa-pipeline, front-page,
-reliability), and ablation-<config> for each configs/ablations/<config>.yaml.
+Known regions: the names in RENDERERS (headline, gpu, gpu-check, pretraining-step, step-profile, heads, collator,
+trainer, batch-sweep, speed-targets, data-prep, corpus-scaling, task-benchmark, task-scores, finetuning-parity,
+parity-findings, qa-pipeline, front-page, reliability), and ablation-<config> for each configs/ablations/<config>.yaml.
 """
 
 from __future__ import annotations
@@ -37,16 +37,20 @@ from benchmarks.tables.format import (
     none_yet,
     target_verdict,
 )
+from benchmarks.speed.trainer import CONFIGS as TRAINER_CONFIGS
 from benchmarks.tables.reliability import render_reliability
 from benchmarks.tables.speed import (
+    render_batch_sweep,
     render_collator,
     render_corpus_scaling,
     render_data_prep,
     render_gpu_check,
     render_heads,
     render_pretraining_step,
+    render_step_profile,
     render_trainer,
 )
+from benchmarks.tables.speed_targets import render_speed_targets, settings_of
 from benchmarks.tables.task_benchmark import (
     headline_sentence as task_headline,
     render_task_benchmark,
@@ -101,9 +105,10 @@ def _collator_row(context: Context, other: str, target: float) -> list[str]:
 
 
 def _gpu_row(context: Context, figure: str, benchmark: str, settings: dict[str, Any], command: str) -> list[str]:
-    # The figures are bf16's: records of --fp8 runs are left out.
-    found = [record for record in context.records(benchmark)
-             if record["machine"].get("gpu") and not record["settings"].get("fp8")]  # fmt: skip
+    found = [record for record in context.records(benchmark) if record["machine"].get("gpu")]
+    if benchmark == "trainer":  # the pair's own batch in bf16: neither the batch sweep nor --fp8, nor a rehearsal
+        pair = {"batch_size": TRAINER_CONFIGS[settings["config"]][2], "fp8": False, "rehearsal": False}
+        found = [record for record in found if pair.items() <= settings_of(record).items()]
     record = latest_record(found, **settings)
     if record is None:
         return [figure, "no record", "not measured", f"Not measured on a GPU yet; run `{command}` to measure it"]
@@ -149,7 +154,7 @@ def render_front_page(context: Context) -> str:
     collators = [row for row in (_collator_row(context, other, target) for other, target in COLLATOR_TARGETS.items())
                  if row[1] != "no record"]  # fmt: skip
     return "\n\n".join([
-        "Pretraining speed, the spanbert recipe against a run_mlm-style transformers baseline in the same run:\n\n"
+        "Pretraining speed, the spanbert recipe against transformers' run_mlm with its defaults in the same run:\n\n"
         + (markdown_table(["figure", "latest", "where", "record"], trainer) if trainer else "No GPU record yet."),
         "The span collator, on the CPU that feeds every run:\n\n"
         + (markdown_table(["figure", "latest", "target", "record"], collators) if collators else "No record yet."),
@@ -237,6 +242,9 @@ RENDERERS: dict[str, Callable[[Context], str]] = {
     "gpu": render_gpu,
     "gpu-check": render_gpu_check,
     "pretraining-step": render_pretraining_step,
+    "step-profile": render_step_profile,
+    "batch-sweep": render_batch_sweep,
+    "speed-targets": render_speed_targets,
     "heads": render_heads,
     "collator": render_collator,
     "trainer": render_trainer,

@@ -1,0 +1,170 @@
+"""The speed benchmarks' arithmetic and the tables read from their records, on hand-made inputs: the model FLOPs of a
+step against a hand count (packed rows attend within each document), the windows' spread, the two transformers
+baselines' set-ups, the speed targets' verdicts, the batch sweep's peak and where a profiled step's time goes."""
+
+import argparse
+import json
+from types import SimpleNamespace
+
+import torch
+
+from benchmarks.common import code_of
+from benchmarks.speed import baselines, common
+from benchmarks.speed.pretraining_step import category_seconds
+from benchmarks.speed.trainer import DEFAULTS, SPANBERT, TUNED, window_spread
+from benchmarks.tables import generate
+from benchmarks.tables.speed_targets import verdicts
+from spanroberta.data.collator import DataCollatorForSpanMasking
+from spanroberta.records import RunStart, provenance, write_record
+
+# hidden 4, 2 layers, FFN 8, vocabulary 10: per layer 4 x 4 x 4 + 2 x 4 x 8 = 128 matmul weights.
+CONFIG = SimpleNamespace(hidden_size=4, num_hidden_layers=2, intermediate_size=8, vocab_size=10,
+                         sbo_position_embedding_size=2)  # fmt: skip
+
+
+def test_a_packed_row_counts_each_documents_attention_and_an_unpacked_one_its_whole_padded_row():
+    # One row of 8: documents of 3 and 4 tokens (positions restart at 2), then one padding token.
+    batch = {"input_ids": torch.ones(1, 8, dtype=torch.long), "attention_mask": torch.tensor([[1] * 7 + [0]]),
+             "position_ids": torch.tensor([[2, 3, 4, 2, 3, 4, 5, 1]]), "labels": torch.tensor([[5, -100]])}  # fmt: skip
+    assert common.attention_spans(batch) == [3, 4]
+    # Encoder: 6 x 2 layers x 128 weights x 7 tokens, plus 3 x 2 layers x 4 x hidden 4 x (3^2 + 4^2); the MLM head
+    # at its one target: 6 x (4 x 4 + 4 x 10).
+    assert common.model_flops_per_step(CONFIG, batch, dense_head=False) == 10752 + 2400 + 336
+    unpacked = {key: value for key, value in batch.items() if key != "position_ids"}
+    assert common.attention_spans(unpacked) == [8]  # the padded row, as its attention computes it
+    assert common.model_flops_per_step(CONFIG, unpacked, dense_head=False) == 6 * 2 * 128 * 8 + 24 * 4 * 64 + 336
+    # The dense head of the baseline at every position, the SBO head at its two targets (input 2 x 4 + 2).
+    assert common.model_flops_per_step(CONFIG, unpacked, dense_head=True) == 12288 + 6144 + 8 * 336
+    with_sbo = {**batch, "sbo_relative_positions": torch.tensor([[0, 1, -100]])}
+    assert common.model_flops_per_step(CONFIG, with_sbo, dense_head=False) == 13488 + 6 * (10 * 4 + 16 + 40) * 2
+
+
+def test_the_span_collators_packed_rows_give_their_documents_spans(tiny_tokenizer):
+    ids = tiny_tokenizer("a short sentence of words here and there")["input_ids"]
+    rows = [{"input_ids": ids[:5] + ids[:7], "sequence_lengths": [5, 7]}, {"input_ids": ids[:9], "sequence_lengths": [9]}]
+    batch = DataCollatorForSpanMasking(tiny_tokenizer, label_layout="slots", pad_to_multiple_of=16,
+                                       first_position_id=2)(rows)  # fmt: skip
+    assert common.attention_spans(batch) == [5, 7, 9]
+
+
+def test_the_spread_of_the_windows_after_the_warm_up():
+    assert window_spread([1.0, 2.0, 4.0, 3.0], skip=1) == {"windows": 3, "min": 2.0, "median": 3.0, "max": 4.0,
+                                                            "sd": 1.0}  # fmt: skip
+    assert window_spread([5.0], skip=2) == {"windows": 1, "min": 5.0, "median": 5.0, "max": 5.0, "sd": 0.0}
+
+
+def test_run_mlms_defaults_and_the_tuned_peer_load_batches_as_their_names_say(tmp_path):
+    assert baselines.loading_settings("defaults", None, cuda=True) == {}  # the Trainer's own defaults
+    assert baselines.loading_settings("tuned", None, cuda=True) == {
+        "dataloader_num_workers": baselines.GPU_DATALOADER_WORKERS, "dataloader_persistent_workers": True,
+        "dataloader_pin_memory": True, "accelerator_config": {"non_blocking": True}}  # fmt: skip
+    # The workers asked of spanroberta's run go to the tuned peer; on a CPU nothing is pinned.
+    assert baselines.loading_settings("tuned", 3, cuda=False) == {
+        "dataloader_num_workers": 3, "dataloader_persistent_workers": True, "dataloader_pin_memory": False,
+        "accelerator_config": {"non_blocking": False}}  # fmt: skip
+    options = argparse.Namespace(steps=2, logging_steps=1, precision="fp32", torch_compile=False, workers=1)
+    tuned = baselines.training_arguments("tuned", str(tmp_path), 8, options)
+    assert (tuned.dataloader_num_workers, tuned.per_device_train_batch_size, tuned.max_steps) == (1, 8, 2)
+    assert baselines.VOCAB_MULTIPLE == 64
+
+
+def _trainer_record(size="base", compiled=True, steps=150, fp8=False, rate=100.0, **span):
+    """A Trainer record's frame, as speed/trainer.py writes one on a GPU."""
+    config = f"{size}-gpu"
+    runs = {SPANBERT: {"real_tokens_per_second": rate, "mfu": 0.4, "ratio_to_baseline": 1.6, "mfu_over_tuned": 1.1,
+                       **span}}  # fmt: skip
+    return {"command": "python trainer.py" + (" --fp8" if fp8 else ""), "machine": {"gpu": "1 x NVIDIA H200"},
+            "git_commit": "abc", "git_dirty": False,
+            "settings": {"config": config, "model_size": size, "batch_size": {"base": 32, "large": 16}[size],
+                         "torch_compile": compiled, "steps": steps, "logging_steps": 10},
+            "results": {"runs": runs}}  # fmt: skip
+
+
+def test_a_record_is_judged_by_the_targets_of_its_size_compilation_and_precision():
+    found = verdicts(_trainer_record(mfu=0.36, ratio_to_baseline=1.6, mfu_over_tuned=0.9))
+    assert [(v.target, v.met) for v in found] == [("mfu", True), ("vs_defaults", True), ("mfu_vs_tuned", False)]
+    assert found[0].verdict() == "**met** (target >= 35.0%)" and found[2].shown(0.9) == "0.90x"
+    large = verdicts(_trainer_record("large", compiled=False, ratio_to_baseline=1.25))
+    assert [(v.target, v.floor, v.met) for v in large] == [("vs_defaults", 1.3, False), ("mfu_vs_tuned", 1.0, True)]
+    assert verdicts(_trainer_record(mfu=None))[0].verdict() == "not measured (target >= 35.0%)"
+    fp8 = verdicts(_trainer_record("large", fp8=True, rate=135.0), bf16=_trainer_record("large", rate=100.0))
+    assert [(v.target, round(v.value, 2), v.met) for v in fp8] == [("fp8", 1.35, True)]
+    assert verdicts(_trainer_record("large", fp8=True))[0].met is None  # no bf16 record of the same code
+    assert verdicts(_trainer_record(steps=40)) == []  # too short for its windows to agree
+    rehearsal = _trainer_record()
+    rehearsal["settings"]["rehearsal"] = True
+    assert verdicts(rehearsal) == []
+
+
+def test_code_of_names_an_exported_copys_digest_or_a_clean_commit():
+    assert code_of({"measured_from": {"commit": "abc", "code_sha256": "f00"}, "git_commit": "x"}) == "code f00"
+    assert code_of({"git_commit": "abc", "git_dirty": False}) == "commit abc"
+    assert code_of({"git_commit": "abc", "git_dirty": True}) is None
+
+
+def test_the_profile_categories_sum_the_aten_ops_only():
+    ops = [{"name": "aten::mm", "self_device_us": 1000.0}, {"name": "aten::addmm", "self_device_us": 500.0},
+           {"name": "nvjet_sm90_gemm_kernel", "self_device_us": 1500.0},
+           {"name": "aten::_flash_attention_backward", "self_device_us": 250.0}]  # fmt: skip
+    assert category_seconds(ops) == {"attention": 0.00025, "gemm": 0.0015, "optimizer": None}
+
+
+def _project(tmp_path, regions):
+    root = tmp_path / "checkout"
+    (root / "benchmarks").mkdir(parents=True)
+    (root / "configs" / "ablations").mkdir(parents=True)
+    page = root / "benchmarks" / "RESULTS.md"
+    page.write_text("".join(f"<!-- generated:{name} -->\n<!-- /generated:{name} -->\n" for name in regions))
+    return root, page, root / "benchmarks" / "results"
+
+
+def _write(records_dir, benchmark, record, name):
+    started = RunStart({**provenance(), **{key: record[key] for key in ("command", "machine")}}, [1.0, 1.0, 1.0])
+    path = write_record(benchmark, record["settings"], record["results"], started=started, name=name,
+                        results_dir=records_dir)  # fmt: skip
+    return path
+
+
+def test_the_speed_targets_table_shows_each_pairs_latest_long_record_or_what_is_not_measured(tmp_path):
+    root, page, records = _project(tmp_path, ["speed-targets"])
+    assert generate.main(["--root", str(root)]) == 0
+    text = page.read_text()
+    assert "| MFU, compiled | base | compiled | no record | not measured (target >= 35.0%) | - |" in text
+    assert "| real tokens/s with --fp8 over bf16 | large | compiled, fp8 | no record |" in text
+    assert "0 of the 11 speed targets are met; 11 not measured yet" in text
+    path = _write(records, "trainer", _trainer_record(mfu=0.25), "base")
+    _write(records, "trainer", _trainer_record(mfu=0.5, steps=40), "short")  # newer, too short: not read
+    assert generate.main(["--root", str(root)]) == 0
+    text = page.read_text()
+    assert f"| MFU, compiled | base | compiled | 25.0% | **not met** (target >= 35.0%) | [{path.name}]" in text
+    assert "2 of the 11 speed targets are met; 8 not measured yet" in text  # 1.60x run_mlm, 1.10x the peer's MFU
+
+
+def test_the_batch_sweep_marks_the_batch_each_side_peaks_at(tmp_path):
+    root, page, records = _project(tmp_path, ["batch-sweep"])
+    for batch, mfu in ((32, 0.30), (64, 0.34), (128, 0.33)):
+        record = _trainer_record(compiled=False, mfu=mfu, window_spread={}, peak_memory={
+            "allocated_bytes": batch * 2**28, "reserved_bytes": batch * 2**29})  # fmt: skip
+        record["settings"] |= {"batch_size": batch, "precision": "bf16"}
+        _write(records, "trainer", record, f"b{batch}")
+    assert generate.main(["--root", str(root)]) == 0
+    text = page.read_text()
+    assert "| 64 **peak** | 34.0% | 100 | 16.0 GiB (32.0) |" in text and "| 128 | 33.0% |" in text
+
+
+def test_where_the_time_goes_before_and_after_and_what_a_record_lacks(tmp_path):
+    root, page, records = _project(tmp_path, ["step-profile"])
+    top = [{"name": "aten::mm", "calls": 1, "self_device_us": 2000.0, "self_cpu_us": 1.0}]
+    old = {"settings": {"config": "base-gpu", "device": "cuda"}, "command": "", "machine": {"gpu": "H200"},
+           "results": {"sides": {"spanroberta": {"host_seconds": 0.036, "wall_seconds": 0.047, "top_ops": top}}}}
+    _write(records, "pretraining_step_profile", old, "old")
+    assert generate.main(["--root", str(root)]) == 0
+    text = page.read_text()
+    assert "| base-gpu | spanroberta | before, " in text
+    assert "| 47.0 | 36.0 | not recorded | ≥ 2.0 (top 1 ops) | not recorded |" in text
+    assert "| base-gpu | - | after | not measured |" in text and "| large-gpu | - | before | not measured |" in text
+    new = json.loads(json.dumps(old))
+    new["results"]["sides"]["spanroberta"]["category_seconds"] = {"attention": 0.004, "gemm": 0.01, "optimizer": None}
+    _write(records, "pretraining_step_profile", new, "new")
+    assert generate.main(["--root", str(root)]) == 0
+    assert "| 47.0 | 36.0 | 4.0 | 10.0 | none |" in page.read_text()
