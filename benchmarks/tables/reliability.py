@@ -1,19 +1,22 @@
 """The reliability section of benchmarks/RESULTS.md, from the records under benchmarks/results/reliability/: the
-load held (benchmarks/reliability/stress.py), the faults survived (benchmarks/reliability/faults.py), the bad
-inputs tried (any other kind of record there, read by the counts it holds) and what was lost; and whether a task
-unit run again with its seed scores the same (tables/same_seed.py)."""
+load held (benchmarks/reliability/stress.py), the faults survived (benchmarks/reliability/faults.py), the memory a
+very long line takes (benchmarks/reliability/long_line.py), the bad inputs tried (any other kind of record there,
+read by the counts it holds) and what was lost; and whether a task unit run again with its seed scores the same
+(tables/same_seed.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from benchmarks.tables.format import Context, fmt_date, fmt_load, markdown_table, none_yet
+from benchmarks.tables.format import Context, fmt_date, fmt_load, fmt_number, markdown_table, none_yet
 from benchmarks.tables.same_seed import render_same_seed
 
 BENCHMARK = "reliability"
 STRESS_COMMAND = "python -m benchmarks.reliability.stress --launches 20 --busy 6"
 FAULTS_COMMAND = "python -m benchmarks.reliability.faults --engines plain ddp zero2 zero3 --trials 10"
+LONG_LINE_COMMAND = "python -m benchmarks.reliability.long_line --sizes_mb 10 50 100 --train_steps 3"
+OWN_TABLES = {"stress", "faults", "long-line"}  # the kinds with a table of their own; others go under bad inputs
 
 
 def record_kind(record: dict[str, Any]) -> str:
@@ -53,6 +56,29 @@ def faults_rows(record: dict[str, Any]) -> list[list[str]]:
             for engine, count in counts.items()]  # fmt: skip
 
 
+def long_line_rows(record: dict[str, Any]) -> list[list[str]]:
+    settings, baseline = record["settings"], record["results"]["baseline"]["prepare"]["peak_rss_mib"]
+    return [[f"{size['line_mb']:g}", str(settings["max_seq_length"]), f"{size['tokens']:,}",
+             fmt_number(size["prepared_bytes"] / 2**20, 1), fmt_number(size["prepare"]["peak_rss_mib"]),
+             fmt_number(baseline), fmt_number(size["extra_rss_mib"]), f"{size['extra_rss_per_prepared_byte']:.1f}",
+             f"{fmt_number(size['bound_mib'])}, {'holds' if size['within_bound'] else '**broken**'}",
+             fmt_number(size["prepare"]["seconds"]),
+             fmt_number(size["train"]["peak_rss_mib"]) if size.get("train") else "-"]
+            for size in record["results"]["sizes"]]  # fmt: skip
+
+
+def long_line_intro(records: list[dict[str, Any]]) -> str:
+    """What the long-line table shows, with the baseline and the bound of its latest record."""
+    intro = ("**A very long line**: a corpus of one line prepared by `run_pretraining.py --prepare_only` (a byte-level "
+             "BPE trained on it, the line tokenized and packed), then trained on by a tiny model; the peak RSS of the "
+             "process against a baseline, the same run on a short line")  # fmt: skip
+    if not records:
+        return intro + ".\n"
+    settings = records[-1]["settings"]
+    return (f"{intro} of {settings['baseline_mb']:g} MB. Bound: what the line adds stays under "
+            f"{settings['bound_mib']} MiB + {settings['bound_factor']} bytes a byte of its blocks on disk.\n")
+
+
 def counts_of(results: dict[str, Any]) -> str:
     """The whole-number figures at the top of a record's results (cases tried, refused, failures, ...)."""
     counts = [f"{name.replace('_', ' ')} {value}" for name, value in results.items()
@@ -82,7 +108,8 @@ def lost_sentence(records: list[dict[str, Any]]) -> str:
 def render_reliability(context: Context) -> str:
     stress = _of_kind(context, {"stress"})
     faults = _of_kind(context, {"faults"})
-    others = _of_kind(context, {"stress", "faults"}, exclude=True)
+    long_lines = _of_kind(context, {"long-line"})
+    others = _of_kind(context, OWN_TABLES, exclude=True)
     parts = ["**Load held**: resume launches of a tiny run on 2 CPU processes under busy background processes; an "
              "abort is a launch that did not exit 0 or printed \"terminate called\" or a traceback (target: 0 aborts "
              "in 20 launches under 6 busy processes, per engine).\n"]  # fmt: skip
@@ -97,6 +124,11 @@ def render_reliability(context: Context) -> str:
     parts.append("**Same seed, same score**: task-benchmark units run again from the commit of a committed record, "
                  "on the same kind of machine, beside that record.\n")
     parts.append(render_same_seed(context) + "\n")
+    parts.append(long_line_intro(long_lines))
+    header = ["line (MB)", "block", "tokens", "blocks on disk (MiB)", "peak RSS (MiB)", "baseline's", "added (MiB)",
+              "added per block byte", "bound (MiB)", "prepare (s)", "training peak RSS (MiB)"]  # fmt: skip
+    parts.append((_table(context, long_lines, header, long_line_rows) if long_lines else none_yet(LONG_LINE_COMMAND))
+                 + "\n")
     parts.append("**Bad inputs tried**:\n")
     if others:
         parts.append(_table(context, others, ["kind", "counts"], other_rows))

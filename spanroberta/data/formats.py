@@ -34,15 +34,19 @@ from __future__ import annotations
 
 import bisect
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import datasets
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from transformers import PreTrainedTokenizerBase
 
 from ..models.configuration_spanroberta import SENTENCE_LABELS
 from ..objectives.recipes import INPUT_FORMATS, PAIR_FORMATS
+from .line_pieces import encode_lines
 from .masking_units import UNITS_COLUMN, MaskingUnits, split_unit_marks
 from .segments import Document, packed_segments, segment_pairs
 
@@ -71,45 +75,48 @@ def tokenize_documents(
     )
 
 
-def _tokenize_batch(
-    texts: list[str], tokenizer: PreTrainedTokenizerBase, units: MaskingUnits | None
-) -> dict[str, list[Document]]:
-    return {"sentence_ids": tokenize_texts(texts, tokenizer, units)}
+def _tokenize_batch(texts: list[str], tokenizer: PreTrainedTokenizerBase, units: MaskingUnits | None) -> pa.Table:
+    # Straight to Arrow from the int32 arrays: a long line's ids never become Python ints (about 36 bytes each).
+    documents = token_arrays(texts, tokenizer, units)
+    sentences = _list_array([sentence for document in documents for sentence in document], pa.int32())
+    return pa.table({"sentence_ids": _lists_of(sentences, [len(document) for document in documents])})
 
 
 def tokenize_texts(
     texts: list[str], tokenizer: PreTrainedTokenizerBase, units: MaskingUnits | None = None
+) -> list[list[list[int]]]:
+    """The documents of `token_arrays`, their sentences as lists of ints."""
+    return [[sentence.tolist() for sentence in document] for document in token_arrays(texts, tokenizer, units)]
+
+
+def token_arrays(
+    texts: list[str], tokenizer: PreTrainedTokenizerBase, units: MaskingUnits | None = None
 ) -> list[Document]:
-    """Each text's non-blank lines, tokenized without special tokens (empty results dropped); with `units`, the
-    ids carry their unit marks (`MaskingUnits.mark`)."""
+    """Each text's non-blank lines, tokenized without special tokens (empty results dropped) into int32 arrays; with
+    `units`, the ids carry their unit marks (`MaskingUnits.mark`). Each line is tokenized after a space, a long
+    one in pieces, into the whole line's ids (`line_pieces`)."""
     lines_per_document = [[line for line in text.split("\n") if line.strip()] for text in texts]
-    # Each line is tokenized as running text would have it, after a space: byte-level BPE then marks its first
-    # word as a word start ("Ġ"), so whole-word and span masking never join a sentence's first word to the last
-    # word of the sentence before. WordPiece and SentencePiece tokenizers ignore the space.
-    lines = [" " + line.lstrip() for line in itertools.chain.from_iterable(lines_per_document)]
-    encoded = _encode_lines(lines, tokenizer) if lines else []  # tokenizers fail on an empty batch
+    lines = [line.lstrip() for line in itertools.chain.from_iterable(lines_per_document)]
+    encoded = encode_lines(lines, tokenizer)
     sentences = iter(units.mark(lines, encoded) if units is not None and lines else encoded)
     return [
-        [sentence for sentence in itertools.islice(sentences, len(document_lines)) if sentence]
+        [sentence for sentence in itertools.islice(sentences, len(document_lines)) if len(sentence)]
         for document_lines in lines_per_document
     ]
 
 
-def _encode_lines(lines: list[str], tokenizer: PreTrainedTokenizerBase) -> list[list[int]]:
-    """Token ids of each line, no special tokens, no truncation."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if (
-        backend is not None
-        and backend.truncation is None
-        and backend.padding is None
-        and backend.encode_special_tokens == tokenizer.split_special_tokens
-    ):
-        # What `tokenizer(lines)` runs, without building an `Encoding` per line (offsets, word ids) and
-        # converting it to Python lists, most of the tokenizer's time (benchmarks/speed/data_prep.py measures it).
-        # Only when the backend is set as that call would set it, so the ids are the same.
-        return [encoding.ids for encoding in backend.encode_batch_fast(lines, add_special_tokens=False)]
-    # verbose=False: lines longer than the model's maximum length are expected (blocks cut them).
-    return tokenizer(lines, add_special_tokens=False, verbose=False)["input_ids"]
+def _list_array(arrays: list[np.ndarray], value_type: pa.DataType) -> pa.ListArray:
+    """The arrays as one Arrow list array of `value_type` (one copy of their values)."""
+    values = np.concatenate(arrays) if arrays else np.zeros(0, dtype=value_type.to_pandas_dtype())
+    return _lists_of(pa.array(values, type=value_type), [len(array) for array in arrays])
+
+
+def _lists_of(values: pa.Array, lengths: list[int]) -> pa.ListArray:
+    """`values` cut into consecutive lists of `lengths`."""
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    # int32 offsets, as `datasets`' List feature has them (an overflow raises).
+    return pa.ListArray.from_arrays(pa.array(offsets, type=pa.int32()), values)
 
 
 @dataclass(frozen=True)
@@ -152,15 +159,14 @@ class SpecialTokenLayout:
     def num_special_tokens(self) -> int:
         return sum(token is not None for token in self.template)
 
-    def encode(self, *segments: list[int]) -> dict[str, list[int]]:
-        """The block's model inputs: `input_ids`, and `token_type_ids` when the tokenizer uses them."""
+    def encode(self, *segments: np.ndarray) -> dict[str, np.ndarray]:
+        """The block's model inputs (int32): `input_ids`, and `token_type_ids` when the tokenizer uses them."""
         remaining = iter(segments)
-        parts = [next(remaining) if token is None else [token] for token in self.template]
-        block = {"input_ids": list(itertools.chain.from_iterable(parts))}
+        parts = [next(remaining) if token is None else np.array([token], dtype=np.int32) for token in self.template]
+        block = {"input_ids": np.concatenate(parts).astype(np.int32, copy=False)}
         if self.token_type_ids is not None:
-            block["token_type_ids"] = [
-                type_id for part, type_id in zip(parts, self.token_type_ids) for _ in part
-            ]
+            lengths = [len(part) for part in parts]
+            block["token_type_ids"] = np.repeat(np.array(self.token_type_ids, dtype=np.int32), lengths)
         return block
 
 
@@ -200,17 +206,18 @@ class BlockBuilder:
             features[UNITS_COLUMN] = datasets.List(datasets.Value("int8"))
         return datasets.Features(features)
 
-    def blocks(self, group: list[Document], group_index: int) -> list[dict[str, list[int] | int]]:
-        """The blocks of one group; its random choices come from a generator seeded with (seed, group_index).
+    def blocks(self, group: list[list[Sequence[int]]], group_index: int) -> list[dict[str, np.ndarray | int]]:
+        """The blocks of one group (documents of sentences of ids: lists, or arrays as `token_arrays` makes them),
+        their token columns int32 arrays; its random choices come from a generator seeded with (seed, group_index).
 
         With `units`, the documents' ids carry unit marks, split off into a `masking_units` column."""
-        blocks = self._blocks(group, group_index)
+        documents = [[np.asarray(ids, dtype=np.int32) for ids in document] for document in group if document]
+        blocks = self._blocks(documents, group_index)
         if self.units is None:
             return blocks
         return [split_unit_marks(block, self.units.stride) for block in blocks]
 
-    def _blocks(self, group: list[Document], group_index: int) -> list[dict[str, list[int] | int]]:
-        documents = [document for document in group if document]
+    def _blocks(self, documents: list[Document], group_index: int) -> list[dict[str, np.ndarray | int]]:
         if self.label_name is None:
             separator = self.separator if self.input_format == "full-sentences" else None
             blocks = [self.layout.encode(segment) for segment in packed_segments(documents, self.budget, separator)]
@@ -298,8 +305,8 @@ def build_blocks(
             "make it with tokenize_documents."
         )
     # Groups are made in one process (a zero-copy Arrow regrouping) so that they do not depend on
-    # num_proc; the blocks of each group are then built in parallel.
-    groups = tokenized.select_columns(["sentence_ids"]).batch(documents_per_group)
+    # num_proc; the blocks of each group are then built in parallel, read as Arrow (`_group_documents`).
+    groups = tokenized.select_columns(["sentence_ids"]).batch(documents_per_group).with_format("arrow")
     return groups.map(
         _build_group_blocks,
         batched=True,
@@ -310,7 +317,7 @@ def build_blocks(
         features=builder.features,
         fn_kwargs={"builder": builder},
         desc=f"Building {input_format} blocks",
-    )
+    ).with_format(None)  # the blocks read as Python rows again
 
 
 def prepare_blocks(
@@ -332,15 +339,33 @@ def prepare_blocks(
     )
 
 
-def _build_group_blocks(
-    batch: dict[str, list[list[Document]]], indices: list[int], builder: BlockBuilder
-) -> dict[str, list]:
-    (group,) = batch["sentence_ids"]
-    rows = builder.blocks(group, indices[0])
-    return {name: [row[name] for row in rows] for name in builder.features}
+def _build_group_blocks(batch: pa.Table, indices: list[int], builder: BlockBuilder) -> pa.Table:
+    rows = builder.blocks(_group_documents(batch.column("sentence_ids")), indices[0])
+    schema = builder.features.arrow_schema
+    return pa.table({name: _column([row[name] for row in rows], schema.field(name).type) for name in schema.names})
 
 
-def pack_sequences(blocks: list[dict[str, list[int]]], row_length: int) -> list[dict[str, list[int]]]:
+def _group_documents(column: pa.ChunkedArray) -> list[Document]:
+    """The documents of the one group in `column`, each sentence an int32 view of the Arrow buffer: a group is never
+    turned into Python ints (about 36 bytes a token, where Arrow takes 4), nor copied."""
+    (group,) = (group for chunk in column.chunks for group in chunk)
+    documents = group.values
+    sentences = documents.flatten()
+    sentence_ends = np.cumsum(pc.list_value_length(sentences).to_numpy())
+    ids = np.split(sentences.flatten().to_numpy(), sentence_ends[:-1]) if len(sentences) else []
+    document_ends = np.cumsum(pc.list_value_length(documents).to_numpy())
+    return [ids[start:end] for start, end in zip([0, *document_ends[:-1]], document_ends)]
+
+
+def _column(values: list, arrow_type: pa.DataType) -> pa.Array:
+    """One column of a group's blocks, in Arrow: arrays (or lists) of ids, or one label a block."""
+    if not pa.types.is_list(arrow_type):
+        return pa.array(values, type=arrow_type)
+    value_type = arrow_type.value_type
+    return _list_array([np.asarray(value, dtype=value_type.to_pandas_dtype()) for value in values], value_type)
+
+
+def pack_sequences(blocks: list[dict[str, Sequence[int]]], row_length: int) -> list[dict[str, Sequence[int]]]:
     """Packs blocks (each at most `row_length` tokens) into as few rows of at most `row_length` tokens as
     best-fit decreasing finds: the longest block first, each into the fullest row it fits in. Each row holds the
     concatenated fields of its blocks and their `sequence_lengths`, in order.
@@ -367,7 +392,17 @@ def pack_sequences(blocks: list[dict[str, list[int]]], row_length: int) -> list[
     packed = []
     for members in rows:
         members.sort()  # blocks keep their corpus order within a row
-        row = {name: [token for i in members for token in blocks[i][name]] for name in blocks[members[0]]}
+        row = {name: _joined([blocks[i][name] for i in members]) for name in blocks[members[0]]}
         row["sequence_lengths"] = [len(blocks[i]["input_ids"]) for i in members]
         packed.append(row)
     return packed
+
+
+def _joined(parts: list[Sequence[int]]) -> Sequence[int]:
+    """The parts end to end: one array when they are arrays (the builder's blocks), else one list; a part alone is
+    not copied (a long document's full blocks each fill a row)."""
+    if len(parts) == 1:
+        return parts[0]
+    if isinstance(parts[0], np.ndarray):
+        return np.concatenate(parts)
+    return list(itertools.chain.from_iterable(parts))

@@ -33,6 +33,7 @@ import numpy as np
 from transformers import PreTrainedTokenizerBase
 
 from ..errors import UserInputError, require_package
+from .line_pieces import in_pieces
 from .masking import INSIDE_UNIT, OUTSIDE_UNIT, UNIT_START, word_start_table
 
 logger = logging.getLogger(__name__)
@@ -55,10 +56,10 @@ def unit_stride(tokenizer: PreTrainedTokenizerBase) -> int:
     return 1 << max(len(tokenizer) - 1, 1).bit_length()
 
 
-def split_unit_marks(block: dict[str, list[int] | int], stride: int) -> dict[str, list[int] | int]:
-    """A block made from marked ids, with its plain `input_ids` and their marks in `UNITS_COLUMN`."""
-    marked = np.asarray(block["input_ids"], dtype=np.int64)
-    return {**block, "input_ids": (marked % stride).tolist(), UNITS_COLUMN: (marked // stride).tolist()}
+def split_unit_marks(block: dict[str, np.ndarray | int], stride: int) -> dict[str, np.ndarray | int]:
+    """A block made from marked ids, with its plain `input_ids` (int32) and their marks in `UNITS_COLUMN` (int8)."""
+    marked = np.asarray(block["input_ids"], dtype=np.int32)
+    return {**block, "input_ids": marked % stride, UNITS_COLUMN: (marked // stride).astype(np.int8)}
 
 
 class MaskingUnits:
@@ -71,21 +72,22 @@ class MaskingUnits:
         self.stride = unit_stride(tokenizer)
         self.word_table = word_start_table(tokenizer).numpy()
 
-    def mark(self, lines: list[str], sentences: list[list[int]]) -> list[list[int]]:
-        """The token ids of each line (`sentences`, tokenized from `lines`), each plus its mark x stride."""
+    def mark(self, lines: list[str], sentences: list[np.ndarray]) -> list[np.ndarray]:
+        """The token ids of each line (`sentences`, tokenized from `lines` by `line_pieces.encode_lines`), each plus
+        its mark x stride (int32)."""
         return [
-            (np.asarray(ids, dtype=np.int64) + self.stride * self._marks(ids, units)).tolist()
+            (np.asarray(ids, dtype=np.int64) + self.stride * self._marks(ids, units)).astype(np.int32)
             for ids, units in zip(sentences, self.unit_index(lines, sentences))
         ]
 
-    def unit_index(self, lines: list[str], sentences: list[list[int]]) -> Iterable[np.ndarray]:
+    def unit_index(self, lines: list[str], sentences: list[np.ndarray]) -> Iterable[np.ndarray]:
         """Per line, the unit of each token (numbered in line order; -1 outside units)."""
         raise NotImplementedError
 
-    def _marks(self, ids: list[int], token_unit: np.ndarray) -> np.ndarray:
+    def _marks(self, ids: np.ndarray, token_unit: np.ndarray) -> np.ndarray:
         """Marks of a line's tokens; a word belongs to the first unit any of its tokens is in, so units are
         runs of whole words (a spaCy token can be part of a word: "Obama" in "Obama's")."""
-        if not ids:
+        if not len(ids):
             return np.zeros(0, dtype=np.int64)
         starts = self.word_table[np.asarray(ids)]
         starts[0] = True
@@ -121,18 +123,31 @@ class SpacyUnits(MaskingUnits):
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_nlp": None}
 
-    def unit_index(self, lines: list[str], sentences: list[list[int]]) -> Iterable[np.ndarray]:
+    def unit_index(self, lines: list[str], sentences: list[np.ndarray]) -> Iterable[np.ndarray]:
         if self._nlp is None:
             self._nlp = load_spacy_pipeline(self.spacy_model, self.scheme)
-        encodings = self.tokenizer(lines, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
-        for doc, ids, expected, offsets in zip(
-            self._nlp.pipe(lines), encodings["input_ids"], sentences, encodings["offset_mapping"]
-        ):
-            if ids != expected:
+        # Piece by piece, as the ids were tokenized (`line_pieces`): the tokenizer and spaCy see a bounded text at a
+        # time (spaCy refuses one over nlp.max_length, a million characters by default). No unit spans two pieces.
+        for expected, pieces in zip(sentences, in_pieces(lines, self._piece_spans)):
+            if not np.array_equal(np.concatenate([ids for ids, _, _ in pieces]), expected):
                 raise ValueError("The tokenizer gives other ids with offsets than without; cannot align spaCy spans.")
+            numbered, earlier = [], 0
+            for _, token_span, spans in pieces:
+                numbered.append(np.where(token_span < 0, -1, token_span + earlier))
+                earlier += spans
+            yield np.concatenate(numbered)
+
+    def _piece_spans(self, pieces: list[str]) -> list[tuple[np.ndarray, np.ndarray, int]]:
+        """Per piece: its ids, the span (entity or noun phrase) each of its tokens overlaps (-1: none), the number
+        of its spans."""
+        encodings = self.tokenizer(pieces, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+        found = []
+        for doc, ids, offsets in zip(self._nlp.pipe(pieces), encodings["input_ids"], encodings["offset_mapping"]):
             spans = doc.ents if self.scheme == "named-entity" else _noun_chunks(doc, self.spacy_model)
             bounds = np.array([(s.start_char, s.end_char) for s in spans if s.text.strip()], dtype=np.int64)
-            yield _overlapping_span(np.asarray(offsets, dtype=np.int64).reshape(-1, 2), bounds.reshape(-1, 2))
+            token_span = _overlapping_span(np.asarray(offsets, dtype=np.int64).reshape(-1, 2), bounds.reshape(-1, 2))
+            found.append((np.asarray(ids, dtype=np.int32), token_span, len(bounds)))
+        return found
 
 
 def _spacy_version() -> str:
@@ -233,12 +248,13 @@ class PmiUnits(MaskingUnits):
         )
         return cls(tokenizer, ngrams, units_name("pmi", None, vocabulary_size, min_count))
 
-    def unit_index(self, lines: list[str], sentences: list[list[int]]) -> Iterable[np.ndarray]:
+    def unit_index(self, lines: list[str], sentences: list[np.ndarray]) -> Iterable[np.ndarray]:
         for ids in sentences:
             words = _words(ids, self.word_table)
             unit_of_word = np.full(len(words), -1, dtype=np.int64)
             # The hash of a tuple of ints is the same in every process and run (unlike a string's).
-            for number, (start, end) in enumerate(self._units(words, random.Random(hash(tuple(ids))))):
+            seed = hash(tuple(np.asarray(ids).tolist()))
+            for number, (start, end) in enumerate(self._units(words, random.Random(seed))):
                 unit_of_word[start:end] = number
             yield np.repeat(unit_of_word, [len(word) for word in words])
 

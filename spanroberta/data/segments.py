@@ -4,24 +4,29 @@ a fixed number of tokens (full-sentences, doc-sentences), and BERT's segment pai
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 
 import numpy as np
 
-# A document is a list of sentences, a sentence a list of token ids.
-Document = list[list[int]]
+# A document is a list of sentences, a sentence an int32 array of token ids. Segments are views of them or joined
+# copies, so that a long document is never held as Python ints.
+Document = list[np.ndarray]
 
 
-def packed_segments(documents: list[Document], budget: int, separator: int | None) -> Iterator[list[int]]:
+def packed_segments(documents: list[Document], budget: int, separator: int | None) -> Iterator[np.ndarray]:
     """`budget`-token cuts of each document's tokens, or, given a `separator`, of all documents joined by it."""
-    streams = [_concatenate(document) for document in documents]
-    if separator is not None:
+    if separator is None:
+        streams = [_concatenate(document) for document in documents]
+    else:
         # RoBERTa section 4.2 (FULL-SENTENCES): "add an extra separator token between documents".
-        joined: list[int] = []
-        for stream in streams:
-            joined += ([separator] if joined else []) + stream
-        streams = [joined]
+        parts: list[np.ndarray] = []
+        joined = 0
+        for document in documents:
+            if joined:
+                parts.append(np.array([separator], dtype=np.int32))
+            parts += document
+            joined += sum(len(sentence) for sentence in document)
+        streams = [_concatenate(parts)]
     for stream in streams:
         for start in range(0, len(stream), budget):
             yield stream[start : start + budget]
@@ -29,7 +34,7 @@ def packed_segments(documents: list[Document], budget: int, separator: int | Non
 
 def segment_pairs(
     documents: list[Document], rng: np.random.Generator, budget: int, one_sentence: bool, sentence_order: bool
-) -> Iterator[tuple[list[int], list[int], int]]:
+) -> Iterator[tuple[np.ndarray, np.ndarray, int]]:
     """Segment pairs (A, B, label) from a group of documents, after BERT's create_instances_from_document.
 
     A chunk of consecutive pieces (at most two for sentence pairs) is cut at a random piece boundary
@@ -63,7 +68,7 @@ def segment_pairs(
             start = end
 
 
-def _pieces(document: Document, piece_length: int) -> list[list[int]]:
+def _pieces(document: Document, piece_length: int) -> list[np.ndarray]:
     """The document's sentences, cut into pieces of at most `piece_length` tokens.
 
     Pair formats use half a block, so that any two pieces fit in one block together."""
@@ -74,7 +79,7 @@ def _pieces(document: Document, piece_length: int) -> list[list[int]]:
     ]
 
 
-def _chunk_end(pieces: list[list[int]], start: int, budget: int, max_pieces: int | None) -> int:
+def _chunk_end(pieces: list[np.ndarray], start: int, budget: int, max_pieces: int | None) -> int:
     """The end of the longest run of pieces from `start` on that fits in `budget` tokens (at least one piece)."""
     end, length = start + 1, len(pieces[start])
     while (
@@ -88,16 +93,24 @@ def _chunk_end(pieces: list[list[int]], start: int, budget: int, max_pieces: int
 
 
 def _random_segment(
-    pieces_per_document: list[list[list[int]]], index: int, rng: np.random.Generator, room: int, one_sentence: bool
-) -> list[int]:
+    pieces_per_document: list[list[np.ndarray]], index: int, rng: np.random.Generator, room: int, one_sentence: bool
+) -> np.ndarray:
     """Up to `room` tokens of a document other than the `index`-th, from a random piece on (one piece at most
     for sentence pairs)."""
     other = int(rng.integers(len(pieces_per_document) - 1))
     pieces = pieces_per_document[other + (other >= index)]
     start = int(rng.integers(len(pieces)))
     stop = start + 1 if one_sentence else len(pieces)
-    return list(itertools.islice(itertools.chain.from_iterable(pieces[start:stop]), room))
+    taken: list[np.ndarray] = []
+    for position in range(start, stop):
+        if room <= 0:
+            break
+        taken.append(pieces[position][:room])
+        room -= len(taken[-1])
+    return _concatenate(taken)
 
 
-def _concatenate(pieces: list[list[int]]) -> list[int]:
-    return list(itertools.chain.from_iterable(pieces))
+def _concatenate(pieces: list[np.ndarray]) -> np.ndarray:
+    if len(pieces) == 1:
+        return pieces[0]  # not copied: a document of one long line is not held twice
+    return np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int32)

@@ -35,7 +35,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 from transformers import PreTrainedTokenizerBase
 
 from ..errors import UserInputError
-from .formats import BlockBuilder, tokenize_texts
+from .formats import BlockBuilder, token_arrays
 
 logger = logging.getLogger(__name__)
 
@@ -117,10 +117,10 @@ class StreamingBlocks(IterableDataset):
             if group_index % readers != reader:
                 continue
             replaced += sum("\ufffd" in text for text in texts)
-            documents = tokenize_texts(texts, self.tokenizer, self.builder.units)
+            documents = token_arrays(texts, self.tokenizer, self.builder.units)
             for position, block in enumerate(self.builder.blocks(documents, group_index)):
                 row: dict[str, Any] = {
-                    name: np.asarray(value, dtype=np.int32) if isinstance(value, list) else value
+                    name: np.asarray(value, dtype=np.int32) if isinstance(value, (list, np.ndarray)) else value
                     for name, value in block.items()
                 }
                 row["example_index"] = stable_block_index(group_index, position)

@@ -10,6 +10,8 @@ from tokenizers import AddedToken, ByteLevelBPETokenizer
 from tokenizers.trainers import UnigramTrainer
 from transformers import AlbertTokenizer, RobertaTokenizerFast
 
+from .line_pieces import line_pieces
+
 # RoBERTa's special tokens and their ids: <s>=0, <pad>=1, </s>=2, <unk>=3; <mask> is added last.
 ROBERTA_SPECIAL_TOKENS = ["<s>", "<pad>", "</s>", "<unk>"]
 MASK_TOKEN = "<mask>"
@@ -49,12 +51,13 @@ def train_byte_level_bpe(
 
 
 def _lines(texts: Iterable[str]) -> Iterator[str]:
-    """Each non-blank line after a space, as `formats.tokenize_texts` tokenizes them, so that the vocabulary
-    learns the word-initial ("Ġ") forms that the pretraining data uses."""
+    """Each non-blank line as `formats.token_arrays` tokenizes it (`line_pieces`): after a space, so that the
+    vocabulary learns the word-initial ("Ġ") forms that the pretraining data uses, and a long line in pieces, so
+    that the trainer's memory does not grow with a line (it counts the same words)."""
     for text in texts:
         for line in text.split("\n"):
             if line.strip():
-                yield " " + line.strip()
+                yield from line_pieces(line.strip())
 
 
 def _merges(bpe: ByteLevelBPETokenizer) -> list[tuple[str, str]]:
