@@ -17,6 +17,7 @@ from conftest import PROJECT_ROOT, TINY_TEXT
 from safetensors.torch import load_file
 
 from spanroberta.errors import UserInputError
+from spanroberta.runs.checkpoint_files import CHECKSUMS_FILE
 from spanroberta.runs.checkpoints import checkpoint_problem, resolve_resume_checkpoint
 
 MAX_STEPS, SAVE_STEPS, KILL_AFTER = 30, 4, 12
@@ -79,7 +80,9 @@ def killed(run_args, tmp_path_factory):
     checkpoint = output_dir / f"checkpoint-{KILL_AFTER}"
     # A bound for a hung run only: on a loaded machine the checkpoint can take minutes to appear.
     deadline = time.monotonic() + 600
-    while checkpoint_problem(checkpoint) is not None and process.poll() is None and time.monotonic() < deadline:
+    # Its checksums are written after trainer_state.json: the damaged-file cases need them.
+    while (checkpoint_problem(checkpoint) is not None or not (checkpoint / CHECKSUMS_FILE).is_file()) \
+            and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
     still_running = process.poll() is None
     os.kill(process.pid, signal.SIGKILL)
