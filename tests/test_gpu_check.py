@@ -186,7 +186,7 @@ def test_the_fp8_stage_says_why_it_cannot_run(monkeypatch, tmp_path):
     assert plan.fp8_unavailable() == "speed/trainer.py has no --fp8 flag yet"
     shown["help"] += " [--fp8]"
     assert plan.fp8_unavailable() is None
-    (fp8,) = [s for s in plan.stages(toy=False, work=Path("/nowhere")) if s.name == "fp8"]
+    (fp8,) = [s for s in plan.stages(toy=False, work=tmp_path) if s.name == "fp8"]
     assert fp8.guard is plan.fp8_unavailable and fp8.command[-2:] == ["--fp8", "--no-baseline"]
     assert fp8.import_path == str(tmp_path)
 
