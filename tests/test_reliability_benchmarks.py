@@ -218,3 +218,9 @@ def test_a_long_line_is_held_to_its_bound_and_tabled(tmp_path):
     assert "| 10 | 128 | 1,280 | 9.0 | 600 | 500 | 100 | 11.1 | 136, holds | 9 | - |" in text
     assert "136, **broken**" in text and "a baseline, the same run on a short line of 0.1 MB" in text
     assert "**Bad inputs tried**" in text and "reliability.long_line" not in text  # no "run it to measure it"
+
+
+def test_a_unit_scores_the_same_only_when_every_row_does(tmp_path):
+    _unit_record(tmp_path / "tasks", "a", "a" * 40, gap=53.7, litbank=42.0)
+    _unit_record(tmp_path / "same-seed", "1", "a" * 40, gap=53.7, litbank=41.5)
+    assert "not deterministic" in _same_seed_page(tmp_path)

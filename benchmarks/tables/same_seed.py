@@ -42,10 +42,13 @@ def render_same_seed(context: Context) -> str:
     for rerun in reruns:
         twin = _twin(rerun, committed)
         size, task, seed = _unit(rerun)
-        for row, score in _scores(rerun).items():
+        scores = _scores(rerun)
+        # A unit scores the same only when every row of it does (LitBank and GAP come from one model).
+        outcomes.setdefault((size, task, seed), {})[record_commit(rerun)] = (bool(twin) and _scores(twin) == scores,
+                                                                             twin)  # fmt: skip
+        for row, score in scores.items():
             before = _scores(twin).get(row) if twin else None
             same = before is not None and before == score
-            outcomes.setdefault((size, task, seed), {})[record_commit(rerun)] = (same, twin)
             rows.append([row, str(seed), size, fmt_date(rerun), f"{score:.2f}",
                          f"{before:.2f} ({context.link(twin)})" if twin else "no record of this commit",
                          "**yes**" if same else "**no**", context.link(rerun)])  # fmt: skip
