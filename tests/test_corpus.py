@@ -1,11 +1,15 @@
 """Reading corpora into documents (spanroberta.data.corpus) and the bundled demo corpus."""
 
 import csv
+import io
 import json
+import random
 
 import pytest
 
-from spanroberta.data.corpus import CorpusSource, load_documents
+from spanroberta.data import corpus
+from spanroberta.data.corpus import MAX_DOCUMENT_CHARACTERS, CorpusSource, iter_documents, load_documents
+from spanroberta.data.line_pieces import cut_line
 from spanroberta.data.demo_corpus import demo_corpus_path, generate_demo_corpus
 
 
@@ -94,3 +98,46 @@ def test_the_demo_corpus_ships_with_the_package_and_loads(tmp_path):
     sentences = [sentence for document in documents for sentence in document.split("\n")]
     assert sum(len(document.split("\n")) > 3 for document in documents) > len(documents) / 2
     assert len(set(sentences)) > len(sentences) / 2  # not a handful of sentences repeated
+
+
+def running_text(characters: int, seed: int = 0) -> str:
+    """Words separated by single spaces, with a run of whitespace now and then (where no cut may fall)."""
+    rng = random.Random(seed)
+    words, size = [], 0
+    while size < characters:
+        word = rng.choice(["span", "boundary", "objective", "masked", "café", "1998,", "--"])
+        separator = rng.choice(["  ", "\t", " \t "]) if rng.random() < 0.1 else " "
+        words.append(word + separator)
+        size += len(word) + len(separator)
+    return "".join(words).strip()
+
+
+def test_lines_are_read_in_bounded_pieces_cut_as_whole_lines_are(tmp_path):
+    lines = [running_text(2000, seed) for seed in range(3)] + ["", " " * 500, "short line", "\t"]
+    read = list(corpus._bounded_lines(io.StringIO("\n".join(lines) + "\n"), max_chars=64))
+    expected = []
+    for line in lines:
+        pieces = [piece for piece in cut_line(line, 64) if piece.strip()]
+        expected += pieces or [""]  # a blank line, however long, is one ""
+    assert read == expected and all(len(piece) <= 64 for piece in read)
+
+
+def test_a_document_longer_than_the_limit_is_cut_at_line_ends():
+    lines = [f"sentence {number} of the document." for number in range(100)]
+    parts = list(corpus.document_parts(lines, blank_lines_separate_documents=True, max_characters=300))
+    assert len(parts) > 1 and all(len(part) <= 300 for part in parts)
+    assert [line for part in parts for line in part.split("\n")] == lines
+
+
+def test_a_line_longer_than_a_document_is_read_in_parts_that_join_back_to_it(tmp_path):
+    line = running_text(3 * MAX_DOCUMENT_CHARACTERS + 1000)
+    path = tmp_path / "corpus.txt"
+    path.write_text("First document.\n\n" + line + "\nIts last sentence.\n\nLast document.\n")
+    documents = load([path], tmp_path)
+    assert documents[0] == "First document." and documents[-1] == "Last document."
+    assert all(len(document) <= MAX_DOCUMENT_CHARACTERS for document in documents)
+    pieces = [piece for document in documents[1:-1] for piece in document.split("\n")]
+    # Every cut falls before one space between two words: the stripped pieces joined by a space are the line.
+    assert " ".join(pieces[:-1]) == line and pieces[-1] == "Its last sentence."
+    assert len(documents) >= 5
+    assert list(iter_documents(CorpusSource([str(path)]))) == documents

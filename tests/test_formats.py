@@ -21,6 +21,7 @@ from spanroberta.data.formats import (
     tokenize_documents,
     tokenize_texts,
 )
+from spanroberta.data.groups import MAX_GROUP_CHARACTERS, grouped
 from spanroberta.data.tokenizer import train_byte_level_bpe
 
 FIRST_ID = 1000  # above the special tokens of the tiny tokenizer (<s>=0, </s>=2)
@@ -46,9 +47,17 @@ def documents():
     return synthetic_documents()
 
 
+def tokenized_dataset(documents, characters=None):
+    """`documents` as `tokenize_documents` lays them out; a document's length in characters is 4 a token unless
+    given."""
+    if characters is None:
+        characters = [4 * sum(len(sentence) for sentence in document) for document in documents]
+    return datasets.Dataset.from_dict({"sentence_ids": documents, "characters": characters})
+
+
 @pytest.fixture(scope="module")
 def tokenized(documents):
-    return datasets.Dataset.from_dict({"sentence_ids": documents})
+    return tokenized_dataset(documents)
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +99,27 @@ def test_full_sentences_only_leave_the_last_block_of_each_group_short(tiny_token
     blocks = build_blocks(tokenized, tiny_tokenizer, "full-sentences", MAX_LENGTH, documents_per_group=7)
     short = sum(len(block) < MAX_LENGTH for block in blocks["input_ids"])
     assert 1 < short <= -(-len(tokenized) // 7)
+
+
+def test_groups_end_at_their_count_or_their_characters():
+    assert list(grouped([1] * 5, 2, int)) == [[1, 1], [1, 1], [1]]
+    # A document that would take its group past the bound starts the next one; one longer than the bound is alone.
+    half = MAX_GROUP_CHARACTERS // 2
+    assert list(grouped([half, half, 1, 2 * MAX_GROUP_CHARACTERS, 3], 1000, int)) == [
+        [half, half], [1], [2 * MAX_GROUP_CHARACTERS], [3]]  # fmt: skip
+
+
+def test_a_document_of_more_characters_than_a_group_holds_is_a_group_of_its_own(tiny_tokenizer, documents, document_of):
+    long_document = 20
+    characters = [MAX_GROUP_CHARACTERS if index == long_document else 10 for index in range(len(documents))]
+    blocks = build_blocks(tokenized_dataset(documents, characters), tiny_tokenizer, "full-sentences", MAX_LENGTH)
+    owners = [{document_of[token] for token in block[1:-1] if token >= FIRST_ID} for block in blocks["input_ids"]]
+    # Packing never crosses a group: no block holds the long document and another one.
+    assert any(long_document in owner for owner in owners)
+    assert all(owner == {long_document} for owner in owners if long_document in owner)
+    # Three groups, so exactly the last blocks of the first two are short, besides the corpus's last.
+    short = [len(block) < MAX_LENGTH for block in blocks["input_ids"]]
+    assert sum(short[:-1]) == 2
 
 
 def check_doc_sentences_blocks(blocks, documents, document_of):
@@ -168,7 +198,7 @@ def test_sop_pairs_are_consecutive_segments_swapped_half_of_the_time(
 
 def test_blocks_depend_on_the_seed_but_not_on_num_proc(tiny_tokenizer):
     # Two processes splitting 50 documents in halves would cut a group of 8; groups are made first.
-    tokenized = datasets.Dataset.from_dict({"sentence_ids": synthetic_documents(num_documents=50)})
+    tokenized = tokenized_dataset(synthetic_documents(num_documents=50))
 
     def blocks(seed, num_proc=None):
         return build_blocks(
@@ -199,7 +229,8 @@ def test_bert_layout_and_token_type_ids():
 def test_tokenize_documents_keeps_one_list_of_sentences_per_document(tiny_tokenizer):
     documents = datasets.Dataset.from_dict({"text": ["The quick brown fox.\nThe lazy dog.", "A span."]})
     tokenized = tokenize_documents(documents, tiny_tokenizer)
-    assert tokenized.column_names == ["sentence_ids"]
+    assert tokenized.column_names == ["sentence_ids", "characters"]
+    assert tokenized["characters"] == [len(text) for text in documents["text"]]
     expected = [
         [tiny_tokenizer(" " + line, add_special_tokens=False)["input_ids"] for line in text.split("\n")]
         for text in documents["text"]

@@ -13,6 +13,7 @@ from tokenizers import BertWordPieceTokenizer
 from transformers import BertTokenizerFast
 
 from spanroberta.data import formats, line_pieces, masking_units, tokenizer as tokenizer_training
+from spanroberta.data.corpus import MAX_DOCUMENT_CHARACTERS, CorpusSource, load_documents
 from spanroberta.data.formats import prepare_blocks, tokenize_documents
 from spanroberta.data.line_pieces import encode_lines, in_pieces
 from spanroberta.data.masking import word_start_table
@@ -122,5 +123,19 @@ def test_tokenizing_and_blocks_with_tiny_pieces_match_the_whole_lines(tiny_token
 def test_a_tokenizer_trained_on_pieces_is_the_one_trained_on_whole_lines(monkeypatch):
     texts = TINY_TEXT + [long_line()]
     whole = train_byte_level_bpe(texts, vocab_size=400, show_progress=False)
-    monkeypatch.setattr(tokenizer_training, "line_pieces", functools.partial(line_pieces.line_pieces, max_chars=PIECE))
+    monkeypatch.setattr(tokenizer_training, "TRAINING_PIECE_CHARS", PIECE)
     assert train_byte_level_bpe(texts, vocab_size=400, show_progress=False).get_vocab() == whole.get_vocab()
+
+
+def test_a_line_read_in_parts_tokenizes_to_the_whole_lines_ids(tiny_tokenizer, tmp_path):
+    # A line of more than a document's characters becomes pieces in several documents (`corpus`); full-sentences
+    # joins their ids back: they must be the line's own.
+    line = " ".join(long_line(seed=seed) for seed in range(40))
+    assert len(line) > 2 * MAX_DOCUMENT_CHARACTERS
+    path = tmp_path / "line.txt"
+    path.write_text(line + "\n")
+    documents = load_documents(CorpusSource([str(path)]), cache_dir=str(tmp_path / "cache"))
+    assert len(documents) > 2
+    parts = tokenize_documents(documents, tiny_tokenizer)["sentence_ids"]
+    (whole,) = formats.tokenize_texts([line], tiny_tokenizer)
+    assert [token for part in parts for sentence in part for token in sentence] == whole[0]

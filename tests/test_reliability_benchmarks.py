@@ -188,35 +188,34 @@ def test_a_rerun_that_differs_from_its_commits_record_says_the_unit_is_not_deter
     assert "not deterministic" in page and "**no**" in page
 
 
-def _long_line_run(line_mb, peak_rss_mib, prepared_mib):
-    prepare = {"seconds": 9.0, "cpu_seconds": 8.0, "peak_rss_mib": peak_rss_mib, "peak_pss_mib": 1.0,
-               "peak_anonymous_pss_mib": 1.0}  # fmt: skip
+def _long_line_run(line_mb, peak_anonymous_mib, prepared_mib):
+    prepare = {"seconds": 9.0, "cpu_seconds": 8.0, "peak_rss_mib": peak_anonymous_mib + 150, "peak_pss_mib": 1.0,
+               "peak_anonymous_pss_mib": peak_anonymous_mib}  # fmt: skip
     return {"line_mb": line_mb, "line_bytes": int(line_mb * 1e6), "blocks": 10, "tokens": 1280,
             "prepared_bytes": int(prepared_mib * 2**20), "prepare": prepare, "train": None}  # fmt: skip
 
 
 def test_a_long_line_is_held_to_its_bound_and_tabled(tmp_path):
-    baseline = _long_line_run(0.1, 500.0, 0.1)
-    within = long_line.against_bound(_long_line_run(10, 500.0 + 100, 9), baseline)
-    assert within["extra_rss_mib"] == 100 and within["within_bound"]
-    assert within["bound_mib"] == long_line.BOUND_MIB + long_line.BOUND_FACTOR * 9
-    too_much = long_line.against_bound(_long_line_run(10, 500.0 + long_line.BOUND_MIB + 80, 9), baseline)
-    assert not too_much["within_bound"] and too_much["extra_rss_per_prepared_byte"] > long_line.BOUND_FACTOR
+    baseline = _long_line_run(0.1, 350.0, 0.1)
+    within = long_line.against_bound(_long_line_run(10, 350.0 + 100, 9), baseline)
+    assert within["extra_anonymous_mib"] == 100 and within["within_bound"]
+    too_much = long_line.against_bound(_long_line_run(100, 350.0 + long_line.BOUND_MIB + 1, 90), baseline)
+    assert not too_much["within_bound"]
 
     root = tmp_path / "checkout"
     (root / "benchmarks").mkdir(parents=True)
     (root / "configs" / "ablations").mkdir(parents=True)
     page = root / "benchmarks" / "RESULTS.md"
     page.write_text("# Results\n\n<!-- generated:reliability -->\n<!-- /generated:reliability -->\n")
-    settings = {"kind": "long-line", "baseline_mb": 0.1, "max_seq_length": 128, "bound_mib": long_line.BOUND_MIB,
-                "bound_factor": long_line.BOUND_FACTOR}  # fmt: skip
+    settings = {"kind": "long-line", "baseline_mb": 0.1, "max_seq_length": 128,
+                "anonymous_bound_mib": long_line.BOUND_MIB}  # fmt: skip
     results = {"baseline": baseline, "sizes": [within, too_much], "bound_holds": False}
     write_record("reliability", settings, results, started=RunStart(provenance(), [0.5, 0.5, 0.5]),
                  results_dir=root / "benchmarks" / "results")  # fmt: skip
     assert generate.main(["--root", str(root)]) == 0
     text = page.read_text()
-    assert "| 10 | 128 | 1,280 | 9.0 | 600 | 500 | 100 | 11.1 | 136, holds | 9 | - |" in text
-    assert "136, **broken**" in text and "a baseline, the same run on a short line of 0.1 MB" in text
+    assert f"| 10 | 1,280 | 9.0 | 450 | 350 | **100** | {long_line.BOUND_MIB}, holds | 100 | 9 | - |" in text
+    assert f"{long_line.BOUND_MIB}, **broken**" in text and "a baseline, the same run on a short line of 0.1 MB" in text
     assert "**Bad inputs tried**" in text and "reliability.long_line" not in text  # no "run it to measure it"
 
 

@@ -11,6 +11,15 @@ text comes from decides where documents end:
 Lines are stripped and blank ones dropped. Everything runs through `datasets`, so it is cached by
 fingerprint: a second call with the same files (unchanged on disk) reads the cache.
 
+Memory does not grow with a line or a document. Text files are read `MAX_CALL_CHARS` characters at a time, a longer
+line as its pieces (`line_pieces.cut_line`: cut before a space, each piece then a line of its own), and a document
+longer than `MAX_DOCUMENT_CHARACTERS` characters becomes several documents, cut at a line's end. That cut is a
+deviation from the papers' documents, which have no length limit: full-sentences puts a separator token between
+the parts (one in about 60,000 tokens), doc-sentences ends a part's last block there, and the pair formats draw a
+random segment B from the group's other documents, which may be another part of the same text. It concerns
+documents of more than 262,144 characters (a book; Wikipedia's longest articles); others are read whole. A row of
+a JSON, CSV or Parquet file is read whole by its reader before it is cut.
+
 `load_documents` reads everything before returning, so bad input (a missing or empty file, a byte that is not
 UTF-8) is reported up front, naming the file and line. `iter_documents` reads the same sources lazily with
 `datasets` streaming (for corpora larger than memory or disk); it cannot look ahead, so it replaces bytes that
@@ -19,15 +28,25 @@ are not UTF-8 with U+FFFD in text files instead of stopping the run (see `spanro
 
 from __future__ import annotations
 
-import itertools
+import io
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 import datasets
+from datasets.fingerprint import Hasher
 
 from ..errors import UserInputError, not_utf8_error, require_file
+from .line_pieces import MAX_CALL_CHARS, cut_line
+
+# A document longer than this (in characters, its lines joined by "\n") is read as several: see the module's
+# docstring. Lines are read in pieces of at most MAX_CALL_CHARS, no longer than this, so every part fits.
+MAX_DOCUMENT_CHARACTERS = 2**18
+# Documents handled at a time (written to the cache, tokenized, read back): with documents of at most
+# MAX_DOCUMENT_CHARACTERS, at most 16 M characters (`datasets` takes a thousand by default).
+DOCUMENTS_PER_BATCH = 64
 
 # The `datasets` packaged builder that reads each supported file extension.
 BUILDERS_BY_EXTENSION = {
@@ -67,7 +86,7 @@ def load_documents(source: CorpusSource, cache_dir: str | None = None) -> datase
         name, config, split = source.dataset_name, source.dataset_config_name, source.split
         where = f"dataset {name!r} (config {config!r}, split {split!r})"
         raw = datasets.load_dataset(name, config, split=split, cache_dir=cache_dir)
-        documents = _rows_to_documents(raw, source.text_column_name, where, blank_lines_separate_documents=False)
+        documents = _rows_to_documents(raw, source.text_column_name, where)
     else:
         parts = [
             _load_files(files, builder, source.text_column_name, cache_dir)
@@ -81,7 +100,8 @@ def load_documents(source: CorpusSource, cache_dir: str | None = None) -> datase
 
 
 def iter_documents(source: CorpusSource) -> Iterator[str]:
-    """The documents of `load_documents`, in the same order, read lazily with `datasets` streaming.
+    """The documents of `load_documents`, in the same order, read lazily: text files by `read_text_documents`,
+    other sources with `datasets` streaming.
 
     Nothing is cached and memory does not grow with the corpus. Text files are decoded with
     `errors="replace"`: a byte that is not UTF-8 becomes U+FFFD rather than stopping a run that is already
@@ -90,21 +110,20 @@ def iter_documents(source: CorpusSource) -> Iterator[str]:
     if source.dataset_name is not None:
         raw = datasets.load_dataset(source.dataset_name, source.dataset_config_name, split=source.split,
                                     streaming=True)  # fmt: skip
-        yield from _stream_documents(raw, source.text_column_name, blank_lines_separate_documents=False)
+        yield from _stream_documents(raw, source.text_column_name)
         return
     for builder, files in _files_by_builder(source.train_files).items():
-        is_text = builder == "text"
-        options = {"sample_by": "paragraph", "encoding_errors": "replace"} if is_text else {}
-        raw = datasets.load_dataset(builder, data_files=files, split="train", streaming=True, **options)
+        if builder == "text":
+            yield from read_text_documents(files, errors="replace")
+            continue
+        raw = datasets.load_dataset(builder, data_files=files, split="train", streaming=True)
         try:
-            yield from _stream_documents(raw, "text" if is_text else source.text_column_name, is_text)
+            yield from _stream_documents(raw, source.text_column_name)
         except UnicodeDecodeError:
             raise _not_utf8_error(files) from None
 
 
-def _stream_documents(
-    raw: datasets.IterableDataset, column: str, blank_lines_separate_documents: bool
-) -> Iterator[str]:
+def _stream_documents(raw: datasets.IterableDataset, column: str) -> Iterator[str]:
     # `iter` rather than `iter(raw)`: inside a DataLoader worker, iterating a datasets IterableDataset directly
     # would hand the worker only some of its files; spanroberta.data.streaming splits the stream itself.
     for batch in raw.iter(batch_size=1000):
@@ -112,7 +131,7 @@ def _stream_documents(
             raise UserInputError(
                 f"The data has no column {column!r} (its columns: {list(batch)}); set --text_column_name."
             )
-        yield from _split_documents(batch[column], blank_lines_separate_documents)["text"]
+        yield from _split_documents(batch[column])["text"]
 
 
 def _files_by_builder(train_files: list[str]) -> dict[str, list[str]]:
@@ -132,14 +151,11 @@ def _files_by_builder(train_files: list[str]) -> dict[str, list[str]]:
 
 
 def _load_files(files: list[str], builder: str, text_column_name: str, cache_dir: str | None) -> datasets.Dataset:
-    is_text = builder == "text"
-    # The text builder's "paragraph" mode yields the text between "\n\n"s; lines holding only spaces
-    # (WikiText's blank lines are " ") also end a document, which `_rows_to_documents` handles.
-    options = {"sample_by": "paragraph"} if is_text else {}
-    column = "text" if is_text else text_column_name
     try:
-        raw = datasets.load_dataset(builder, data_files=files, split="train", cache_dir=cache_dir, **options)
-        return _rows_to_documents(raw, column, ", ".join(files), blank_lines_separate_documents=is_text)
+        if builder == "text":
+            return _load_text_files(files, cache_dir)
+        raw = datasets.load_dataset(builder, data_files=files, split="train", cache_dir=cache_dir)
+        return _rows_to_documents(raw, text_column_name, ", ".join(files))
     except datasets.exceptions.DatasetGenerationError as error:
         if isinstance(error.__cause__, UnicodeDecodeError):
             raise _not_utf8_error(files) from None
@@ -149,6 +165,41 @@ def _load_files(files: list[str], builder: str, text_column_name: str, cache_dir
     except UnicodeDecodeError:
         # JSON and CSV readers keep the raw bytes; decoding fails when the rows are read.
         raise _not_utf8_error(files) from None
+
+
+def _load_text_files(files: list[str], cache_dir: str | None) -> datasets.Dataset:
+    """The documents of text files (`read_text_documents`), cached under a fingerprint of the files' paths, sizes and
+    modification times, as `datasets`' own builders key theirs."""
+    stamps = [(str(Path(file).resolve()), Path(file).stat().st_size, Path(file).stat().st_mtime_ns) for file in files]
+    try:
+        return datasets.Dataset.from_generator(
+            _text_rows,
+            features=datasets.Features({"text": datasets.Value("string")}),
+            gen_kwargs={"files": files},
+            cache_dir=cache_dir,
+            fingerprint=Hasher.hash(["spanroberta text documents", stamps, MAX_CALL_CHARS, MAX_DOCUMENT_CHARACTERS]),
+            writer_batch_size=DOCUMENTS_PER_BATCH,
+        )
+    except ValueError:
+        # `datasets` refuses a generator that yields nothing with an error about its split.
+        if next(read_text_documents(files, errors="replace"), None) is None:
+            raise UserInputError(f"No documents in {', '.join(files)}: every line is blank.") from None
+        raise
+
+
+def _text_rows(files: list[str]) -> Iterator[dict[str, str]]:
+    for document in read_text_documents(files):
+        yield {"text": document}
+
+
+def read_text_documents(files: list[str], errors: str = "strict") -> Iterator[str]:
+    """The documents of text files, in order: a blank line (or one of whitespace only, as WikiText's) ends a
+    document, each other line is a sentence or paragraph. Read `MAX_CALL_CHARS` characters at a time, so memory
+    does not grow with a line (`_bounded_lines`), and in parts of at most `MAX_DOCUMENT_CHARACTERS` characters
+    (`document_parts`). `errors`: how bytes that are not UTF-8 are decoded ("strict" raises)."""
+    for file in files:
+        with open(file, encoding="utf-8", errors=errors) as text:
+            yield from document_parts(_bounded_lines(text), blank_lines_separate_documents=True)
 
 
 def _not_utf8_error(files: list[str]) -> UserInputError:
@@ -196,9 +247,8 @@ def _json_line_error(file: str, number: int, error: json.JSONDecodeError) -> Use
     )
 
 
-def _rows_to_documents(
-    raw: datasets.Dataset, column: str, source: str, blank_lines_separate_documents: bool
-) -> datasets.Dataset:
+def _rows_to_documents(raw: datasets.Dataset, column: str, source: str) -> datasets.Dataset:
+    """Each row of `raw`'s `column` a document (its blank lines do not split it), cut as `document_parts` cuts."""
     if column not in raw.column_names:
         raise UserInputError(
             f"{source} has no column {column!r} (its columns: {raw.column_names}); set text_column_name."
@@ -208,18 +258,62 @@ def _rows_to_documents(
         batched=True,
         input_columns=[column],
         remove_columns=raw.column_names,
-        fn_kwargs={"blank_lines_separate_documents": blank_lines_separate_documents},
+        writer_batch_size=DOCUMENTS_PER_BATCH,
         desc="Reading documents",
     )
 
 
-def _split_documents(texts: list[str | None], blank_lines_separate_documents: bool) -> dict[str, list[str]]:
+def _split_documents(texts: list[str | None]) -> dict[str, list[str]]:
     documents = []
     for text in texts:
-        lines = [line.strip() for line in (text or "").split("\n")]
-        if blank_lines_separate_documents:
-            groups = [list(group) for non_blank, group in itertools.groupby(lines, key=bool) if non_blank]
-        else:
-            groups = [[line for line in lines if line]]
-        documents.extend("\n".join(group) for group in groups if group)
+        lines = _bounded_lines(io.StringIO(text or "", newline="\n"))
+        documents.extend(document_parts(lines, blank_lines_separate_documents=False))
     return {"text": documents}
+
+
+def document_parts(
+    lines: Iterable[str], blank_lines_separate_documents: bool, max_characters: int = MAX_DOCUMENT_CHARACTERS
+) -> Iterator[str]:
+    """The documents of `lines` (each at most `max_characters` long), their lines stripped, blank ones dropped and
+    joined by "\n": with `blank_lines_separate_documents` a blank line ends a document, otherwise all of `lines` is
+    one. A document that would pass `max_characters` is cut before the line that would take it there."""
+    part: list[str] = []
+    size = 0
+    for line in lines:
+        line = line.strip()
+        if not line:
+            if part and blank_lines_separate_documents:
+                yield "\n".join(part)
+                part, size = [], 0
+            continue
+        if part and size + 1 + len(line) > max_characters:
+            yield "\n".join(part)
+            part, size = [], 0
+        size += len(line) + (1 if part else 0)
+        part.append(line)
+    if part:
+        yield "\n".join(part)
+
+
+def _bounded_lines(text: TextIO, max_chars: int = MAX_CALL_CHARS) -> Iterator[str]:
+    """The lines of `text`, without their newline, read `max_chars` characters at a time: a longer line comes as its
+    pieces (`line_pieces.cut_line`, the same pieces as cutting the whole line), and those that hold only whitespace
+    are left out; a line of whitespace only (however long) comes as one "", so it still ends a document."""
+    rest, line_has_text = "", False
+    while True:
+        read = text.readline(max_chars)
+        line = rest + read
+        ended = not read or read.endswith("\n")
+        pieces = list(cut_line(line.removesuffix("\n"), max_chars)) if line else []
+        # An unfinished line keeps its last piece: where it is cut depends on what follows.
+        rest = "" if ended else pieces.pop()
+        for piece in pieces:
+            if piece.strip():
+                line_has_text = True
+                yield piece
+        if ended:
+            if line and not line_has_text:
+                yield ""
+            if not read:
+                return
+            line_has_text = False

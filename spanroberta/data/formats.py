@@ -21,12 +21,12 @@ Sentences too long for a block are cut into pieces, never dropped. Deviations fr
   RoBERTa keeps sentences whole, so its blocks are "at most" 512 tokens);
 - pair formats cut sentences into pieces of at most half a block, so that a pair always fits without
   BERT's truncation, and do not use BERT's `short_seq_prob`;
-- a random segment B comes from another document of the same group of `documents_per_group` documents
+- a random segment B comes from another document of the same group of documents
   rather than of the whole corpus.
 
-Blocks are built group by group: `documents_per_group` consecutive documents form one group, packing
-never crosses groups, and a group's random choices come from a generator seeded with (`seed`, group
-index). Results therefore do not depend on `num_proc`. How a group's documents are cut into segments and pairs
+Blocks are built group by group: consecutive documents form a group (at most `documents_per_group` of them, and a
+bounded number of characters: `groups.py`), packing never crosses groups, and a group's random choices come from a
+generator seeded with (`seed`, group index). Results therefore do not depend on `num_proc`. How a group's documents are cut into segments and pairs
 is `segments.py`'s; this module lays them out as blocks, with the tokenizer's special tokens.
 """
 
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,10 +43,13 @@ import datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from datasets.fingerprint import Hasher
 from transformers import PreTrainedTokenizerBase
 
 from ..models.configuration_spanroberta import SENTENCE_LABELS
 from ..objectives.recipes import INPUT_FORMATS, PAIR_FORMATS
+from .corpus import DOCUMENTS_PER_BATCH
+from .groups import MAX_GROUP_CHARACTERS, grouped
 from .line_pieces import encode_lines
 from .masking_units import UNITS_COLUMN, MaskingUnits, split_unit_marks
 from .segments import Document, packed_segments, segment_pairs
@@ -57,7 +61,8 @@ def tokenize_documents(
     num_proc: int | None = None,
     units: MaskingUnits | None = None,
 ) -> datasets.Dataset:
-    """Tokenizes each document's lines (no special tokens) into a `sentence_ids` column, one row per document.
+    """Tokenizes each document's lines (no special tokens) into a `sentence_ids` column, one row per document, with
+    the document's length in `characters` (what its group is bounded by: `groups.py`).
 
     With `units` (named-entity, noun-phrase or PMI masking), each id carries its unit mark (`masking_units`)."""
     if "text" not in documents.column_names:
@@ -69,8 +74,10 @@ def tokenize_documents(
         input_columns=["text"],
         remove_columns=documents.column_names,
         fn_kwargs={"tokenizer": tokenizer, "units": units},
+        batch_size=DOCUMENTS_PER_BATCH,
         # int32 halves the cache of the whole tokenized corpus (and the blocks' and a prepared folder's).
-        features=datasets.Features({"sentence_ids": datasets.List(datasets.List(datasets.Value("int32")))}),
+        features=datasets.Features({"sentence_ids": datasets.List(datasets.List(datasets.Value("int32"))),
+                                    "characters": datasets.Value("int32")}),  # fmt: skip
         desc="Tokenizing documents",
     )
 
@@ -79,7 +86,8 @@ def _tokenize_batch(texts: list[str], tokenizer: PreTrainedTokenizerBase, units:
     # Straight to Arrow from the int32 arrays: a long line's ids never become Python ints (about 36 bytes each).
     documents = token_arrays(texts, tokenizer, units)
     sentences = _list_array([sentence for document in documents for sentence in document], pa.int32())
-    return pa.table({"sentence_ids": _lists_of(sentences, [len(document) for document in documents])})
+    return pa.table({"sentence_ids": _lists_of(sentences, [len(document) for document in documents]),
+                     "characters": pa.array([len(text) for text in texts], type=pa.int32())})  # fmt: skip
 
 
 def tokenize_texts(
@@ -292,21 +300,24 @@ def build_blocks(
     """Packs or pairs the `sentence_ids` of `tokenized` (from `tokenize_documents`) into pretraining blocks.
 
     Each row is one block: `input_ids` with the tokenizer's special tokens, at most `max_seq_length`
-    long (`full-sentences` blocks are exactly that long, but for the last block of each group of
-    `documents_per_group` documents); `token_type_ids` when the tokenizer produces them; and for pair
+    long (`full-sentences` blocks are exactly that long, but for the last block of each group: at most
+    `documents_per_group` documents, `groups.py`); `token_type_ids` when the tokenizer produces them; and for pair
     formats the label of `pair_objective` ("nsp": `next_sentence_label`, "sop": `sentence_order_label`).
     Packed doc-sentences rows (`pack_documents`) hold several blocks and their `sequence_lengths`. With `units`
     (the ones `tokenize_documents` marked the ids with), rows carry their tokens' unit marks in `masking_units`.
     """
     builder = block_builder(tokenizer, input_format, max_seq_length, pair_objective, seed, pack_documents, units)
-    if "sentence_ids" not in tokenized.column_names:
+    if not {"sentence_ids", "characters"} <= set(tokenized.column_names):
         raise ValueError(
-            f"The dataset has no 'sentence_ids' column (its columns: {tokenized.column_names}); "
+            f"The dataset has no 'sentence_ids' and 'characters' columns (its columns: {tokenized.column_names}); "
             "make it with tokenize_documents."
         )
-    # Groups are made in one process (a zero-copy Arrow regrouping) so that they do not depend on
-    # num_proc; the blocks of each group are then built in parallel, read as Arrow (`_group_documents`).
-    groups = tokenized.select_columns(["sentence_ids"]).batch(documents_per_group).with_format("arrow")
+    # Groups are decided in one process, from the documents' lengths, so that they do not depend on num_proc; the
+    # blocks of each group are then built in parallel, each group read as an Arrow slice (`_group_documents`).
+    characters = tokenized.select_columns(["characters"]).with_format("arrow")[:]["characters"].to_pylist()
+    ends = list(itertools.accumulate(len(group) for group in grouped(characters, documents_per_group, int)))
+    groups = datasets.Dataset.from_dict({"start": [0, *ends[:-1]], "stop": ends})
+    fingerprint = Hasher.hash([tokenized._fingerprint, builder, documents_per_group, MAX_GROUP_CHARACTERS])
     return groups.map(
         _build_group_blocks,
         batched=True,
@@ -315,9 +326,20 @@ def build_blocks(
         num_proc=num_proc,
         remove_columns=groups.column_names,
         features=builder.features,
-        fn_kwargs={"builder": builder},
+        fn_kwargs={"builder": builder, "documents": tokenized.select_columns(["sentence_ids"]).with_format("arrow")},
+        new_fingerprint=fingerprint,
+        # Where `datasets` would keep a map of `tokenized` (the groups are only their bounds): blocks of a
+        # corpus on disk go to disk, not into memory.
+        cache_file_name=_cache_file(tokenized, f"blocks-{fingerprint}"),
         desc=f"Building {input_format} blocks",
-    ).with_format(None)  # the blocks read as Python rows again
+    )
+
+
+def _cache_file(dataset: datasets.Dataset, name: str) -> str | None:
+    """A cache file named `name` next to `dataset`'s own, or None for a dataset held in memory."""
+    if not dataset.cache_files:
+        return None
+    return os.path.join(os.path.dirname(dataset.cache_files[0]["filename"]), f"cache-{name}.arrow")
 
 
 def prepare_blocks(
@@ -339,17 +361,22 @@ def prepare_blocks(
     )
 
 
-def _build_group_blocks(batch: pa.Table, indices: list[int], builder: BlockBuilder) -> pa.Table:
-    rows = builder.blocks(_group_documents(batch.column("sentence_ids")), indices[0])
+def _build_group_blocks(
+    bounds: dict[str, list[int]], indices: list[int], builder: BlockBuilder, documents: datasets.Dataset
+) -> pa.Table:
+    group = documents[bounds["start"][0] : bounds["stop"][0]]["sentence_ids"]
+    rows = builder.blocks(_group_documents(group), indices[0])
     schema = builder.features.arrow_schema
     return pa.table({name: _column([row[name] for row in rows], schema.field(name).type) for name in schema.names})
 
 
-def _group_documents(column: pa.ChunkedArray) -> list[Document]:
-    """The documents of the one group in `column`, each sentence an int32 view of the Arrow buffer: a group is never
-    turned into Python ints (about 36 bytes a token, where Arrow takes 4), nor copied."""
-    (group,) = (group for chunk in column.chunks for group in chunk)
-    documents = group.values
+def _group_documents(group: pa.ChunkedArray) -> list[Document]:
+    """The documents of a group, each sentence an int32 view of the Arrow buffer: a group is never turned into
+    Python ints (about 36 bytes a token, where Arrow takes 4), nor copied."""
+    return [document for chunk in group.chunks for document in _chunk_documents(chunk)]
+
+
+def _chunk_documents(documents: pa.ListArray) -> list[Document]:
     sentences = documents.flatten()
     sentence_ends = np.cumsum(pc.list_value_length(sentences).to_numpy())
     ids = np.split(sentences.flatten().to_numpy(), sentence_ends[:-1]) if len(sentences) else []

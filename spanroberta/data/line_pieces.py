@@ -44,13 +44,26 @@ def line_pieces(line: str, max_chars: int = MAX_CALL_CHARS) -> Iterator[str]:
     """The text the line is tokenized as, the line after a space, in consecutive pieces of at most `max_chars`
     characters (at least 1), cut where the module says; a text within the limit is its only piece. The whole text
     is never built: a long line is not copied."""
-    # Positions are the line's; the first piece holds the space, so one character of the line fewer.
-    start, space, limit = 0, " ", max_chars - 1
-    while len(line) - start > limit:
-        end = _cut(line, start, start + limit)
-        yield space + line[start:end]
-        start, space, limit = end, "", max_chars
-    yield space + line[start:]
+    # The first piece holds the space, so one character of the line fewer.
+    pieces = _pieces(line, max_chars - 1, max_chars)
+    yield " " + next(pieces)
+    yield from pieces
+
+
+def cut_line(line: str, max_chars: int = MAX_CALL_CHARS) -> Iterator[str]:
+    """The line itself in consecutive pieces of at most `max_chars` characters, cut where the module says: how a
+    corpus reader keeps a long line's pieces within the limit (`corpus`); a piece after a cut starts with its
+    space."""
+    return _pieces(line, max_chars, max_chars)
+
+
+def _pieces(line: str, first_limit: int, limit: int) -> Iterator[str]:
+    start, size = 0, first_limit
+    while len(line) - start > size:
+        end = _cut(line, start, start + size)
+        yield line[start:end]
+        start, size = end, limit
+    yield line[start:]
 
 
 def _cut(line: str, start: int, limit: int) -> int:

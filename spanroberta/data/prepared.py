@@ -30,6 +30,8 @@ import datasets
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from ..errors import UserInputError
+from .corpus import MAX_DOCUMENT_CHARACTERS
+from .groups import MAX_GROUP_CHARACTERS
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +74,10 @@ def prepared_settings(
         "max_seq_length": max_seq_length,
         "pair_objective": pair_objective,
         "documents_per_group": documents_per_group,
+        # How documents were cut and grouped (`corpus`, `groups`): for the record, not checked, so that a folder
+        # prepared before these limits existed is still reused.
+        "max_document_characters": MAX_DOCUMENT_CHARACTERS,
+        "max_group_characters": MAX_GROUP_CHARACTERS,
         "pack_documents": pack_documents,
         "masking_units": masking_units,
         "seed": seed,

@@ -30,7 +30,7 @@ from ..errors import UserInputError
 from ..hub import HubArguments, hub_kwargs
 from ..objectives.base import ResolvedRecipe
 from . import prepared
-from .corpus import CorpusSource, iter_documents, load_documents
+from .corpus import DOCUMENTS_PER_BATCH, CorpusSource, iter_documents, load_documents
 from .formats import PAIR_FORMATS, block_builder, prepare_blocks, tokenize_documents
 from .masking_schedule import DynamicMaskingDataset, StaticMaskingDataset
 from .masking_units import (
@@ -227,7 +227,7 @@ def load_or_train_tokenizer(
 
 def _texts(documents: datasets.Dataset) -> Iterator[str]:
     # Batch by batch from the memory-mapped table, so that the whole corpus is never held as Python strings.
-    for batch in documents.iter(batch_size=1000):
+    for batch in documents.iter(batch_size=DOCUMENTS_PER_BATCH):
         yield from batch["text"]
 
 
@@ -386,6 +386,7 @@ def build_masking_units(
     if masking != "pmi":
         return None
     tokenized = tokenize_documents(training_documents, tokenizer, num_proc=num_proc)
-    documents = (document for batch in tokenized.iter(batch_size=1000) for document in batch["sentence_ids"])
+    batches = tokenized.iter(batch_size=DOCUMENTS_PER_BATCH)
+    documents = (document for batch in batches for document in batch["sentence_ids"])
     sentences = (sentence for document in documents for sentence in document)
     return PmiUnits.from_corpus(sentences, tokenizer, pmi_vocabulary_size, pmi_min_count)

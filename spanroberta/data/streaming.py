@@ -1,8 +1,8 @@
 """Streaming mode: pretraining blocks made on the fly from a corpus read lazily, for corpora larger than memory
 or disk.
 
-Documents come from `corpus.iter_documents` (`datasets` streaming). As in `formats.build_blocks`, every
-`documents_per_group` consecutive documents form a group, numbered from 0 in corpus order, and a group's
+Documents come from `corpus.iter_documents` (read lazily). As in `formats.build_blocks`, consecutive documents form
+groups by the rule of `groups.py` (at most `documents_per_group` documents), numbered from 0 in corpus order, and a group's
 blocks depend only on its documents, its number and the seed; so streaming yields the same blocks as the
 in-memory and prepared modes.
 
@@ -36,6 +36,7 @@ from transformers import PreTrainedTokenizerBase
 
 from ..errors import UserInputError
 from .formats import BlockBuilder, token_arrays
+from .groups import grouped
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ class StreamingBlocks(IterableDataset):
 
     def _blocks_of_pass(self, pass_index: int, reader: int, readers: int) -> Iterator[dict[str, Any]]:
         mask_epoch = pass_index if self.static_masking_copies is None else pass_index % self.static_masking_copies
-        groups = _batched(iter(self.read_documents()), self.documents_per_group)
+        groups = grouped(self.read_documents(), self.documents_per_group, len)
         replaced = 0
         for group_index, texts in enumerate(groups):
             if group_index % readers != reader:
@@ -133,11 +134,6 @@ class StreamingBlocks(IterableDataset):
                 reader,
                 replaced,
             )
-
-
-def _batched(items: Iterator[str], size: int) -> Iterator[list[str]]:
-    while batch := list(itertools.islice(items, size)):
-        yield batch
 
 
 def _shuffled(items: Iterator[dict[str, Any]], rng: np.random.Generator, buffer_size: int) -> Iterator[dict[str, Any]]:

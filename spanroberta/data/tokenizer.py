@@ -12,6 +12,11 @@ from transformers import AlbertTokenizer, RobertaTokenizerFast
 
 from .line_pieces import line_pieces
 
+# The trainers are fed pieces of at most this many characters: on pieces of 2^18 (what tokenizing takes at a
+# time), the `tokenizers` 0.23 trainers keep memory that grows with the number of pieces, about 1.3 MB per MB of
+# text; on pieces of 2^14 they keep a dozen MB whatever the text (benchmarks/reliability/long_line.py measures a run).
+TRAINING_PIECE_CHARS = 2**14
+
 # RoBERTa's special tokens and their ids: <s>=0, <pad>=1, </s>=2, <unk>=3; <mask> is added last.
 ROBERTA_SPECIAL_TOKENS = ["<s>", "<pad>", "</s>", "<unk>"]
 MASK_TOKEN = "<mask>"
@@ -57,7 +62,7 @@ def _lines(texts: Iterable[str]) -> Iterator[str]:
     for text in texts:
         for line in text.split("\n"):
             if line.strip():
-                yield from line_pieces(line.strip())
+                yield from line_pieces(line.strip(), TRAINING_PIECE_CHARS)
 
 
 def _merges(bpe: ByteLevelBPETokenizer) -> list[tuple[str, str]]:

@@ -182,8 +182,9 @@ class PretrainingDataArguments:
     documents_per_group: int = field(
         default=1000,
         metadata={
-            "help": "Documents per packing group: blocks never span two groups, and a pair's random segment comes "
-            "from its group. In streaming mode, groups are what processes and workers share out."
+            "help": "Documents per packing group (at most: a group also holds at most 2^24 characters): blocks never "
+            "span two groups, and a pair's random segment comes from its group. In streaming mode, groups are what "
+            "processes and workers share out."
         },
     )
     prepared_data_dir: str | None = field(
