@@ -19,6 +19,7 @@ from accelerate.commands.config.config_args import ClusterConfig
 from conftest import PROJECT_ROOT, TINY_TEXT
 from safetensors.torch import load_file
 
+from benchmarks.reliability.tiny_runs import save_initial_checkpoint
 from spanroberta.data.collator import DataCollatorForSpanMasking
 from spanroberta.pretraining.arguments import PretrainingArguments
 
@@ -174,17 +175,8 @@ def test_a_gpu_launch_without_gpus_is_refused_before_anything_is_written(run_arg
 
 @pytest.fixture(scope="module")
 def initial_checkpoint(tmp_path_factory, tiny_tokenizer):
-    from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
-
     path = tmp_path_factory.mktemp("initial_checkpoint")
-    config = SpanRobertaConfig(
-        vocab_size=len(tiny_tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-        intermediate_size=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, max_position_embeddings=40,
-        pad_token_id=tiny_tokenizer.pad_token_id, bos_token_id=0, eos_token_id=2,
-    )  # fmt: skip
-    torch.manual_seed(0)
-    SpanRobertaForPreTraining(config).save_pretrained(path)
-    tiny_tokenizer.save_pretrained(path)
+    save_initial_checkpoint(tiny_tokenizer, path)
     return path
 
 

@@ -17,7 +17,7 @@ from conftest import PROJECT_ROOT, TINY_TEXT
 from safetensors.torch import load_file
 
 from spanroberta.errors import UserInputError
-from spanroberta.runs.checkpoint_files import CHECKSUMS_FILE
+from spanroberta.runs.checkpoint_files import CHECKSUMS_FILE, SAVING_MARK
 from spanroberta.runs.checkpoints import checkpoint_problem, resolve_resume_checkpoint
 
 MAX_STEPS, SAVE_STEPS, KILL_AFTER = 30, 4, 12
@@ -176,6 +176,8 @@ CORRUPTIONS = {
     "a byte flipped in the weights": ("model.safetensors", flip_a_byte_in_the_middle,
                                       "model.safetensors is damaged (its bytes are not those saved"),
     "a removed RNG state": ("rng_state.pth", lambda path: path.unlink(), "rng_state.pth is missing"),
+    # A run stopped after trainer_state.json, before the checksums: every file whole, nothing to say so.
+    "a save cut off before its checksums": (SAVING_MARK, lambda path: path.touch(), f"{SAVING_MARK} is still there"),
 }  # fmt: skip
 
 
@@ -184,7 +186,7 @@ def test_each_damaged_file_makes_a_checkpoint_incomplete(corruption, killed, tmp
     name, damage, expected = CORRUPTIONS[corruption]
     folder = tmp_path / f"checkpoint-{KILL_AFTER}"
     shutil.copytree(killed / f"checkpoint-{KILL_AFTER}", folder)
-    assert checkpoint_problem(folder) is None
+    assert checkpoint_problem(folder) is None and not (folder / SAVING_MARK).exists()
     damage(folder / name)
     assert checkpoint_problem(folder).startswith(expected)
 

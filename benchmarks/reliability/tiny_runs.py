@@ -10,8 +10,8 @@ checkpoint (ZeRO-3 initialises a new model shard by shard, so a seed alone would
 
 from __future__ import annotations
 
-import json
 import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from transformers import PreTrainedTokenizerBase
 
 from spanroberta.data.demo_corpus import TINY_CORPUS
 
@@ -64,23 +65,30 @@ def prepare(folder: Path) -> dict[str, str]:
     setup["corpus"] += ".txt"
     if Path(setup["initial_checkpoint"], "model.safetensors").is_file():
         return setup
-    import torch
-
-    from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
     from spanroberta.data.tokenizer import train_byte_level_bpe
 
     groups = ("\n".join(TINY_CORPUS[i : i + 3]) for i in range(0, len(TINY_CORPUS), 3))
     Path(setup["corpus"]).write_text("\n\n".join(groups) + "\n")
     tokenizer = train_byte_level_bpe(TINY_CORPUS, vocab_size=400, min_frequency=1, show_progress=False)
+    save_initial_checkpoint(tokenizer, Path(setup["initial_checkpoint"]))
+    return setup
+
+
+def save_initial_checkpoint(tokenizer: PreTrainedTokenizerBase, path: Path) -> None:
+    """The tiny pretraining model every engine's run starts from (seed 0, no dropout, so that runs compare
+    bit for bit), saved with `tokenizer` into `path`."""
+    import torch
+
+    from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
+
     config = SpanRobertaConfig(
         vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
         intermediate_size=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, max_position_embeddings=40,
         pad_token_id=tokenizer.pad_token_id, bos_token_id=0, eos_token_id=2,
     )  # fmt: skip
     torch.manual_seed(0)
-    SpanRobertaForPreTraining(config).save_pretrained(setup["initial_checkpoint"])
-    tokenizer.save_pretrained(setup["initial_checkpoint"])
-    return setup
+    SpanRobertaForPreTraining(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
 
 
 def _free_port() -> int:

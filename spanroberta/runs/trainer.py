@@ -2,7 +2,8 @@
 resumed.
 
 - **Every checkpoint carries its checksums** (`runs.checkpoint_files.write_checksums`), written once every process
-  has saved its files, so that resuming can tell a checkpoint whose bytes changed since from a whole one.
+  has saved its files, so that resuming can tell a checkpoint whose bytes changed since from a whole one, and a
+  mark while it is being saved, so that one cut off before its checksums is not taken for whole.
 - **A run resumed at its end takes no further step.** transformers 5.23's training loop checks `max_steps` only
   after each optimizer step (`DefaultFlowCallback.on_step_end`), so a run resumed from a checkpoint at its last
   step, where `max_steps` is not a whole number of epochs, trained one step more than the uninterrupted run: a run
@@ -18,21 +19,43 @@ from typing import Any
 
 import torch
 from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, SaveStrategy
 
-from .checkpoint_files import write_checksums
+from .checkpoint_files import SAVING_MARK, write_checksums
 
 
 class ChecksumsOnSave(TrainerCallback):
-    """Writes the checksums of the checkpoint just saved, from the main process, once every process has written
-    its share of it (its RNG state; under DeepSpeed, its shards)."""
+    """Marks a checkpoint's folder before the Trainer saves it (`checkpoint_files.SAVING_MARK`) and writes its
+    checksums, from the main process, once every process has written its share of it (its RNG state; under
+    DeepSpeed, its shards), which removes the mark.
+
+    The mark goes in when the Trainer's flow callback has decided to save (it runs first, at the end of a step or
+    an epoch). Under `save_strategy="best"` that decision comes later, after evaluating, so no mark is put: such a
+    checkpoint gets its checksums, but a run stopped before they are written leaves one with the file checks only."""
+
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        self._mark_before_saving(args, state, control)
+
+    def on_epoch_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        self._mark_before_saving(args, state, control)
 
     def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.barrier()
-        checkpoint = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+        checkpoint = _checkpoint_folder(args, state)
         if state.is_world_process_zero and checkpoint.is_dir():
             write_checksums(checkpoint)
+
+    @staticmethod
+    def _mark_before_saving(args: TrainingArguments, state: TrainerState, control: TrainerControl) -> None:
+        if control.should_save and args.save_strategy != SaveStrategy.BEST and state.is_world_process_zero:
+            checkpoint = _checkpoint_folder(args, state)
+            checkpoint.mkdir(parents=True, exist_ok=True)
+            (checkpoint / SAVING_MARK).touch()
+
+
+def _checkpoint_folder(args: TrainingArguments, state: TrainerState) -> Path:
+    return Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
 
 
 class RunTrainer(Trainer):
