@@ -51,25 +51,38 @@ def _git(*args: str) -> str | None:
     return done.stdout.strip()
 
 
-def _cpu_model() -> str:
+def _cpu_info() -> dict[str, str]:
+    """The first processor's fields in /proc/cpuinfo (empty where there is none)."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        pass
-    return platform.processor() or platform.machine()
+        return {}
+    first = text.split("\n\n", 1)[0]
+    return {key.strip(): value.strip() for key, _, value in (line.partition(":") for line in first.splitlines())}
+
+
+def _cpu_model() -> str:
+    return _cpu_info().get("model name") or platform.processor() or platform.machine()
+
+
+def _cpu_family_model() -> str | None:
+    """"family/model" of the CPU: a virtual machine's model name can be as vague as "AMD EPYC", which covers
+    generations whose vector units (and so their BLAS kernels and rounding) differ."""
+    info = _cpu_info()
+    return f"{info['cpu family']}/{info['model']}" if "cpu family" in info and "model" in info else None
+
+
+def _vector_instructions() -> str:
+    """The widest vector instruction set the CPU has, which decides the kernels BLAS and oneDNN run ("" without
+    AVX2)."""
+    flags = _cpu_info().get("flags", "").split()
+    return next((name for name in ("avx512f", "avx2") if name in flags), "")
 
 
 def _bf16_instructions() -> list[str]:
     """The CPU's bf16 instruction sets (AMX or AVX-512 BF16): whether bf16 autocast on CPU has hardware behind it."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return [flag for flag in ("amx_bf16", "avx512_bf16") if flag in line.split()]
-    except OSError:
-        pass
-    return []
+    flags = _cpu_info().get("flags", "").split()
+    return [flag for flag in ("amx_bf16", "avx512_bf16") if flag in flags]
 
 
 def _gpu() -> str | None:
@@ -106,7 +119,8 @@ def provenance() -> dict[str, Any]:
         "git_commit": _git("rev-parse", "HEAD"),
         "git_dirty": bool(status) if status is not None else None,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"cpu": _cpu_model(), "logical_cpus": os.cpu_count(), "bf16_instructions": _bf16_instructions(),
+        "machine": {"cpu": _cpu_model(), "cpu_family_model": _cpu_family_model(), "logical_cpus": os.cpu_count(),
+                    "vector_instructions": _vector_instructions(), "bf16_instructions": _bf16_instructions(),
                     "gpu": _gpu(), "system": platform.system()},
         "packages": packages,
     }

@@ -11,6 +11,7 @@ import torch
 from safetensors.torch import save_file
 
 from benchmarks.reliability import faults, long_line, stress, tiny_runs
+from benchmarks.tables.same_seed import machine_kind, same_kind_of_machine
 from benchmarks.reliability.injection import complete_checkpoints, corrupt
 from benchmarks.reliability.load import busy_processes
 from benchmarks.reliability.outcomes import exit_outcome
@@ -156,10 +157,14 @@ def test_every_engine_launches_the_script_with_its_flags(engine):
     assert ("--use_cpu" in flags) == (engine in ("plain", "ddp"))
 
 
-def _unit_record(folder, name, commit, gap, litbank=42.0):
+ZEN3 = {"cpu": "AMD EPYC", "logical_cpus": 2, "bf16_instructions": []}
+ZEN4 = {"cpu": "AMD EPYC", "logical_cpus": 2, "bf16_instructions": ["avx512_bf16"]}
+
+
+def _unit_record(folder, name, commit, gap, litbank=42.0, machine=ZEN3):
     """A task-benchmark unit record of coref seed 1 (`cpu`), as the task benchmark writes it, in `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
-    record = {"git_commit": commit, "git_dirty": False, "date": "2026-11-28T10:00:00+00:00",
+    record = {"git_commit": commit, "git_dirty": False, "date": "2026-11-28T10:00:00+00:00", "machine": machine,
               "settings": {"kind": "unit", "size": "cpu", "task": "coref", "seed": 1, "budget": {"epochs": 5}},
               "results": {"rows": {"LitBank": {"score": litbank}, "GAP": {"score": gap}}}}  # fmt: skip
     (folder / f"{name}.json").write_text(json.dumps(record))
@@ -217,6 +222,25 @@ def test_a_long_line_is_held_to_its_bound_and_tabled(tmp_path):
     assert f"| 10 | 1,280 | 9.0 | 450 | 350 | **100** | {long_line.BOUND_MIB}, holds | 100 | 9 | - |" in text
     assert f"{long_line.BOUND_MIB}, **broken**" in text and "a baseline, the same run on a short line of 0.1 MB" in text
     assert "**Bad inputs tried**" in text and "reliability.long_line" not in text  # no "run it to measure it"
+
+
+def test_a_record_from_another_kind_of_machine_is_not_taken_for_nondeterminism(tmp_path):
+    _unit_record(tmp_path / "tasks", "a", "a" * 40, gap=53.7)
+    _unit_record(tmp_path / "tasks", "b", "b" * 40, gap=51.3, machine=ZEN4)
+    _unit_record(tmp_path / "same-seed", "1", "a" * 40, gap=54.1)
+    _unit_record(tmp_path / "same-seed", "2", "b" * 40, gap=54.1)
+    page = _same_seed_page(tmp_path)
+    assert "At `bbbbbbb`, the record ran on another kind of machine (AMD EPYC, AVX-512 BF16)" in page
+    assert "may come from the machine alone" in page and "GAP 54.10 against 51.30" in page
+    assert "At `aaaaaaa`, a rerun on the same kind of machine" in page and "not deterministic there" in page
+    assert "the code between those commits did not move the score" in page
+
+
+def test_machines_are_compared_on_the_traits_both_records_name():
+    newer = {"machine": {**ZEN3, "cpu_family_model": "25/1", "vector_instructions": "avx2"}}
+    assert same_kind_of_machine(newer, {"machine": ZEN3})
+    assert not same_kind_of_machine(newer, {"machine": {**ZEN3, "cpu_family_model": "25/17"}})
+    assert machine_kind(newer) == "AMD EPYC (family/model 25/1), avx2"
 
 
 def test_a_unit_scores_the_same_only_when_every_row_does(tmp_path):

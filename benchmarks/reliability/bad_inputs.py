@@ -14,9 +14,11 @@ created.
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
+import time
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -232,10 +234,14 @@ def run_case(case: Case, folder: Path, model: Path, tokenizer: Path) -> dict:
     folder created`)."""
     inputs, output_dir = folder / "inputs", folder / "out"
     command = [sys.executable, str(ROOT / case.script), *case.command(inputs, model, tokenizer, output_dir)]
+    began = time.perf_counter()
     try:
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=HANG_SECONDS)
-    except subprocess.TimeoutExpired:
-        return {"case": case.name, "outcome": "hang"}
+    except subprocess.TimeoutExpired as timeout:
+        # What it had printed when it was stopped: where it was (its start-up, or a wait).
+        printed = timeout.stderr.decode(errors="replace") if isinstance(timeout.stderr, bytes) else timeout.stderr
+        return {"case": case.name, "outcome": "hang", "seconds": HANG_SECONDS, "stderr_tail": (printed or "")[-2000:]}
+    seconds = round(time.perf_counter() - began, 1)
     last_line = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
     if "Traceback" in done.stderr:
         outcome = "traceback"
@@ -246,10 +252,14 @@ def run_case(case: Case, folder: Path, model: Path, tokenizer: Path) -> dict:
         outcome = "output folder created"
     else:
         outcome = "refused cleanly"
-    return {"case": case.name, "outcome": outcome, "exit_status": done.returncode, "message": last_line}
+    return {"case": case.name, "outcome": outcome, "exit_status": done.returncode, "message": last_line,
+            "seconds": seconds}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results-dir", default=None, help="where the record goes (default benchmarks/results)")
+    options = parser.parse_args(argv)
     started = start_run()
     outcomes = []
     with tempfile.TemporaryDirectory() as scratch:
@@ -263,7 +273,8 @@ def main() -> None:
                "refused_cleanly": sum(outcome["outcome"] == "refused cleanly" for outcome in outcomes),
                "failures": failures, "cases": outcomes}  # fmt: skip
     settings = {"kind": "bad-inputs", "hang_seconds": HANG_SECONDS, "scripts": sorted({case.script for case in CASES})}
-    path = write_record("reliability", settings, results, started=started, name="bad-inputs")
+    path = write_record("reliability", settings, results, started=started, name="bad-inputs",
+                        results_dir=options.results_dir)  # fmt: skip
     print(f"[bad inputs] {results['refused_cleanly']}/{results['cases_tried']} refused cleanly; record: {path}")
 
 

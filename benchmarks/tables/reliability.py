@@ -131,7 +131,7 @@ def render_reliability(context: Context) -> str:
     parts.append(_table(context, faults, header, faults_rows) if faults else none_yet(FAULTS_COMMAND))
     parts.append("\n" + lost_sentence(faults) + "\n")
     parts.append("**Same seed, same score**: task-benchmark units run again from the commit of a committed record, "
-                 "on the same kind of machine, beside that record.\n")
+                 "beside that record, with the kind of machine each ran on.\n")
     parts.append(render_same_seed(context) + "\n")
     parts.append(long_line_intro(long_lines))
     header = ["line (MB)", "tokens", "blocks on disk (MiB)", "peak anonymous (MiB)", "baseline's", "added (MiB)",

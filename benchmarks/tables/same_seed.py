@@ -1,8 +1,15 @@
 """Same seed, same score? Task-benchmark units run again (records under benchmarks/results/same-seed/, written by
 the task benchmark of the commit each reran, with `--records_dir`), each set beside the committed record of the same
-unit (size, task, seed, budget) measured from the same commit. A rerun that scores what its commit's record scored
-shows that the unit is deterministic there; when every rerun does and the committed records of two commits differ,
-the code between those commits moved the score, not the machine."""
+unit (size, task, seed, budget) measured from the same commit, with the kind of machine each ran on.
+
+What the reruns can tell apart:
+- a rerun on the same kind of machine as its commit's record that scores exactly what the record did shows the unit
+  deterministic there; one that scores otherwise shows it is not;
+- a record from another kind of machine (another vector instruction set: the BLAS and oneDNN kernels, and so the
+  rounding, differ) can score otherwise for that reason alone;
+- reruns of two commits on one kind of machine that score exactly the same show that the code between those
+  commits did not move the score; when each reproduces its own commit's record and they differ, the code did.
+"""
 
 from __future__ import annotations
 
@@ -33,46 +40,83 @@ def _scores(record: dict[str, Any]) -> dict[str, float]:
     return {row: entry["score"] for row, entry in record["results"]["rows"].items()}
 
 
+def same_kind_of_machine(one: dict[str, Any], other: dict[str, Any]) -> bool:
+    """Whether two records ran on the same kind of machine, as far as both describe it (older records name fewer of
+    the machine's traits: only those both name are compared)."""
+    first, second = one.get("machine", {}), other.get("machine", {})
+    named = [trait for trait in first.keys() & second.keys() if None not in (first[trait], second[trait])]
+    return all(first[trait] == second[trait] for trait in named)
+
+
+def machine_kind(record: dict[str, Any]) -> str:
+    """The record's machine in a few words: its CPU, and its vector instructions (older records name only whether
+    it has AVX-512 BF16)."""
+    machine = record.get("machine", {})
+    if not machine:
+        return "not recorded"
+    cpu = machine.get("cpu", "?")
+    if "cpu_family_model" in machine:
+        cpu += f" (family/model {machine['cpu_family_model']})"
+    if "vector_instructions" in machine:
+        return f"{cpu}, {machine['vector_instructions'] or 'no AVX2'}"
+    return f"{cpu}, {'AVX-512 BF16' if machine.get('bf16_instructions') else 'no AVX-512 BF16'}"
+
+
 def render_same_seed(context: Context) -> str:
     reruns = context.records(SAME_SEED)
     if not reruns:
         return f"No rerun of a task unit is committed yet ({RERUN_COMMAND})."
     committed = [record for record in context.records("tasks") if record["settings"].get("kind") == "unit"]
-    rows, outcomes = [], {}
+    rows, units = [], {}
     for rerun in reruns:
         twin = _twin(rerun, committed)
+        units.setdefault(_unit(rerun), []).append((rerun, twin))
         size, task, seed = _unit(rerun)
-        scores = _scores(rerun)
-        # A unit scores the same only when every row of it does (LitBank and GAP come from one model).
-        outcomes.setdefault((size, task, seed), {})[record_commit(rerun)] = (bool(twin) and _scores(twin) == scores,
-                                                                             twin)  # fmt: skip
-        for row, score in scores.items():
+        for row, score in _scores(rerun).items():
             before = _scores(twin).get(row) if twin else None
-            same = before is not None and before == score
-            rows.append([row, str(seed), size, fmt_date(rerun), f"{score:.2f}",
+            rows.append([row, str(seed), size, fmt_date(rerun), machine_kind(rerun), f"{score:.2f}",
                          f"{before:.2f} ({context.link(twin)})" if twin else "no record of this commit",
-                         "**yes**" if same else "**no**", context.link(rerun)])  # fmt: skip
-    header = ["row", "seed", "size", "rerun: date (UTC), commit", "rerun's score", "its commit's record",
-              "the same", "rerun record"]  # fmt: skip
-    return markdown_table(header, rows) + "\n\n" + " ".join(_verdict(unit, by_commit)
-                                                           for unit, by_commit in outcomes.items())  # fmt: skip
+                         machine_kind(twin) if twin else "-", "**yes**" if before == score else "**no**",
+                         context.link(rerun)])  # fmt: skip
+    header = ["row", "seed", "size", "rerun: date (UTC), commit", "its machine", "rerun's score",
+              "its commit's record", "that record's machine", "the same score", "rerun record"]  # fmt: skip
+    verdicts = " ".join(_verdict(unit, pairs) for unit, pairs in units.items())
+    return markdown_table(header, rows) + "\n\n" + verdicts
 
 
-def _verdict(unit: tuple, by_commit: dict[str, tuple[bool, dict | None]]) -> str:
-    """What the reruns of one unit say about its scores across commits."""
+def _verdict(unit: tuple, pairs: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> str:
+    """What the reruns of one unit say: each against its commit's record, then the reruns against each other."""
     size, task, seed = unit
-    name = f"{task}, seed {seed}, size `{size}`"
-    unmatched = [commit for commit, (same, twin) in by_commit.items() if twin is None]
-    moved = [commit for commit, (same, twin) in by_commit.items() if twin is not None and not same]
-    if moved:
-        return (f"{name}: a rerun at {', '.join(f'`{c}`' for c in moved)} scored otherwise than that commit's record, "
-                "so the unit is not deterministic on this machine.")
-    if unmatched:
-        return f"{name}: no committed record of {', '.join(f'`{c}`' for c in unmatched)} to compare with."
-    twins = [twin for _, twin in by_commit.values()]
-    differ = len({tuple(sorted(_scores(twin).items())) for twin in twins}) > 1
-    commits = " and ".join(f"`{commit}`" for commit in by_commit)
-    if differ:
-        return (f"{name}: every rerun scored exactly what its commit's record scored, and the records of {commits} "
-                "differ: the code between those commits moved the score, not nondeterminism.")
-    return f"{name}: every rerun scored exactly what its commit's record scored ({commits})."
+    sentences = [_against_its_record(rerun, twin) for rerun, twin in pairs]
+    reproduced = {record_commit(rerun) for rerun, twin in pairs
+                  if twin is not None and same_kind_of_machine(rerun, twin) and _scores(rerun) == _scores(twin)}
+    for (first, _), (second, _) in zip(pairs, pairs[1:]):
+        if record_commit(first) == record_commit(second) or not same_kind_of_machine(first, second):
+            continue
+        commits = f"`{record_commit(first)}` and `{record_commit(second)}`"
+        if _scores(first) == _scores(second):
+            sentences.append(f"The reruns of {commits}, on one kind of machine, scored exactly the same: the code "
+                             "between those commits did not move the score.")  # fmt: skip
+        elif {record_commit(first), record_commit(second)} <= reproduced:
+            sentences.append(f"The reruns of {commits} each scored exactly what their commit's record did, and "
+                             "they differ: the code between those commits moved the score, not nondeterminism.")
+        else:
+            sentences.append(f"The reruns of {commits}, on one kind of machine, scored differently: the code "
+                             "between those commits or the unit's nondeterminism moved it.")  # fmt: skip
+    return f"{task}, seed {seed}, size `{size}`: " + " ".join(sentences)
+
+
+def _against_its_record(rerun: dict[str, Any], twin: dict[str, Any] | None) -> str:
+    at = f"At `{record_commit(rerun)}`"
+    if twin is None:
+        return f"{at}, no committed record to compare with."
+    differences = ", ".join(f"{row} {score:.2f} against {_scores(twin)[row]:.2f}"
+                            for row, score in _scores(rerun).items() if _scores(twin).get(row) != score)  # fmt: skip
+    if not same_kind_of_machine(rerun, twin):
+        outcome = f"it scored otherwise ({differences})" if differences else "it scored exactly the same"
+        return (f"{at}, the record ran on another kind of machine ({machine_kind(twin)}) than the rerun "
+                f"({machine_kind(rerun)}): {outcome}, and a difference there may come from the machine alone.")
+    if not differences:
+        return f"{at}, a rerun on the same kind of machine scored exactly what its record did."
+    return (f"{at}, a rerun on the same kind of machine (as the records describe it) scored otherwise ({differences}): "
+            "the unit is not deterministic there.")
