@@ -236,6 +236,15 @@ def test_a_record_from_another_kind_of_machine_is_not_taken_for_nondeterminism(t
     assert "the code between those commits did not move the score" in page
 
 
+def test_two_reruns_of_one_commit_that_differ_show_nondeterminism(tmp_path):
+    _unit_record(tmp_path / "tasks", "b", "b" * 40, gap=51.3, machine=ZEN4)
+    _unit_record(tmp_path / "same-seed", "1", "b" * 40, gap=54.1)
+    _unit_record(tmp_path / "same-seed", "2", "b" * 40, gap=54.1)
+    assert "Two reruns of `bbbbbbb` on one kind of machine scored exactly the same." in _same_seed_page(tmp_path)
+    _unit_record(tmp_path / "same-seed", "2", "b" * 40, gap=53.9)
+    assert "scored differently: the unit is not deterministic there" in _same_seed_page(tmp_path)
+
+
 def test_machines_are_compared_on_the_traits_both_records_name():
     newer = {"machine": {**ZEN3, "cpu_family_model": "25/1", "vector_instructions": "avx2"}}
     assert same_kind_of_machine(newer, {"machine": ZEN3})

@@ -7,12 +7,14 @@ What the reruns can tell apart:
   deterministic there; one that scores otherwise shows it is not;
 - a record from another kind of machine (another vector instruction set: the BLAS and oneDNN kernels, and so the
   rounding, differ) can score otherwise for that reason alone;
+- two reruns of one commit on one kind of machine that score otherwise show the unit not deterministic there;
 - reruns of two commits on one kind of machine that score exactly the same show that the code between those
   commits did not move the score; when each reproduces its own commit's record and they differ, the code did.
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from benchmarks.tables.format import Context, fmt_date, markdown_table
@@ -90,8 +92,13 @@ def _verdict(unit: tuple, pairs: list[tuple[dict[str, Any], dict[str, Any] | Non
     sentences = [_against_its_record(rerun, twin) for rerun, twin in pairs]
     reproduced = {record_commit(rerun) for rerun, twin in pairs
                   if twin is not None and same_kind_of_machine(rerun, twin) and _scores(rerun) == _scores(twin)}
-    for (first, _), (second, _) in zip(pairs, pairs[1:]):
-        if record_commit(first) == record_commit(second) or not same_kind_of_machine(first, second):
+    for (first, _), (second, _) in itertools.combinations(pairs, 2):
+        if not same_kind_of_machine(first, second):
+            continue
+        if record_commit(first) == record_commit(second):
+            same = _scores(first) == _scores(second)
+            sentences.append(f"Two reruns of `{record_commit(first)}` on one kind of machine scored "
+                             + ("exactly the same." if same else "differently: the unit is not deterministic there."))
             continue
         commits = f"`{record_commit(first)}` and `{record_commit(second)}`"
         if _scores(first) == _scores(second):
