@@ -19,43 +19,21 @@ from typing import Any
 
 import torch
 from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, SaveStrategy
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from .checkpoint_files import SAVING_MARK, write_checksums
 
 
 class ChecksumsOnSave(TrainerCallback):
-    """Marks a checkpoint's folder before the Trainer saves it (`checkpoint_files.SAVING_MARK`) and writes its
-    checksums, from the main process, once every process has written its share of it (its RNG state; under
-    DeepSpeed, its shards), which removes the mark.
-
-    The mark goes in when the Trainer's flow callback has decided to save (it runs first, at the end of a step or
-    an epoch). Under `save_strategy="best"` that decision comes later, after evaluating, so no mark is put: such a
-    checkpoint gets its checksums, but a run stopped before they are written leaves one with the file checks only."""
-
-    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
-        self._mark_before_saving(args, state, control)
-
-    def on_epoch_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
-        self._mark_before_saving(args, state, control)
+    """Writes the checksums of the checkpoint just saved, from the main process, once every process has written
+    its share of it (its RNG state; under DeepSpeed, its shards); that removes the checkpoint's saving mark."""
 
     def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.barrier()
-        checkpoint = _checkpoint_folder(args, state)
+        checkpoint = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
         if state.is_world_process_zero and checkpoint.is_dir():
             write_checksums(checkpoint)
-
-    @staticmethod
-    def _mark_before_saving(args: TrainingArguments, state: TrainerState, control: TrainerControl) -> None:
-        if control.should_save and args.save_strategy != SaveStrategy.BEST and state.is_world_process_zero:
-            checkpoint = _checkpoint_folder(args, state)
-            checkpoint.mkdir(parents=True, exist_ok=True)
-            (checkpoint / SAVING_MARK).touch()
-
-
-def _checkpoint_folder(args: TrainingArguments, state: TrainerState) -> Path:
-    return Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
 
 
 class RunTrainer(Trainer):
@@ -65,6 +43,15 @@ class RunTrainer(Trainer):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.add_callback(ChecksumsOnSave())
+
+    def _save_checkpoint(self, model: torch.nn.Module, trial: Any) -> None:
+        # The mark goes into the folder before its first file (transformers has no callback before a save), from
+        # the process that writes the checksums, which remove it.
+        if self.is_world_process_zero():
+            folder = Path(self._get_output_dir(trial=trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / SAVING_MARK).touch()
+        super()._save_checkpoint(model, trial)
 
     def get_batch_samples(self, epoch_iterator: Any, num_batches: int, device: torch.device) -> tuple[list, Any]:
         if 0 < self.state.max_steps <= self.state.global_step:
