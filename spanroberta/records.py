@@ -51,8 +51,10 @@ def _git(*args: str) -> str | None:
     return done.stdout.strip()
 
 
+@functools.cache
 def _cpu_info() -> dict[str, str]:
-    """The first processor's fields in /proc/cpuinfo (empty where there is none)."""
+    """The first processor's fields in /proc/cpuinfo (empty where there is none), read once a process: a record names
+    four of them."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
