@@ -299,9 +299,9 @@ FALLING = [[0.5, 3.0], [1.0, 2.0], [1.5, 1.0], [2.0, 0.8]]
 
 def _unit(records_dir: Path, task: str, seed: int, score: float | dict[str, float], floor: float,
           size: str = "cpu", budget: dict | None = None, labels: tuple[str, ...] | None = None,
-          curve: list = FALLING, outcomes: dict | None = None) -> None:  # fmt: skip
-    """A unit's record: `score` for every row, or per row label, with `outcomes` where given; `labels` names the
-    rows of a task the catalog no longer has."""
+          curve: list = FALLING, outcomes: dict | None = None) -> Path:  # fmt: skip
+    """A unit's record, and its path: `score` for every row, or per row label, with `outcomes` where given; `labels`
+    names the rows of a task the catalog no longer has."""
     labels = labels or tuple(row.label for row in catalog.TASKS[task].rows)
     scores = score if isinstance(score, dict) else dict.fromkeys(labels, score)
     settings = {"kind": "unit", "size": size, "task": task, "seed": seed, "checkpoint": CHECKPOINT_NAME,
@@ -309,7 +309,8 @@ def _unit(records_dir: Path, task: str, seed: int, score: float | dict[str, floa
     rows = {label: {"score": scores[label], "floor": floor, **({"outcomes": outcomes} if outcomes else {})}
             for label in labels}  # fmt: skip
     results = {"rows": rows, "wall_seconds": 100.0, "loss_curve": curve}
-    write_record("tasks", settings, results, started=RunStart(provenance(), [1.0, 1.0, 1.0]), results_dir=records_dir)
+    return write_record("tasks", settings, results, started=RunStart(provenance(), [1.0, 1.0, 1.0]),
+                        results_dir=records_dir)  # fmt: skip
 
 
 def test_the_table_shows_the_spread_over_seeds_the_floor_and_the_newest_record_of_a_seed(tmp_path):
@@ -347,6 +348,23 @@ def test_the_table_shows_the_spread_over_seeds_the_floor_and_the_newest_record_o
     assert ("verdicts on 0 of the tasks; no verdict on 1 rows: 1 with fewer than the 3 seeds a verdict needs (2 "
             "seeds each); 1 whose seeds' records do not all hold per-example outcomes (no evaluation-sample noise of "
             "every seed); not run yet with the catalog's budget: SQuAD v2.0, MRQA SQuAD, CoLA, SST-2, MRPC, STS-B, RTE") in headline  # fmt: skip
+
+
+def test_the_table_names_its_machines_and_the_rows_whose_seeds_ran_on_more_than_one(tmp_path):
+    root = tmp_path / "checkout"
+    (root / "benchmarks").mkdir(parents=True)
+    zen3 = {"cpu": "AMD EPYC", "bf16_instructions": [], "gpu": None}
+    zen4 = {**zen3, "bf16_instructions": ["avx512_bf16"], "vector_instructions": "avx512"}
+    for task, seed, machine in [("rte", 0, zen3), ("rte", 1, zen3), ("rte", 2, zen4),
+                                ("sst2", 0, zen3), ("sst2", 1, zen3), ("sst2", 2, zen3)]:  # fmt: skip
+        path = _unit(tmp_path, task, seed, 60.0, 50.0)
+        path.write_text(json.dumps({**json.loads(path.read_text()), "machine": machine}))
+    table = task_tables.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
+    (machines,) = [line for line in table.splitlines() if line.startswith("Machines: ")]
+    # the class every record names: a newer record's vector instructions do not split it
+    assert machines.startswith("Machines: AMD EPYC, no AVX-512 BF16 (5 records); AMD EPYC, AVX-512 BF16 (1 record).")
+    assert machines.endswith("RTE (seeds 0, 1: AMD EPYC, no AVX-512 BF16; seed 2: AMD EPYC, AVX-512 BF16).")
+    assert "SST-2 (" not in machines
 
 
 def test_a_task_that_gives_other_tasks_rows_replaces_their_records_row_by_row(tmp_path):

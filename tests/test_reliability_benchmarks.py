@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import save_file
 
 from benchmarks.reliability import faults, long_line, stress, tiny_runs
-from benchmarks.tables.same_seed import machine_kind, same_kind_of_machine
+from benchmarks.tables.same_seed import machine_class, machine_kind, same_kind_of_machine
 from benchmarks.reliability.injection import complete_checkpoints, corrupt
 from benchmarks.reliability.load import busy_processes
 from benchmarks.reliability.outcomes import exit_outcome
@@ -250,6 +250,9 @@ def test_machines_are_compared_on_the_traits_both_records_name():
     assert same_kind_of_machine(newer, {"machine": ZEN3})
     assert not same_kind_of_machine(newer, {"machine": {**ZEN3, "cpu_family_model": "25/17"}})
     assert machine_kind(newer) == "AMD EPYC (family/model 25/1), avx2"
+    assert machine_class(newer) == machine_class({"machine": ZEN3}) == "AMD EPYC, no AVX-512 BF16"
+    assert machine_class({"machine": {**ZEN3, "gpu": "1 x NVIDIA H200"}}) == "1 x NVIDIA H200"
+    assert machine_kind({}) == machine_class({}) == "not recorded"
 
 
 def test_a_unit_scores_the_same_only_when_every_row_does(tmp_path):

@@ -54,14 +54,24 @@ def machine_kind(record: dict[str, Any]) -> str:
     """The record's machine in a few words: its CPU, and its vector instructions (older records name only whether
     it has AVX-512 BF16)."""
     machine = record.get("machine", {})
-    if not machine:
-        return "not recorded"
+    if "vector_instructions" not in machine:
+        return machine_class(record)
     cpu = machine.get("cpu", "?")
     if "cpu_family_model" in machine:
         cpu += f" (family/model {machine['cpu_family_model']})"
-    if "vector_instructions" in machine:
-        return f"{cpu}, {machine['vector_instructions'] or 'no AVX2'}"
-    return f"{cpu}, {'AVX-512 BF16' if machine.get('bf16_instructions') else 'no AVX-512 BF16'}"
+    return f"{cpu}, {machine['vector_instructions'] or 'no AVX2'}"
+
+
+def machine_class(record: dict[str, Any]) -> str:
+    """The record's machine as every record describes it, older ones included: its GPUs where it ran on one, else
+    its CPU's name and whether it has AVX-512 BF16 (whose kernels round otherwise). Records that name more
+    (`machine_kind`) can tell apart machines this puts in one class."""
+    machine = record.get("machine", {})
+    if not machine:
+        return "not recorded"
+    if machine.get("gpu"):
+        return machine["gpu"]
+    return f"{machine.get('cpu', '?')}, {'AVX-512 BF16' if machine.get('bf16_instructions') else 'no AVX-512 BF16'}"
 
 
 def render_same_seed(context: Context) -> str:

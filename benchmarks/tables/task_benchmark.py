@@ -9,12 +9,14 @@ record of (or are newer than the one it shows), and the records a rerun replaced
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from benchmarks.common import CHECKPOINT_NAME
 from benchmarks.tables.format import Context, fmt_number, markdown_table, none_yet
+from benchmarks.tables.same_seed import machine_class
 from benchmarks.tables.verdicts import (
     BENCHMARK,
     FLOORS_BENCHMARK,
@@ -204,7 +206,7 @@ def _size_table(context: Context, records: Sequence[dict], checkpoint: str, size
               "aim", "wall s per seed", "training loss, first → last", "published, for context",
               "records"]  # fmt: skip
     return (f"**{checkpoint}**, size `{size}`:\n\n" + markdown_table(header, lines) + _floors_line(context, summaries)
-            + _notes(summaries, size) + _superseded_lines(context, records, checkpoint, size)
+            + _machines_line(summaries) + _notes(summaries, size) + _superseded_lines(context, records, checkpoint, size)
             + _earlier_budget_lines(context, records, checkpoint, size))
 
 
@@ -218,6 +220,30 @@ def _floors_line(context: Context, summaries: dict[str, dict[str, Any]]) -> str:
                      "examples)")  # fmt: skip
     text = "; ".join(parts)
     return f"\n\n{text[:1].upper()}{text[1:]}." if parts else ""
+
+
+def _fmt_seeds(seeds: Sequence[str]) -> str:
+    return f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {', '.join(seeds)}"
+
+
+def _machines_line(summaries: dict[str, dict[str, Any]]) -> str:
+    """The kinds of machine the table's records ran on (`machine_class`), and the rows whose seeds ran on more than
+    one: their seeds' spread holds the machines' rounding as well as the seeds'."""
+    records = {id(record): record for s in summaries.values() for record in s["records"]}.values()
+    kinds = Counter(machine_class(record) for record in records)
+    text = "Machines: " + "; ".join(f"{kind} ({count} record{'s' * (count > 1)})" for kind, count in kinds.items())
+    mixed = []
+    for label, summary in summaries.items():
+        seeds: dict[str, list[str]] = {}
+        for record in summary["records"]:
+            seeds.setdefault(machine_class(record), []).append(str(record["settings"]["seed"]))
+        if len(seeds) > 1:
+            mixed.append(f"{label} ({'; '.join(f'{_fmt_seeds(ran)}: {kind}' for kind, ran in seeds.items())})")
+    if mixed:
+        text += (". The seeds of these rows ran on more than one kind, so their spread holds the machines' rounding "
+                 "as well as the seeds' (the same-seed table in [RESULTS.md](RESULTS.md) shows a unit rerun on "
+                 f"another kind): {', '.join(mixed)}")
+    return f"\n\n{text}."
 
 
 def _notes(summaries: dict[str, dict[str, Any]], size: str) -> str:
