@@ -367,6 +367,17 @@ def test_the_table_names_its_machines_and_the_rows_whose_seeds_ran_on_more_than_
     assert "SST-2 (" not in machines
 
 
+def test_a_rerun_that_reproduced_its_unit_says_so(tmp_path):
+    root = tmp_path / "checkout"
+    (root / "benchmarks").mkdir(parents=True)
+    for score in (61.0, 60.0, 60.0):  # seed 0 three times: each older record set beside the one the table shows
+        _unit(tmp_path, "rte", 0, score, 52.7)
+    table = task_tables.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
+    first, second = [line for line in table.splitlines() if line.startswith("- rte, seed 0")]
+    assert "RTE 61.0" in first and first.endswith("rerun with the same budget.")
+    assert "RTE 60.0" in second and second.endswith("rerun with the same budget, which scored the same to every digit.")
+
+
 def test_a_task_that_gives_other_tasks_rows_replaces_their_records_row_by_row(tmp_path):
     root = tmp_path / "checkout"
     (root / "benchmarks").mkdir(parents=True)

@@ -160,10 +160,18 @@ def _unit_line(context: Context, record: dict, labels: Sequence[str], reason: st
 
 
 def _superseded_lines(context: Context, records: Sequence[dict], checkpoint: str, size: str) -> str:
-    lines = [_unit_line(context, old, labels, f"rerun with {budget_change(old, new)}")
+    lines = [_unit_line(context, old, labels, f"rerun with {budget_change(old, new)}{_same_scores(old, new, labels)}")
              for old, labels, new in superseded_units(records, checkpoint, size)]  # fmt: skip
     return ("\n\nReplaced by a rerun (the table shows the rerun, or lists it below where it ran an earlier budget):"
             "\n\n" + "\n".join(lines)) if lines else ""
+
+
+def _same_scores(old: dict, new: dict, labels: Sequence[str]) -> str:
+    """", which scored the same to every digit" where the rerun did on every row of `labels` (with the same budget:
+    the unit reproduced)."""
+    same = all(old["results"]["rows"][label]["score"] == new["results"]["rows"].get(label, {}).get("score")
+               for label in labels)  # fmt: skip
+    return ", which scored the same to every digit" if same else ""
 
 
 def _earlier_budget_lines(context: Context, records: Sequence[dict], checkpoint: str, size: str) -> str:
@@ -206,7 +214,8 @@ def _size_table(context: Context, records: Sequence[dict], checkpoint: str, size
               "aim", "wall s per seed", "training loss, first → last", "published, for context",
               "records"]  # fmt: skip
     return (f"**{checkpoint}**, size `{size}`:\n\n" + markdown_table(header, lines) + _floors_line(context, summaries)
-            + _machines_line(summaries) + _notes(summaries, size) + _superseded_lines(context, records, checkpoint, size)
+            + _machines_line(summaries) + _notes(summaries, size)
+            + _superseded_lines(context, records, checkpoint, size)
             + _earlier_budget_lines(context, records, checkpoint, size))
 
 
