@@ -167,8 +167,7 @@ def _superseded_lines(context: Context, records: Sequence[dict], checkpoint: str
 
 
 def _same_scores(old: dict, new: dict, labels: Sequence[str]) -> str:
-    """", which scored the same to every digit" where the rerun did on every row of `labels` (with the same budget:
-    the unit reproduced)."""
+    """", which scored the same to every digit" where the rerun did on every row of `labels`."""
     same = all(old["results"]["rows"][label]["score"] == new["results"]["rows"].get(label, {}).get("score")
                for label in labels)  # fmt: skip
     return ", which scored the same to every digit" if same else ""
