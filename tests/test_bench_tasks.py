@@ -354,17 +354,28 @@ def test_the_table_names_its_machines_and_the_rows_whose_seeds_ran_on_more_than_
     root = tmp_path / "checkout"
     (root / "benchmarks").mkdir(parents=True)
     zen3 = {"cpu": "AMD EPYC", "bf16_instructions": [], "gpu": None}
-    zen4 = {**zen3, "bf16_instructions": ["avx512_bf16"], "vector_instructions": "avx512"}
-    for task, seed, machine in [("rte", 0, zen3), ("rte", 1, zen3), ("rte", 2, zen4),
-                                ("sst2", 0, zen3), ("sst2", 1, zen3), ("sst2", 2, zen3)]:  # fmt: skip
+    zen4 = {**zen3, "bf16_instructions": ["avx512_bf16"]}
+    newer_zen3 = {**zen3, "cpu_family_model": "25/1", "vector_instructions": "avx2"}  # names more: the same class
+    units = [("rte", 2, zen3), ("rte", 0, zen4), ("rte", 1, zen3), ("sst2", 0, zen3), ("sst2", 1, zen3),
+             ("sst2", 2, newer_zen3), ("coref", 0, zen3)]  # fmt: skip
+    for task, seed, machine in units:
         path = _unit(tmp_path, task, seed, 60.0, 50.0)
         path.write_text(json.dumps({**json.loads(path.read_text()), "machine": machine}))
     table = task_tables.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
     (machines,) = [line for line in table.splitlines() if line.startswith("Machines: ")]
-    # the class every record names: a newer record's vector instructions do not split it
-    assert machines.startswith("Machines: AMD EPYC, no AVX-512 BF16 (5 records); AMD EPYC, AVX-512 BF16 (1 record).")
-    assert machines.endswith("RTE (seeds 0, 1: AMD EPYC, no AVX-512 BF16; seed 2: AMD EPYC, AVX-512 BF16).")
-    assert "SST-2 (" not in machines
+    # the coreference unit, which gives two rows, counts once
+    assert machines.startswith("Machines: AMD EPYC, no AVX-512 BF16 (6 records); AMD EPYC, AVX-512 BF16 (1 record).")
+    assert machines.endswith("RTE (seed 0: AMD EPYC, AVX-512 BF16; seeds 1, 2: AMD EPYC, no AVX-512 BF16).")
+    assert "SST-2 (" not in machines and "LitBank (" not in machines
+
+
+def test_a_table_of_records_left_out_names_no_machines(tmp_path):
+    root = tmp_path / "checkout"
+    (root / "benchmarks").mkdir(parents=True)
+    rte = catalog.SIZES["cpu"].budgets["rte"]
+    _unit(tmp_path, "rte", 0, 53.0, 52.7, budget=dataclasses.replace(rte, epochs=1).as_record())
+    table = task_tables.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
+    assert "- rte, seed 0" in table and "Machines" not in table
 
 
 def test_a_rerun_that_reproduced_its_unit_says_so(tmp_path):
@@ -372,10 +383,19 @@ def test_a_rerun_that_reproduced_its_unit_says_so(tmp_path):
     (root / "benchmarks").mkdir(parents=True)
     for score in (61.0, 60.0, 60.0):  # seed 0 three times: each older record set beside the one the table shows
         _unit(tmp_path, "rte", 0, score, 52.7)
+    rte = catalog.SIZES["cpu"].budgets["rte"]
+    _unit(tmp_path, "rte", 1, 60.0, 52.7, budget=dataclasses.replace(rte, learning_rate=1e-5).as_record())
+    _unit(tmp_path, "rte", 1, 60.0, 52.7)  # the same score from another budget is no reproduction
+    _unit(tmp_path, "coref", 0, {"LitBank": 40.0, "GAP": 50.0}, 10.0)
+    _unit(tmp_path, "coref", 0, {"LitBank": 40.0, "GAP": 51.0}, 10.0)  # the same on one row of two is not
     table = task_tables.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
     first, second = [line for line in table.splitlines() if line.startswith("- rte, seed 0")]
     assert "RTE 61.0" in first and first.endswith("rerun with the same budget.")
     assert "RTE 60.0" in second and second.endswith("rerun with the same budget, which scored the same to every digit.")
+    (other_budget,) = [line for line in table.splitlines() if line.startswith("- rte, seed 1")]
+    assert other_budget.endswith("rerun with learning_rate: 1e-05 -> 5e-05.")
+    (coref,) = [line for line in table.splitlines() if line.startswith("- coref, seed 0")]
+    assert coref.endswith("rerun with the same budget.")
 
 
 def test_a_task_that_gives_other_tasks_rows_replaces_their_records_row_by_row(tmp_path):
@@ -489,12 +509,26 @@ def test_the_gap_note_says_which_way_the_answers_went():
 @pytest.mark.parametrize(("curve", "reading"), [
     ([[0.5, 1.386], [1.0, 1.385]], "the training loss never moved (1.39 to 1.39)"),
     ([[0.5, 3.0], [1.5, 2.0], [2.0, 1.0]], "still falling over the last quarter (-50%)"),
-    ([[0.5, 3.0], [1.5, 1.0], [2.0, 0.99]], "had levelled off (-1% over the last quarter)"),
-    ([], "its record holds no loss curve"),
+    ([[0.5, 3.0], [1.5, 1.0], [2.0, 0.99]], "had levelled off over the last quarter (-1%)"),
+    ([[0.5, 3.0], [1.5, 1.0], [2.0, 1.2]], "rose over the last quarter (+20%)"),
+    ([], "its records hold no loss curve"),
 ])  # fmt: skip
 def test_a_short_row_is_read_from_its_loss_curve(curve, reading):
     summary = {"records": [{"settings": {"seed": 0}, "results": {"loss_curve": curve}}]}
     assert reading in task_tables.read_shortfall(summary)
+
+
+def test_a_short_row_is_read_from_every_seeds_curve_and_seeds_that_disagree_draw_no_next_step():
+    falling, levelled = [[0.5, 3.0], [1.5, 2.0], [2.0, 1.0]], [[0.5, 3.0], [1.5, 1.0], [2.0, 0.99]]
+    summary = {"records": [{"settings": {"seed": seed}, "results": {"loss_curve": curve}}
+                           for seed, curve in [(2, falling), (0, falling), (1, [])]]}  # fmt: skip
+    assert task_tables.read_shortfall(summary) == ("the training loss was still falling over the last quarter "
+                                                   "(seed 0: -50%; seed 2: -50%): more epochs are the next thing to "
+                                                   "measure")  # fmt: skip
+    summary["records"][2]["results"]["loss_curve"] = levelled
+    assert task_tables.read_shortfall(summary) == ("the seeds' training losses disagree over the last quarter: "
+                                                   "still falling in seeds 0, 2 (-50%, -50%), levelled off in seed 1 "
+                                                   "(-1%)")  # fmt: skip
 
 
 def test_the_squad_v2_note_splits_answerable_from_unanswerable():

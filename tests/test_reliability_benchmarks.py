@@ -251,7 +251,9 @@ def test_machines_are_compared_on_the_traits_both_records_name():
     assert not same_kind_of_machine(newer, {"machine": {**ZEN3, "cpu_family_model": "25/17"}})
     assert machine_kind(newer) == "AMD EPYC (family/model 25/1), avx2"
     assert machine_class(newer) == machine_class({"machine": ZEN3}) == "AMD EPYC, no AVX-512 BF16"
-    assert machine_class({"machine": {**ZEN3, "gpu": "1 x NVIDIA H200"}}) == "1 x NVIDIA H200"
+    on_a_gpu = {"machine": {**newer["machine"], "gpu": "1 x NVIDIA H200"}}
+    assert machine_kind(on_a_gpu) == machine_class(on_a_gpu) == "1 x NVIDIA H200"
+    assert machine_class({"machine": {**ZEN3, "bf16_instructions": ["amx_bf16"]}}) == "AMD EPYC, no AVX-512 BF16"
     assert machine_kind({}) == machine_class({}) == "not recorded"
 
 

@@ -51,10 +51,10 @@ def same_kind_of_machine(one: dict[str, Any], other: dict[str, Any]) -> bool:
 
 
 def machine_kind(record: dict[str, Any]) -> str:
-    """The record's machine in a few words: its CPU, and its vector instructions (older records name only whether
-    it has AVX-512 BF16)."""
+    """The record's machine in a few words: its GPUs where it ran on one, else its CPU, and its vector instructions
+    (older records name only whether it has AVX-512 BF16)."""
     machine = record.get("machine", {})
-    if "vector_instructions" not in machine:
+    if "vector_instructions" not in machine or machine.get("gpu"):
         return machine_class(record)
     cpu = machine.get("cpu", "?")
     if "cpu_family_model" in machine:
@@ -64,14 +64,15 @@ def machine_kind(record: dict[str, Any]) -> str:
 
 def machine_class(record: dict[str, Any]) -> str:
     """The record's machine as every record describes it, older ones included: its GPUs where it ran on one, else
-    its CPU's name and whether it has AVX-512 BF16 (whose kernels round otherwise). Records that name more
-    (`machine_kind`) can tell apart machines this puts in one class."""
+    its CPU's name and whether it has AVX-512 BF16 (with which the oneDNN kernels, and so the rounding, differ).
+    Records that name more (`machine_kind`) can tell apart machines this puts in one class."""
     machine = record.get("machine", {})
     if not machine:
         return "not recorded"
     if machine.get("gpu"):
         return machine["gpu"]
-    return f"{machine.get('cpu', '?')}, {'AVX-512 BF16' if machine.get('bf16_instructions') else 'no AVX-512 BF16'}"
+    avx512_bf16 = "avx512_bf16" in (machine.get("bf16_instructions") or [])
+    return f"{machine.get('cpu', '?')}, {'AVX-512 BF16' if avx512_bf16 else 'no AVX-512 BF16'}"
 
 
 def render_same_seed(context: Context) -> str:

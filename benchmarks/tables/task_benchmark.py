@@ -12,7 +12,7 @@ import os
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from benchmarks.common import CHECKPOINT_NAME
 from benchmarks.tables.format import Context, fmt_number, markdown_table, none_yet
@@ -77,61 +77,109 @@ def fmt_aim(row: Row, size: str, summary: dict[str, Any] | None) -> str:
     return f"{aim:g} ({'no verdict' if short is None else 'short' if short else 'met'})"
 
 
-def curve_summary(records: Sequence[dict]) -> tuple[int, float, float, float] | None:
-    """The logged training loss of the lowest seed whose record holds one (older records hold none): that seed, the
-    loss's first and last values and its relative change over the last quarter of training (negative: it fell).
-    None where no record holds a curve."""
-    ordered = sorted(records, key=lambda record: record["settings"]["seed"])
-    with_curve = next((r for r in ordered if r["results"].get("loss_curve")), None)
-    if with_curve is None:
-        return None
-    curve = with_curve["results"]["loss_curve"]
-    start = next(loss for epoch, loss in curve if epoch >= 0.75 * curve[-1][0])
-    return with_curve["settings"]["seed"], curve[0][1], curve[-1][1], (curve[-1][1] - start) / start if start else 0.0
+class Curve(NamedTuple):
+    """A seed's logged training loss: its first and last values, and its relative change over the last quarter of
+    training (negative: it fell)."""
+
+    seed: int
+    first: float
+    last: float
+    change: float
+
+
+def curves(records: Sequence[dict]) -> list[Curve]:
+    """The curve of every seed whose record holds a logged training loss (older records hold none), in seed order."""
+    found = []
+    for record in sorted(records, key=lambda record: record["settings"]["seed"]):
+        losses = record["results"].get("loss_curve")
+        if losses:
+            start = next(loss for epoch, loss in losses if epoch >= 0.75 * losses[-1][0])
+            change = (losses[-1][1] - start) / start if start else 0.0
+            found.append(Curve(record["settings"]["seed"], losses[0][1], losses[-1][1], change))
+    return found
+
+
+def _fmt_change(change: float) -> str:
+    return f"{round(100 * change) or 0:+d}%"  # a flat curve reads "+0%", never "-0%"
 
 
 def fmt_curve(records: Sequence[dict]) -> str:
-    summary = curve_summary(records)
-    if summary is None:
+    """The loss column: the curve of the lowest seed that has one, naming that seed."""
+    found = curves(records)
+    if not found:
         return "not recorded"
-    seed, first, last, change = summary
-    return f"seed {seed}: {first:.2f} → {last:.2f}, last quarter {round(100 * change) or 0:+d}%"
+    seed, first, last, change = found[0]
+    return f"seed {seed}: {first:.2f} → {last:.2f}, last quarter {_fmt_change(change)}"
 
 
 # How the shortfall notes read a loss curve: a loss that moved less than this share from its first value did not
-# start learning; one that fell more than this share over the last quarter was still learning when it stopped.
+# start learning; one that fell more than this share over the last quarter was still learning when it stopped, and
+# one that rose more than it had turned back up.
 FLAT_CURVE, STILL_FALLING = 0.02, 0.03
 
 
+def _curve_reading(curve: Curve) -> str:
+    if abs(curve.last - curve.first) < FLAT_CURVE * curve.first:
+        return "flat"
+    if curve.change < -STILL_FALLING:
+        return "falling"
+    return "rising" if curve.change > STILL_FALLING else "levelled"
+
+
+_READINGS = {"flat": "never moved", "falling": "was still falling", "levelled": "had levelled off", "rising": "rose"}
+_MIXED_READINGS = {"flat": "flat", "falling": "still falling", "levelled": "levelled off", "rising": "rising"}
+
+
+def _fmt_values(reading: str, found: Sequence[Curve], named: bool) -> str:
+    """The curves' values behind a reading, in seed order, each with its seed where `named`."""
+    values = [f"{c.first:.2f} to {c.last:.2f}" if reading == "flat" else _fmt_change(c.change) for c in found]
+    return "; ".join(f"seed {c.seed}: {value}" for c, value in zip(found, values)) if named else ", ".join(values)
+
+
 def read_shortfall(summary: dict[str, Any], learned: Sequence[str] = ()) -> str:
-    """What the loss curve of a row short of its aim or its floor says; `learned` names the other rows of the same
-    units that are clear of their floor, which share the curve."""
-    curve = curve_summary(summary["records"])
-    if curve is None:
-        return "its record holds no loss curve"
-    _, first, last, change = curve
-    if abs(last - first) < FLAT_CURVE * first:
+    """What the loss curves of a row short of its aim or its floor say, every seed's that has one; `learned` names
+    the other rows of the same units that are clear of their floor, which share the curves."""
+    found = curves(summary["records"])
+    if not found:
+        return "its records hold no loss curve"
+    named = len(found) > 1
+    readings: dict[str, list[Curve]] = {}
+    for curve in found:
+        readings.setdefault(_curve_reading(curve), []).append(curve)
+    if len(readings) > 1:  # the seeds disagree: each reading with its seeds, and no next step drawn from them
+        parts = [f"{_MIXED_READINGS[reading]} in {_fmt_seeds([c.seed for c in ran])} "
+                 f"({_fmt_values(reading, ran, named=False)})" for reading, ran in readings.items()]  # fmt: skip
+        return f"the seeds' training losses disagree over the last quarter: {', '.join(parts)}"
+    ((reading, _),) = readings.items()
+    values = _fmt_values(reading, found, named)
+    if reading == "flat":
         curve_read, learning = (
             (f"the unit's training loss, shared with {' and '.join(learned)} (above its floor), moved little",
              "learned too little") if learned else ("the training loss never moved", "did not start learning"))
-        return (f"{curve_read} ({first:.2f} to {last:.2f}): the model {learning} within the budget's steps, so a "
-                "longer budget is the next thing to measure")  # fmt: skip
-    if change < -STILL_FALLING:
-        return (f"the training loss was still falling over the last quarter ({round(100 * change):+d}%): more epochs "
-                "are the next thing to measure")  # fmt: skip
-    return f"the training loss had levelled off ({round(100 * change) or 0:+d}% over the last quarter)"
+        return (f"{curve_read} ({values}): the model {learning} within the budget's steps, so a longer budget is the "
+                "next thing to measure")  # fmt: skip
+    if reading == "falling":
+        return (f"the training loss was still falling over the last quarter ({values}): more epochs are the next "
+                "thing to measure")  # fmt: skip
+    return f"the training loss {_READINGS[reading]} over the last quarter ({values})"
 
 
 def budget_change(old: dict, new: dict) -> str:
     """What a rerun changed in a unit's task and budget, e.g. `task: race_high -> race` or
     `options.entity_markers: - -> typed_entity_markers`, or, with the same budget, in its packages, e.g.
-    `tokenizers 0.23.2 -> 0.23.3`. A field a record predates counts at its default, as when matching budgets."""
-    tasks = _differences({"task": old["settings"]["task"]}, {"task": new["settings"]["task"]}, ": ")
-    budgets = _differences(*(_flat(Budget.completed(r["settings"].get("budget", {}))) for r in (old, new)), ": ")
-    if tasks or budgets:
-        return "; ".join(tasks + budgets)
+    `tokenizers 0.23.2 -> 0.23.3`."""
+    changed = _task_and_budget_differences(old, new)
+    if changed:
+        return "; ".join(changed)
     packages = _differences(old.get("packages", {}), new.get("packages", {}), " ")
     return "the same budget" + (f" and other packages ({'; '.join(packages)})" if packages else "")
+
+
+def _task_and_budget_differences(old: dict, new: dict) -> list[str]:
+    """How two units' tasks and budgets differ; a field a record predates counts at its default, as when matching
+    budgets."""
+    tasks = _differences({"task": old["settings"]["task"]}, {"task": new["settings"]["task"]}, ": ")
+    return tasks + _differences(*(_flat(Budget.completed(r["settings"].get("budget", {}))) for r in (old, new)), ": ")
 
 
 def _differences(old: dict[str, Any], new: dict[str, Any], separator: str) -> list[str]:
@@ -167,9 +215,12 @@ def _superseded_lines(context: Context, records: Sequence[dict], checkpoint: str
 
 
 def _same_scores(old: dict, new: dict, labels: Sequence[str]) -> str:
-    """", which scored the same to every digit" where the rerun did on every row of `labels`."""
-    same = all(old["results"]["rows"][label]["score"] == new["results"]["rows"].get(label, {}).get("score")
-               for label in labels)  # fmt: skip
+    """The clause ", which scored the same to every digit" where the rerun ran the same task and budget and scored
+    what the older record did on every row of `labels` (`new` stands for the first of them: a row it does not score
+    counts as scored otherwise)."""
+    same = not _task_and_budget_differences(old, new) and all(
+        old["results"]["rows"][label]["score"] == new["results"]["rows"].get(label, {}).get("score")
+        for label in labels)  # fmt: skip
     return ", which scored the same to every digit" if same else ""
 
 
@@ -230,27 +281,32 @@ def _floors_line(context: Context, summaries: dict[str, dict[str, Any]]) -> str:
     return f"\n\n{text[:1].upper()}{text[1:]}." if parts else ""
 
 
-def _fmt_seeds(seeds: Sequence[str]) -> str:
-    return f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {', '.join(seeds)}"
+def _fmt_seeds(seeds: Sequence[int]) -> str:
+    """"seed 1", or "seeds 0, 2"."""
+    return f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {', '.join(map(str, seeds))}"
 
 
 def _machines_line(summaries: dict[str, dict[str, Any]]) -> str:
-    """The kinds of machine the table's records ran on (`machine_class`), and the rows whose seeds ran on more than
-    one: their seeds' spread holds the machines' rounding as well as the seeds'."""
-    records = {id(record): record for s in summaries.values() for record in s["records"]}.values()
-    kinds = Counter(machine_class(record) for record in records)
-    text = "Machines: " + "; ".join(f"{kind} ({count} record{'s' * (count > 1)})" for kind, count in kinds.items())
+    """The classes of machine the table's records ran on (`machine_class`), and the rows whose seeds ran on more
+    than one: their seeds' spread may hold the machines' rounding as well as the seeds'."""
+    records = {id(record): record for s in summaries.values() for record in s["records"]}.values()  # a unit, once
+    if not records:
+        return ""
+    classes = Counter(machine_class(record) for record in records)
+    text = "Machines: " + "; ".join(f"{name} ({count} record{'s' if count > 1 else ''})"
+                                    for name, count in classes.items())  # fmt: skip
     mixed = []
-    for label, summary in summaries.items():
-        seeds: dict[str, list[str]] = {}
-        for record in summary["records"]:
-            seeds.setdefault(machine_class(record), []).append(str(record["settings"]["seed"]))
-        if len(seeds) > 1:
-            mixed.append(f"{label} ({'; '.join(f'{_fmt_seeds(ran)}: {kind}' for kind, ran in seeds.items())})")
+    for row in (row for task in TASKS.values() for row in task.rows if row.label in summaries):
+        seeds_by_class: dict[str, list[int]] = {}
+        for record in summaries[row.label]["records"]:
+            seeds_by_class.setdefault(machine_class(record), []).append(record["settings"]["seed"])
+        if len(seeds_by_class) > 1:
+            ran = sorted((sorted(seeds), name) for name, seeds in seeds_by_class.items())
+            mixed.append(f"{row.label} ({'; '.join(f'{_fmt_seeds(seeds)}: {name}' for seeds, name in ran)})")
     if mixed:
-        text += (". The seeds of these rows ran on more than one kind, so their spread holds the machines' rounding "
-                 "as well as the seeds' (the same-seed table in [RESULTS.md](RESULTS.md) shows a unit rerun on "
-                 f"another kind): {', '.join(mixed)}")
+        text += (". The seeds of these rows ran on more than one class of machine, so their spread may hold the "
+                 "machines' rounding as well as the seeds' (the same-seed table in "
+                 f"[RESULTS.md](RESULTS.md#reliability) sets reruns of a unit on two classes side by side): {', '.join(mixed)}")
     return f"\n\n{text}."
 
 
