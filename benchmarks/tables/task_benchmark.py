@@ -306,7 +306,8 @@ def _machines_line(summaries: dict[str, dict[str, Any]]) -> str:
     if mixed:
         text += (". The seeds of these rows ran on more than one class of machine, so their spread may hold the "
                  "machines' rounding as well as the seeds' (the same-seed table in "
-                 f"[RESULTS.md](RESULTS.md#reliability) sets reruns of a unit on two classes side by side): {', '.join(mixed)}")
+                 "[RESULTS.md](RESULTS.md#reliability) sets reruns of a unit on two classes side by side): "
+                 + ", ".join(mixed))
     return f"\n\n{text}."
 
 
