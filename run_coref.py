@@ -17,10 +17,10 @@ flags given override it; see docs/coreference.md. The CoNLL metrics go
 to OUTPUT_DIR/eval_results.json (eval_muc_*, eval_b_cubed_*, eval_ceaf_phi4_*, eval_conll_f1), the predicted
 clusters to OUTPUT_DIR/eval_predictions.conll (or .jsonlines, the input's layout), GAP's scores to
 OUTPUT_DIR/gap_results.json and its decisions to OUTPUT_DIR/gap_predictions.tsv (the official scorer's input).
-`python run_coref.py --help` lists every flag; spanroberta/finetuning/coreference_task.py declares the task.
+`python run_coref.py --help` lists every flag; spanroberta/tasks/coreference/task.py declares the task.
 """
 
-from spanroberta.finetuning.coreference_task import COREFERENCE
+from spanroberta.tasks.coreference.task import COREFERENCE
 
 # The dataclasses behind the flags; main(args) runs the flags given and returns the evaluation metrics.
 ARGUMENT_CLASSES = COREFERENCE.argument_classes

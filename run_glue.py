@@ -11,10 +11,10 @@
 The metrics (GLUE's official ones, computed offline; fractions) go to OUTPUT_DIR/eval_results.json as eval_accuracy,
 eval_f1, ... (MNLI's mismatched dev set with the _mm suffix), each dev example's gold label and prediction to
 OUTPUT_DIR/eval_predictions.jsonl (eval_predictions_mm.jsonl).
-`python run_glue.py --help` lists every flag; spanroberta/finetuning/glue_task.py declares the task.
+`python run_glue.py --help` lists every flag; spanroberta/tasks/glue/task.py declares the task.
 """
 
-from spanroberta.finetuning.glue_task import GLUE
+from spanroberta.tasks.glue.task import GLUE
 
 # The dataclasses behind the flags; main(args) runs the flags given and returns the evaluation metrics.
 ARGUMENT_CLASSES = GLUE.argument_classes

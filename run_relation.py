@@ -12,10 +12,10 @@ The official scores (TACRED's micro P/R/F1 without no_relation, or SemEval-2010 
 relations, direction counted) go to OUTPUT_DIR/eval_results.json as eval_precision, eval_recall, eval_f1 and
 eval_accuracy; each example's gold and predicted label to OUTPUT_DIR/eval_predictions.jsonl.
 `python run_relation.py --help` lists every flag; docs/relation-extraction.md explains the encodings.
-spanroberta/finetuning/relation_task.py declares the task.
+spanroberta/tasks/relation/task.py declares the task.
 """
 
-from spanroberta.finetuning.relation_task import RELATION
+from spanroberta.tasks.relation.task import RELATION
 
 # The dataclasses behind the flags; main(args) runs the flags given and returns the evaluation metrics.
 ARGUMENT_CLASSES = RELATION.argument_classes

@@ -21,10 +21,10 @@ evaluation scripts' keys after `eval_` (eval_exact_match, eval_f1: percentages, 
 run_qa.py give them); for v2.0 also null_score_threshold.json, the no-answer threshold that maximised F1, which
 later eval-only runs of that checkpoint use unless --null_score_diff_threshold is given.
 
-spanroberta/finetuning/squad_task.py declares the task.
+spanroberta/tasks/squad/task.py declares the task.
 """
 
-from spanroberta.finetuning.squad_task import SQUAD
+from spanroberta.tasks.squad.task import SQUAD
 
 # The dataclasses behind the flags; main(args) runs the flags given and returns the evaluation metrics.
 ARGUMENT_CLASSES = SQUAD.argument_classes

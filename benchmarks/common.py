@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import CACHE, ROOT
-from spanroberta.task_data.glue import get_glue_task, read_glue_tsv
+from spanroberta.tasks.glue.data import get_glue_task, read_glue_tsv
 
 DATA = ROOT.parent / "shared" / "data"
 CHECKPOINT = Path(os.environ.get("SPANROBERTA_MINILM", CACHE / "all-MiniLM-L6-v2"))

@@ -29,7 +29,7 @@ from spanroberta.ablation.reports import TaskSpec, headline_metric, report, scor
 from spanroberta.ablation.units import start_flags
 from spanroberta.errors import UserInputError
 from spanroberta.records import read_records
-from spanroberta.finetuning import FINETUNING_TASKS, TASKS_BY_SCRIPT
+from spanroberta.tasks.registry import FINETUNING_TASKS, TASKS_BY_SCRIPT
 
 CONFIGS = PROJECT_ROOT / "configs" / "ablations"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -5,8 +5,8 @@ import pickle
 
 import pytest
 
-from spanroberta.finetuning.coreference_task import CorefTrainingArguments
-from spanroberta.finetuning.race_task import RaceTrainingArguments
+from spanroberta.tasks.coreference.task import CorefTrainingArguments
+from spanroberta.tasks.race.task import RaceTrainingArguments
 
 
 @pytest.mark.parametrize("arguments_class", [CorefTrainingArguments, RaceTrainingArguments])

@@ -15,7 +15,7 @@ from transformers import HfArgumentParser
 
 from spanroberta.ablation.config import script_arguments
 from spanroberta.errors import UserInputError
-from spanroberta.finetuning import TASKS_BY_SCRIPT
+from spanroberta.tasks.registry import TASKS_BY_SCRIPT
 from spanroberta.models import packing
 from spanroberta.models.packing import ATTENTION_IMPLEMENTATIONS
 from spanroberta.objectives import resolve_recipe

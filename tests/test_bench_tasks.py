@@ -22,8 +22,8 @@ from benchmarks.tables import noise, task_benchmark as task_tables, verdicts
 from benchmarks.tables.format import Context
 from benchmarks.tasks import catalog, outcomes as outcomes_module, preparation, scores as task_benchmark
 from conftest import shared_data
-from spanroberta.metrics import coreference
-from spanroberta.metrics.gap import GapDecision, gap_scores
+from spanroberta.tasks.coreference import scoring as coreference
+from spanroberta.tasks.coreference.gap_scoring import GapDecision, gap_outcomes, gap_scores
 from spanroberta.records import RunStart, provenance, read_records, write_record
 
 
@@ -603,8 +603,10 @@ def test_coreference_outcomes_resample_documents_and_gap_examples_as_their_score
     documents = [([[(0, 0), (2, 2)], [(4, 5)]], [[(0, 0), (2, 2), (4, 5)]]),
                  ([[(1, 1), (3, 3), (6, 6)]], [[(1, 1), (3, 3)], [(7, 7)]])]  # fmt: skip
     counts = [coreference.document_counts(gold, predicted, keep_singletons=True) for gold, predicted in documents]
-    litbank = {"scorer": "conll",
-               "counts": [[list(document[name].as_tuple()) for name in coreference.METRICS] for document in counts]}
+    litbank = coreference.document_outcomes(documents, keep_singletons=True)  # what run_coref.py writes
+    assert litbank == {"scorer": "conll",
+                       "counts": [[list(document[name].as_tuple()) for name in coreference.METRICS]
+                                  for document in counts]}  # fmt: skip
     assert outcomes_module.outcome_score(litbank) == pytest.approx(
         100 * coreference.coref_scores(documents, keep_singletons=True)["conll_f1"])
     twice_the_first = outcomes_module.resampled(litbank, [0, 0])
@@ -613,10 +615,22 @@ def test_coreference_outcomes_resample_documents_and_gap_examples_as_their_score
         100 * coreference.coref_scores([documents[0]] * 2, keep_singletons=True)["conll_f1"])
     # GAP: two decisions an example, scored together by its overall F1.
     gold, predicted = [[True, False], [False, True], [False, False]], [[True, True], [False, False], [False, False]]
-    gap = {"scorer": "gap", "predictions": predicted, "references": gold}
     decisions = [GapDecision("she", *g, *p) for g, p in zip(gold, predicted)]
+    gap = gap_outcomes(decisions)  # what run_coref.py writes
+    assert gap == {"scorer": "gap", "predictions": predicted, "references": gold}
     assert outcomes_module.outcome_score(gap) == pytest.approx(100 * gap_scores(decisions)["overall_f1"]) == 50.0
     assert outcomes_module.outcome_score(outcomes_module.resampled(gap, [0, 0])) == pytest.approx(200 / 3)
+
+
+def test_a_unit_reads_each_rows_outcomes_from_the_file_its_script_wrote_beside_the_scores(tmp_path):
+    coref = catalog.TASKS["coref"]
+    litbank = {"scorer": "conll", "counts": [[[1.0, 2.0, 1.0, 1.0]] * 3]}
+    gap = {"scorer": "gap", "predictions": [[True, False]], "references": [[True, True]]}
+    (tmp_path / "eval_outcomes.json").write_text(json.dumps({"eval_conll_f1": litbank, "eval_muc_f1": {}}))
+    with pytest.raises(SystemExit, match=r"run_coref.py wrote no outcomes of gap_overall_f1 to .*gap_outcomes.json"):
+        outcomes_module.unit_outcomes(coref, tmp_path)
+    (tmp_path / "gap_outcomes.json").write_text(json.dumps({"gap_overall_f1": gap}))
+    assert outcomes_module.unit_outcomes(coref, tmp_path) == {"LitBank": litbank, "GAP": gap}
 
 
 def _summary(tmp_path: Path, scores: list[float], floor: float, outcomes: dict | None, size: str = "cpu") -> dict:

@@ -12,9 +12,9 @@ from conftest import checked_results, run_without_spanroberta, shared_data
 from transformers import BertConfig, BertModel
 
 from spanroberta.errors import UserInputError
-from spanroberta.finetuning.coreference_task import COREFERENCE
+from spanroberta.tasks.coreference.task import COREFERENCE
 from spanroberta.models.modeling_coreference import CorefModel, gold_marginal_loss, prune_spans
-from spanroberta.task_data.coreference import (
+from spanroberta.tasks.coreference.data import (
     DocumentCollator,
     TrainingWindows,
     encode_document,
@@ -25,7 +25,7 @@ from spanroberta.task_data.coreference import (
     split_into_segments,
     write_coref_documents,
 )
-from spanroberta.task_data.gap import read_gap_predictions
+from spanroberta.tasks.coreference.gap import read_gap_predictions
 
 # Two documents in one file. The first is tab-separated with an empty last column where there is no mention (as
 # LitBank's files); the second space-separated with "-" and a speaker in column 10 (as OntoNotes').
@@ -391,7 +391,7 @@ def test_run_coref_trains_evaluates_and_resolves_gap(tmp_path, spanroberta_check
     ],
 )  # fmt: skip
 def test_presets_set_what_the_flags_do_not(tmp_path, spanroberta_checkpoint, monkeypatch, preset, given, expected):
-    import spanroberta.finetuning.coreference_task as script
+    import spanroberta.tasks.coreference.task as script
 
     segment_lengths, encode = set(), script.encode_document
     monkeypatch.setattr(script, "encode_document", lambda document, tokenizer, length: (
@@ -410,7 +410,7 @@ def test_presets_set_what_the_flags_do_not(tmp_path, spanroberta_checkpoint, mon
 def test_task_layers_get_their_own_learning_rate(tmp_path):
     from transformers import TrainingArguments
 
-    from spanroberta.finetuning.coreference_trainer import CorefTrainer
+    from spanroberta.tasks.coreference.trainer import CorefTrainer
 
     model = tiny_coref_model()
     args = TrainingArguments(output_dir=str(tmp_path), learning_rate=1e-5, weight_decay=0.01, use_cpu=True,

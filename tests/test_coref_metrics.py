@@ -2,8 +2,8 @@
 
 import pytest
 
-from spanroberta.metrics.coreference import CorefEvaluator, coref_scores
-from spanroberta.metrics.gap import GapDecision, gap_answers, gap_scores
+from spanroberta.tasks.coreference.scoring import CorefEvaluator, coref_scores
+from spanroberta.tasks.coreference.gap_scoring import GapDecision, gap_answers, gap_scores
 
 # The example of Pradhan et al. 2014 (figure 1): key {a b c} {d e f g}; response {a b} {c d} {f g h i}.
 # h and i are twinless (predicted, not gold); e is a gold mention the response lacks.

@@ -9,9 +9,9 @@ from datasets import Dataset, DatasetDict
 
 import run_glue
 from conftest import checked_results, parsed, shared_data
-from spanroberta.finetuning.glue_task import GLUE
-from spanroberta.metrics.glue import METRICS
-from spanroberta.task_data.glue import (
+from spanroberta.tasks.glue.task import GLUE
+from spanroberta.tasks.glue.scoring import METRICS
+from spanroberta.tasks.glue.data import (
     get_glue_task,
     load_glue,
     read_glue_file,
@@ -119,7 +119,7 @@ def test_hub_splits_are_checked_and_test_labels_dropped(monkeypatch):
         "test": Dataset.from_dict({"sentence1": ["a"], "sentence2": ["b"], "label": [-1], "idx": [0]}),
     })
     calls = []
-    monkeypatch.setattr("spanroberta.task_data.glue.load_dataset", lambda *args, **kwargs: calls.append(args) or hub)
+    monkeypatch.setattr("spanroberta.tasks.glue.data.load_dataset", lambda *args, **kwargs: calls.append(args) or hub)
     task = get_glue_task("rte")
     data = load_glue(task, [task.train_split, *task.test_splits])
     assert calls == [("nyu-mll/glue", "rte")]

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 from transformers import EvalPrediction
 
-from spanroberta.metrics.glue import (
+from spanroberta.tasks.glue.scoring import (
     accuracy,
     f1,
     matthews_correlation,
     pearson,
     spearmanr,
 )
-from spanroberta.task_data.glue import GLUE_TASKS, glue_compute_metrics, glue_metrics
+from spanroberta.tasks.glue.data import GLUE_TASKS, glue_compute_metrics, glue_metrics
 
 # Confusion matrix of these: TP=2 (i 0, 4), FP=1 (i 1), FN=1 (i 5), TN=2 (i 2, 3).
 PREDICTIONS = [1, 1, 0, 0, 1, 0]

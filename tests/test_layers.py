@@ -20,19 +20,23 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Top to bottom. A module belongs to the longest entry that is its name or a package above it. The run_*.py scripts
 # sit above the package; inside it, the package's own __init__ (the Auto-class registrations) and the ablation
-# driver, which runs the fine-tuning tasks and pretraining, sit at the top. Pretraining and fine-tuning are siblings:
-# neither imports the other, and both run on the machinery every run shares (runs: arguments, validation,
-# checkpoints, distributed set-up, run length, optimizers, device). The tasks' data code sits beside the pretraining
-# data. The data stage reads a resolved recipe, so objectives (and the recipes, with the names of the input formats
-# they choose from) sit below data.
+# driver, which runs the fine-tuning tasks and pretraining, sit at the top. Each fine-tuning task's folder (tasks/:
+# its reading, features, decoding, scoring and its declaration) sits above the life cycle every task shares
+# (finetuning/), and the question-answering pipeline beside the tasks, as it decodes with SQuAD's span decoding
+# (tasks/squad/span_decoding.py; both files import nothing of the package besides each other, as a checkpoint
+# carries them). Pretraining and fine-tuning are siblings: neither imports the other, and both run on the machinery
+# every run shares (runs: arguments, validation, checkpoints, distributed set-up, run length, optimizers, device).
+# The data stage reads a resolved recipe, so objectives (and the recipes, with the names of the input formats they
+# choose from) sit below data.
 LAYERS = [
     ["run_*"],
     ["spanroberta", "spanroberta.ablation"],
+    ["spanroberta.tasks", "spanroberta.pipelines"],
     ["spanroberta.finetuning", "spanroberta.pretraining"],
     ["spanroberta.runs"],
-    ["spanroberta.data", "spanroberta.task_data"],
+    ["spanroberta.data"],
     ["spanroberta.objectives"],
-    ["spanroberta.models", "spanroberta.metrics", "spanroberta.pipelines"],
+    ["spanroberta.models"],
     ["spanroberta.config_files", "spanroberta.errors", "spanroberta.hub", "spanroberta.records"],
 ]
 
@@ -178,6 +182,16 @@ def test_fine_tuning_and_pretraining_share_only_the_run_machinery(package, sibli
         if module.startswith(f"spanroberta.{package}")
     }
     assert not {module: names for module, names in crossing.items() if names}
+
+
+# The two files a question-answering checkpoint carries (tasks/squad/postprocessing.py's save_qa_checkpoint).
+CHECKPOINT_CODE = ("spanroberta.pipelines.question_answering", "spanroberta.tasks.squad.span_decoding")
+
+
+def test_the_pipeline_and_its_span_decoding_import_nothing_of_the_package_but_each_other():
+    """A checkpoint carries both files side by side, where nothing else of spanroberta is."""
+    for module in CHECKPOINT_CODE:
+        assert IMPORTS[module] <= set(CHECKPOINT_CODE), f"{module} imports {sorted(IMPORTS[module])}"
 
 
 # The modules of the scripts' argument dataclasses, and the packages below them that read the flags through

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 import run_squad
-from spanroberta.finetuning.squad_task import SQUAD
+from spanroberta.tasks.squad.task import SQUAD
 from conftest import TINY_TEXT, checked_results, shared_data
 from test_squad import FAST_ARGS, pretrained, read_output  # noqa: F401  (pretrained is a fixture)
-from spanroberta.metrics.squad import mrqa_evaluate, squad_v1_evaluate
+from spanroberta.tasks.squad.scoring import mrqa_evaluate, squad_v1_evaluate
 from spanroberta.finetuning import task as finetuning_task
-from spanroberta.task_data.squad.reading import SquadFormatError, is_mrqa_file, load_squad_splits, read_mrqa_file
+from spanroberta.tasks.squad.reading import SquadFormatError, is_mrqa_file, load_squad_splits, read_mrqa_file
 
 
 def mrqa_context(context: str, prefix: str) -> dict:
@@ -138,6 +138,12 @@ def test_run_squad_trains_on_the_union_and_scores_each_dataset(tmp_path, pretrai
         assert results[f"{name}_em"] == pytest.approx(expected["exact_match"])
         assert results[f"{name}_f1"] == pytest.approx(expected["f1"])
     assert results["macro_f1"] == pytest.approx((results["Alpha_f1"] + results["Beta_f1"]) / 2)
+    # eval_outcomes.json: each dataset's questions apart, their mean F1 the dataset's (the macro average is no mean).
+    outcomes = read_output(out, SQUAD.reports["mrqa"].outcomes_file)
+    assert set(outcomes) == {"eval_Alpha_em", "eval_Alpha_f1", "eval_Beta_em", "eval_Beta_f1"}
+    for name in gold:
+        values = outcomes[f"eval_{name}_f1"]["values"]
+        assert len(values) == len(gold[name]) and 100 * sum(values) / len(values) == pytest.approx(results[f"{name}_f1"])
     assert metrics == pytest.approx({f"eval_{key}": value for key, value in results.items()})
 
 

@@ -28,7 +28,7 @@ import run_squad
 import spanroberta  # noqa: F401  (brings pipeline("question-answering") back)
 from conftest import TINY_TEXT, run_without_spanroberta
 from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining, SpanRobertaForQuestionAnswering
-from spanroberta.pipelines.span_decoding import WindowScores, decode_spans
+from spanroberta.tasks.squad.span_decoding import WindowScores, decode_spans
 
 # The answer word "passage" occurs once, at the very end of a context far longer than one window.
 FILLER = " ".join(sentence for sentence in dict.fromkeys(TINY_TEXT) if "passage" not in sentence)

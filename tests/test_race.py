@@ -11,8 +11,8 @@ from transformers import AutoTokenizer
 
 import run_race
 from conftest import TINY_TEXT, checked_results, parsed, shared_data
-from spanroberta.finetuning.race_task import RACE
-from spanroberta.task_data.race import (
+from spanroberta.tasks.race.task import RACE
+from spanroberta.tasks.race.data import (
     RaceEncoder,
     fill_in_option,
     load_race,
@@ -68,13 +68,13 @@ def test_hub_rows_are_checked(monkeypatch):
     rows = [{**QUESTION, "example_id": "middle5.txt"}, {**QUESTION, "example_id": "middle5.txt"},
             {**QUESTION, "example_id": "high9.txt", "answer": "X"}]
     calls = []
-    monkeypatch.setattr("spanroberta.task_data.race.load_dataset",
+    monkeypatch.setattr("spanroberta.tasks.race.data.load_dataset",
                         lambda *args, **kwargs: calls.append((args, kwargs["split"])) or Dataset.from_list(rows[:2]))
     data = load_race("validation", "middle")
     assert calls == [(("ehovy/race", "middle"), "validation")]
     assert data["example_id"] == ["middle5", "middle5"] and data["question_index"] == [0, 1]
     assert data["level"] == ["middle", "middle"]
-    monkeypatch.setattr("spanroberta.task_data.race.load_dataset", lambda *args, **kwargs: Dataset.from_list(rows))
+    monkeypatch.setattr("spanroberta.tasks.race.data.load_dataset", lambda *args, **kwargs: Dataset.from_list(rows))
     with pytest.raises(ValueError, match=r"ehovy/race \(all\) train, row 2 \(example_id 'high9.txt'\): answer 'X'"):
         load_race("train", "all")
 

@@ -12,9 +12,9 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer, Bert
 import run_relation
 from conftest import TINY_TEXT, checked_results, run_without_spanroberta, shared_data
 from spanroberta import EncoderForRelationClassification
-from spanroberta.finetuning import relation_task as relation_declaration
-from spanroberta.metrics.relation import semeval_score, tacred_score
-from spanroberta.task_data.relation import (
+from spanroberta.tasks.relation import task as relation_declaration
+from spanroberta.tasks.relation.scoring import semeval_score, tacred_score
+from spanroberta.tasks.relation.data import (
     SEMEVAL_LABELS,
     TACRED_LABELS,
     RelationExample,
@@ -126,7 +126,7 @@ def test_type_markers_over_one_type_are_flagged(caplog):
     nominal = [example(["a", "cord", "in", "a", "cradle"], (1, 1), (4, 4), "NOMINAL", "NOMINAL")] * 3
     typed = [example(["Merkel", "in", "Hamburg"], (0, 0), (2, 2)), *nominal]
     one_each = [example(["Merkel", "in", "Hamburg"], (0, 0), (2, 2))] * 3  # every subject PERSON, every object CITY
-    with caplog.at_level("WARNING", logger="spanroberta.task_data.relation"):
+    with caplog.at_level("WARNING", logger="spanroberta.tasks.relation.data"):
         warn_if_types_say_nothing(typed, "spanbert_types")
         warn_if_types_say_nothing(nominal, "typed_entity_markers")
         assert not caplog.records

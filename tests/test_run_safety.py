@@ -19,8 +19,8 @@ from conftest import TINY_TEXT, parsed
 from spanroberta.errors import UserInputError
 from spanroberta.runs import validation
 from spanroberta.runs.checkpoints import _check_same_model
-from spanroberta.finetuning.glue_task import GLUE
-from spanroberta.finetuning.race_task import RACE
+from spanroberta.tasks.glue.task import GLUE
+from spanroberta.tasks.race.task import RACE
 
 SCRIPTS = {"run_pretraining.py": run_pretraining, "run_glue.py": run_glue, "run_squad.py": run_squad,
            "run_race.py": run_race, "run_relation.py": run_relation, "run_coref.py": run_coref}  # fmt: skip

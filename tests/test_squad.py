@@ -1,4 +1,4 @@
-"""run_squad.py and spanroberta.task_data.squad: readers and their errors, windows and labels, and tiny models
+"""run_squad.py and spanroberta.tasks.squad: readers and their errors, windows and labels, and tiny models
 fine-tuned end to end on real SQuAD data.
 
 There is no SQuAD train split in ../shared/data: the end-to-end runs split the dev sets by article (v1.1:
@@ -15,16 +15,22 @@ from datasets import Dataset
 from transformers import RobertaConfig, RobertaForQuestionAnswering
 
 import run_squad
-from spanroberta.finetuning.squad_task import SQUAD
+from spanroberta.tasks.squad.task import SQUAD
 from conftest import PROJECT_ROOT, checked_results, shared_data
 from test_squad_metrics import OFFICIAL_V2_0, run_official
 from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
-from spanroberta.metrics.squad import V1_KEYS, V2_KEYS, squad_v1_evaluate, squad_v2_evaluate
-from spanroberta.pipelines.span_decoding import context_offsets, encode_windows
+from spanroberta.tasks.squad.scoring import (
+    V1_KEYS,
+    V2_KEYS,
+    squad_v1_evaluate,
+    squad_v1_question_scores,
+    squad_v2_evaluate,
+)
+from spanroberta.tasks.squad.span_decoding import context_offsets, encode_windows
 from spanroberta.records import read_records
-from spanroberta.task_data.squad.features import prepare_train_features
-from spanroberta.task_data.squad.postprocessing import THRESHOLD_FILE
-from spanroberta.task_data.squad.reading import SquadFormatError, check_squad_dataset, read_squad_file
+from spanroberta.tasks.squad.features import prepare_train_features
+from spanroberta.tasks.squad.postprocessing import THRESHOLD_FILE
+from spanroberta.tasks.squad.reading import SquadFormatError, check_squad_dataset, read_squad_file
 
 WINDOW_ARGS = ["--max_seq_length", "128", "--doc_stride", "32", "--max_query_length", "32"]
 FAST_ARGS = [
@@ -231,6 +237,15 @@ def test_squad_v1_end_to_end(tmp_path, pretrained):
     official = {f"eval_{key}": value for key, value in squad_v1_evaluate(gold, predictions).items()}
     assert set(official) == {f"eval_{key}" for key in V1_KEYS}
     assert metrics == checked_results(out, SQUAD.reports["squad"]) == {**official, "eval_samples": 24}
+    # eval_outcomes.json: each question's exact match and F1, in the gold's order, whose means are the scores.
+    outcomes = read_output(out, SQUAD.reports["squad"].outcomes_file)
+    question_scores = squad_v1_question_scores(gold, predictions)
+    assert outcomes == {
+        "eval_exact_match": {"scorer": "mean", "values": [int(exact) for exact, _ in question_scores.values()]},
+        "eval_f1": {"scorer": "mean", "values": [f1 for _, f1 in question_scores.values()]},
+    }
+    for key, outcome in outcomes.items():
+        assert 100 * sum(outcome["values"]) / 24 == pytest.approx(metrics[key])
     assert not (out / "null_odds.json").exists()
     # The checkpoint carries the pipeline's code and the model's.
     config = read_output(out, "config.json")

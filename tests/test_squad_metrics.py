@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from conftest import shared_data
-from spanroberta.metrics.squad import (
+from spanroberta.tasks.squad.scoring import (
     V1_KEYS,
     V2_KEYS,
     compute_f1,

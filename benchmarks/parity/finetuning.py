@@ -117,7 +117,7 @@ def run_side(side: str, task: str, files: dict[str, Path], size: TaskSize, seed:
 def compare_squad_features(size: TaskSize) -> dict[str, Any]:
     """Both sides' training windows of every question of the 36 training articles, question by question:
     how many questions get the same number of windows, the same input ids, and the same answer labels."""
-    from spanroberta.task_data.squad.features import prepare_train_features
+    from spanroberta.tasks.squad.features import prepare_train_features
 
     tokenizer = AutoTokenizer.from_pretrained(CHECKPOINT)
     with tempfile.TemporaryDirectory() as folder:
@@ -140,7 +140,7 @@ def compare_race_inputs(size: TaskSize) -> dict[str, Any]:
     """Both sides' inputs for every RACE middle dev question: how many are identical, the mean passage tokens
     each side keeps per option, and how many questions are cloze questions (a blank "_" that the spanroberta
     side fills with the option, RoBERTa's rule, where run_swag.py's processing appends the option)."""
-    from spanroberta.task_data.race import encode_race, read_race_jsonl
+    from spanroberta.tasks.race.data import encode_race, read_race_jsonl
 
     tokenizer = AutoTokenizer.from_pretrained(CHECKPOINT)
     path = DATA / "race" / "dev.middle.jsonl"

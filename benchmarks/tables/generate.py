@@ -56,7 +56,7 @@ from benchmarks.tables.task_benchmark import (
     render_task_benchmark,
     render_task_scores,
 )
-from spanroberta.metrics.squad import exact_match_score
+from spanroberta.tasks.squad.scoring import exact_match_score
 from spanroberta.records import record_commit
 
 # Markers stand on lines of their own (a marker quoted inside a sentence is text).

@@ -25,7 +25,7 @@ from benchmarks.tasks.preparation import (
     prepare_squad,
     prepare_squad_v2,
 )
-from spanroberta.finetuning import FINETUNING_TASKS
+from spanroberta.tasks.registry import FINETUNING_TASKS
 from spanroberta.finetuning.task import FineTuningTask, Report
 
 @dataclass(frozen=True)

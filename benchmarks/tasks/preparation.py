@@ -44,12 +44,12 @@ from benchmarks.tasks.heuristics import (
     sliding_window_answer,
     stsb_heuristics,
 )
-from spanroberta.metrics.coreference import coref_scores
-from spanroberta.metrics.gap import GapDecision, gap_scores
-from spanroberta.metrics.relation import semeval_score
-from spanroberta.task_data.coref_documents import read_coref_documents
-from spanroberta.task_data.gap import read_gap
-from spanroberta.task_data.race import RACE_CONFIGS
+from spanroberta.tasks.coreference.scoring import coref_scores
+from spanroberta.tasks.coreference.gap_scoring import GapDecision, gap_scores
+from spanroberta.tasks.relation.scoring import semeval_score
+from spanroberta.tasks.coreference.documents import read_coref_documents
+from spanroberta.tasks.coreference.gap import read_gap
+from spanroberta.tasks.race.data import RACE_CONFIGS
 
 SQUAD_V2_FILE = DATA / "squad" / "dev-v2.0.part-a.json"
 # SQuAD v2.0: of the shared part's 8 articles, the last 2 are the tuning split (the mix of added SQuAD v1.1 questions

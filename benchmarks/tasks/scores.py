@@ -114,7 +114,7 @@ def unit_results(task: Task, prepared: Prepared, output: Path, wall_seconds: flo
     rows = {row.label: {"metric": row.metric, "score": row.scale * scores[row.report.results_file][row.metric],
                         "floor": prepared.floors[row.label], "floor_answers": prepared.answers.get(row.label, {})}
             for row in task.rows}  # fmt: skip
-    for label, outcomes in unit_outcomes(task, prepared, output).items():
+    for label, outcomes in unit_outcomes(task, output).items():
         check_outcomes(label, outcomes, rows[label]["score"])
         rows[label]["outcomes"] = outcomes
     trained = json.loads((output / "train_results.json").read_text())

@@ -47,7 +47,7 @@ from transformers import HfArgumentParser
 
 from ..config_files import read_config_file
 from ..errors import UserInputError
-from ..finetuning import TASKS_BY_SCRIPT, task_of_script
+from ..tasks.registry import TASKS_BY_SCRIPT, task_of_script
 from ..pretraining.command import ARGUMENT_CLASSES as PRETRAINING_ARGUMENTS
 from ..pretraining.command import pretrain
 from ..runs.cli import typed_flag_values

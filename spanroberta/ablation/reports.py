@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UserInputError
-from ..finetuning import task_of_script
+from ..tasks.registry import task_of_script
 from ..finetuning.task import Report
 
 
@@ -71,7 +71,6 @@ def scores(task: TaskSpec, eval_results: dict[str, float]) -> dict[str, float]:
         raise UserInputError(
             f"Task {task.name!r}: {task.script}'s eval_results.json has no {prefix}{headline} (it has "
             f"{', '.join(sorted(eval_results)) or 'nothing'}), so its column would stay empty. The task's `reports` "
-            f"(spanroberta/finetuning/{task_of_script(task.script).name}_task.py) say which keys it writes: make the "
-            "two agree."
+            "(its task.py in spanroberta/tasks/) say which keys it writes: make the two agree."
         )
     return {name: found.to_percent * float(eval_results[prefix + name]) for name in names}

@@ -46,7 +46,7 @@ class FinetuningArguments(RunArguments):
 
 @dataclass(kw_only=True)
 class SampleLimitArguments:
-    """The flags that cut each split of a task's data to its first N examples (a SQuAD or RACE example is a
+    """The flags that cut each split of a task's data to its first N examples (a question-answering example is a
     question), declared once for the tasks with train, evaluation and test splits: their data arguments inherit
     them. Keyword-only, so that a task's own fields, required ones included, may follow them."""
 

@@ -2,26 +2,30 @@
 them and the data before a model is loaded, load the checkpoint, preprocess, train, evaluate, predict, write the
 model card or push to the Hub.
 
-A task (SQuAD, GLUE, RACE, relation extraction, coreference: the *_task.py modules beside this one) declares only
+A task (each folder of spanroberta/tasks/, its declaration in the folder's task.py) declares only
 what is its own, as a `FineTuningTask`: its data flags, how it reads and encodes its data, its collator, how it scores
 and what its model card says. `run_task(task, args)` runs the rest, so that every script behaves alike (the same
 checks, seeding, resuming, metric files and card) and a script's `main` is its task's `FineTuningTask.main`.
 
 Metrics: every split's metrics are saved as `{split}_results.json` (eval_results.json, predict_results.json, ...)
 with keys that start with the split's name and an underscore (eval_f1, eval_samples), as the Trainer writes its own
-(with the training epoch beside them). Their scale is the one each task's official scorer uses: percentages for SQuAD
-and MRQA (as transformers' run_qa.py), fractions for the others (as its run_glue.py). Each task declares what its
-evaluation writes (`Report`: the scores' names, their scale and the headline), the one place the ablation's tables and
-the task benchmark read it from.
+(with the training epoch beside them). Their scale is the one each task's official scorer uses: percentages for
+extractive QA (as transformers' run_qa.py), fractions for the others (as its text-classification script). Each task
+declares what its evaluation writes (`Report`: the scores' names, their scale and the headline), the one place the
+ablation's tables and the task benchmark read it from. Beside a split's results, a task writes each evaluated
+example's outcome (`save_outcomes`: `{split}_outcomes.json`), from which the task benchmark scores any resample of
+the examples.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from transformers import (
@@ -82,20 +86,35 @@ def padding_collator(collator_class: type) -> Callable[[FineTuningRun], Any]:
     return lambda run: collator_class(run.tokenizer, **padding(run.training_args, run.data_args.max_seq_length))
 
 
+# The scorer of outcomes that are per-example values (0-1) whose mean is the score.
+MEAN = "mean"
+
+
+def save_outcomes(trainer: Trainer, split: str, outcomes: dict[str, dict[str, Any]]) -> None:
+    """Writes `{split}_outcomes.json` beside `{split}_results.json`: for a score's key there (eval_f1, ...), each
+    evaluated example's outcome in a compact form that scores it again on any resample of the examples (the task
+    benchmark's bootstrap): `scorer` names how (MEAN, a metric's name, a task's scorer) and every other field is a
+    list with one entry an example (an example being what the official scorer counts: a question, a document)."""
+    if trainer.is_world_process_zero():
+        output_dir = Path(trainer.args.output_dir)
+        output_dir.mkdir(parents=True, exist_ok=True)
+        (output_dir / f"{split}_outcomes.json").write_text(json.dumps(outcomes), encoding="utf-8")
+
+
 FRACTION, PERCENTAGE = "fraction", "percentage"
 
 
 @dataclass(frozen=True)
 class Report:
     """What a task's evaluation writes to `{split}_results.json`: its scores (`keys`, their names after the `{split}_`
-    prefix), on which scale (fractions, as GLUE's scorer gives them, or percentages, as SQuAD's), the one a table
-    shows first (`headline`), for scores named after the data (MRQA's per-dataset ones) a pattern of further names,
+    prefix), on which scale (fractions or percentages, as the task's official scorer gives them), the one a table
+    shows first (`headline`), for scores named after the data (per-dataset ones) a pattern of further names,
     and the other numbers the task writes beside them (counts, thresholds; the Trainer adds its loss and timing)."""
 
     keys: tuple[str, ...]
     headline: str
     scale: str = FRACTION  # FRACTION or PERCENTAGE
-    # A regular expression of further score names, for scores named after the data (MRQA's {dataset}_f1).
+    # A regular expression of further score names, for scores named after the data (`{dataset}_f1`).
     named_by_data: str | None = None
     other: tuple[str, ...] = ()
     split: str = "eval"  # the file is {split}_results.json; its keys start with {split}_
@@ -108,6 +127,11 @@ class Report:
     def results_file(self) -> str:
         """The file the Trainer's save_metrics writes the split's scores to."""
         return f"{self.split}_results.json"
+
+    @property
+    def outcomes_file(self) -> str:
+        """The file `save_outcomes` writes the split's per-example outcomes to."""
+        return f"{self.split}_outcomes.json"
 
     @property
     def to_percent(self) -> float:
@@ -141,24 +165,24 @@ class FineTuningTask:
     # The head the checkpoint is loaded into (AutoModelForQuestionAnswering, ...), unless `build_model` is given.
     auto_class: type | None = None
     build_model: Callable[[FineTuningRun], PreTrainedModel] | None = None
-    # Fills the defaults a recipe gives (GLUE's --task_preset) into the parsed arguments, the flags given winning.
+    # Fills the defaults a recipe gives (a `--task_preset`) into the parsed arguments, the flags given winning.
     presets: Callable[[tuple[Any, ...], set[str]], tuple[Any, ...]] | None = None
-    # The config's task fields (e.g. GLUE's num_labels), from the data read.
+    # The config's task fields (e.g. num_labels), from the data read.
     config_overrides: Callable[[FineTuningRun], dict[str, Any]] | None = None
     # The checks and settings that need the checkpoint's config and tokenizer, before its weights are loaded.
     prepare: Callable[[FineTuningRun], None] = check_model_length
     collator: Callable[[FineTuningRun], Any] = padding_collator(DataCollatorWithPadding)
     compute_metrics: Callable[[FineTuningRun], Callable | None] = lambda run: None
     trainer_class: type[RunTrainer] = RunTrainer
-    # Further arguments of `trainer_class` (coreference's task learning rate).
+    # Further arguments of `trainer_class` (a task learning rate).
     trainer_arguments: Callable[[FineTuningRun], dict[str, Any]] = lambda run: {}
     # How the trained model is saved (default: Trainer.save_model).
     save_model: Callable[[Trainer], None] | None = None
     training_arguments: type = FinetuningArguments
-    # What its evaluation writes, by name: one report per variant of the task (SQuAD v1.1, v2.0 and MRQA; each GLUE
-    # task) and per further split it scores (coreference's GAP, in gap_results.json).
+    # What its evaluation writes, by name: one report per variant of the task (each dataset or subtask it
+    # scores apart) and per further split it scores (a further file beside eval_results.json).
     reports: dict[str, Report] = field(default_factory=dict)
-    # The variant that an ablation config's flags choose (None: none of them, e.g. a GLUE task that does not exist);
+    # The variant that an ablation config's flags choose (None: none of them, e.g. a subtask that does not exist);
     # unset where the task has one report of the evaluation split.
     report_variant: Callable[[dict[str, Any]], str | None] | None = None
 

@@ -1,10 +1,11 @@
 """Extractive question answering: the `question-answering` pipeline that transformers 5 removed, with
 transformers 4's interface (`QuestionAnsweringPipeline`, `QuestionAnsweringArgumentHandler`, `SquadExample`).
 
-This file and span_decoding.py beside it are self-contained on purpose (standard library, numpy, torch and
-transformers only): run_squad.py copies both into every checkpoint it writes and names this one in the config's
-`custom_pipelines`, so that `pipeline("question-answering", model=<checkpoint>, trust_remote_code=True)` works
-where spanroberta is not installed. Where spanroberta is imported, `register_question_answering_pipeline()`
+This file and SQuAD's span_decoding.py (spanroberta/tasks/squad/) are self-contained on purpose (standard library,
+numpy, torch and transformers only): run_squad.py copies both side by side into every checkpoint it writes, this
+one importing the other from beside it there, and names this one in the config's `custom_pipelines`, so that
+`pipeline("question-answering", model=<checkpoint>, trust_remote_code=True)` works where spanroberta is not
+installed. Where spanroberta is imported, `register_question_answering_pipeline()`
 makes `pipeline("question-answering", model=...)` work for any extractive QA checkpoint, and these classes
 importable from where transformers 4 had them.
 
@@ -27,7 +28,7 @@ from transformers import AutoModelForQuestionAnswering, BatchEncoding
 from transformers.pipelines.base import ArgumentHandler, ChunkPipeline
 from transformers.utils import logging
 
-from .span_decoding import (
+from ..tasks.squad.span_decoding import (
     Offsets,
     WindowScores,
     cls_index,

@@ -153,7 +153,7 @@ def apply_defaults(arguments: tuple[Any, ...], values: dict[str, Any], given: se
 
 def with_defaults(arguments_class: type, defaults: Mapping[str, Any], name: str, module: str) -> type:
     """A subclass of the dataclass `arguments_class` whose fields in `defaults` default to those values, so that
-    `--help` shows the defaults a script applies (e.g. RACE's learning rate instead of transformers').
+    `--help` shows the defaults a script applies (e.g. a task recipe's learning rate instead of transformers').
 
     Assign it to `name` in `module` (the caller's `__name__`): the Trainer pickles its arguments by that name."""
     hints = typing.get_type_hints(arguments_class)

@@ -274,8 +274,8 @@ def check_max_seq_length(
 def fit_doc_stride(
     doc_stride: int, max_seq_length: int, max_query_length: int, tokenizer: PreTrainedTokenizerBase, given: set[str]
 ) -> int:
-    """The SQuAD window overlap to use: `doc_stride` when it is below the context room of a window; a default
-    that is not is lowered to half the room (with a warning), and one the user gave is refused."""
+    """The overlap of extractive QA's windows to use: `doc_stride` when it is below the context room of a window; a
+    default that is not is lowered to half the room (with a warning), and one the user gave is refused."""
     room = max_seq_length - max_query_length - tokenizer.num_special_tokens_to_add(pair=True)
     if room < 2:
         raise UserInputError(
@@ -299,7 +299,7 @@ def fit_doc_stride(
 def fit_max_qa_length(
     max_qa_length: int, max_seq_length: int, tokenizer: PreTrainedTokenizerBase, given: set[str]
 ) -> int:
-    """The RACE question+option budget to use: `max_qa_length` when it leaves room for the passage; a default
+    """The multiple-choice question+option budget to use: `max_qa_length` when it leaves room for the passage; a default
     that does not is lowered to half of `max_seq_length` (with a warning), and one the user gave is refused."""
     special = tokenizer.num_special_tokens_to_add(pair=True)
     if max_qa_length + special < max_seq_length:

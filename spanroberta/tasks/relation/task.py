@@ -2,7 +2,7 @@
 SpanBERT's [SUBJ-TYPE]/[OBJ-TYPE] markers (section 4.3) or Zhou and Chen's typed entity markers, scored with the
 official scorer (TACRED's micro P/R/F1 without no_relation, or SemEval-2010 Task 8's macro F1 over its 9 relations):
 fractions, eval_precision, eval_recall, eval_f1 and eval_accuracy; each example's prediction in
-{phase}_predictions.jsonl. The encodings are spanroberta/task_data/relation.py's."""
+{phase}_predictions.jsonl. The encodings are spanroberta/tasks/relation/data.py's."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ from typing import Any
 
 from transformers import AutoModel, AutoModelForSequenceClassification, PreTrainedModel, Trainer
 
-from ..metrics.relation import SCORERS
-from ..models.configuration_relation import RelationClassifierConfig
-from ..models.modeling_relation import EncoderForRelationClassification, drop_pooler
-from .arguments import FinetuningArguments, FinetuningModelArguments, SampleLimitArguments
-from .model_steps import load_model
-from .task import FineTuningRun, FineTuningTask, Report, check_model_length
-from ..runs.ranges import check_range
-from ..task_data.relation import (
+from spanroberta.tasks.relation.scoring import SCORERS
+from spanroberta.models.configuration_relation import RelationClassifierConfig
+from spanroberta.models.modeling_relation import EncoderForRelationClassification, drop_pooler
+from spanroberta.finetuning.arguments import FinetuningArguments, FinetuningModelArguments, SampleLimitArguments
+from spanroberta.finetuning.model_steps import load_model
+from spanroberta.finetuning.task import FineTuningRun, FineTuningTask, Report, check_model_length, save_outcomes
+from spanroberta.runs.ranges import check_range
+from spanroberta.tasks.relation.data import (
     ENCODINGS,
     RelationTask,
     add_entity_markers,
@@ -148,18 +148,23 @@ def encode_phases(run: FineTuningRun) -> dict[str, Any]:
 
 
 def score_relations(run: FineTuningRun, trainer: Trainer) -> dict[str, dict[str, float]]:
-    """The scores (where the examples are labelled) and each example's prediction, for evaluation and prediction."""
+    """The scores (where the examples are labelled) with each example's predicted and gold label, for the official
+    F1 on any resample ({phase}_outcomes.json), and each example's prediction, for evaluation and prediction."""
     task, results = run.settings["task"], {}
     for phase in ("eval", "predict"):
         if phase not in run.encoded:
             continue
         output = trainer.predict(run.encoded[phase], metric_key_prefix=phase)
         results[phase] = {**output.metrics, f"{phase}_samples": len(run.encoded[phase])}
+        predicted = predicted_labels(output.predictions, task.id2label)
+        if f"{phase}_f1" in output.metrics:
+            gold = [example.relation for example in run.data[phase]]
+            outcome = {"scorer": task.scorer, "predictions": predicted, "references": gold}
+            save_outcomes(trainer, phase, {f"{phase}_f1": outcome})
         if trainer.is_world_process_zero():
             output_dir = Path(run.training_args.output_dir)
             output_dir.mkdir(parents=True, exist_ok=True)
-            write_relation_predictions(output_dir / f"{phase}_predictions.jsonl", run.data[phase],
-                                       predicted_labels(output.predictions, task.id2label))  # fmt: skip
+            write_relation_predictions(output_dir / f"{phase}_predictions.jsonl", run.data[phase], predicted)
     return results
 
 

@@ -18,10 +18,18 @@ import numpy as np
 from datasets import Dataset
 from transformers import Trainer
 
-from spanroberta.metrics.squad import mrqa_evaluate, squad_v1_evaluate, squad_v2_evaluate
-from spanroberta.pipelines import question_answering, span_decoding
-from spanroberta.pipelines.span_decoding import SpanPrediction, WindowScores, cls_index, decode_spans
-from spanroberta.task_data.squad.features import EVAL_ONLY_COLUMNS
+from spanroberta.finetuning.task import MEAN
+from spanroberta.tasks.squad.scoring import (
+    mrqa_evaluate,
+    squad_v1_evaluate,
+    squad_v1_question_scores,
+    squad_v2_evaluate,
+    squad_v2_question_scores,
+)
+from spanroberta.pipelines import question_answering
+from spanroberta.tasks.squad import span_decoding
+from spanroberta.tasks.squad.span_decoding import SpanPrediction, WindowScores, cls_index, decode_spans
+from spanroberta.tasks.squad.features import EVAL_ONLY_COLUMNS
 
 # The v2.0 no-answer threshold kept beside a checkpoint by its evaluation.
 THRESHOLD_FILE = "null_score_threshold.json"
@@ -136,6 +144,30 @@ def score_predictions(
     return squad_v2_evaluate(gold, predictions.best_answers, predictions.null_odds, null_score_diff_threshold)
 
 
+def question_outcomes(
+    examples: Dataset,
+    predictions: SquadPredictions,
+    version_2_with_negative: bool,
+    mrqa_gold: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Each evaluated question's exact match (0 or 1) and F1 (0-1) as the official script scores predictions.json,
+    by the name of the score they are the mean of (exact_match and f1; v2.0's exact; MRQA's per-dataset em and f1)."""
+    if mrqa_gold:
+        scored = {f"{dataset}_": squad_v1_question_scores(gold, predictions.predictions)
+                  for dataset, gold in mrqa_gold.items()}  # fmt: skip
+        exact = "em"
+    else:
+        gold = {example["id"]: example["answers"]["text"] for example in examples}
+        question_scores = squad_v2_question_scores if version_2_with_negative else squad_v1_question_scores
+        scored = {"": question_scores(gold, predictions.predictions)}
+        exact = "exact" if version_2_with_negative else "exact_match"
+    outcomes = {}
+    for prefix, scores in scored.items():
+        outcomes[f"{prefix}{exact}"] = {"scorer": MEAN, "values": [int(right) for right, _ in scores.values()]}
+        outcomes[f"{prefix}f1"] = {"scorer": MEAN, "values": [f1 for _, f1 in scores.values()]}
+    return outcomes
+
+
 def predict_and_score(
     trainer: Trainer,
     examples: Dataset,
@@ -227,6 +259,9 @@ def load_null_score_threshold(model_name_or_path: str | Path) -> float | None:
 
 # --- checkpoints that carry the pipeline ---
 
+# How the package's pipeline imports the span decoding, relative to spanroberta/pipelines/.
+PACKAGE_DECODING_IMPORT = "from ..tasks.squad.span_decoding import"
+
 
 def save_qa_checkpoint(trainer: Trainer, output_dir: str | Path) -> None:
     """Saves the model and tokenizer with the question-answering pipeline's code, so that
@@ -248,6 +283,15 @@ def save_qa_checkpoint(trainer: Trainer, output_dir: str | Path) -> None:
     }
     trainer.save_model(str(output_dir))
     if trainer.is_world_process_zero():
-        # The pipeline imports the span decoding from the file beside it.
-        for code in (pipeline_file, Path(span_decoding.__file__)):
-            shutil.copyfile(code, Path(output_dir) / code.name)
+        decoding_file = Path(span_decoding.__file__)
+        shutil.copyfile(decoding_file, Path(output_dir) / decoding_file.name)
+        # In the checkpoint the two files lie side by side: the pipeline imports the span decoding from beside it.
+        (Path(output_dir) / pipeline_file.name).write_text(checkpoint_pipeline_code(), encoding="utf-8")
+
+
+def checkpoint_pipeline_code() -> str:
+    """The pipeline's code as a checkpoint carries it, importing span_decoding.py from beside it."""
+    code = Path(question_answering.__file__).read_text(encoding="utf-8")
+    if PACKAGE_DECODING_IMPORT not in code:
+        raise RuntimeError(f"{question_answering.__file__} no longer imports {PACKAGE_DECODING_IMPORT!r}.")
+    return code.replace(PACKAGE_DECODING_IMPORT, "from .span_decoding import")

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from spanroberta.errors import InputFileNotFoundError, UserInputError, utf8_errors
-from spanroberta.task_data.json_lines import read_json_lines
+from spanroberta.tasks.json_lines import read_json_lines
 
 JSON_SUFFIXES = (".jsonlines", ".jsonl", ".json", ".gz")
 NO_MENTION = ("-", "_", "")

@@ -16,8 +16,8 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 
 def open_text(path: Path) -> IO[str]:
-    """`path` opened as UTF-8 text, decompressed when it is gzipped: known by its first bytes, not by its name (MRQA
-    and RACE files come as .jsonl.gz, and renamed copies lose the suffix)."""
+    """`path` opened as UTF-8 text, decompressed when it is gzipped: known by its first bytes, not by its name (some
+    tasks' files come as .jsonl.gz, and renamed copies lose the suffix)."""
     with open(path, "rb") as file:
         gzipped = file.read(2) == GZIP_MAGIC
     return gzip.open(path, "rt", encoding="utf-8") if gzipped else open(path, encoding="utf-8")

@@ -32,9 +32,9 @@ from tokenizers import AddedToken
 from transformers import EvalPrediction, PreTrainedTokenizerBase
 
 from spanroberta.errors import UserInputError, require_file, utf8_errors
-from spanroberta.metrics.glue import logits_to_predictions
-from spanroberta.metrics.relation import SCORERS
-from spanroberta.task_data.json_lines import read_json_lines
+from spanroberta.tasks.classification import logits_to_predictions
+from spanroberta.tasks.relation.scoring import SCORERS
+from spanroberta.tasks.json_lines import read_json_lines
 
 logger = logging.getLogger(__name__)
 

@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from ..runs.trainer import RunTrainer
+from spanroberta.runs.trainer import RunTrainer
 
-from ..metrics.coreference import CorefEvaluator
-from ..task_data.coreference import CorefDocument, DocumentCollator, Span, predicted_clusters
-from ..runs.optimizers import move_to_learning_rate
+from spanroberta.tasks.coreference.scoring import CorefEvaluator
+from spanroberta.tasks.coreference.data import CorefDocument, DocumentCollator, Span, predicted_clusters
+from spanroberta.runs.optimizers import move_to_learning_rate
 
 # Joshi et al.'s released settings (`experiments.conf` of their coreference code) as run_coref.py's flags:
 # max_segment_len, max_training_sentences, bert_learning_rate and task_learning_rate. Both train 20 epochs with

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
@@ -30,6 +31,8 @@ Mention = Hashable
 Entity = Collection[Mention]
 
 METRICS = ("muc", "b_cubed", "ceaf_phi4")
+# The scorer of outcomes that are per-document sums of the metrics, whose CoNLL F1 over their totals is the score.
+CONLL = "conll"
 
 
 @dataclass
@@ -163,6 +166,16 @@ def document_counts(gold: Iterable[Entity], predicted: Iterable[Entity], keep_si
     gold_sets = _as_sets(gold, keep_singletons)
     predicted_sets = _as_sets(_first_holders_only(predicted, gold_sets), keep_singletons)
     return {name: _COUNTERS[name](gold_sets, predicted_sets) for name in METRICS}
+
+
+def document_outcomes(
+    documents: Iterable[tuple[Iterable[Entity], Iterable[Entity]]], keep_singletons: bool
+) -> dict[str, Any]:
+    """The per-example outcomes of (gold entities, predicted entities) pairs, one a document: each document's sums
+    of every metric, [document, metric, (recall numerator, denominator, precision numerator, denominator)], which
+    the scorer adds up over documents before it divides, so that a resample of them draws documents, as it counts."""
+    counts = [document_counts(gold, predicted, keep_singletons) for gold, predicted in documents]
+    return {"scorer": CONLL, "counts": [[list(document[name].as_tuple()) for name in METRICS] for document in counts]}
 
 
 def scores_of_counts(counts: dict[str, Counts]) -> dict[str, float]:

@@ -20,7 +20,7 @@ from typing import Any
 from datasets import Dataset, Features, List, Value, concatenate_datasets, load_dataset
 
 from spanroberta.errors import require_file, utf8_errors
-from spanroberta.task_data.json_lines import open_text, read_json_lines
+from spanroberta.tasks.json_lines import open_text, read_json_lines
 
 logger = logging.getLogger(__name__)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 MASCULINE_PRONOUNS = frozenset({"he", "him", "his"})
 FEMININE_PRONOUNS = frozenset({"she", "her", "hers"})
@@ -26,6 +27,17 @@ class GapDecision:
     gold_b: bool
     predicted_a: bool
     predicted_b: bool
+
+
+# The scorer of outcomes that are per-example A-coref and B-coref decisions, scored by GAP's overall F1.
+GAP = "gap"
+
+
+def gap_outcomes(decisions: Iterable[GapDecision]) -> dict[str, Any]:
+    """The per-example outcomes of GAP's decisions: each example's predicted and gold (A-coref, B-coref)."""
+    decisions = list(decisions)
+    return {"scorer": GAP, "predictions": [[d.predicted_a, d.predicted_b] for d in decisions],
+            "references": [[d.gold_a, d.gold_b] for d in decisions]}  # fmt: skip
 
 
 def _precision_recall_f1(decisions: list[GapDecision]) -> dict[str, float]:

@@ -9,15 +9,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from datasets import DatasetDict
 from transformers import AutoModelForSequenceClassification, Trainer
 
-from ..metrics.glue import logits_to_predictions
-from ..runs.cli import apply_defaults
-from .arguments import SampleLimitArguments
-from .task import FineTuningRun, FineTuningTask, Report
-from ..runs.ranges import check_range
-from ..task_data.glue import (
+from spanroberta.tasks.classification import logits_to_predictions
+from spanroberta.runs.cli import apply_defaults
+from spanroberta.finetuning.arguments import SampleLimitArguments
+from spanroberta.finetuning.task import FineTuningRun, FineTuningTask, Report, save_outcomes
+from spanroberta.runs.ranges import check_range
+from spanroberta.tasks.glue.data import (
     GLUE_TASKS,
     GlueTask,
     get_glue_task,
@@ -144,11 +145,12 @@ def encode_glue(run: FineTuningRun) -> dict[str, Any]:
 
 def score_glue(run: FineTuningRun, trainer: Trainer) -> dict[str, dict[str, float]]:
     """Each dev set's metrics (MNLI's mismatched one with its suffix) with each example's prediction
-    (eval_predictions.jsonl, eval_predictions_mm.jsonl), and the leaderboard's TASK.tsv of each test set."""
+    (eval_predictions.jsonl, eval_predictions_mm.jsonl) and, per metric, the predictions and labels it scores
+    (eval_outcomes.json), and the leaderboard's TASK.tsv of each test set."""
     task, encoded, results = run.data.task, run.encoded, {}
     output_dir = Path(run.training_args.output_dir)
     if run.training_args.do_eval:
-        metrics = {}
+        metrics, outcomes = {}, {}
         for split in (s for s in task.eval_splits if s.name in encoded):
             dataset = encoded[split.name]
             # predict, not evaluate: the same metrics with each example's prediction; logged as evaluate logs them.
@@ -156,11 +158,14 @@ def score_glue(run: FineTuningRun, trainer: Trainer) -> dict[str, dict[str, floa
             trainer.log(output.metrics)
             split_metrics = {**output.metrics, "eval_samples": len(dataset)}
             metrics.update({f"{name}{split.metric_suffix}": value for name, value in split_metrics.items()})
+            predictions = logits_to_predictions(output.predictions, task.is_regression)
+            scored = {"predictions": predictions.tolist(), "references": np.asarray(output.label_ids).tolist()}
+            outcomes.update({f"eval_{name}{split.metric_suffix}": {"scorer": name, **scored} for name in task.metrics})
             if trainer.is_world_process_zero():
                 output_dir.mkdir(parents=True, exist_ok=True)
                 write_glue_predictions(output_dir / f"eval_predictions{split.metric_suffix}.jsonl", dataset["idx"],
-                                       output.label_ids, logits_to_predictions(output.predictions,
-                                                                               task.is_regression))  # fmt: skip
+                                       output.label_ids, predictions)  # fmt: skip
+        save_outcomes(trainer, "eval", outcomes)
         results["eval"] = metrics
     if run.training_args.do_predict:
         for split in (s for s in task.test_splits if s.name in encoded):

@@ -22,8 +22,8 @@ from tokenizers import Tokenizer
 from transformers import EvalPrediction, PreTrainedTokenizerBase
 
 from spanroberta.errors import require_file, utf8_errors
-from spanroberta.metrics.glue import accuracy
-from spanroberta.task_data.json_lines import read_json_lines
+from spanroberta.tasks.classification import accuracy
+from spanroberta.tasks.json_lines import read_json_lines
 
 RACE_HUB_ID = "ehovy/race"
 RACE_CONFIGS = {"all": ("middle", "high"), "middle": ("middle",), "high": ("high",)}

@@ -22,8 +22,9 @@ from datasets import ClassLabel, Dataset, DatasetDict, Features, Value, load_dat
 from transformers import EvalPrediction, PreTrainedTokenizerBase
 
 from spanroberta.errors import require_file, utf8_errors
-from spanroberta.metrics.glue import METRICS, ArrayLike, logits_to_predictions
-from spanroberta.task_data.json_lines import read_json_lines
+from spanroberta.tasks.classification import ArrayLike, logits_to_predictions
+from spanroberta.tasks.glue.scoring import METRICS
+from spanroberta.tasks.json_lines import read_json_lines
 
 logger = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """run_squad.py's task: extractive QA on SQuAD v1.1 and v2.0, or on MRQA 2019's datasets (their reading, windows and
-answer decoding are spanroberta.task_data.squad's). The flags follow transformers' examples/pytorch/question-answering/
+answer decoding are spanroberta.tasks.squad's). The flags follow transformers' examples/pytorch/question-answering/
 run_qa.py; so do the scores' scale, percentages (eval_exact_match, eval_f1, eval_{dataset}_f1 for MRQA)."""
 
 from __future__ import annotations
@@ -13,20 +13,28 @@ from typing import Any
 from datasets import Dataset
 from transformers import AutoModelForQuestionAnswering, Trainer
 
-from ..errors import UserInputError
-from .arguments import SampleLimitArguments
-from ..metrics.squad import V1_KEYS, V2_KEYS
-from .task import PERCENTAGE, FineTuningRun, FineTuningTask, Report, check_model_length
-from ..runs.ranges import check_range
-from ..runs.validation import fit_doc_stride
-from ..task_data.squad.features import prepare_eval_features, prepare_train_features
-from ..task_data.squad.postprocessing import (
+from spanroberta.errors import UserInputError
+from spanroberta.finetuning.arguments import SampleLimitArguments
+from spanroberta.tasks.squad.scoring import V1_KEYS, V2_KEYS
+from spanroberta.finetuning.task import (
+    PERCENTAGE,
+    FineTuningRun,
+    FineTuningTask,
+    Report,
+    check_model_length,
+    save_outcomes,
+)
+from spanroberta.runs.ranges import check_range
+from spanroberta.runs.validation import fit_doc_stride
+from spanroberta.tasks.squad.features import prepare_eval_features, prepare_train_features
+from spanroberta.tasks.squad.postprocessing import (
     load_null_score_threshold,
     predict_and_score,
+    question_outcomes,
     save_null_score_threshold,
     save_qa_checkpoint,
 )
-from ..task_data.squad.reading import QaSplit, is_mrqa_file, load_squad_splits
+from spanroberta.tasks.squad.reading import QaSplit, is_mrqa_file, load_squad_splits
 
 logger = logging.getLogger(__name__)
 
@@ -159,18 +167,23 @@ def null_score_threshold(run: FineTuningRun) -> float:
 
 
 def score_squad(run: FineTuningRun, trainer: Trainer) -> dict[str, dict[str, float]]:
-    """The official scores of the evaluation questions (predictions.json and the other official files beside them),
-    and the test questions' predictions (predict_predictions.json, ...)."""
+    """The official scores of the evaluation questions (predictions.json and the other official files beside them,
+    each question's scores in eval_outcomes.json), and the test questions' predictions (predict_predictions.json,
+    ...)."""
     squad_args, output_dir = run.data_args, run.training_args.output_dir
     threshold = null_score_threshold(run)
     decoding = {"version_2_with_negative": squad_args.version_2_with_negative, "n_best_size": squad_args.n_best_size,
                 "max_answer_length": squad_args.max_answer_length, "output_dir": output_dir}  # fmt: skip
     results = {}
     if run.training_args.do_eval:
-        _, metrics = predict_and_score(
-            trainer, run.data["validation"].examples, windows(run, "validation", prepare_eval_features),
-            null_score_diff_threshold=threshold, mrqa_gold=run.data["validation"].mrqa_gold, **decoding,
+        evaluated = run.data["validation"]
+        predictions, metrics = predict_and_score(
+            trainer, evaluated.examples, windows(run, "validation", prepare_eval_features),
+            null_score_diff_threshold=threshold, mrqa_gold=evaluated.mrqa_gold, **decoding,
         )  # fmt: skip
+        outcomes = question_outcomes(evaluated.examples, predictions, squad_args.version_2_with_negative,
+                                     evaluated.mrqa_gold)  # fmt: skip
+        save_outcomes(trainer, "eval", {f"eval_{name}": outcome for name, outcome in outcomes.items()})
         if squad_args.version_2_with_negative:
             metrics["null_score_diff_threshold"] = threshold
             if trainer.is_world_process_zero():

@@ -11,18 +11,19 @@ from typing import Any
 
 from transformers import AutoModel, Trainer
 
-from ..errors import UserInputError
-from ..metrics.gap import gap_answers, gap_scores
-from ..models.configuration_coreference import CorefConfig
-from ..models.modeling_coreference import CorefModel
-from ..runs.cli import apply_defaults, with_defaults
-from .coreference_trainer import COREF_PRESETS, DEFAULT_COREF_PRESET, CorefTrainer, predict_documents
-from .arguments import FinetuningArguments, FinetuningModelArguments
-from .model_steps import load_model
-from .task import FineTuningRun, FineTuningTask, Report
-from ..runs.ranges import check_range
-from ..runs.validation import model_positions
-from ..task_data.coreference import (
+from spanroberta.errors import UserInputError
+from spanroberta.tasks.coreference.gap_scoring import gap_answers, gap_outcomes, gap_scores
+from spanroberta.tasks.coreference.scoring import document_outcomes
+from spanroberta.models.configuration_coreference import CorefConfig
+from spanroberta.models.modeling_coreference import CorefModel
+from spanroberta.runs.cli import apply_defaults, with_defaults
+from spanroberta.tasks.coreference.trainer import COREF_PRESETS, DEFAULT_COREF_PRESET, CorefTrainer, predict_documents
+from spanroberta.finetuning.arguments import FinetuningArguments, FinetuningModelArguments
+from spanroberta.finetuning.model_steps import load_model
+from spanroberta.finetuning.task import FineTuningRun, FineTuningTask, Report, save_outcomes
+from spanroberta.runs.ranges import check_range
+from spanroberta.runs.validation import model_positions
+from spanroberta.tasks.coreference.data import (
     DocumentCollator,
     TrainingWindows,
     encode_document,
@@ -174,13 +175,15 @@ def coref_model(
 
 
 def resolve_gap(trainer: CorefTrainer, examples: list, max_segment_length: int, output_dir: Path) -> dict[str, float]:
-    """Resolves each GAP pronoun from the predicted clusters; writes gap_predictions.tsv and returns GAP's scores."""
+    """Resolves each GAP pronoun from the predicted clusters; writes gap_predictions.tsv and each example's decisions
+    (gap_outcomes.json) and returns GAP's scores."""
     features = [encode_document(example.document, trainer.processing_class, max_segment_length)
                 for example in examples]  # fmt: skip
     clusters = predict_documents(trainer.model, features, trainer.data_collator, keep_singletons=False)
     decisions = [gap_decision(example, found) for example, found in zip(examples, clusters)]
     metrics = {f"gap_{name}": value for name, value in {**gap_scores(decisions), **gap_answers(decisions)}.items()}
     metrics["gap_examples"] = len(decisions)
+    save_outcomes(trainer, "gap", {"gap_overall_f1": gap_outcomes(decisions)})
     if trainer.is_world_process_zero():
         output_dir.mkdir(parents=True, exist_ok=True)
         write_gap_predictions(output_dir / "gap_predictions.tsv", examples, decisions)
@@ -215,11 +218,14 @@ def encode_documents(run: FineTuningRun) -> dict[str, Any]:
 
 
 def score_coreference(run: FineTuningRun, trainer: Trainer) -> dict[str, dict[str, float]]:
-    """The CoNLL metrics with the predicted clusters in the input's layout; GAP's pronouns resolved from the
-    predicted clusters."""
+    """The CoNLL metrics with the predicted clusters in the input's layout and each document's sums of the metrics
+    (eval_outcomes.json); GAP's pronouns resolved from the predicted clusters."""
     output_dir, results = Path(run.training_args.output_dir), {}
     if run.training_args.do_eval:
         results["eval"] = trainer.evaluate()
+        documents = [document.clusters for document in run.data["eval"]]
+        outcomes = document_outcomes(zip(documents, trainer.eval_predictions), run.data_args.keep_singletons)
+        save_outcomes(trainer, "eval", {"eval_conll_f1": outcomes})
         if trainer.is_world_process_zero():
             output_dir.mkdir(parents=True, exist_ok=True)
             predictions = output_dir / f"eval_predictions.{run.data['eval'][0].layout}"

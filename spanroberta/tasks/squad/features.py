@@ -1,6 +1,6 @@
 """SQuAD's features: question-context pairs split into overlapping windows (the span decoding's own
 `encode_windows`), with the answer's token positions for training, or the character offsets that map predictions
-back to the context for evaluation. The span decoding itself lives in spanroberta.pipelines.span_decoding,
+back to the context for evaluation. The span decoding itself lives in spanroberta.tasks.squad.span_decoding,
 shared with the pipeline."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 
 from transformers import PreTrainedTokenizerBase
 
-from spanroberta.pipelines.span_decoding import cls_index, context_offsets, encode_windows
+from spanroberta.tasks.squad.span_decoding import cls_index, context_offsets, encode_windows
 
 
 def answer_token_span(

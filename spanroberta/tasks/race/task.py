@@ -1,7 +1,7 @@
 """run_race.py's task: RACE, the 4-option reading-comprehension exams (middle and high school), from the Hub, RACE's
 own folder or JSON lines; accuracy overall, on middle and on high school (fractions: eval_accuracy,
 eval_accuracy_middle, eval_accuracy_high), each question's prediction in eval_predictions.jsonl. The training
-defaults are RoBERTa's RACE recipe (spanroberta/task_data/race.py)."""
+defaults are RoBERTa's RACE recipe (spanroberta/tasks/race/data.py)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,20 @@ import numpy as np
 from datasets import Dataset
 from transformers import AutoModelForMultipleChoice, DataCollatorForMultipleChoice, Trainer
 
-from ..runs.cli import with_defaults
-from .arguments import FinetuningArguments, SampleLimitArguments
-from .task import FineTuningRun, FineTuningTask, Report, check_model_length, padding_collator
-from ..runs.ranges import check_range
-from ..runs.validation import fit_max_qa_length
-from ..task_data.race import (
+from spanroberta.runs.cli import with_defaults
+from spanroberta.finetuning.arguments import FinetuningArguments, SampleLimitArguments
+from spanroberta.finetuning.task import (
+    MEAN,
+    FineTuningRun,
+    FineTuningTask,
+    Report,
+    check_model_length,
+    padding_collator,
+    save_outcomes,
+)
+from spanroberta.runs.ranges import check_range
+from spanroberta.runs.validation import fit_max_qa_length
+from spanroberta.tasks.race.data import (
     MAX_QA_LENGTH,
     MAX_SEQ_LENGTH,
     RACE_CONFIGS,
@@ -92,7 +100,8 @@ def prepare_race(run: FineTuningRun) -> None:
 
 
 def score_race(run: FineTuningRun, trainer: Trainer) -> dict[str, dict[str, float]]:
-    """Accuracy overall and by school level, and each question's prediction ({phase}_predictions.jsonl)."""
+    """Accuracy overall and by school level, each question's prediction ({phase}_predictions.jsonl) and whether
+    it is right, for each accuracy ({phase}_outcomes.json)."""
     results = {}
     for phase in ("eval", "predict"):
         if phase not in run.encoded:
@@ -102,6 +111,13 @@ def score_race(run: FineTuningRun, trainer: Trainer) -> dict[str, dict[str, floa
         by_level = race_metrics(predictions, output.label_ids, run.data[phase]["level"])
         results[phase] = {**output.metrics, **{f"{phase}_{name}": value for name, value in by_level.items()},
                           f"{phase}_samples": len(run.encoded[phase])}  # fmt: skip
+        # Whether each question was answered right, for the accuracy over all questions and over each level's.
+        right = (predictions == np.asarray(run.data[phase]["label"])).astype(int)
+        levels = np.asarray(run.data[phase]["level"])
+        asked = {f"accuracy_{level}": levels == level for level in RACE_CONFIGS["all"]}
+        asked["accuracy"] = np.full(len(levels), True)
+        outcomes = {f"{phase}_{name}": {"scorer": MEAN, "values": right[asked[name]].tolist()} for name in by_level}
+        save_outcomes(trainer, phase, outcomes)
         if trainer.is_world_process_zero():
             output_dir = Path(run.training_args.output_dir)
             output_dir.mkdir(parents=True, exist_ok=True)

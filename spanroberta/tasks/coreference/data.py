@@ -1,6 +1,6 @@
 """Coreference inputs and outputs for run_coref.py: segmenting documents for the encoder (Joshi et al. 2019, "BERT
 for Coreference Resolution: Baselines and Analysis", section 2), batching them, and turning the model's
-antecedents into clusters. Reading and writing documents is `coref_documents`'s, GAP is `gap`'s; their public
+antecedents into clusters. Reading and writing documents is `documents`'s, GAP is `gap`'s; their public
 names are importable from here too.
 """
 
@@ -15,7 +15,7 @@ import torch
 from torch.utils.data import Dataset
 from transformers import PreTrainedTokenizerBase
 
-from spanroberta.task_data.coref_documents import (
+from spanroberta.tasks.coreference.documents import (
     CorefDocument,
     Span,
     coref_files,
@@ -24,7 +24,7 @@ from spanroberta.task_data.coref_documents import (
     read_jsonlines_file,
     write_coref_documents,
 )
-from spanroberta.task_data.gap import GapExample, gap_decision, read_gap, write_gap_predictions
+from spanroberta.tasks.coreference.gap import GapExample, gap_decision, read_gap, write_gap_predictions
 
 # Segmenting and encoding (Joshi et al. 2019 section 2).
 
