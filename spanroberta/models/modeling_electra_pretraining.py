@@ -36,14 +36,44 @@ import torch.nn.functional as F
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 from transformers.modeling_outputs import ModelOutput
 
-from .conventions import IGNORE_INDEX, normalises_loss_by_item_counts
-from .packing import packed_attention_inputs
-from .pretraining_heads import SpanPreTrainingMixin, decoder_cross_entropy, gather, normalised_loss
-from .spans import write_at_slots
+from .configuration_spanroberta import IGNORE_INDEX, MODEL_SIZES, normalises_loss_by_item_counts
+from .modeling_span_heads import SpanPreTrainingMixin, decoder_cross_entropy, gather, normalised_loss, write_at_slots
+from .packed_attention import packed_attention_inputs
 
 GENERATOR_FOLDER = "generator"
 GENERATOR_PREFIX = "generator."
 RTD_LOSS_WEIGHT = 50.0  # ELECTRA section 3.1 and Table 6: lambda = 50
+
+
+@dataclass(frozen=True)
+class ElectraSize:
+    """An ELECTRA model size (ELECTRA appendix, Table 6): the discriminator's shape, the generator's size as a
+    fraction of its hidden size (heads and FFN follow), and the pretraining learning rate and batch size (None:
+    no paper value, the flags' defaults stay)."""
+
+    shape: dict[str, int]
+    generator_size: float
+    learning_rate: float | None = None
+    batch_size: int | None = None
+    mask_rate: float = 0.15
+
+
+# ELECTRA-Small is 12 layers of hidden 256 with embeddings of 128; base and large are BERT's with embeddings of the
+# hidden size. Generators: 1/4 of the discriminator's hidden size (small, large), 1/3 (base), as in Table 6 and
+# google-research/electra's configure_pretraining.py (whose released ELECTRA-Small used a full-size generator:
+# --generator_size 1.0). Large masks 25% of the tokens (Table 6).
+ELECTRA_SIZES: dict[str, ElectraSize] = {
+    "tiny": ElectraSize({**MODEL_SIZES["tiny"], "embedding_size": 128}, generator_size=1 / 4),
+    "small": ElectraSize(
+        {"num_hidden_layers": 12, "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024,
+         "embedding_size": 128},
+        generator_size=1 / 4, learning_rate=3e-4, batch_size=128,
+    ),
+    "base": ElectraSize({**MODEL_SIZES["base"], "embedding_size": 768}, generator_size=1 / 3,
+                        learning_rate=2e-4, batch_size=256),
+    "large": ElectraSize({**MODEL_SIZES["large"], "embedding_size": 1024}, generator_size=1 / 4,
+                         learning_rate=2e-4, batch_size=2048, mask_rate=0.25),
+}
 
 
 def generator_config(discriminator_config: ElectraConfig, generator_size: float) -> ElectraConfig:
@@ -282,4 +312,6 @@ __all__ = [
     "generator_config",
     "sample_replacements",
     "GENERATOR_FOLDER",
+    "ELECTRA_SIZES",
+    "ElectraSize",
 ]
