@@ -138,9 +138,9 @@ class SpanRobertaConfig(SpanHeadSettings, RobertaConfig):
             Sentence-level auxiliary head: `"none"` (RoBERTa and SpanBERT), `"nsp"` (BERT's next sentence
             prediction) or `"sop"` (ALBERT's sentence order prediction).
         efficient_pretraining (`bool`, defaults to `True`):
-            Whether `SpanRobertaForPreTraining` takes the efficient paths of `modeling_efficient.py` where they
-            apply (a last layer computed only where the heads read it, a fused decoder cross-entropy on CPU under
-            autocast). `False` runs the reference forward; both give the same losses and gradients (tested).
+            Whether `SpanRobertaForPreTraining` takes its efficient paths where they apply (a last layer computed
+            only where the heads read it, a fused decoder cross-entropy on CPU under autocast), each beside the
+            reference it replaces. `False` runs the reference forward; both give the same losses and gradients (tested).
         answerability_head (`bool`, defaults to `False`):
             Whether `SpanRobertaForQuestionAnswering` adds RoBERTa's binary "is this question answerable"
             classifier for SQuAD v2.0 (RoBERTa section 5.2).

@@ -9,7 +9,8 @@ here.
   (`sbo_targets`, SpanBERT section 3.2). Prediction slots are a row's predicted positions in increasing order, then
   unused slots (-100), so that the heads read a fixed number of positions per row whatever the row masks
   (`prediction_slots`, `in_slots`).
-- `SpanPreTrainingMixin` is the forward of every pretraining model: encoder, heads at the slots, losses.
+- `SpanPreTrainingMixin` is the forward of every MLM pretraining model (RoBERTa's, ALBERT's, the stock encoders'):
+  encoder, heads at the slots, losses.
 - Each head's decoder and cross-entropy run in one pass (`fused_decoder_cross_entropy`) where that was measured to
   pay, on CPU under autocast; `config.efficient_pretraining = False` runs the reference (the two are tested
   equal).
@@ -35,6 +36,8 @@ from .configuration_spanroberta import (
     normalises_loss_by_item_counts,
 )
 from .packed_attention import packed_sequence_ids
+
+# Masked spans and prediction slots.
 
 
 def run_starts(masked: torch.Tensor) -> torch.Tensor:
@@ -107,6 +110,8 @@ def write_at_slots(
     widened = F.pad(dense, (0, 1))
     return widened.scatter(1, target, values.to(dense.dtype))[:, :length].contiguous()
 
+
+# The heads and their losses.
 
 # The span boundary objective's fields of a slot batch (`sbo_targets`).
 SBO_FIELDS = ("sbo_left_positions", "sbo_right_positions", "sbo_relative_positions")
@@ -272,7 +277,10 @@ class SpanPreTrainingMixin:
         if mlm_positions is None:  # transformers' layout, [batch, length]: into slots
             mlm_positions, labels, sbo = self._dense_to_slots(labels, sbo, attention_mask, position_ids)
         sbo = sbo if self.sbo_head is not None and sbo.relative is not None else None
+        # The encoder, read where the heads read it: {"mlm", "sbo_left", "sbo_right": [batch, slots, H], "first":
+        # [batch, 1, H]}.
         states, result = self._states_at(encoder_inputs, self._read_positions(mlm_positions, sbo), kwargs)
+        # The heads and their losses: logits [batch, slots, V] (MLM, SBO) and [batch, 2] (NSP/SOP).
         sentence_labels = next_sentence_label if self.config.sentence_objective == "nsp" else sentence_order_label
         global_counts = GlobalCounts(num_items_in_batch, num_sbo_items_in_batch, num_sentence_items_in_batch)
         losses = self._heads(result, states, labels, sbo, sentence_labels, global_counts)
@@ -530,6 +538,9 @@ def normalised_loss(
     if local_reference is not None and global_reference is not None:
         return mean * local_reference / torch.as_tensor(global_reference, device=total.device).clamp(min=1)
     return mean
+
+
+# The fused decoder cross-entropy, the efficient path of `decoder_cross_entropy`.
 
 
 def fuses_decoder_cross_entropy(config, x: torch.Tensor, decoder: nn.Linear) -> bool:
