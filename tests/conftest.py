@@ -358,7 +358,7 @@ def _attention_module(training):
 def varlen_output(states, position_ids, attention_mask, dropout=0.0):
     """varlen_fa2's output [batch, length, heads, head_dim] on packed rows (through the flash ops: on CPU, the
     `flash_reference_kernels` fixture's)."""
-    from spanroberta.models.varlen_attention import packed_sequence_offsets, varlen_fa2_attention_forward
+    from spanroberta.models.packed_attention import packed_sequence_offsets, varlen_fa2_attention_forward
 
     offsets = packed_sequence_offsets(position_ids, attention_mask)
     module = _attention_module(dropout > 0)
@@ -374,7 +374,7 @@ def masked_output(states, position_ids, attention_mask, reference="sdpa"):
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
     from transformers.models.roberta.modeling_roberta import eager_attention_forward
 
-    from spanroberta.models.packing import packed_sequence_ids
+    from spanroberta.models.packed_attention import packed_sequence_ids
 
     sequence_ids, real = packed_sequence_ids(position_ids), attention_mask.bool()
     mask = sequence_ids[:, None, :, None] == sequence_ids[:, None, None, :]

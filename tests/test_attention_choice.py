@@ -16,8 +16,8 @@ from transformers import HfArgumentParser
 from spanroberta.ablation.config import script_arguments
 from spanroberta.errors import UserInputError
 from spanroberta.tasks.registry import TASKS_BY_SCRIPT
-from spanroberta.models import packing
-from spanroberta.models.packing import ATTENTION_IMPLEMENTATIONS
+from spanroberta.models import packed_attention
+from spanroberta.models.packed_attention import ATTENTION_IMPLEMENTATIONS
 from spanroberta.objectives import resolve_recipe
 from spanroberta.pretraining import attention
 from spanroberta.pretraining.arguments import (
@@ -301,15 +301,15 @@ def test_a_forward_without_offsets_under_varlen_fa2_says_so_once(flash_reference
     logging.Logger.warning_once.cache_clear()  # an earlier test may have said it already in this process
     encoder = SpanRobertaModel(tiny_span_config(attn_implementation="varlen_fa2", num_attention_heads=2))
     batch, _ = packed_batch([[7, 5], [12]], 16, 120)
-    with caplog.at_level(logging.WARNING, logger=packing.logger.name):
+    with caplog.at_level(logging.WARNING, logger=packed_attention.logger.name):
         for _ in range(3):
             encoder(batch["input_ids"], attention_mask=batch["attention_mask"], position_ids=batch["position_ids"])
-    assert [record.getMessage() for record in caplog.records] == [packing.NO_SEQUENCE_OFFSETS]
+    assert [record.getMessage() for record in caplog.records] == [packed_attention.NO_SEQUENCE_OFFSETS]
     assert flash_reference_kernels.calls["forward"] > 0
 
 
 def test_attention_computes_in_autocasts_dtype_where_it_is_on():
-    from spanroberta.models.varlen_attention import attention_compute_dtype
+    from spanroberta.models.packed_attention import attention_compute_dtype
 
     assert attention_compute_dtype("cpu", torch.float32) == torch.float32
     with torch.autocast("cpu", dtype=torch.bfloat16):

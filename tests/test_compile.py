@@ -115,7 +115,7 @@ def test_under_varlen_fa2_packed_batches_compile_whole_once_and_are_reused(flash
 
     from conftest import packed_batch
 
-    from spanroberta.models.varlen_attention import packed_sequence_offsets
+    from spanroberta.models.packed_attention import packed_sequence_offsets
 
     torch._dynamo.reset()
     model = make_model(90, 1, attn_implementation="varlen_fa2")

@@ -30,8 +30,7 @@ from conftest import (
 )
 
 from spanroberta import SpanRobertaForPreTraining, SpanRobertaModel
-from spanroberta.models.packing import packed_rows_path
-from spanroberta.models.varlen_attention import packed_sequence_offsets
+from spanroberta.models.packed_attention import packed_rows_path, packed_sequence_offsets
 from spanroberta.pretraining.float8 import MIN_CAPABILITY
 
 pytestmark = pytest.mark.cuda
@@ -85,7 +84,7 @@ def test_varlen_dropout_keeps_the_mean():
     query, key = (torch.randn(batch, heads, length, HEAD_DIM, generator=generator).cuda().bfloat16() for _ in range(2))
     value = torch.ones_like(query)
     module = torch.nn.Module().train()
-    from spanroberta.models.varlen_attention import varlen_fa2_attention_forward
+    from spanroberta.models.packed_attention import varlen_fa2_attention_forward
 
     output, _ = varlen_fa2_attention_forward(module, query, key, value, None, dropout=0.1, cu_seq_lens_q=offsets,
                                              max_length_q=length)  # fmt: skip

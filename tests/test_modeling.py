@@ -204,7 +204,7 @@ def test_first_position_id_answers_for_any_config(config, expected):
 
 def test_the_loss_kwargs_policy():
     """Pretraining models normalise their losses by the Trainer's counts; every task head returns a plain mean,
-    which the Trainer divides by the accumulation steps (models/conventions.py)."""
+    which the Trainer divides by the accumulation steps (models/configuration_spanroberta.py)."""
     for model_class in (SpanRobertaForPreTraining, spanroberta.SpanAlbertForPreTraining,
                         spanroberta.ElectraForReplacedTokenDetection):
         assert model_class.accepts_loss_kwargs is True, model_class.__name__

@@ -33,7 +33,7 @@ from spanroberta.data import masking
 from spanroberta.data.collator import DataCollatorForSpanMasking
 from spanroberta.data.formats import block_builder, pack_sequences, tokenize_texts
 from spanroberta.data.tokenizer import train_byte_level_bpe
-from spanroberta.models import packing
+from spanroberta.models import packed_attention
 
 VOCAB = 90
 ROWS = [[7, 5, 9], [12, 8], [4, 6, 5, 4]]  # sequence lengths; rows of 24 tokens, two with trailing padding
@@ -147,7 +147,7 @@ def test_varlen_dropout_is_the_masked_reference_under_the_same_dropout_mask(flas
     """With attention dropout, output and gradients equal attention written out under the block-diagonal mask with
     the dropout mask the forward drew: the backward replays that mask from the forward's rng_state (the autograd
     node saves it), rather than drawing a new one."""
-    from spanroberta.models.varlen_attention import packed_sequence_offsets
+    from spanroberta.models.packed_attention import packed_sequence_offsets
 
     dropout = 0.3
     position_ids, attention_mask, states = packed_attention_case(rows, LENGTH, VOCAB)
@@ -188,7 +188,7 @@ def test_varlen_attention_applies_dropout(flash_reference_kernels):
 def test_without_a_flash_kernel_varlen_fa2_takes_the_block_diagonal_mask():
     """On CPU torch has no flash kernel: packed rows under varlen_fa2 get sdpa's mask, and the encoder's output is
     sdpa's, exactly; the refusal says why."""
-    from spanroberta.models.packing import packed_rows_path
+    from spanroberta.models.packed_attention import packed_rows_path
 
     encoder, reference = encoders("varlen_fa2")
     assert packed_rows_path(encoder.config, "cpu", torch.float32) == (
@@ -235,7 +235,7 @@ def test_packed_pretraining_equals_the_sequences_unpacked(attn_implementation, e
         (packed["sbo_relative_positions"] != -100).sum()
     ) > 0
     if attn_implementation == "varlen_fa2":  # the offsets the collator gives with the batch
-        from spanroberta.models.varlen_attention import packed_sequence_offsets
+        from spanroberta.models.packed_attention import packed_sequence_offsets
 
         packed["sequence_offsets"] = packed_sequence_offsets(packed["position_ids"], packed["attention_mask"])
 
@@ -296,9 +296,9 @@ def test_the_packed_mask_refuses_flash_attention_which_takes_no_mask(implementat
     from types import SimpleNamespace
 
     encoder = SimpleNamespace(config=SimpleNamespace(_attn_implementation=implementation))
-    assert packing.is_flash_attention(encoder.config) and not packing.takes_dense_mask(encoder.config)
+    assert packed_attention.is_flash_attention(encoder.config) and not packed_attention.takes_dense_mask(encoder.config)
     with pytest.raises(ValueError, match="use sdpa, eager, varlen_fa2 or flex_attention"):
-        packing.packed_attention_inputs(encoder, None, torch.arange(4)[None])
+        packed_attention.packed_attention_inputs(encoder, None, torch.arange(4)[None])
 
 
 @pytest.fixture
@@ -592,7 +592,7 @@ def test_varlen_fa2_keeps_packed_sequences_apart_in_stock_encoders(flash_referen
         encoder = DistilBertModel(config).eval()
     first, second = torch.randint(5, VOCAB, (1, 7)), torch.randint(5, VOCAB, (1, 5))
     position_ids = torch.cat([torch.arange(7), torch.arange(5)])[None]
-    packed = packing.packed_attention_inputs(encoder, None, position_ids)
+    packed = packed_attention.packed_attention_inputs(encoder, None, position_ids)
     assert packed["attention_mask"] is None and packed["cu_seq_lens_q"].tolist() == [0, 7, 12]
     with torch.no_grad():
         together = encoder(torch.cat([first, second], 1), position_ids=position_ids, **packed).last_hidden_state

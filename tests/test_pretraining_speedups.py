@@ -1,6 +1,6 @@
-"""SpanRobertaForPreTraining's efficient paths (modeling_efficient.py) give the numbers of the reference: the
-sparse last layer (the encoder's last layer runs only where a head reads it) and the fused decoder +
-cross-entropy of the heads; `efficient_pretraining=False` is the reference."""
+"""SpanRobertaForPreTraining's efficient paths give the numbers of the reference: the sparse last layer (the
+encoder's last layer runs only where a head reads it, modeling_spanroberta.py) and the fused decoder + cross-entropy
+of the heads (modeling_span_heads.py); `efficient_pretraining=False` is the reference."""
 
 import pytest
 import torch
@@ -9,7 +9,7 @@ from conftest import packed_batch, tiny_span_config, to_slots
 from torch import nn
 
 from spanroberta import SpanRobertaForPreTraining
-from spanroberta.models import modeling_efficient, pretraining_heads
+from spanroberta.models import modeling_span_heads
 
 VOCAB = 90
 
@@ -106,13 +106,13 @@ def gradients(x: torch.Tensor, decoder: nn.Linear, loss: torch.Tensor) -> list[t
 
 
 def fused(x: torch.Tensor, decoder: nn.Linear, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    return modeling_efficient._DecoderCrossEntropy.apply(x, decoder.weight, decoder.bias, targets)
+    return modeling_span_heads._DecoderCrossEntropy.apply(x, decoder.weight, decoder.bias, targets)
 
 
 @pytest.mark.parametrize("bf16", [False, True])
 def test_fused_decoder_cross_entropy_matches_linear_then_cross_entropy(monkeypatch, bf16):
     # Chunks of 3 rows: the 7 rows take three chunks, the last one short.
-    monkeypatch.setattr(modeling_efficient, "_CROSS_ENTROPY_CHUNK_BYTES", 4 * 50 * 3)
+    monkeypatch.setattr(modeling_span_heads, "_CROSS_ENTROPY_CHUNK_BYTES", 4 * 50 * 3)
     x, decoder, targets = decoder_case()
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
         logits, total = fused(x, decoder, targets)
@@ -143,7 +143,7 @@ def test_fused_decoder_cross_entropy_passes_gradients_reaching_the_logits():
 def test_fused_decoder_cross_entropy_ignores_unused_slots(monkeypatch, bf16):
     """Targets of -100 (unused prediction slots) add nothing to the loss and get no gradient, as with
     F.cross_entropy(ignore_index=-100, reduction="sum")."""
-    monkeypatch.setattr(modeling_efficient, "_CROSS_ENTROPY_CHUNK_BYTES", 4 * 50 * 3)
+    monkeypatch.setattr(modeling_span_heads, "_CROSS_ENTROPY_CHUNK_BYTES", 4 * 50 * 3)
     x, decoder, targets = decoder_case()
     targets[[1, 4, 5]] = -100
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
@@ -170,9 +170,9 @@ def test_model_under_bf16_autocast_gets_the_plain_heads_numbers(monkeypatch):
             module.p = 0.0
     batch = make_batch()
     fused_calls = []
-    fused_function = pretraining_heads.fused_decoder_cross_entropy
+    fused_function = modeling_span_heads.fused_decoder_cross_entropy
     monkeypatch.setattr(
-        pretraining_heads,
+        modeling_span_heads,
         "fused_decoder_cross_entropy",
         lambda *args: fused_calls.append(1) or fused_function(*args),
     )
@@ -180,7 +180,7 @@ def test_model_under_bf16_autocast_gets_the_plain_heads_numbers(monkeypatch):
         fused_output, fused_gradients = losses_and_gradients(model, batch)
     assert len(fused_calls) == 2  # the MLM and the SBO heads
 
-    monkeypatch.setattr(pretraining_heads, "fuses_decoder_cross_entropy", lambda *args: False)
+    monkeypatch.setattr(modeling_span_heads, "fuses_decoder_cross_entropy", lambda *args: False)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         plain_output, plain_gradients = losses_and_gradients(model, batch)
     assert len(fused_calls) == 2

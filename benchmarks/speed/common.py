@@ -97,7 +97,7 @@ def packed_rows(tokenizer: PreTrainedTokenizerBase, length: int, count: int, see
 def encoder_settings(tokenizer: PreTrainedTokenizerBase, size: str) -> dict:
     """The encoder config of both sides of a comparison: a model size of spanroberta's recipes, with
     roberta-base's own settings (SpanRobertaConfig's defaults) given to the transformers baseline too."""
-    from spanroberta.models.sizes import get_model_size
+    from spanroberta.models.configuration_spanroberta import get_model_size
 
     return dict(
         **get_model_size(size),
@@ -133,7 +133,7 @@ def model_flops_per_step(config: Any, batch: dict[str, Any], dense_head: bool) -
     its padded row is computed. Heads: the MLM head at every position (`dense_head`, the baseline) or at the
     predicted positions only, plus the SBO head at its targets.
     """
-    from spanroberta.models.conventions import IGNORE_INDEX
+    from spanroberta.models.configuration_spanroberta import IGNORE_INDEX
 
     spans = attention_spans(batch)
     tokens, squares = sum(spans), sum(span * span for span in spans)
@@ -154,7 +154,7 @@ def attention_spans(batch: dict[str, Any]) -> list[int]:
     """The lengths of the spans that attend to themselves in a batch: each document of a packed row (its
     `position_ids` restart at every document; the row's padding tail attends to nothing a model needs, so it is
     not counted), or each whole row of an unpacked batch, padding included, since its attention computes it."""
-    from spanroberta.models.varlen_attention import packed_sequence_offsets
+    from spanroberta.models.packed_attention import packed_sequence_offsets
 
     rows, length = batch["input_ids"].shape
     if "position_ids" not in batch:

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.speed.common import VOCAB_SIZE, announce, parse_with_threads, time_alternately
-from spanroberta.models.modeling_efficient import fused_decoder_cross_entropy
+from spanroberta.models.modeling_span_heads import fused_decoder_cross_entropy
 from spanroberta.records import start_run, write_record
 
 SHAPES = {"small": (583, 256), "base": (307, 768)}

@@ -54,7 +54,7 @@ from transformers import (
 )
 
 from benchmarks.speed import common
-from spanroberta.models import pretraining_heads
+from spanroberta.models import modeling_span_heads
 from spanroberta.models.configuration_spanroberta import SpanRobertaConfig
 from spanroberta.data.collator import DataCollatorForSpanMasking
 from spanroberta.models.modeling_spanroberta import SpanRobertaForPreTraining
@@ -82,12 +82,12 @@ class Ablation:
 
 # Ablations, timed alongside with --ablations: where the span + SBO step's time goes (on a GPU as on a CPU).
 ABLATIONS = {
-    # Asking for the hidden states makes the encoder's last layer run at every position (modeling_efficient's
+    # Asking for the hidden states makes the encoder's last layer run at every position (modeling_spanroberta's
     # encode_at_positions does not apply); it costs no compute, they are kept for backward anyway.
     "spanroberta-full-last-layer": Ablation(model_kwargs={"output_hidden_states": True}),
     # The heads' decoders followed by a plain cross-entropy, instead of the fused one (fused on CPU only).
     "spanroberta-unfused-heads": Ablation(
-        patch=lambda: mock.patch.object(pretraining_heads, "fuses_decoder_cross_entropy", lambda *args: False)
+        patch=lambda: mock.patch.object(modeling_span_heads, "fuses_decoder_cross_entropy", lambda *args: False)
     ),
     # No SBO head and no SBO targets: what the span boundary objective costs a step.
     "spanroberta-no-sbo": Ablation(config={"use_sbo": False}, collator={"return_sbo_targets": False}),

@@ -39,10 +39,14 @@ from spanroberta.data.masking import (
 from spanroberta.data.masking_units import UNIT_SCHEMES, UNITS_COLUMN
 from spanroberta.data.random_streams import mix32
 from spanroberta.errors import UserInputError
-from spanroberta.models.configuration_spanroberta import SENTENCE_LABELS, SpanRobertaConfig, first_position_id
-from spanroberta.models.conventions import IGNORE_INDEX
-from spanroberta.models.spans import in_slots, prediction_slots, sbo_targets
-from spanroberta.models.varlen_attention import packed_sequence_offsets
+from spanroberta.models.configuration_spanroberta import (
+    IGNORE_INDEX,
+    SENTENCE_LABELS,
+    SpanRobertaConfig,
+    first_position_id,
+)
+from spanroberta.models.modeling_span_heads import in_slots, prediction_slots, sbo_targets
+from spanroberta.models.packed_attention import packed_sequence_offsets
 
 MASKING_SCHEMES = ("span", "word", "token", "ngram", *UNIT_SCHEMES)
 # How the targets are laid out: "dense" is transformers' convention for masked LMs ([batch, length], -100 where a
@@ -91,7 +95,7 @@ class DataCollatorForSpanMasking:
       -100 in unused slots. Fixed shapes let a compiled training step run without host synchronisation, so
       `run_pretraining.py` uses this layout;
     - when `return_sbo_targets` (default: in the slot layout only, since stock masked LMs take no SBO inputs),
-      `sbo_left_positions`, `sbo_right_positions` and `sbo_relative_positions` (see `models/spans.py`'s
+      `sbo_left_positions`, `sbo_right_positions` and `sbo_relative_positions` (see `models/modeling_span_heads.py`'s
       `sbo_targets`), in the same layout as `labels`: per token ([batch, length]) or per slot, -100 where a token
       or slot is not an SBO target;
     - `token_type_ids` (padded with 0), `next_sentence_label` and `sentence_order_label` when the examples

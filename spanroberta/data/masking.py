@@ -26,8 +26,8 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedTokenizerBase
 
-from ..models.conventions import IGNORE_INDEX
-from ..models.spans import run_starts, sbo_targets  # noqa: F401  (sbo_targets: part of masking's interface)
+from ..models.configuration_spanroberta import IGNORE_INDEX
+from ..models.modeling_span_heads import run_starts, sbo_targets  # noqa: F401  (sbo_targets: masking's interface)
 from .random_streams import MASK32, Stream, mix32, mix32_int, randint, random_bits, uniform
 
 # Word-start markers: byte-level BPE ("Ġ" = a leading space), SentencePiece ("▁"), WordPiece ("##" continues).
@@ -408,7 +408,7 @@ def token_mask(maskable: torch.Tensor, keys: torch.Tensor, mlm_probability: floa
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Replacing the masked tokens (the span boundary objective's targets are models/spans.py's sbo_targets)
+# Replacing the masked tokens (the span boundary objective's targets are models/modeling_span_heads.py's sbo_targets)
 
 
 def replace_masked_tokens(

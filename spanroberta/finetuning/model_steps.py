@@ -10,7 +10,7 @@ from transformers import AutoConfig, AutoTokenizer, PreTrainedModel, PreTrainedT
 
 from ..errors import UserInputError
 from ..hub import hub_kwargs
-from ..models.conventions import returns_mean_loss
+from ..models.configuration_spanroberta import returns_mean_loss
 from ..runs.checkpoints import resume_checkpoint
 from ..runs.distributed import drop_unused_weight_conversions
 from ..runs.run_length import fit_to_run_length
@@ -41,7 +41,7 @@ def load_model(model_args: FinetuningModelArguments, auto_class: type, config: A
         **({"attn_implementation": model_args.attn_implementation} if model_args.attn_implementation else {}),
     )
     drop_unused_weight_conversions(model)
-    # Any checkpoint's task head, stock transformers' too, returns a plain mean (models/conventions.py).
+    # Any checkpoint's task head, stock transformers' too, returns a plain mean (models/configuration_spanroberta.py).
     return returns_mean_loss(model)
 
 

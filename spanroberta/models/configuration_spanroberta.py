@@ -1,11 +1,66 @@
-"""SpanRoBERTa configuration: RoBERTa's encoder settings plus those of the pretraining heads.
+"""SpanRoBERTa configuration: RoBERTa's encoder settings plus those of the pretraining heads; the encoder shapes
+that `--model_size` names; and the conventions every spanroberta model shares with transformers, stated once (the
+label that no loss reads, how a model's loss meets the Trainer's `num_items_in_batch`, how a model file registers
+its classes for `auto_map`).
 
 This file is copied next to every saved checkpoint (see `auto_map`), so it imports nothing from spanroberta.
 """
 
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from transformers import PretrainedConfig, RobertaConfig
+
+# The target that no loss reads (unused prediction slots, unmasked tokens, unlabelled sequences): transformers'
+# and PyTorch's `ignore_index` default.
+IGNORE_INDEX = -100
+
+# The loss-kwargs policy. transformers 5's Trainer reads `model.accepts_loss_kwargs` (unset, it guesses yes from a
+# forward that takes **kwargs) to decide who normalises the loss under gradient accumulation:
+# - True: the model divides its loss by `num_items_in_batch`, the Trainer's count of targets in the whole
+#   accumulated batch, and the Trainer does not divide it again by the accumulation steps. spanroberta's
+#   pretraining models do this, with their own counts per head (`loss_normalisers`), which makes accumulation exact.
+# - False: the model returns a plain mean over its batch and the Trainer divides it by the accumulation steps.
+#   The task heads are transformers' own forwards, which take **kwargs only to pass them down; without declaring
+#   False, their mean would be inflated by the accumulation factor.
+_Target = TypeVar("_Target")
+
+
+def normalises_loss_by_item_counts(target: _Target) -> _Target:
+    """Declares (on a model class or instance) that its loss is divided by the Trainer's `num_items_in_batch`."""
+    target.accepts_loss_kwargs = True
+    return target
+
+
+def returns_mean_loss(target: _Target) -> _Target:
+    """Declares (on a model class or instance) that its loss is a plain mean over its batch, which the Trainer
+    divides by the gradient-accumulation steps."""
+    target.accepts_loss_kwargs = False
+    return target
+
+
+def register_for_auto_classes(auto_map: dict[str, str], namespace: dict[str, Any]) -> None:
+    """Marks the config and every head that `auto_map` names (Auto class -> "module.Class", each class found in
+    `namespace`, the modelling file's globals) as custom code: save_pretrained then copies their files next to the
+    weights, and the saved config's auto_map points each Auto class at them."""
+    for auto_class, class_path in auto_map.items():
+        namespace[class_path.rpartition(".")[2]].register_for_auto_class(auto_class)
+
+
+# Encoder shapes. base and large are BERT's / RoBERTa's (RoBERTa appendix, Table 9); tiny is for demos and tests.
+MODEL_SIZES: dict[str, dict[str, int]] = {
+    "tiny": {"num_hidden_layers": 2, "hidden_size": 128, "num_attention_heads": 2, "intermediate_size": 512},
+    "small": {"num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024},
+    "base": {"num_hidden_layers": 12, "hidden_size": 768, "num_attention_heads": 12, "intermediate_size": 3072},
+    "large": {"num_hidden_layers": 24, "hidden_size": 1024, "num_attention_heads": 16, "intermediate_size": 4096},
+}
+
+
+def get_model_size(name: str) -> dict[str, int]:
+    if name not in MODEL_SIZES:
+        raise ValueError(f"Unknown model size {name!r}; valid sizes: {', '.join(MODEL_SIZES)}.")
+    return dict(MODEL_SIZES[name])
+
 
 # The sentence-level objectives and the name of each one's label in a batch (and of the forward argument that takes
 # it): BERT's next sentence prediction (0 when the second segment follows the first, 1 when it is random) and
@@ -83,9 +138,9 @@ class SpanRobertaConfig(SpanHeadSettings, RobertaConfig):
             Sentence-level auxiliary head: `"none"` (RoBERTa and SpanBERT), `"nsp"` (BERT's next sentence
             prediction) or `"sop"` (ALBERT's sentence order prediction).
         efficient_pretraining (`bool`, defaults to `True`):
-            Whether `SpanRobertaForPreTraining` takes the efficient paths of `modeling_efficient.py` where they
-            apply (a last layer computed only where the heads read it, a fused decoder cross-entropy on CPU under
-            autocast). `False` runs the reference forward; both give the same losses and gradients (tested).
+            Whether `SpanRobertaForPreTraining` takes its efficient paths where they apply (a last layer computed
+            only where the heads read it, a fused decoder cross-entropy on CPU under autocast), each beside the
+            reference it replaces. `False` runs the reference forward; both give the same losses and gradients (tested).
         answerability_head (`bool`, defaults to `False`):
             Whether `SpanRobertaForQuestionAnswering` adds RoBERTa's binary "is this question answerable"
             classifier for SQuAD v2.0 (RoBERTa section 5.2).
@@ -111,10 +166,16 @@ class SpanRobertaConfig(SpanHeadSettings, RobertaConfig):
 
 
 __all__ = [
+    "IGNORE_INDEX",
+    "MODEL_SIZES",
     "SpanRobertaConfig",
     "SpanHeadSettings",
     "SENTENCE_LABELS",
     "SENTENCE_OBJECTIVES",
     "check_head_settings",
     "first_position_id",
+    "get_model_size",
+    "normalises_loss_by_item_counts",
+    "register_for_auto_classes",
+    "returns_mean_loss",
 ]

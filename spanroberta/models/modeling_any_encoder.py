@@ -35,8 +35,8 @@ from transformers import PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import ModelOutput
 
 from .configuration_spanroberta import SpanHeadSettings
-from .packing import packed_attention_inputs
-from .pretraining_heads import SpanPreTrainingMixin
+from .modeling_span_heads import SpanPreTrainingMixin
+from .packed_attention import packed_attention_inputs
 
 SBO_HEAD_FILE = "sbo_head.safetensors"
 SBO_PREFIX = "sbo_head."

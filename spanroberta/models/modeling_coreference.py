@@ -37,7 +37,7 @@ from transformers import AutoModel, PreTrainedModel
 from transformers.modeling_outputs import ModelOutput
 
 from .configuration_coreference import CorefConfig
-from .conventions import returns_mean_loss
+from .configuration_spanroberta import returns_mean_loss
 
 # Lee et al.'s distance buckets: 0, 1, 2, 3, 4, 5-7, 8-15, 16-31, 32-63, 64+.
 NUM_DISTANCE_BUCKETS = 10

@@ -36,14 +36,49 @@ import torch.nn.functional as F
 from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 from transformers.modeling_outputs import ModelOutput
 
-from .conventions import IGNORE_INDEX, normalises_loss_by_item_counts
-from .packing import packed_attention_inputs
-from .pretraining_heads import SpanPreTrainingMixin, decoder_cross_entropy, gather, normalised_loss
-from .spans import write_at_slots
+from .configuration_spanroberta import IGNORE_INDEX, MODEL_SIZES, normalises_loss_by_item_counts
+from .modeling_span_heads import SpanPreTrainingMixin, decoder_cross_entropy, gather, normalised_loss, write_at_slots
+from .packed_attention import packed_attention_inputs
 
 GENERATOR_FOLDER = "generator"
 GENERATOR_PREFIX = "generator."
 RTD_LOSS_WEIGHT = 50.0  # ELECTRA section 3.1 and Table 6: lambda = 50
+NO_MASKED_INPUT = (
+    "ElectraForReplacedTokenDetection trains on masked input: give labels and mlm_positions [batch, slots] as "
+    "DataCollatorForSpanMasking makes them. For inference use the saved discriminator (ElectraForPreTraining) or "
+    "generator (ElectraForMaskedLM)."
+)
+
+
+@dataclass(frozen=True)
+class ElectraSize:
+    """An ELECTRA model size (ELECTRA appendix, Table 6): the discriminator's shape, the generator's size as a
+    fraction of its hidden size (heads and FFN follow), and the pretraining learning rate and batch size (None:
+    no paper value, the flags' defaults stay)."""
+
+    shape: dict[str, int]
+    generator_size: float
+    learning_rate: float | None = None
+    batch_size: int | None = None
+    mask_rate: float = 0.15
+
+
+# ELECTRA-Small is 12 layers of hidden 256 with embeddings of 128; base and large are BERT's with embeddings of the
+# hidden size. Generators: 1/4 of the discriminator's hidden size (small, large), 1/3 (base), as in Table 6 and
+# google-research/electra's configure_pretraining.py (whose released ELECTRA-Small used a full-size generator:
+# --generator_size 1.0). Large masks 25% of the tokens (Table 6).
+ELECTRA_SIZES: dict[str, ElectraSize] = {
+    "tiny": ElectraSize({**MODEL_SIZES["tiny"], "embedding_size": 128}, generator_size=1 / 4),
+    "small": ElectraSize(
+        {"num_hidden_layers": 12, "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 1024,
+         "embedding_size": 128},
+        generator_size=1 / 4, learning_rate=3e-4, batch_size=128,
+    ),
+    "base": ElectraSize({**MODEL_SIZES["base"], "embedding_size": 768}, generator_size=1 / 3,
+                        learning_rate=2e-4, batch_size=256),
+    "large": ElectraSize({**MODEL_SIZES["large"], "embedding_size": 1024}, generator_size=1 / 4,
+                         learning_rate=2e-4, batch_size=2048, mask_rate=0.25),
+}
 
 
 def generator_config(discriminator_config: ElectraConfig, generator_size: float) -> ElectraConfig:
@@ -140,65 +175,40 @@ class ElectraForReplacedTokenDetection(ElectraForPreTraining):
             accumulated (and global) batch (`loss_normalisers`); without them each loss is this batch's mean.
         """
         if labels is None or mlm_positions is None:
-            raise ValueError(
-                "ElectraForReplacedTokenDetection trains on masked input: give labels and mlm_positions "
-                "[batch, slots] as DataCollatorForSpanMasking makes them. For inference use the saved "
-                "discriminator (ElectraForPreTraining) or generator (ElectraForMaskedLM)."
-            )
+            raise ValueError(NO_MASKED_INPUT)
         kwargs = {name: value for name, value in kwargs.items() if name not in ("return_dict", "return_loss")}
         real = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
         packed = {"attention_mask": attention_mask}
         if position_ids is not None:  # packed rows; both encoders share the discriminator's attention settings
             packed = packed_attention_inputs(self.electra, attention_mask, position_ids,
                                              sequence_offsets=sequence_offsets)  # fmt: skip
-        encoder_inputs = dict(**packed, token_type_ids=token_type_ids, position_ids=position_ids)
+        encoder_inputs = dict(**packed, token_type_ids=token_type_ids, position_ids=position_ids, return_dict=True)
         result = ElectraForReplacedTokenDetectionOutput()
-        result.mlm_logits, result.generator_loss = self._generator_loss(  # [batch, slots, V]
-            input_ids, encoder_inputs, mlm_positions, labels, num_items_in_batch, kwargs
-        )
+        positions, predicted = mlm_positions.clamp(min=0), labels != IGNORE_INDEX  # [batch, slots]
+        # The generator: MLM at the prediction slots only.
+        generator = self.generator
+        hidden = generator.electra(input_ids, **encoder_inputs, **kwargs).last_hidden_state  # [batch, length, H_g]
+        features = generator.generator_predictions(gather(hidden, positions))  # [batch, slots, E]
+        decoder = generator.generator_lm_head
+        result.mlm_logits, total = decoder_cross_entropy(generator.config, features, decoder, labels)  # [b, slots, V]
+        result.generator_loss = normalised_loss(total, predicted.sum(), num_items_in_batch)
+
         # Sampled replacements, without gradient; a sample equal to the original counts as original.
         sampled = sample_replacements(result.mlm_logits.detach())
-        positions, predicted = mlm_positions.clamp(min=0), labels != IGNORE_INDEX
         original_ids = write_at_slots(input_ids, positions, labels.clamp(min=0), predicted)
         result.generated_input_ids = write_at_slots(input_ids, positions, sampled, predicted)  # [batch, length]
         result.replaced = (result.generated_input_ids != original_ids) & real
-        result.discriminator_logits, result.discriminator_loss = self._discriminator_loss(  # [batch, length]
-            result.generated_input_ids, encoder_inputs, result.replaced, real, num_rtd_items_in_batch, kwargs
+
+        # The discriminator: every real token, original or replaced, classified.
+        hidden = self.electra(result.generated_input_ids, **encoder_inputs, **kwargs).last_hidden_state
+        result.discriminator_logits = self.discriminator_predictions(hidden)  # [batch, length]
+        per_token = F.binary_cross_entropy_with_logits(
+            result.discriminator_logits.float(), result.replaced.float(), reduction="none"
         )
+        total = per_token.masked_fill(~real, 0.0).sum()
+        result.discriminator_loss = normalised_loss(total, real.sum(), num_rtd_items_in_batch)
         result.loss = result.generator_loss + self.rtd_loss_weight * result.discriminator_loss
         return result
-
-    def _generator_loss(
-        self,
-        input_ids: torch.Tensor,
-        encoder_inputs: dict,
-        mlm_positions: torch.Tensor,
-        labels: torch.Tensor,
-        global_count: torch.Tensor | int | None,
-        kwargs: dict,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The generator's MLM at the prediction slots only: logits [batch, slots, vocab] and the loss."""
-        generator = self.generator
-        hidden = generator.electra(input_ids, **encoder_inputs, return_dict=True, **kwargs).last_hidden_state
-        features = generator.generator_predictions(gather(hidden, mlm_positions.clamp(min=0)))
-        logits, total = decoder_cross_entropy(generator.config, features, generator.generator_lm_head, labels)
-        return logits, normalised_loss(total, (labels != IGNORE_INDEX).sum(), global_count)
-
-    def _discriminator_loss(
-        self,
-        generated_input_ids: torch.Tensor,
-        encoder_inputs: dict,
-        replaced: torch.Tensor,
-        real: torch.Tensor,
-        global_count: torch.Tensor | int | None,
-        kwargs: dict,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Replaced token detection over every real token, original or replaced: logits [batch, length] and the
-        binary cross-entropy."""
-        hidden = self.electra(generated_input_ids, **encoder_inputs, return_dict=True, **kwargs).last_hidden_state
-        logits = self.discriminator_predictions(hidden)
-        per_token = F.binary_cross_entropy_with_logits(logits.float(), replaced.float(), reduction="none")
-        return logits, normalised_loss(per_token.masked_fill(~real, 0.0).sum(), real.sum(), global_count)
 
     @staticmethod
     def loss_normalisers(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -282,4 +292,6 @@ __all__ = [
     "generator_config",
     "sample_replacements",
     "GENERATOR_FOLDER",
+    "ELECTRA_SIZES",
+    "ElectraSize",
 ]

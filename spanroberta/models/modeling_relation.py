@@ -27,8 +27,7 @@ from transformers.models.auto.modeling_auto import MODEL_MAPPING
 
 from .configuration_relation import RelationClassifierConfig
 from .configuration_span_albert import SpanAlbertConfig
-from .configuration_spanroberta import SpanRobertaConfig
-from .conventions import returns_mean_loss
+from .configuration_spanroberta import SpanRobertaConfig, returns_mean_loss
 from .modeling_span_albert import SpanAlbertModel
 from .modeling_spanroberta import SpanRobertaModel
 

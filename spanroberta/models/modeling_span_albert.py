@@ -10,8 +10,9 @@ them once, loading ties them again, and `num_parameters()` counts each once.
 The pretraining objectives (MLM and SBO at the prediction slots, NSP/SOP, losses, `loss_normalisers`) are
 `SpanPreTrainingMixin`'s, the same code as for RoBERTa's encoder; this file provides ALBERT's MLM head
 (`predictions`, E wide), its pooler and SOP head (`sop_classifier`), so that transformers' `AlbertForPreTraining`
-checkpoints load with their MLM and SOP heads (a fresh SBO head). Packed rows (restarting `position_ids`) attend
-within their own sequence through `SpanRobertaModel`'s forward (`PackedRowsEncoderMixin`), which this encoder shares.
+checkpoints load with their MLM and SOP heads (a fresh SBO head); `modeling_span_heads.py` holds that shared code.
+Packed rows (restarting `position_ids`) attend within their own sequence through the forward `SpanRobertaModel`
+shares with this encoder (`PackedRowsEncoderMixin`, `packed_attention.py`).
 
 This file is copied next to every saved checkpoint (see `auto_map`), with the files it imports relatively.
 """
@@ -32,9 +33,9 @@ from transformers.models.albert.modeling_albert import (
 )
 
 from .configuration_span_albert import AUTO_MAP, SpanAlbertConfig
-from .conventions import register_for_auto_classes, returns_mean_loss
-from .modeling_spanroberta import PackedRowsEncoderMixin
-from .pretraining_heads import MlmDecoderAsOutputEmbeddings, SlotLabelsForMaskedLM, SpanPreTrainingMixin
+from .configuration_spanroberta import register_for_auto_classes, returns_mean_loss
+from .modeling_span_heads import MlmDecoderAsOutputEmbeddings, SlotLabelsForMaskedLM, SpanPreTrainingMixin
+from .packed_attention import PackedRowsEncoderMixin
 
 # The submodules of an AlbertLayer that each scheme shares across layers. The FFN's output layer norm goes with
 # the FFN, as the attention's goes with the attention. The attention's parameter-holding children are shared

@@ -1,12 +1,11 @@
-"""SpanRoBERTa: RoBERTa's encoder with SpanBERT's pretraining heads. This file is the reference: encoder, heads,
-loss, written to be read; `modeling_efficient.py` holds the faster paths, each tested equal to this one.
+"""SpanRoBERTa: RoBERTa's encoder with SpanBERT's pretraining heads, and RoBERTa's task heads.
 
 The encoder is RoBERTa's own (`base_model_prefix = "roberta"`), so weights move freely between spanroberta and
 stock RoBERTa checkpoints. `SpanRobertaModel` adds one thing to it: packed rows. Several sequences may share a row
 when `position_ids` restart at each of them (transformers' padding-free convention, as `DataCollatorWithFlattening`
 emits, with RoBERTa's first position `padding_idx + 1`); every sequence then attends only to itself, under every
 attention implementation, and is computed exactly as it would be alone. That forward (`PackedRowsEncoderMixin`) is
-ALBERT's encoder's too.
+ALBERT's encoder's too (`packed_attention.py`).
 
 `SpanRobertaForPreTraining` adds, on top of RoBERTa's MLM head:
 - the span boundary objective (SBO, SpanBERT section 3.2): each token of a masked span is predicted from the
@@ -17,8 +16,10 @@ Predictions come in a fixed number of slots per row (`DataCollatorForSpanMasking
 at those positions only, never over [batch, length, vocab], and nothing in the forward pass depends on how many
 tokens a batch masks, so a compiled training step runs whole with no host synchronisation.
 
-The heads, their losses and how each is normalised are `pretraining_heads.py`'s, shared with ALBERT's encoder;
-the packed-row mask is `packing.py`'s.
+The forward reads as encoder, heads at the slots, losses (`SpanPreTrainingMixin.forward`); the heads, their losses
+and how each is normalised are `modeling_span_heads.py`'s, shared with ALBERT's and the stock encoders; the
+packed-row attention is `packed_attention.py`'s. The efficient path (`config.efficient_pretraining`), the last layer
+computed only where the heads read it, is beside the reference here (`encode_at_positions`), tested equal to it.
 
 This file is copied next to every saved checkpoint (see `auto_map`), with the files it imports relatively.
 """
@@ -31,87 +32,47 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers.activations import gelu
+from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_outputs import (
     BaseModelOutputWithPoolingAndCrossAttentions,
     ModelOutput,
     QuestionAnsweringModelOutput,
 )
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.roberta.modeling_roberta import (
     RobertaForMaskedLM,
     RobertaForMultipleChoice,
     RobertaForQuestionAnswering,
     RobertaForSequenceClassification,
     RobertaForTokenClassification,
+    RobertaLayer,
     RobertaLMHead,
     RobertaModel,
     RobertaPreTrainedModel,
+    eager_attention_forward,
 )
 
-from .configuration_spanroberta import AUTO_MAP, SpanRobertaConfig
-from .conventions import register_for_auto_classes, returns_mean_loss
-from .modeling_efficient import encode_at_positions, reads_last_layer_at_positions
-from .packing import is_flash_attention, packed_attention_inputs
-from .pretraining_heads import (
+from .configuration_spanroberta import AUTO_MAP, SpanRobertaConfig, register_for_auto_classes, returns_mean_loss
+from .modeling_span_heads import (
     MlmDecoderAsOutputEmbeddings,
     SlotLabelsForMaskedLM,
     SpanBoundaryHead,
     SpanPreTrainingMixin,
     SpanRobertaForPreTrainingOutput,
+    gather,
+)
+from .packed_attention import (
+    PackedRowsEncoderMixin,
+    is_flash_attention,
+    packed_attention_inputs,
+    packed_sequence_ids,
+    takes_dense_mask,
 )
 
 
 class SpanRobertaPreTrainedModel(RobertaPreTrainedModel):
     config_class = SpanRobertaConfig
     config: SpanRobertaConfig
-
-
-class PackedRowsEncoderMixin:
-    """The forward of spanroberta's encoders (RoBERTa's and ALBERT's), which also takes packed rows; mixed in before
-    transformers' encoder class, whose forward it calls.
-
-    With `position_ids`, each run of consecutive positions is one sequence (see `packing.py`) and attends only to
-    itself, through the inputs `packed_attention_inputs` gives the configured attention implementation (a
-    block-diagonal mask for sdpa and eager, the sequences' offsets for varlen_fa2, a block mask for
-    flex_attention), or, where `flattens_packed_rows` says so, by flattening the batch into one row. Without
-    `position_ids`, or as a decoder (`config.is_decoder`, which packing does not serve), it is exactly the
-    encoder's own forward.
-    """
-
-    def forward(
-        self,
-        # Named here, not shared: the Trainer's column filter (like a reader) learns a model's inputs from this list.
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        sequence_offsets: torch.Tensor | None = None,
-        **kwargs,
-    ) -> ModelOutput | tuple:
-        r"""
-        sequence_offsets (`[sequences + 1]`, int32): for packed rows, where each sequence starts in the flattened
-            batch, then its end, as `DataCollatorForSpanMasking(return_sequence_offsets=True)` gives them; read by
-            varlen_fa2 only, which otherwise derives them from `position_ids` (a device synchronisation).
-        """
-        inputs = {"input_ids": input_ids, "token_type_ids": token_type_ids, "inputs_embeds": inputs_embeds}
-        # ALBERT's config has no `is_decoder`: its encoder is never one.
-        if position_ids is None or getattr(self.config, "is_decoder", False):
-            return self._encoder_forward(attention_mask=attention_mask, position_ids=position_ids, **inputs, **kwargs)
-        if self.flattens_packed_rows():
-            return self._flattened_forward(attention_mask, position_ids, inputs, kwargs)
-        packed = packed_attention_inputs(self, attention_mask, position_ids, inputs_embeds,
-                                         sequence_offsets=sequence_offsets)  # fmt: skip
-        return self._encoder_forward(position_ids=position_ids, **packed, **inputs, **kwargs)
-
-    def flattens_packed_rows(self) -> bool:
-        """Whether packed rows are isolated by flattening the batch (then `_flattened_forward` runs them) rather
-        than by the inputs of `packed_attention_inputs`."""
-        return False
-
-    def _encoder_forward(self, **inputs) -> ModelOutput | tuple:
-        """transformers' encoder forward (of the class this mixin comes before), which reads packed rows only
-        through the inputs given."""
-        return super().forward(**inputs)
 
 
 class SpanRobertaModel(PackedRowsEncoderMixin, SpanRobertaPreTrainedModel, RobertaModel):
@@ -182,9 +143,108 @@ class SpanRobertaForPreTraining(SpanPreTrainingMixin, MlmDecoderAsOutputEmbeddin
     def _encode_at(
         self, encoder_inputs: dict, positions: torch.Tensor, kwargs: dict
     ) -> tuple[torch.Tensor, ModelOutput | None]:
+        """The reference runs the whole encoder and reads it at `positions`; where `reads_last_layer_at_positions`,
+        the last layer runs at `positions` only (`encode_at_positions`, below), with the same numbers."""
         if reads_last_layer_at_positions(self.roberta, kwargs):
             return encode_at_positions(self.roberta, encoder_inputs, positions), None
         return super()._encode_at(encoder_inputs, positions, kwargs)
+
+
+# The efficient path of `SpanRobertaForPreTraining._encode_at`: the encoder's last layer only where the heads read
+# them. The heads read about a quarter of a row (the predicted slots, their span boundaries, the first token), so the
+# last layer computes its keys and values everywhere but its queries, attention output and feed-forward network only
+# there: about two thirds of that layer's FLOPs saved. Every other layer is RoBERTa's, called as RobertaModel calls
+# it, and the attention goes through the configured implementation (sdpa, eager or varlen_fa2; others take the
+# reference path). The last layer's few queries take a dense mask under each of them (varlen_fa2 is sdpa there).
+# `config.efficient_pretraining = False` runs the reference; tests/test_pretraining_speedups.py holds them equal.
+
+
+def reads_last_layer_at_positions(encoder: RobertaModel, kwargs: dict) -> bool:
+    """Whether `encode_at_positions` applies: turned on, a dense-mask attention (the sparse last layer builds its
+    mask itself), and nothing but the heads reads the encoder's output (no hidden states or attentions asked for,
+    no extra encoder arguments)."""
+    config = encoder.config
+    return (
+        getattr(config, "efficient_pretraining", True)
+        and takes_dense_mask(config)
+        and not kwargs
+        and not (config.output_hidden_states or config.output_attentions or config.is_decoder)
+    )
+
+
+def encode_at_positions(encoder: RobertaModel, inputs: dict, positions: torch.Tensor) -> torch.Tensor:
+    """The encoder's last hidden state at `positions` ([batch, n], any order, repeats allowed): [batch, n, H].
+
+    `encoder` is a `SpanRobertaModel`; `inputs` are its forward arguments (input_ids, attention_mask,
+    token_type_ids, position_ids, inputs_embeds, and sequence_offsets where the collator gave them).
+    """
+    attention_mask, position_ids = inputs["attention_mask"], inputs["position_ids"]
+    hidden = encoder.embeddings(
+        input_ids=inputs["input_ids"],
+        token_type_ids=inputs["token_type_ids"],
+        position_ids=position_ids,
+        inputs_embeds=inputs["inputs_embeds"],
+    )
+    if position_ids is None:
+        mask = create_bidirectional_mask(config=encoder.config, inputs_embeds=hidden, attention_mask=attention_mask)
+        packed = {"attention_mask": mask}
+    else:
+        packed = packed_attention_inputs(encoder, attention_mask, position_ids, hidden,
+                                         sequence_offsets=inputs.get("sequence_offsets"))  # fmt: skip
+    *layers, last_layer = encoder.encoder.layer
+    for layer in layers:
+        hidden = layer(hidden, **packed)
+    sequence_ids = None if position_ids is None else packed_sequence_ids(position_ids)
+    return _layer_at_positions(last_layer, hidden, _query_mask(attention_mask, sequence_ids, positions), positions)
+
+
+def _query_mask(
+    attention_mask: torch.Tensor | None, sequence_ids: torch.Tensor | None, positions: torch.Tensor
+) -> torch.Tensor | None:
+    """Bool [batch, 1, n, length]: which keys each query at `positions` attends to (the reference's mask, read at
+    those rows; see packed_attention.packed_sequence_mask_function), or None when every query attends to
+    every key."""
+    mask = None
+    if attention_mask is not None:
+        mask = attention_mask.bool()[:, None, None, :]
+    if sequence_ids is not None:
+        same = sequence_ids.gather(1, positions)[:, None, :, None] == sequence_ids[:, None, None, :]
+        if mask is not None:
+            query_is_padding = ~attention_mask.bool().gather(1, positions)[:, None, :, None]
+            same = same & (mask | query_is_padding)
+        mask = same
+    return mask
+
+
+def _layer_at_positions(
+    layer: RobertaLayer, hidden: torch.Tensor, mask: torch.Tensor | None, positions: torch.Tensor
+) -> torch.Tensor:
+    """`layer(hidden)` read at `positions` [batch, n], computing queries only there: [batch, n, H]."""
+    batch_size, num_queries = positions.shape
+    queries_in = gather(hidden, positions)
+    attention = layer.attention.self
+
+    def split_heads(x: torch.Tensor) -> torch.Tensor:
+        return x.view(batch_size, -1, attention.num_attention_heads, attention.attention_head_size).transpose(1, 2)
+
+    if mask is not None and attention.config._attn_implementation == "eager":
+        mask = torch.zeros(mask.shape, dtype=hidden.dtype, device=hidden.device).masked_fill(
+            ~mask, torch.finfo(hidden.dtype).min
+        )
+    attention_function = ALL_ATTENTION_FUNCTIONS.get_interface(
+        attention.config._attn_implementation, eager_attention_forward
+    )
+    context, _ = attention_function(
+        attention,
+        split_heads(attention.query(queries_in)),
+        split_heads(attention.key(hidden)),
+        split_heads(attention.value(hidden)),
+        mask,
+        dropout=attention.dropout.p if attention.training else 0.0,
+        scaling=attention.scaling,
+    )
+    context = context.reshape(batch_size, num_queries, -1)
+    return layer.feed_forward_chunk(layer.attention.output(context, queries_in))
 
 
 @returns_mean_loss

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
-from .pretraining_heads import SpanBoundaryHead
+from .modeling_span_heads import SpanBoundaryHead
 
 # A logit no real id's comes near (trained MLM logits stay within about +-50), representable in fp16 (max 65504),
 # so that a padded id's probability underflows to exactly 0.

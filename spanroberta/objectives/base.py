@@ -15,7 +15,7 @@ import torch
 from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase, Trainer
 
 from ..hub import HubArguments
-from ..models.conventions import IGNORE_INDEX
+from ..models.configuration_spanroberta import IGNORE_INDEX
 from .recipes import Recipe, add_recipe
 
 

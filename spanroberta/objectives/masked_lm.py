@@ -19,10 +19,8 @@ from transformers import (
 from ..errors import UserInputError
 from ..hub import hub_kwargs
 from ..models.configuration_span_albert import SpanAlbertConfig
-from ..models.configuration_spanroberta import SENTENCE_LABELS, SpanRobertaConfig
-from ..models.conventions import IGNORE_INDEX
+from ..models.configuration_spanroberta import IGNORE_INDEX, SENTENCE_LABELS, SpanRobertaConfig, get_model_size
 from ..models.modeling_any_encoder import ENCODER_FAMILIES
-from ..models.sizes import get_model_size
 from ..models.vocabulary import pad_vocabulary, padded_vocab_size
 from .base import (
     ObjectiveArguments,

@@ -1,5 +1,6 @@
 """The pretraining recipes: each fixes the objective, the data format, the encoder and the tokenizer of one of the
-papers (the model sizes they build are `models.sizes`'). Each field can be overridden from the command line
+papers (the model sizes they build are `models.configuration_spanroberta.MODEL_SIZES` and
+`models.modeling_electra_pretraining.ELECTRA_SIZES`). Each field can be overridden from the command line
 (`--masking word`, `--input_format full-sentences`, `--sbo false`, `--cross_layer_sharing none`,
 `--tokenizer_name ...`, ...).
 

@@ -16,11 +16,11 @@ from transformers import ElectraConfig, PretrainedConfig, PreTrainedModel, PreTr
 from ..errors import UserInputError
 from ..hub import hub_kwargs
 from ..models.modeling_electra_pretraining import (
+    ELECTRA_SIZES,
     GENERATOR_FOLDER,
     ElectraForReplacedTokenDetection,
     generator_config,
 )
-from ..models.sizes import ELECTRA_SIZES
 from ..models.vocabulary import mask_padded_ids, padded_vocab_size
 from .base import (
     ObjectiveArguments,
@@ -49,7 +49,7 @@ ELECTRA_RECIPES = {
         # AdamWeightDecayOptimizer), beta2 0.999, epsilon 1e-6, weight decay 0.01, 10,000 warm-up steps (1% of
         # its 1M), linear decay, gradient clipping at 1 (the Trainer's default). A run of under 10,000 steps warms
         # up over a tenth of them, and then corrects Adam's bias (run_length.fit_to_run_length: the uncorrected
-        # first updates need 1,000 warm-up steps). The size-dependent settings: models.sizes.ELECTRA_SIZES.
+        # first updates need 1,000 warm-up steps). The size-dependent settings: ELECTRA_SIZES.
         flag_defaults=(
             ("adam_bias_correction", False),
             ("adam_beta2", 0.999),

@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..models.configuration_span_albert import CROSS_LAYER_SHARING
-from ..models.configuration_spanroberta import SENTENCE_OBJECTIVES
+from ..models.configuration_spanroberta import MODEL_SIZES, SENTENCE_OBJECTIVES
 from ..data.collator import MASKING_SCHEMES, check_masking_rates
 from ..data.masking_units import PMI_MIN_COUNT, PMI_VOCABULARY_SIZE, UNIT_SCHEMES, check_unit_settings
 from ..errors import UserInputError
-from ..models.sizes import MODEL_SIZES
 from ..objectives.recipes import INPUT_FORMATS, RECIPES
 from ..runs.arguments import ModelArguments, RunArguments
 from .nonfinite import NONFINITE_LOSS_POLICIES

@@ -2,8 +2,8 @@
 implementation the model gets, whether rows are packed, whether packed rows take the documents' offsets, and why.
 Everything later reads the plan: the config (`AttentionPlan.implementation`), the data stage (whether to pack),
 the collator (`takes_offsets`) and the run-settings line (`describe`). The facts it weighs are the models':
-`models/packing.py` (which implementations run packed rows where, which apply dropout) and
-`models/varlen_attention.py` (where torch's flash kernel runs).
+`models/packed_attention.py` (which implementations run packed rows where, which apply dropout, and where torch's
+flash kernel runs).
 
 - Rows are packed (several documents a row, positions restarting at each) under the doc-sentences input format
   with --pack_documents, unless the encoder family cannot keep a packed row's sequences apart (DeBERTa-v2/v3):
@@ -31,9 +31,16 @@ from transformers import CONFIG_MAPPING, AutoConfig, ElectraConfig, PretrainedCo
 from ..errors import UserInputError
 from ..hub import hub_kwargs
 from ..models.modeling_any_encoder import ENCODER_FAMILIES
-from ..models.packing import ATTENTION_IMPLEMENTATIONS, head_size, packed_rows_refusal, refuses_dropout
-from ..models.sizes import ELECTRA_SIZES, get_model_size
-from ..models.varlen_attention import VARLEN_FA2, varlen_fa2_refusal
+from ..models.configuration_spanroberta import get_model_size
+from ..models.modeling_electra_pretraining import ELECTRA_SIZES
+from ..models.packed_attention import (
+    ATTENTION_IMPLEMENTATIONS,
+    VARLEN_FA2,
+    head_size,
+    packed_rows_refusal,
+    refuses_dropout,
+    varlen_fa2_refusal,
+)
 from ..objectives.base import ResolvedRecipe
 from ..objectives.checkpoint_loading import ROBERTA_MODEL_TYPES
 from ..objectives.masked_lm import ENCODER_CONFIGS

@@ -12,8 +12,8 @@ the line names them. torchao's default recipe scales each tensor by one factor c
 dynamic scaling: inputs and weights cast to e4m3, output gradients to e5m2); the weights stay parameters of their
 own dtype, so checkpoints are plain ones. The tokens of a batch are the inner dimension of the weight gradient's
 matmul, which `_scaled_mm` needs in multiples of 16 too; rows padded to the longest of their batch and the last
-layer's read positions (`models/modeling_efficient.py`) are not always, so torchao pads that dimension
-(`pad_inner_dim`).
+layer's read positions (`encode_at_positions`, models/modeling_spanroberta.py) are not always, so torchao pads that
+dimension (`pad_inner_dim`).
 
 Refused, each with its reason: a run that is not on a CUDA GPU, a ROCm build of torch, compute capability below
 8.9 (no float8 tensor cores), a run without --bf16 (torchao's float8 recipe is bf16's: fp16, with its loss

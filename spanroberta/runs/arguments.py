@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from transformers import TrainingArguments
 
-from ..models.packing import ATTENTION_IMPLEMENTATIONS
+from ..models.packed_attention import ATTENTION_IMPLEMENTATIONS
 from .ranges import check_range
 
 

@@ -1,6 +1,19 @@
 """The pretraining heads and losses every encoder shares: SpanBERT's span boundary objective (SBO), the masked LM
 and NSP/SOP heads read at the prediction slots, and how each loss is normalised. `SpanRobertaForPreTraining`,
-`SpanAlbertForPreTraining` and ELECTRA's generator use this code; it is written once, here.
+`SpanAlbertForPreTraining`, the continued stock encoders and ELECTRA's generator use this code; it is written once,
+here.
+
+- Masked spans and prediction slots, the layout of the pretraining targets, are defined here once for the collator
+  (`data/collator.py`) and for the models' dense-label path. A span is a run of masked tokens (a maximal stretch of
+  them: adjacent sampled spans merge), and the span boundary objective's targets follow from the runs
+  (`sbo_targets`, SpanBERT section 3.2). Prediction slots are a row's predicted positions in increasing order, then
+  unused slots (-100), so that the heads read a fixed number of positions per row whatever the row masks
+  (`prediction_slots`, `in_slots`).
+- `SpanPreTrainingMixin` is the forward of every MLM pretraining model (RoBERTa's, ALBERT's, the stock encoders'):
+  encoder, heads at the slots, losses.
+- Each head's decoder and cross-entropy run in one pass (`fused_decoder_cross_entropy`) where that was measured to
+  pay, on CPU under autocast; `config.efficient_pretraining = False` runs the reference (the two are tested
+  equal).
 
 This file ships with every checkpoint beside the model file that imports it (see `models/__init__.py`).
 """
@@ -16,14 +29,91 @@ from torch import nn
 from transformers.activations import gelu
 from transformers.modeling_outputs import ModelOutput
 
-from .configuration_spanroberta import SENTENCE_LABELS, SpanRobertaConfig
-from .conventions import IGNORE_INDEX, normalises_loss_by_item_counts
-from .modeling_efficient import fused_decoder_cross_entropy, fuses_decoder_cross_entropy
-from .packing import packed_sequence_ids
-from .spans import in_slots, prediction_slots, sbo_targets, write_at_slots
+from .configuration_spanroberta import (
+    IGNORE_INDEX,
+    SENTENCE_LABELS,
+    SpanRobertaConfig,
+    normalises_loss_by_item_counts,
+)
+from .packed_attention import packed_sequence_ids
+
+# Masked spans and prediction slots.
 
 
-# The span boundary objective's fields of a slot batch (`spans.sbo_targets`).
+def run_starts(masked: torch.Tensor) -> torch.Tensor:
+    """Long [B, L]: for each masked token, the position of the first token of its run (a maximal stretch of
+    masked tokens, i.e. a merged span); meaningless at unmasked positions."""
+    positions = torch.arange(masked.shape[1], device=masked.device).expand_as(masked)
+    is_start = masked & ~F.pad(masked[:, :-1], (1, 0), value=False)
+    return torch.where(is_start, positions, 0).cummax(1).values
+
+
+def sbo_targets(
+    masked: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    max_span_targets: int = 15,
+    document_ids: torch.Tensor | None = None,
+) -> dict[str, torch.Tensor]:
+    """The span boundary objective's targets (SpanBERT section 3.2), one run of masked tokens at a time.
+
+    For each token i of a run s..e: `sbo_left_positions` = s-1, `sbo_right_positions` = e+1 and
+    `sbo_relative_positions` = i-s (0-based; the paper's p_{i-s+1}). All three are -100 where a token is not
+    an SBO target: unmasked tokens, tokens with i-s >= max_span_targets (they stay MLM targets; SpanBERT's code
+    truncates pair targets the same way), and whole runs whose s-1 or e+1 is not a real token of the row
+    (before its start, past its end, or padding) or, in packed rows (`document_ids`: which sequence of its row
+    each token belongs to), not a token of the run's own sequence.
+    """
+    length = masked.shape[1]
+    positions = torch.arange(length, device=masked.device).expand_as(masked)
+    inside_row = torch.ones_like(masked) if attention_mask is None else attention_mask.bool()
+    start = run_starts(masked)
+    is_end = masked & ~F.pad(masked[:, 1:], (0, 1), value=False)
+    end = torch.where(is_end, positions, length).flip(1).cummin(1).values.flip(1)
+
+    left, right, relative = start - 1, end + 1, positions - start
+    left_ok = (left >= 0) & inside_row.gather(1, left.clamp(min=0))
+    right_ok = (right < length) & inside_row.gather(1, right.clamp(max=max(length - 1, 0)))
+    if document_ids is not None:
+        left_ok &= document_ids.gather(1, left.clamp(min=0)) == document_ids
+        right_ok &= document_ids.gather(1, right.clamp(max=max(length - 1, 0))) == document_ids
+    is_target = masked & left_ok & right_ok & (relative < max_span_targets)
+    return {
+        "sbo_left_positions": left.masked_fill(~is_target, IGNORE_INDEX),
+        "sbo_right_positions": right.masked_fill(~is_target, IGNORE_INDEX),
+        "sbo_relative_positions": relative.masked_fill(~is_target, IGNORE_INDEX),
+    }
+
+
+def prediction_slots(masked: torch.Tensor, num_slots: int) -> torch.Tensor:
+    """Long [batch, num_slots]: the masked positions of each row in increasing order, then -1 (unused slots). A row
+    with more masked positions than slots keeps its first `num_slots`."""
+    order = torch.argsort((~masked).to(torch.uint8), dim=1, stable=True)[:, :num_slots]
+    order = F.pad(order, (0, num_slots - order.shape[1]), value=-1)
+    slot = torch.arange(num_slots, device=masked.device)
+    return order.masked_fill(slot >= masked.sum(1, keepdim=True), -1)
+
+
+def in_slots(dense: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+    """The values of `dense` [batch, length] at the prediction slots [batch, slots], -100 in unused slots."""
+    if dense.shape[1] == 0:  # rows of no tokens: every slot is unused
+        return torch.full_like(slots, IGNORE_INDEX, dtype=dense.dtype)
+    return dense.gather(1, slots.clamp(min=0)).masked_fill(slots < 0, IGNORE_INDEX)
+
+
+def write_at_slots(
+    dense: torch.Tensor, positions: torch.Tensor, values: torch.Tensor, valid: torch.Tensor
+) -> torch.Tensor:
+    """`dense` [batch, length] with `values` [batch, slots] written at `positions` where `valid` (the inverse of
+    `in_slots`); unused slots are written to a scratch column that is then dropped."""
+    length = dense.shape[1]
+    target = torch.where(valid, positions, length)
+    widened = F.pad(dense, (0, 1))
+    return widened.scatter(1, target, values.to(dense.dtype))[:, :length].contiguous()
+
+
+# The heads and their losses.
+
+# The span boundary objective's fields of a slot batch (`sbo_targets`).
 SBO_FIELDS = ("sbo_left_positions", "sbo_right_positions", "sbo_relative_positions")
 
 
@@ -117,7 +207,7 @@ class SpanPreTrainingMixin:
       `_encode` (how the encoder is called) or `_mlm_decoder` (default: the output embeddings).
 
     Each loss is summed over its targets and divided by their count in the whole accumulated batch when the trainer
-    gives it (`loss_normalisers`), which makes gradient accumulation exact (see `conventions`).
+    gives it (`loss_normalisers`), which makes gradient accumulation exact (see `configuration_spanroberta`).
     """
 
     config: SpanRobertaConfig
@@ -187,7 +277,10 @@ class SpanPreTrainingMixin:
         if mlm_positions is None:  # transformers' layout, [batch, length]: into slots
             mlm_positions, labels, sbo = self._dense_to_slots(labels, sbo, attention_mask, position_ids)
         sbo = sbo if self.sbo_head is not None and sbo.relative is not None else None
+        # The encoder, read where the heads read it: {"mlm", "sbo_left", "sbo_right": [batch, slots, H], "first":
+        # [batch, 1, H]}.
         states, result = self._states_at(encoder_inputs, self._read_positions(mlm_positions, sbo), kwargs)
+        # The heads and their losses: logits [batch, slots, V] (MLM, SBO) and [batch, 2] (NSP/SOP).
         sentence_labels = next_sentence_label if self.config.sentence_objective == "nsp" else sentence_order_label
         global_counts = GlobalCounts(num_items_in_batch, num_sbo_items_in_batch, num_sentence_items_in_batch)
         losses = self._heads(result, states, labels, sbo, sentence_labels, global_counts)
@@ -242,7 +335,7 @@ class SpanPreTrainingMixin:
         """transformers' layout in prediction slots: `labels` `[batch, length]` (-100 where not predicted), and the
         SBO fields in the same layout if given, become (mlm_positions, labels, SBO fields) `[batch, slots]`, a row's
         labelled positions in increasing order, as many slots as the row with the most. Without SBO fields, the SBO
-        targets follow from the runs of labelled tokens, as the collator derives them (`spans.sbo_targets`): a run
+        targets follow from the runs of labelled tokens, as the collator derives them (`sbo_targets`): a run
         is a span, the tokens just outside it (in its row and packed sequence) its boundaries.
 
         The number of slots is read on the host, so this path does not compile whole; the slot layout does.
@@ -445,3 +538,115 @@ def normalised_loss(
     if local_reference is not None and global_reference is not None:
         return mean * local_reference / torch.as_tensor(global_reference, device=total.device).clamp(min=1)
     return mean
+
+
+# The fused decoder cross-entropy, the efficient path of `decoder_cross_entropy`.
+
+
+def fuses_decoder_cross_entropy(config, x: torch.Tensor, decoder: nn.Linear) -> bool:
+    """Whether `fused_decoder_cross_entropy` applies: turned on, and training on CPU under autocast, where it was
+    measured to pay (with bf16: benchmarks/speed/heads.py, its records in benchmarks/RESULTS.md).
+    In float32 it was not measured to pay at the step level, and on GPUs it has not been measured."""
+    training = torch.is_grad_enabled() and (x.requires_grad or decoder.weight.requires_grad)
+    return (
+        getattr(config, "efficient_pretraining", True)
+        and training
+        and x.device.type == "cpu"
+        and torch.is_autocast_enabled("cpu")
+    )
+
+
+def fused_decoder_cross_entropy(
+    x: torch.Tensor, decoder: nn.Linear, targets: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(decoder(x), its cross-entropy against `targets` summed over the targets that are not -100), for x of shape
+    [..., H] and targets [...]: the numbers of the reference, through `_DecoderCrossEntropy`."""
+    logits, total = _DecoderCrossEntropy.apply(x.flatten(0, -2), decoder.weight, decoder.bias, targets.flatten())
+    return logits.view(*x.shape[:-1], -1), total
+
+
+# Rows of logits whose float32 copy fits in 4 MiB: the fused cross-entropy works through the logits a few rows at a
+# time so that its passes over them hit the CPU's cache rather than its memory.
+_CROSS_ENTROPY_CHUNK_BYTES = 4 << 20
+
+
+class _DecoderCrossEntropy(torch.autograd.Function):
+    """(logits, loss): logits = x @ weight.T + bias, and the cross-entropy of the logits against `targets`,
+    summed over the rows whose target is not -100. The numbers of F.linear then
+    F.cross_entropy(logits.float(), ignore_index=-100, reduction="sum").
+
+    As the loss is a plain sum, its gradient with respect to the logits, softmax - one-hot (zero in ignored rows),
+    is known in the forward pass. Computing it there, a few rows at a time while they are in the CPU's cache,
+    replaces the float32 passes over [rows, vocab] of log_softmax, its backward and the dtype casts, and the
+    backward pass only multiplies. Under autocast the matmuls run in its dtype and the softmax in float32, as
+    autocast and `logits.float()` have them.
+    """
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, targets):
+        device = x.device.type
+        if torch.is_autocast_enabled(device):
+            dtype = torch.get_autocast_dtype(device)
+            x, weight, bias = x.to(dtype), weight.to(dtype), bias.to(dtype)
+        with torch.autocast(device, enabled=False):
+            logits = torch.addmm(bias, x, weight.t())
+            grad = torch.empty_like(logits)
+            loss = torch.zeros((), dtype=torch.float32, device=x.device)
+            grad_bias = torch.zeros(logits.shape[1], dtype=torch.float32, device=x.device)
+            chunk_rows = min(len(x), max(1, _CROSS_ENTROPY_CHUNK_BYTES // (4 * logits.shape[1])))
+            # One float32 buffer serves every chunk: on CPU, first touching fresh memory (page faults) costs
+            # more than the arithmetic done in it.
+            buffer = logits.new_empty((chunk_rows, logits.shape[1]), dtype=torch.float32)
+            for start in range(0, len(x), chunk_rows):
+                rows = slice(start, start + chunk_rows)
+                chunk_logits = logits[rows]
+                chunk = buffer[: len(chunk_logits)].copy_(chunk_logits)
+                valid = (targets[rows] != IGNORE_INDEX)[:, None]
+                chunk_targets = targets[rows, None].clamp(min=0)
+                log_normaliser = chunk.logsumexp(1, keepdim=True)
+                loss += ((log_normaliser - chunk.gather(1, chunk_targets)) * valid).sum()
+                softmax = chunk.sub_(log_normaliser).exp_()
+                softmax.scatter_add_(1, chunk_targets, softmax.new_full(chunk_targets.shape, -1.0))
+                softmax.mul_(valid)
+                grad_bias += softmax.sum(0)
+                grad[rows] = softmax
+        ctx.save_for_backward(x, weight, grad, grad_bias)
+        ctx.set_materialize_grads(False)
+        return logits, loss
+
+    @staticmethod
+    def backward(ctx, grad_logits, grad_loss):
+        x, weight, grad, grad_bias = ctx.saved_tensors
+        # When only the loss is differentiated (training), its gradient is a scalar. It scales the operands and
+        # products that are far smaller than [rows, vocab] and [vocab, hidden]: x, the bias gradient, x's gradient.
+        scale = grad_loss if grad_logits is None else None
+        if scale is None:
+            grad = grad_logits if grad_loss is None else grad * grad_loss + grad_logits
+            grad_bias = grad.sum(0, dtype=torch.float32)
+        else:
+            grad_bias = grad_bias * scale
+        needs_x, needs_weight, needs_bias, _ = ctx.needs_input_grad
+        grad_x = grad @ weight if needs_x else None
+        if grad_x is not None and scale is not None:
+            grad_x = grad_x * scale
+        grad_weight = grad.t() @ (x if scale is None else x * scale) if needs_weight else None
+        return grad_x, grad_weight, grad_bias if needs_bias else None, None
+
+
+__all__ = [
+    "SBO_FIELDS",
+    "MlmDecoderAsOutputEmbeddings",
+    "SlotLabelsForMaskedLM",
+    "SpanBoundaryHead",
+    "SpanPreTrainingMixin",
+    "SpanRobertaForPreTrainingOutput",
+    "decoder_cross_entropy",
+    "fused_decoder_cross_entropy",
+    "gather",
+    "in_slots",
+    "normalised_loss",
+    "prediction_slots",
+    "run_starts",
+    "sbo_targets",
+    "write_at_slots",
+]
