@@ -8,7 +8,7 @@
 the tokenizer exists, so that a bad setting stops the run before any block is made) and the masking datasets.
 
 The data stage sits below the runs: what it reads of the run's flags it names here (`TokenizerArguments`,
-`CorpusArguments`, `TrainingProcessArguments`), which run_pretraining.py's argument dataclasses have, and the config
+`CorpusArguments`, `TrainingArguments`), which run_pretraining.py's argument dataclasses have, and the config
 builder is handed down by the caller, so that nothing here imports the runs or pretraining.
 """
 
@@ -18,16 +18,15 @@ import contextlib
 import functools
 import logging
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
 import datasets
 from torch.utils.data import Dataset
-from transformers import AutoTokenizer, PretrainedConfig, PreTrainedTokenizerBase
+from transformers import AutoTokenizer, PretrainedConfig, PreTrainedTokenizerBase, TrainingArguments
 
 from ..errors import UserInputError
-from ..hub import HubArguments, hub_kwargs
+from ..hub import ModelSource, hub_kwargs
 from ..objectives.base import ResolvedRecipe
 from . import prepared
 from .corpus import DOCUMENTS_PER_BATCH, CorpusSource, iter_documents, load_documents
@@ -52,60 +51,101 @@ logger = logging.getLogger(__name__)
 # The tokenizer trained on the corpus when none is given (recipes.TOKENIZERS).
 TOKENIZER_TRAINERS = {"byte-level-bpe": train_byte_level_bpe, "unigram": train_sentencepiece_unigram}
 
+# The 256 bytes and RoBERTa's 5 special tokens come first; a byte-level BPE needs a few merges on top.
+MIN_TRAINED_VOCAB_SIZE = 263
+
 BuildConfig = Callable[[PreTrainedTokenizerBase], PretrainedConfig]
 
 
-class TokenizerSource(HubArguments, Protocol):
-    """The flags `load_tokenizer` reads: which tokenizer, from where, and whether its own code may run."""
+@dataclass
+class TokenizerArguments(ModelSource):
+    """The model flags the data stage reads: the tokenizer's source (`hub.ModelSource`), and the size of one trained
+    on the corpus. run_pretraining.py's model arguments extend this class."""
 
-    tokenizer_name: str | None
-    model_name_or_path: str | None
-    trust_remote_code: bool
-
-
-class TokenizerArguments(TokenizerSource, Protocol):
-    """The model flags the data stage reads: the tokenizer's source, and the size of one trained on the corpus."""
-
-    tokenizer_vocab_size: int
+    tokenizer_vocab_size: int = field(
+        default=50265,
+        metadata={"help": f"Vocabulary size of a newly trained byte-level BPE (RoBERTa's: 50265; at least "
+                  f"{MIN_TRAINED_VOCAB_SIZE})."},
+    )
 
 
-class CorpusArguments(Protocol):
-    """The data flags the data stage reads: the corpus and its evaluation split, how its blocks are made and
-    masked, how many are kept, and the mode it is read in."""
+@dataclass
+class CorpusArguments:
+    """The data flags the data stage reads, declared once here (run_pretraining.py's data arguments extend this
+    class): the corpus and its evaluation split, how its blocks are made and masked, how many are kept, and the
+    mode it is read in."""
 
-    train_file: str | None
-    validation_file: str | None
-    dataset_name: str | None
-    dataset_config_name: str | None
-    text_column_name: str
-    validation_split_percentage: int
-    max_seq_length: int
-    documents_per_group: int
-    pack_documents: bool
-    spacy_model: str | None
-    pmi_vocabulary_size: int
-    pmi_min_count: int
-    preprocessing_num_workers: int | None
-    dupe_factor: int
-    max_train_samples: int | None
-    max_eval_samples: int | None
-    prepared_data_dir: str | None
-    streaming: bool
-    shuffle_buffer_size: int
-
-
-class TrainingProcessArguments(Protocol):
-    """The training flags the data stage reads: the seed, the step budget (a stream has no epochs), and which of
-    how many processes reads (transformers' `TrainingArguments` has them)."""
-
-    seed: int
-    max_steps: int
-
-    @property
-    def process_index(self) -> int: ...
-
-    @property
-    def world_size(self) -> int: ...
+    train_file: str | None = field(
+        default=None,
+        metadata={
+            "help": "Training text: .txt (a blank line separates documents, one sentence or paragraph a line), or "
+            ".json/.jsonl/.csv/.parquet with a text column. Several files: comma-separated. Without any data "
+            "argument, a tiny model is pretrained on the corpus bundled with spanroberta (the demo)."
+        },
+    )
+    validation_file: str | None = field(default=None, metadata={"help": "Evaluation text, same formats."})
+    dataset_name: str | None = field(default=None, metadata={"help": "A datasets Hub id, e.g. wikitext."})
+    dataset_config_name: str | None = field(default=None, metadata={"help": "Its configuration."})
+    text_column_name: str = field(default="text", metadata={"help": "The column holding the text."})
+    validation_split_percentage: int = field(
+        default=5, metadata={"help": "Held-out share of the training documents when no validation set is given."}
+    )
+    spacy_model: str | None = field(
+        default=None,
+        metadata={
+            "help": "--masking named-entity/noun-phrase: the spaCy pipeline that finds the spans (an installed one, "
+            "e.g. en_core_web_sm, or a pipeline folder); needs `pip install -e \".[spacy]\"` in the checkout."
+        },
+    )
+    pmi_vocabulary_size: int = field(
+        default=PMI_VOCABULARY_SIZE,
+        metadata={"help": "--masking pmi: n-grams in the masking vocabulary (Levine et al. 2021: 800K)."},
+    )
+    pmi_min_count: int = field(
+        default=PMI_MIN_COUNT,
+        metadata={"help": "--masking pmi: rank only n-grams seen at least this often (the paper: over 10 times)."},
+    )
+    pack_documents: bool = field(
+        default=True,
+        metadata={
+            "help": "doc-sentences: pack the blocks of several documents into each row, positions restarting and "
+            "attention kept within each block, so that short documents need no padding. false: one block per "
+            "row, padded to the longest of the batch (the papers' DOC-SENTENCES batches)."
+        },
+    )
+    dupe_factor: int = field(default=10, metadata={"help": "Copies with different masks under static masking."})
+    max_seq_length: int = field(
+        default=512, metadata={"help": "Block length in tokens, special tokens included (the demo: 128)."}
+    )
+    max_train_samples: int | None = field(default=None, metadata={"help": "Keep only this many training blocks."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Keep only this many evaluation blocks."})
+    preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenizing."})
+    documents_per_group: int = field(
+        default=1000,
+        metadata={
+            "help": "Documents per packing group (at most: a group also holds at most 2^24 characters): blocks never "
+            "span two groups, and a pair's random segment comes from its group. In streaming mode, groups are what "
+            "processes and workers share out."
+        },
+    )
+    prepared_data_dir: str | None = field(
+        default=None,
+        metadata={
+            "help": "Prepared mode: tokenize and pack once into sharded Arrow files in this folder (with "
+            "--preprocessing_num_workers processes), memory-mapped during training; later runs given the same "
+            "folder reuse it (their settings must match). A prepared folder alone is enough data to train."
+        },
+    )
+    streaming: bool = field(
+        default=False,
+        metadata={
+            "help": "Streaming mode: read, tokenize and pack the corpus on the fly (datasets streaming), split "
+            "between processes and DataLoader workers; nothing is cached. Needs --max_steps and a tokenizer."
+        },
+    )
+    shuffle_buffer_size: int = field(
+        default=10_000, metadata={"help": "Streaming mode: blocks in each reader's shuffle buffer."}
+    )
 
 
 @dataclass
@@ -124,13 +164,13 @@ class _Run:
 
     model_args: TokenizerArguments
     data_args: CorpusArguments
-    training_args: TrainingProcessArguments
+    training_args: TrainingArguments
     recipe: ResolvedRecipe
     build_config: BuildConfig
 
     @property
     def pair_objective(self) -> str:
-        """The pair label of pair formats (resolve_recipe makes sure they have a sentence objective)."""
+        """The pair label of pair formats (check_recipe makes sure they have a sentence objective)."""
         return self.recipe.sentence_objective if self.recipe.sentence_objective != "none" else "nsp"
 
     def masking_units(
@@ -169,7 +209,7 @@ class _Run:
 def load_pretraining_data(
     model_args: TokenizerArguments,
     data_args: CorpusArguments,
-    training_args: TrainingProcessArguments,
+    training_args: TrainingArguments,
     recipe: ResolvedRecipe,
     build_config: BuildConfig,
 ) -> PretrainingData:
@@ -198,7 +238,7 @@ def load_pretraining_data(
     return PretrainingData(tokenizer=tokenizer, config=config, train=train, eval=eval_dataset)
 
 
-def load_tokenizer(model_args: TokenizerSource) -> PreTrainedTokenizerBase | None:
+def load_tokenizer(model_args: ModelSource) -> PreTrainedTokenizerBase | None:
     """The tokenizer named by --tokenizer_name or --model_name_or_path, or None when neither is given."""
     name = model_args.tokenizer_name or model_args.model_name_or_path
     if not name:
