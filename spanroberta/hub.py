@@ -35,7 +35,8 @@ class ModelSource:
     model_revision: str = field(default="main", metadata={"help": "Branch, tag or commit of the Hub model."})
     token: str | None = field(default=None, metadata={"help": "Hub token for private models."})
     trust_remote_code: bool = field(
-        default=False, metadata={"help": "Allow code shipped with the checkpoint (needed without spanroberta installed)."}
+        default=False,
+        metadata={"help": "Allow code shipped with the checkpoint (needed without spanroberta installed)."},
     )
 
 

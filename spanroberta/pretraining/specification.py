@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Collection, Mapping
+from types import MappingProxyType
 
 import datasets
 import transformers
@@ -56,8 +57,10 @@ DEMO_SETTINGS = {
     "output_dir": "spanroberta-demo",
 }
 
-# The recipe's fields that a flag overrides (a flag left unset, None, takes the recipe's).
+# The recipe's fields that a flag overrides (a flag left unset, None, takes the recipe's), and those that only the
+# recipe sets (the replacement of masked tokens).
 RECIPE_FLAGS = ("masking", "sbo", "sentence_objective", "input_format", "static_masking")
+RECIPE_ONLY = ("mask_replace_prob", "random_replace_prob")
 
 # DataLoader workers a run on a GPU gets unless --dataloader_num_workers is given: enough to collate ahead of a step
 # (the span collator takes a few milliseconds a batch), few enough not to crowd a node's cores under DDP.
@@ -99,8 +102,8 @@ def specify_run(flags: PretrainingFlags, given: Collection[str] | None) -> RunSp
     # From here on, logs come at the process's log level (--log_level), with their time.
     _setup_logging(training)
     recipe = resolve_recipe(model, data)
-    sources.update({name: f"recipe {data.recipe}" for name in RECIPE_FLAGS
-                    if getattr(model if hasattr(model, name) else data, name) is None})  # fmt: skip
+    unset = [name for name in RECIPE_FLAGS if getattr(model if hasattr(model, name) else data, name) is None]
+    sources.update(dict.fromkeys([*unset, *RECIPE_ONLY], f"recipe {data.recipe}"))
     # The attention plan: the implementation, whether rows are packed and take offsets; the attention asked for
     # refused here if it could not train the run.
     attention = plan_run_attention(model, data, training, recipe)
@@ -112,7 +115,7 @@ def specify_run(flags: PretrainingFlags, given: Collection[str] | None) -> RunSp
     sources.update(_load_data_beside_the_gpu(training, data, given))
     _copy_batches_without_waiting(training, given)
     given = None if given is None else frozenset(given)
-    return RunSpecification(model, data, training, recipe, attention, given, sources)
+    return RunSpecification(model, data, training, recipe, attention, given, MappingProxyType(sources))
 
 
 def fill_defaults(flags: PretrainingFlags, given: Collection[str]) -> tuple[PretrainingFlags, dict[str, str]]:
@@ -153,7 +156,11 @@ def resolve_recipe(model: PretrainingModelArguments, data: PretrainingDataArgume
         input_format=data.input_format or recipe.input_format,
         static_masking=recipe.static_masking if data.static_masking is None else data.static_masking,
         # --embedding_size or --cross_layer_sharing ask for an ALBERT encoder under any recipe.
-        encoder="albert" if model.embedding_size is not None or model.cross_layer_sharing is not None else recipe.encoder,
+        encoder=(
+            "albert"
+            if model.embedding_size is not None or model.cross_layer_sharing is not None
+            else recipe.encoder
+        ),
         tokenizer=recipe.tokenizer,
         objective=recipe.objective,
         mask_replace_prob=recipe.mask_replace_prob,
@@ -169,7 +176,7 @@ def fit_run_length(spec: RunSpecification, train_dataset: Dataset | None) -> Run
     and their sources. A setting the user gave is kept."""
     fitted = fit_to_run_length(spec.training, spec.given, train_dataset)
     fitted_sources = {name: FITTED for name in fitted if spec.source(name) != GIVEN}
-    return dataclasses.replace(spec, sources={**spec.sources, **fitted_sources})
+    return dataclasses.replace(spec, sources=MappingProxyType({**spec.sources, **fitted_sources}))
 
 
 def _load_data_beside_the_gpu(

@@ -1,6 +1,7 @@
-"""The flags every script takes, declared once: which model, tokenizer and config to load and from where, the
-attention implementation, and what to do with an --output_dir that holds another run. run_pretraining.py and the
-fine-tuning scripts extend these classes, so that every script accepts, refuses and explains them alike."""
+"""The flags every script takes, declared once: which model, tokenizer and config to load and from where
+(`hub.ModelSource`, which the layers below read), the attention implementation, and what to do with an
+--output_dir that holds another run. run_pretraining.py and the fine-tuning scripts extend these classes, so that
+every script accepts, refuses and explains them alike."""
 
 from __future__ import annotations
 
