@@ -14,7 +14,7 @@ import pytest
 import typing_extensions
 
 import spanroberta
-from spanroberta.data.sources import CorpusArguments, TokenizerArguments
+from spanroberta.data.arguments import CorpusArguments, TokenizerArguments
 from spanroberta.hub import ModelSource, hub_kwargs
 from spanroberta.objectives.base import ObjectiveSettings
 from spanroberta.pretraining.command import ARGUMENT_CLASSES

@@ -8,7 +8,7 @@ from ..models.configuration_span_albert import CROSS_LAYER_SHARING
 from ..models.configuration_spanroberta import SENTENCE_OBJECTIVES
 from ..data.collator import MASKING_SCHEMES, check_masking_rates
 from ..data.masking_units import UNIT_SCHEMES, check_unit_settings
-from ..data.sources import MIN_TRAINED_VOCAB_SIZE, CorpusArguments, TokenizerArguments
+from ..data.arguments import MIN_TRAINED_VOCAB_SIZE, CorpusArguments, TokenizerArguments
 from ..errors import UserInputError
 from ..models.sizes import MODEL_SIZES
 from ..objectives.base import ObjectiveSettings
