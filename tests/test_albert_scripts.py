@@ -22,7 +22,8 @@ from spanroberta.pretraining.arguments import (
     PretrainingModelArguments,
 )
 from spanroberta.runs.cli import parse_arguments
-from spanroberta.objectives import get_objective, resolve_recipe
+from spanroberta.objectives import get_objective
+from spanroberta.pretraining.specification import resolve_recipe
 
 FAST = ["--max_seq_length", "64", "--per_device_train_batch_size", "8", "--report_to", "none", "--disable_tqdm",
         "true", "--dataloader_pin_memory", "false"]  # fmt: skip

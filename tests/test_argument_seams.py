@@ -1,67 +1,28 @@
-"""The seams between the scripts' flags and the layers below them: a lower layer names what it reads of the
-arguments as a Protocol of its own, and the scripts pass their argument dataclasses, which have those fields
-structurally. Nothing at run time checks that they do, so this test does: for every such Protocol, the argument
-classes passed to its reader have every field it names, of the same type. Renaming or retyping a flag fails here,
-not in a run that reaches the lower layer."""
+"""The seams between the scripts' flags and the layers below them. A lower layer declares the flags it reads as a
+dataclass of its own (`hub.ModelSource`, `objectives.base.ObjectiveSettings`, `data.sources.TokenizerArguments`
+and `CorpusArguments`), and run_pretraining.py's argument dataclasses extend them, so that each flag is declared
+once and a lower layer's reader receives the very field the flag sets. The pretraining run's settings are resolved
+once (`pretraining.specification.specify_run`), each with where its value came from."""
 
 import ast
-import dataclasses
 import importlib
 import inspect
 import pkgutil
-import typing
 from pathlib import Path
 
 import pytest
 import typing_extensions
 
 import spanroberta
-from spanroberta.data.sources import CorpusArguments, TokenizerArguments, TokenizerSource, TrainingProcessArguments
-from spanroberta.tasks.registry import FINETUNING_TASKS
-from spanroberta.finetuning.task import ArgumentDataclass
-from spanroberta.hub import HubArguments
-from spanroberta.objectives import ObjectiveArguments, RecipeDataArguments, RecipeModelArguments
-from spanroberta.objectives.checkpoint_loading import CheckpointArguments
+from spanroberta.data.arguments import CorpusArguments, TokenizerArguments
+from spanroberta.hub import ModelSource, hub_kwargs
+from spanroberta.objectives.base import ObjectiveSettings
 from spanroberta.pretraining.command import ARGUMENT_CLASSES
-from spanroberta.runs.validation import ModelSources
+from spanroberta.pretraining.specification import DEFAULT, DEMO, GIVEN, fit_run_length, specify_run
+from spanroberta.runs.cli import parse_arguments
 
-PRETRAINING_MODEL, PRETRAINING_DATA, PRETRAINING_TRAINING = ARGUMENT_CLASSES
-TASKS = FINETUNING_TASKS.values()
-FINETUNING_MODEL = {task.argument_classes[0] for task in TASKS}
-
-# Each Protocol, and the argument classes the scripts pass where it is read (run_pretraining.py's, and every
-# fine-tuning task's: its model arguments first, its data arguments next, as `FineTuningRun` reads them).
-SEAMS = {
-    HubArguments: {PRETRAINING_MODEL, *FINETUNING_MODEL},
-    ModelSources: {PRETRAINING_MODEL, *FINETUNING_MODEL},
-    CheckpointArguments: {PRETRAINING_MODEL},
-    ObjectiveArguments: {PRETRAINING_MODEL},
-    RecipeModelArguments: {PRETRAINING_MODEL},
-    RecipeDataArguments: {PRETRAINING_DATA},
-    TokenizerSource: {PRETRAINING_MODEL},
-    TokenizerArguments: {PRETRAINING_MODEL},
-    CorpusArguments: {PRETRAINING_DATA},
-    TrainingProcessArguments: {PRETRAINING_TRAINING},
-    ArgumentDataclass: {task.argument_classes[1] for task in TASKS},
-}
-# The packages below the scripts' argument classes: every Protocol declared in them is a seam, listed above.
-LOWER_PACKAGES = ("hub", "models", "data", "objectives", "runs")
-
-
-def missing_members(protocol: type, cls: type) -> list[str]:
-    """The members of `protocol` that `cls` lacks, or has with another type: a field of another type (both read
-    from their annotations), or a member that is no field, property or attribute of the class."""
-    hints = typing.get_type_hints(protocol)
-    fields = {field.name: field for field in dataclasses.fields(cls)}
-    class_hints = typing.get_type_hints(cls)
-    missing = []
-    for name in sorted(typing_extensions.get_protocol_members(protocol)):
-        if name in fields:
-            if name in hints and class_hints[name] != hints[name]:
-                missing.append(f"{name}: {class_hints[name]} (the Protocol reads {hints[name]})")
-        elif not hasattr(cls, name):
-            missing.append(name)
-    return missing
+# The packages below the scripts' argument classes: they declare no Protocol of the flags.
+LOWER_PACKAGES = ("hub", "models", "metrics", "pipelines", "data", "task_data", "objectives", "runs")
 
 
 def lower_layer_protocols() -> set[type]:
@@ -78,29 +39,56 @@ def lower_layer_protocols() -> set[type]:
     return protocols
 
 
-@pytest.mark.parametrize("protocol", SEAMS, ids=lambda protocol: protocol.__name__)
-def test_the_argument_classes_have_every_field_a_lower_layer_reads(protocol):
-    lacking = {cls.__name__: missing_members(protocol, cls) for cls in SEAMS[protocol]}
-    assert not {name: members for name, members in lacking.items() if members}, (
-        f"argument classes lack flags that {protocol.__module__}.{protocol.__name__} reads: {lacking}"
-    )
+def test_no_layer_below_the_scripts_copies_the_flags_into_a_protocol():
+    assert lower_layer_protocols() == set()
 
 
-def test_every_protocol_of_a_lower_layer_is_checked_against_the_arguments():
-    assert lower_layer_protocols() <= set(SEAMS)
+def test_the_lower_layers_read_the_flags_the_command_line_sets(tmp_path):
+    flags = ["--output_dir", str(tmp_path), "--cache_dir", "hub-cache", "--model_revision", "v1", "--token", "secret",
+             "--train_file", "corpus.txt", "--documents_per_group", "7", "--tokenizer_vocab_size", "3000",
+             "--generator_size", "0.5"]  # fmt: skip
+    (model_args, data_args, _), _ = parse_arguments(ARGUMENT_CLASSES, flags)
+    for part in (ModelSource, ObjectiveSettings, TokenizerArguments):
+        assert isinstance(model_args, part)
+    assert isinstance(data_args, CorpusArguments)
+    assert hub_kwargs(model_args) == {"cache_dir": "hub-cache", "revision": "v1", "token": "secret"}
+    assert (data_args.train_file, data_args.documents_per_group) == ("corpus.txt", 7)
+    assert (model_args.tokenizer_vocab_size, model_args.generator_size) == (3000, 0.5)
 
 
-def test_a_renamed_or_retyped_flag_is_reported():
-    @dataclasses.dataclass
-    class Renamed:
-        cache_dir: str | None = None
-        revision: str = "main"
-        token: int | None = None
+def specification(*flags: str):
+    parsed, given = parse_arguments(ARGUMENT_CLASSES, ["--use_cpu", "true", "--report_to", "none", *flags])
+    return specify_run(parsed, given)
 
-    assert missing_members(HubArguments, Renamed) == [
-        "model_revision",
-        "token: int | None (the Protocol reads str | None)",
-    ]
+
+def test_each_setting_says_where_its_value_came_from(tmp_path):
+    spec = specification("--output_dir", str(tmp_path / "out"), "--train_file", "c.txt", "--recipe", "electra",
+                         "--model_size", "small", "--masking", "span", "--learning_rate", "1e-4")  # fmt: skip
+    assert spec.source("learning_rate") == GIVEN and spec.training.learning_rate == 1e-4
+    assert spec.source("masking") == GIVEN and spec.recipe.masking == "span"
+    # The recipe's flag defaults, its objective's (ELECTRA-Small's mask rate) and its fields the flags left unset.
+    assert spec.source("adam_beta2") == "recipe electra" and spec.training.adam_beta2 == 0.999
+    assert spec.source("mlm_probability") == "recipe electra" and spec.data.mlm_probability == 0.15
+    assert spec.source("input_format") == "recipe electra" and spec.recipe.input_format == "full-sentences"
+    assert spec.source("geometric_p") == DEFAULT
+    # Run-length fitting: ELECTRA's 10,000 warm-up steps are cut to a tenth of a 200-step run.
+    assert spec.source("warmup_steps") == "recipe electra"
+    fitted = fit_run_length(specification("--output_dir", str(tmp_path / "fit"), "--train_file", "c.txt", "--recipe",
+                                          "electra", "--max_steps", "200"), None)  # fmt: skip
+    assert fitted.source("warmup_steps") == "fitted to the run" and fitted.training.warmup_steps == 20
+
+
+def test_the_demo_fills_what_was_not_given_and_the_flags_win():
+    spec = specification("--max_steps", "7")
+    assert spec.source("max_steps") == GIVEN and spec.training.max_steps == 7
+    assert spec.source("model_size") == DEMO and spec.model.model_size == "tiny"
+    assert spec.source("train_file") == DEMO and spec.data.train_file.endswith(".txt")
+
+
+def test_a_specification_is_frozen(tmp_path):
+    spec = specification("--output_dir", str(tmp_path), "--train_file", "c.txt")
+    with pytest.raises(AttributeError):
+        spec.recipe = None
 
 
 def untyped_argument_bags(root) -> list[str]:

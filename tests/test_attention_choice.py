@@ -18,7 +18,7 @@ from spanroberta.errors import UserInputError
 from spanroberta.tasks.registry import TASKS_BY_SCRIPT
 from spanroberta.models import packed_attention
 from spanroberta.models.packed_attention import ATTENTION_IMPLEMENTATIONS
-from spanroberta.objectives import resolve_recipe
+from spanroberta.pretraining.specification import resolve_recipe
 from spanroberta.pretraining import attention
 from spanroberta.pretraining.arguments import (
     PretrainingArguments,

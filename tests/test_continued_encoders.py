@@ -49,7 +49,8 @@ from spanroberta.pretraining.arguments import (
 from spanroberta.pretraining.attention import plan_run_attention
 from spanroberta.runs.cli import parse_arguments
 from spanroberta.pretraining import run as pretraining
-from spanroberta.objectives import get_objective, resolve_recipe
+from spanroberta.pretraining.specification import resolve_recipe, specify_run
+from spanroberta.objectives import get_objective
 
 FAST = ["--max_seq_length", "64", "--per_device_train_batch_size", "8", "--report_to", "none", "--disable_tqdm",
         "true", "--dataloader_pin_memory", "false", "--use_cpu", "true"]  # fmt: skip
@@ -372,8 +373,7 @@ def test_the_first_logged_mlm_loss_of_a_continued_bert_is_the_bert_models_own(un
     (model_args, data_args, training_args), given = parse_arguments(
         (PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments), flags
     )
-    arguments = pretraining.apply_demo_settings(model_args, data_args, training_args, given)
-    trainer = pretraining.run_pretraining(*arguments)
+    trainer = pretraining.run_pretraining(specify_run((model_args, data_args, training_args), given))
     logged = next(entry["mlm_loss"] for entry in trainer.state.log_history if "mlm_loss" in entry)
     first_batch = next(iter(trainer.get_train_dataloader()))  # the same seeded order and masks
     dense_labels = torch.full_like(first_batch["input_ids"], -100)

@@ -35,8 +35,8 @@ from spanroberta.pretraining.arguments import (
     PretrainingModelArguments,
 )
 from spanroberta.runs.cli import parse_arguments
-from spanroberta.objectives import get_objective, resolve_recipe
-from spanroberta.pretraining.run import apply_demo_settings
+from spanroberta.objectives import get_objective
+from spanroberta.pretraining.specification import fill_defaults, resolve_recipe
 
 ARGUMENT_TYPES = (PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments)
 TINY_SHAPE = "num_hidden_layers=1,hidden_size=32,num_attention_heads=2,intermediate_size=64,embedding_size=32"
@@ -243,7 +243,7 @@ def test_recipe_resolves_to_token_masking_85_15_and_electra_defaults():
     (model_args, data_args, training_args), given = parse_arguments(
         ARGUMENT_TYPES, ["--output_dir", "x", "--train_file", "c.txt", "--recipe", "electra", "--model_size", "base"]
     )
-    model_args, data_args, training_args = apply_demo_settings(model_args, data_args, training_args, given)
+    (model_args, data_args, training_args), _ = fill_defaults((model_args, data_args, training_args), given)
     objective = resolve_recipe(model_args, data_args)
     assert (objective.objective, objective.masking, objective.sbo) == ("replaced_token_detection", "token", False)
     assert (objective.mask_replace_prob, objective.random_replace_prob) == (0.85, 0.0)
@@ -255,7 +255,7 @@ def test_recipe_resolves_to_token_masking_85_15_and_electra_defaults():
         ARGUMENT_TYPES, ["--output_dir", "x", "--train_file", "c.txt", "--recipe", "electra", "--masking", "span",
                          "--learning_rate", "1e-4"]
     )
-    model_args, data_args, training_args = apply_demo_settings(model_args, data_args, training_args, given)
+    (model_args, data_args, training_args), _ = fill_defaults((model_args, data_args, training_args), given)
     assert resolve_recipe(model_args, data_args).masking == "span" and training_args.learning_rate == 1e-4
 
 
@@ -270,7 +270,7 @@ def test_the_electra_batch_counts_the_processes_the_launcher_started(monkeypatch
         ARGUMENT_TYPES, ["--output_dir", "x", "--train_file", "c.txt", "--recipe", "electra", "--model_size", "base",
                          "--per_device_train_batch_size", "32"]
     )  # fmt: skip
-    model_args, data_args, training_args = apply_demo_settings(model_args, data_args, training_args, given)
+    (model_args, data_args, training_args), _ = fill_defaults((model_args, data_args, training_args), given)
     assert training_args.gradient_accumulation_steps == 4  # 2 processes x 32 x 4 = 256
 
 

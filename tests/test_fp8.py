@@ -17,7 +17,8 @@ from transformers import HfArgumentParser
 
 from spanroberta import SpanRobertaForPreTraining
 from spanroberta.errors import MissingPackageError, UserInputError
-from spanroberta.objectives import get_objective, resolve_recipe
+from spanroberta.objectives import get_objective
+from spanroberta.pretraining.specification import resolve_recipe
 from spanroberta.pretraining import float8
 from spanroberta.pretraining.arguments import (
     PretrainingArguments,

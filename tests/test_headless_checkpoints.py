@@ -31,7 +31,8 @@ from conftest import PROJECT_ROOT, TINY_TEXT, assert_weights_kept, drop_weight
 from spanroberta.data.demo_corpus import demo_corpus_path
 from spanroberta.data.masking import word_start_table
 from spanroberta.models.modeling_any_encoder import SBO_HEAD_FILE
-from spanroberta.objectives import get_objective, resolve_recipe
+from spanroberta.objectives import get_objective
+from spanroberta.pretraining.specification import resolve_recipe
 from spanroberta.pretraining.arguments import PretrainingDataArguments, PretrainingModelArguments
 from spanroberta.runs.cli import parse_arguments
 from spanroberta.runs.device import fit_to_device
@@ -208,14 +209,15 @@ def test_all_minilm_l6_v2_continues_with_fresh_heads_and_answers_fill_mask(tmp_p
 def continue_in_process(checkpoint: Path, output_dir: Path, *flags: str):
     """run_pretraining() on `checkpoint` in this process, on CPU: the trainer, to look at its optimiser."""
     from spanroberta.pretraining.arguments import PretrainingArguments
-    from spanroberta.pretraining.run import apply_demo_settings, run_pretraining as run
+    from spanroberta.pretraining.run import run_pretraining as run
+    from spanroberta.pretraining.specification import specify_run
 
     args = ["--model_name_or_path", str(checkpoint), "--recipe", "spanbert", "--train_file", str(demo_corpus_path()),
             "--output_dir", str(output_dir), "--max_steps", "1", "--max_train_samples", "16", "--max_seq_length", "64",
             "--per_device_train_batch_size", "4", "--learning_rate", "1e-5", "--save_strategy", "no", "--report_to",
             "none", "--disable_tqdm", "true", "--use_cpu", "true", *flags]  # fmt: skip
     parsed, given = parse_arguments((PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments), args)
-    return run(*apply_demo_settings(*parsed, given), given)
+    return run(specify_run(parsed, given))
 
 
 def peak_rates(trainer) -> dict[str, set[float]]:

@@ -5,9 +5,9 @@ Every import counts: a deferred one inside a function (deferring an import hides
 reader), and one under `if TYPE_CHECKING:` too. An annotation that names a higher layer's type makes the lower
 module's contract a higher module's business: its reader must go up to learn what a parameter is, and a change up
 there changes the module below without a line of it changing. A lower layer names its own types: what it reads
-of the scripts' flags it declares as a Protocol of its own, naming exactly those fields (as `data/sources.py` does
-with `CorpusArguments`), and the layer above passes its argument dataclasses, which have them
-(tests/test_argument_seams.py checks that they do). Imports by name at run time (`importlib.import_module`, as the
+of the scripts' flags it declares as a dataclass of its own (as `data/sources.py` does with `CorpusArguments`),
+which the argument dataclasses of the layer above extend, so that each flag is declared once
+(tests/test_argument_seams.py). Imports by name at run time (`importlib.import_module`, as the
 ablation driver loads the scripts beside it) are not seen here."""
 
 import ast
@@ -195,7 +195,7 @@ def test_the_pipeline_and_its_span_decoding_import_nothing_of_the_package_but_ea
 
 
 # The modules of the scripts' argument dataclasses, and the packages below them that read the flags through
-# Protocols of their own instead.
+# dataclasses of their own instead, which the argument dataclasses extend.
 ARGUMENT_MODULES = (
     "spanroberta.runs.arguments",
     "spanroberta.pretraining.arguments",
@@ -207,7 +207,7 @@ FLAG_READERS = ("spanroberta.models", "spanroberta.data", "spanroberta.objective
 @pytest.mark.parametrize("package", FLAG_READERS)
 def test_models_data_and_objectives_never_import_the_argument_classes(package):
     """Not even for an annotation under `if TYPE_CHECKING:` (the import graph counts those: see
-    test_the_checks_see_annotation_and_deferred_imports_and_loops): a lower layer's Protocol names what it reads."""
+    test_the_checks_see_annotation_and_deferred_imports_and_loops): a lower layer's own dataclass declares what it reads."""
     assert set(ARGUMENT_MODULES) <= set(IMPORTS), "an argument module moved: name it in ARGUMENT_MODULES"
     importing = {
         module: sorted(name for name in names if name in ARGUMENT_MODULES)

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 from conftest import TINY_TEXT
 
-from spanroberta.objectives import OBJECTIVES, get_objective, resolve_recipe
+from spanroberta.objectives import OBJECTIVES, get_objective
 from spanroberta.objectives.base import register_objective
 from spanroberta.objectives.masked_lm import MaskedLanguageModeling
 from spanroberta.objectives.recipes import RECIPES, Recipe, get_recipe
@@ -19,6 +19,7 @@ from spanroberta.pretraining.arguments import (
     PretrainingModelArguments,
 )
 from spanroberta.pretraining.run import run_pretraining
+from spanroberta.pretraining.specification import resolve_recipe, specify_run
 
 # A masked LM that also counts the batches it evaluates: a metric no shipped objective reports.
 TOY_OBJECTIVE = '''
@@ -91,7 +92,7 @@ def test_a_toy_objective_in_one_file_trains_and_evaluates_through_the_run(toy_mo
         output_dir=str(output_dir), max_steps=2, per_device_train_batch_size=4, per_device_eval_batch_size=4,
         report_to="none", disable_tqdm=True, save_strategy="no", use_cpu=True, dataloader_pin_memory=False,
     )  # fmt: skip
-    run_pretraining(model_args, data_args, training_args)
+    run_pretraining(specify_run((model_args, data_args, training_args), given=None))
     results = json.loads((output_dir / "eval_results.json").read_text())
     assert results["eval_toy_batches"] >= 1 and "eval_mlm_accuracy" in results
 

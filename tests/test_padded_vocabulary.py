@@ -9,7 +9,8 @@ from conftest import TINY_TEXT, packed_batch, run_without_spanroberta, tiny_span
 
 from spanroberta import SpanRobertaForPreTraining
 from spanroberta.models.vocabulary import PADDED_ID_LOGIT, pad_vocabulary, padded_vocab_size, vocabulary_decoders
-from spanroberta.objectives import get_objective, resolve_recipe
+from spanroberta.objectives import get_objective
+from spanroberta.pretraining.specification import resolve_recipe
 from spanroberta.pretraining.arguments import (
     PretrainingArguments,
     PretrainingDataArguments,

@@ -18,8 +18,8 @@ from spanroberta.pretraining.arguments import (
     PretrainingModelArguments,
 )
 from spanroberta.runs.cli import parse_arguments
-from spanroberta.objectives import get_objective, resolve_recipe
-from spanroberta.pretraining.run import apply_demo_settings
+from spanroberta.objectives import get_objective
+from spanroberta.pretraining.specification import fill_defaults, resolve_recipe
 
 ARGUMENT_TYPES = (PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments)
 
@@ -108,7 +108,7 @@ def test_optimizer_defaults_follow_roberta():
 
 def test_demo_settings_fill_only_what_was_not_given():
     (model_args, data_args, training_args), given = parse_arguments(ARGUMENT_TYPES, ["--max_steps", "7"])
-    model_args, data_args, training_args = apply_demo_settings(model_args, data_args, training_args, given)
+    (model_args, data_args, training_args), _ = fill_defaults((model_args, data_args, training_args), given)
     assert training_args.max_steps == 7
     assert model_args.model_size == "tiny" and training_args.output_dir == "spanroberta-demo"
     assert data_args.train_file.endswith(".txt")
@@ -195,7 +195,7 @@ def test_on_cuda_the_run_copies_pinned_batches_without_waiting(device, monkeypat
 
     from transformers import Trainer
 
-    from spanroberta.pretraining.run import _copy_batches_without_waiting
+    from spanroberta.pretraining.specification import _copy_batches_without_waiting
 
     def arguments(*flags):
         types = (PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments)

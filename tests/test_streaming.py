@@ -24,7 +24,8 @@ from spanroberta.pretraining.arguments import (
     PretrainingModelArguments,
 )
 from spanroberta.runs.cli import parse_arguments
-from spanroberta.pretraining.run import apply_demo_settings, run_pretraining as pretraining_run
+from spanroberta.pretraining.run import run_pretraining as pretraining_run
+from spanroberta.pretraining.specification import specify_run
 
 DOCUMENTS_PER_GROUP = 4
 TINY_MODEL = ["--model_size", "tiny", "--config_overrides",
@@ -60,9 +61,9 @@ def streamed(corpus, tokenizer, process_index, num_processes, num_workers, rows)
 
 
 def parse(args):
-    """The arguments as run_pretraining.main() makes them (to call run_pretraining() and get the trainer)."""
+    """The run's specification as run_pretraining.main() makes it (to call run_pretraining() and get the trainer)."""
     parsed, given = parse_arguments((PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments), args)
-    return apply_demo_settings(*parsed, given)
+    return specify_run(parsed, given)
 
 
 def test_every_streamed_block_is_seen_once_per_epoch_across_processes_and_workers(corpus, tiny_tokenizer, tmp_path):
@@ -122,7 +123,7 @@ def test_prepared_data_is_made_once_memory_mapped_and_reused(corpus, tiny_tokeni
     corpus_copy = tmp_path / corpus.name
     corpus_copy.write_bytes(corpus.read_bytes())
     with caplog.at_level(logging.INFO, logger="spanroberta.data.prepared"):
-        trainer = pretraining_run(*parse([*args, "--output_dir", str(tmp_path / "out")]))
+        trainer = pretraining_run(parse([*args, "--output_dir", str(tmp_path / "out")]))
     assert "Reusing the prepared blocks" in caplog.text
     assert {path: path.stat().st_mtime_ns for path in prepared_dir.rglob("*") if path.is_file()} == files
     # memory-mapped from the folder's Arrow shards, not copied into memory or into a cache

@@ -45,7 +45,7 @@ from transformers import (
 from benchmarks import ROOT
 from benchmarks.speed import common
 from spanroberta.pretraining.arguments import PretrainingModelArguments
-from spanroberta.pretraining.run import GPU_DATALOADER_WORKERS
+from spanroberta.pretraining.specification import GPU_DATALOADER_WORKERS
 
 # The runs' names in the records, by kind.
 BASELINES = {"defaults": "transformers run_mlm defaults", "tuned": "transformers tuned"}

@@ -153,7 +153,7 @@ def check_values(config: AblationConfig, extra: dict[str, Any] | None = None) ->
     """Parses every arm's and every task's flags as their script will (types, choices, ranges, and the
     objective an arm resolves to), so that a bad value fails before the first unit runs. `extra` flags are added
     to every unit (e.g. use_cpu, to check a GPU config on a CPU machine)."""
-    from ..objectives import resolve_recipe
+    from ..pretraining.specification import resolve_recipe
 
     extra = extra or {}
     placeholder = {"output_dir": str(Path(config.path).parent / "ablation-check")}
@@ -173,11 +173,11 @@ def check_values(config: AblationConfig, extra: dict[str, Any] | None = None) ->
 def parse_pretraining(values: dict[str, Any]) -> tuple[Any, Any, Any]:
     """run_pretraining.py's arguments for these flags, with the recipe's (and the demo's) defaults filled in as the
     script fills them: the block length, batch and steps a unit will really use."""
-    from ..pretraining.run import apply_demo_settings
+    from ..pretraining.specification import fill_defaults
 
     parser = HfArgumentParser(script_arguments(PRETRAINING_SCRIPT))
     arguments = parser.parse_dict(typed_flag_values(parser, values))
-    return apply_demo_settings(*arguments, given=set(values))
+    return fill_defaults(arguments, set(values))[0]
 
 
 @contextlib.contextmanager

@@ -8,7 +8,7 @@
 the tokenizer exists, so that a bad setting stops the run before any block is made) and the masking datasets.
 
 The data stage sits below the runs: what it reads of the run's flags it names here (`TokenizerArguments`,
-`CorpusArguments`, `TrainingProcessArguments`), which run_pretraining.py's argument dataclasses have, and the config
+`CorpusArguments`, `TrainingArguments`), which run_pretraining.py's argument dataclasses have, and the config
 builder is handed down by the caller, so that nothing here imports the runs or pretraining.
 """
 
@@ -20,16 +20,16 @@ import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 import datasets
 from torch.utils.data import Dataset
-from transformers import AutoTokenizer, PretrainedConfig, PreTrainedTokenizerBase
+from transformers import AutoTokenizer, PretrainedConfig, PreTrainedTokenizerBase, TrainingArguments
 
 from ..errors import UserInputError
-from ..hub import HubArguments, hub_kwargs
+from ..hub import ModelSource, hub_kwargs
 from ..objectives.base import ResolvedRecipe
 from . import prepared
+from .arguments import CorpusArguments, TokenizerArguments
 from .corpus import DOCUMENTS_PER_BATCH, CorpusSource, iter_documents, load_documents
 from .formats import PAIR_FORMATS, block_builder, prepare_blocks, tokenize_documents
 from .masking_schedule import DynamicMaskingDataset, StaticMaskingDataset
@@ -55,59 +55,6 @@ TOKENIZER_TRAINERS = {"byte-level-bpe": train_byte_level_bpe, "unigram": train_s
 BuildConfig = Callable[[PreTrainedTokenizerBase], PretrainedConfig]
 
 
-class TokenizerSource(HubArguments, Protocol):
-    """The flags `load_tokenizer` reads: which tokenizer, from where, and whether its own code may run."""
-
-    tokenizer_name: str | None
-    model_name_or_path: str | None
-    trust_remote_code: bool
-
-
-class TokenizerArguments(TokenizerSource, Protocol):
-    """The model flags the data stage reads: the tokenizer's source, and the size of one trained on the corpus."""
-
-    tokenizer_vocab_size: int
-
-
-class CorpusArguments(Protocol):
-    """The data flags the data stage reads: the corpus and its evaluation split, how its blocks are made and
-    masked, how many are kept, and the mode it is read in."""
-
-    train_file: str | None
-    validation_file: str | None
-    dataset_name: str | None
-    dataset_config_name: str | None
-    text_column_name: str
-    validation_split_percentage: int
-    max_seq_length: int
-    documents_per_group: int
-    pack_documents: bool
-    spacy_model: str | None
-    pmi_vocabulary_size: int
-    pmi_min_count: int
-    preprocessing_num_workers: int | None
-    dupe_factor: int
-    max_train_samples: int | None
-    max_eval_samples: int | None
-    prepared_data_dir: str | None
-    streaming: bool
-    shuffle_buffer_size: int
-
-
-class TrainingProcessArguments(Protocol):
-    """The training flags the data stage reads: the seed, the step budget (a stream has no epochs), and which of
-    how many processes reads (transformers' `TrainingArguments` has them)."""
-
-    seed: int
-    max_steps: int
-
-    @property
-    def process_index(self) -> int: ...
-
-    @property
-    def world_size(self) -> int: ...
-
-
 @dataclass
 class PretrainingData:
     """What the data stage hands to training."""
@@ -124,13 +71,13 @@ class _Run:
 
     model_args: TokenizerArguments
     data_args: CorpusArguments
-    training_args: TrainingProcessArguments
+    training_args: TrainingArguments
     recipe: ResolvedRecipe
     build_config: BuildConfig
 
     @property
     def pair_objective(self) -> str:
-        """The pair label of pair formats (resolve_recipe makes sure they have a sentence objective)."""
+        """The pair label of pair formats (check_recipe makes sure they have a sentence objective)."""
         return self.recipe.sentence_objective if self.recipe.sentence_objective != "none" else "nsp"
 
     def masking_units(
@@ -169,7 +116,7 @@ class _Run:
 def load_pretraining_data(
     model_args: TokenizerArguments,
     data_args: CorpusArguments,
-    training_args: TrainingProcessArguments,
+    training_args: TrainingArguments,
     recipe: ResolvedRecipe,
     build_config: BuildConfig,
 ) -> PretrainingData:
@@ -198,7 +145,7 @@ def load_pretraining_data(
     return PretrainingData(tokenizer=tokenizer, config=config, train=train, eval=eval_dataset)
 
 
-def load_tokenizer(model_args: TokenizerSource) -> PreTrainedTokenizerBase | None:
+def load_tokenizer(model_args: ModelSource) -> PreTrainedTokenizerBase | None:
     """The tokenizer named by --tokenizer_name or --model_name_or_path, or None when neither is given."""
     name = model_args.tokenizer_name or model_args.model_name_or_path
     if not name:

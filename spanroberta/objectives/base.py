@@ -1,21 +1,22 @@
 """What a pretraining objective answers for the run and the trainer, and the registry of objectives. Each
 objective is one module of this package, whose class `register_objective` registers with the recipes it trains;
 `pretraining/run.py` and `pretraining/trainer.py` ask it, and never which objective it is. What an objective may
-read of the run's model flags is `ObjectiveArguments`."""
+read of the run's model flags is `ObjectiveSettings`, which run_pretraining.py's model arguments extend."""
 
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import Any, Protocol, TypeVar
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
 import torch
 from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase, Trainer
 
-from ..hub import HubArguments
-from ..models.configuration_spanroberta import IGNORE_INDEX
+from ..hub import ModelSource
+from ..models.configuration_span_albert import CROSS_LAYER_SHARING
+from ..models.configuration_spanroberta import IGNORE_INDEX, MODEL_SIZES
 from .recipes import Recipe, add_recipe
 
 
@@ -36,44 +37,83 @@ class ResolvedRecipe:
     random_replace_prob: float = 0.1
 
 
-class ObjectiveArguments(HubArguments, Protocol):
+@dataclass
+class ObjectiveSettings(ModelSource):
     """The model flags the objectives read to check a run, build its config and build its model
-    (`PretrainingObjective.check`, `build_config`, `build_model`), all objectives together: run_pretraining.py's
-    model arguments have them. An objective that reads another flag names it here."""
+    (`PretrainingObjective.check`, `build_config`, `build_model`), all objectives together, declared once here:
+    run_pretraining.py's model arguments extend this class. An objective that reads another flag declares it here."""
 
-    model_name_or_path: str | None
-    config_name: str | None
-    model_size: str
-    sbo_loss_weight: float
-    embedding_size: int | None
-    cross_layer_sharing: str | None
-    generator_name_or_path: str | None
-    generator_size: float | None
-    rtd_loss_weight: float
+    model_size: str = field(
+        default="base",
+        metadata={"help": "Encoder shape when training from scratch.", "choices": list(MODEL_SIZES)},
+    )
+    pad_vocab_to_multiple_of: int = field(
+        default=64,
+        metadata={"help": "Pad the embeddings and decoders to a multiple of this many ids (for the GPU's tensor "
+                  "cores; a checkpoint's are resized, except ELECTRA's); the padded ids are never predicted. 1: "
+                  "no padding."},
+    )
+    sbo_loss_weight: float = field(default=1.0, metadata={"help": "loss = MLM + w * SBO."})
+    embedding_size: int | None = field(
+        default=None,
+        metadata={
+            "help": "ALBERT encoder with factorised embeddings of this size (V x E, then E x H; ALBERT section 3.1). "
+            "Giving it (or --cross_layer_sharing) builds an ALBERT encoder under any recipe. Default: 128 for an "
+            "ALBERT encoder (the albert recipe, or --cross_layer_sharing given). With --recipe electra: the embedding "
+            "size the discriminator and the generator share (default: ELECTRA Table 6)."
+        },
+    )
+    cross_layer_sharing: str | None = field(
+        default=None,
+        metadata={
+            "help": "ALBERT encoder whose layers share all their parameters (ALBERT's scheme), only the attention, "
+            "only the feed-forward network, or none (ALBERT Table 4). Giving it (or --embedding_size) builds an "
+            "ALBERT encoder under any recipe. Default: all for an ALBERT encoder.",
+            "choices": list(CROSS_LAYER_SHARING),
+        },
+    )
+    generator_size: float | None = field(
+        default=None,
+        metadata={
+            "help": "--recipe electra: the generator's hidden size as a fraction of the discriminator's (heads and "
+            "FFN follow; same layers). Default: ELECTRA Table 6, 1/4 for small and large, 1/3 for base."
+        },
+    )
+    rtd_loss_weight: float = field(
+        default=50.0,
+        metadata={"help": "--recipe electra: loss = generator MLM + lambda * discriminator loss (ELECTRA: 50)."},
+    )
+    generator_name_or_path: str | None = field(
+        default=None,
+        metadata={
+            "help": "--recipe electra with --model_name_or_path (an ELECTRA discriminator): the generator to continue "
+            "from, e.g. google/electra-base-generator. Default: the generator/ folder of --model_name_or_path."
+        },
+    )
 
 
 class PretrainingObjective(ABC):
     """The questions the pretraining run and `PretrainingTrainer` ask an objective. The abstract ones every
     objective answers; the others have the plain answer, which an objective overrides where it differs."""
 
-    def flag_defaults(self, model_args: ObjectiveArguments, batch_per_step: int) -> dict[str, Any]:
+    def flag_defaults(self, model_args: ObjectiveSettings, batch_per_step: int) -> dict[str, Any]:
         """The objective's defaults (flag name -> value) beyond the recipe's `flag_defaults`, for the model flags
         and `batch_per_step` (the sequences of one forward over all processes: the per-device batch times the
         processes). The run applies them to the flags the user did not give."""
         return {}
 
-    def check(self, recipe: ResolvedRecipe, model_args: ObjectiveArguments) -> None:
+    def check(self, recipe: ResolvedRecipe, model_args: ObjectiveSettings) -> None:
         """Raises UserInputError for settings the objective cannot train."""
 
     @abstractmethod
     def build_config(
-        self, model_args: ObjectiveArguments, recipe: ResolvedRecipe, tokenizer: PreTrainedTokenizerBase
+        self, model_args: ObjectiveSettings, recipe: ResolvedRecipe, tokenizer: PreTrainedTokenizerBase
     ) -> PretrainedConfig:
         """The model's config: the checkpoint's, else built for --model_size and the tokenizer."""
 
     @abstractmethod
     def build_model(
-        self, model_args: ObjectiveArguments, config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase
+        self, model_args: ObjectiveSettings, config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase
     ) -> PreTrainedModel:
         """The pretraining model of `config`: from --model_name_or_path, else freshly initialised."""
 

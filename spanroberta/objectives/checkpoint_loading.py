@@ -13,7 +13,7 @@
   check reports the same facts, and says which of them are expected.
 
 `objectives/masked_lm.py` builds its models through this module, which therefore imports nothing of the objectives;
-what it reads of the run's model flags is its own `CheckpointArguments` (and `hub.HubArguments`).
+what it reads of the run's model flags is `hub.ModelSource`, which the run's model arguments extend.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import dataclasses
 import logging
 import os
 from collections.abc import Iterator
-from typing import Protocol
 
 from transformers import (
     MODEL_FOR_MASKED_LM_MAPPING,
@@ -35,7 +34,7 @@ from transformers import (
 from transformers.utils import cached_file
 
 from ..errors import UserInputError
-from ..hub import HubArguments, hub_kwargs
+from ..hub import ModelSource, hub_kwargs
 from ..models.modeling_any_encoder import (
     ENCODER_FAMILIES,
     SBO_HEAD_FILE,
@@ -64,18 +63,12 @@ TIED_DECODER = "decoder tied to the word embeddings"
 MISSING_NAMES_SHOWN = 5
 
 
-class CheckpointArguments(HubArguments, Protocol):
-    """The flags `load_any_encoder` reads: the checkpoint to continue, and where the Hub keeps it."""
-
-    model_name_or_path: str | None
-
-
-def checkpoint_model_type(source: str, model_args: HubArguments) -> str | None:
+def checkpoint_model_type(source: str, model_args: ModelSource) -> str | None:
     config_dict, _ = PretrainedConfig.get_config_dict(source, **hub_kwargs(model_args))
     return config_dict.get("model_type")
 
 
-def checkpoint_encoder(source: str, model_args: HubArguments, encoder_settings: dict) -> str:
+def checkpoint_encoder(source: str, model_args: ModelSource, encoder_settings: dict) -> str:
     """The encoder path of the config or checkpoint `source`: "roberta", "albert" or "any" (a family of
     ENCODER_FAMILIES, continued in its stock class). Any other model type is refused."""
     model_type = checkpoint_model_type(source, model_args)
@@ -122,7 +115,7 @@ def _config_class(model_type: str) -> type | None:
         return None
 
 
-def any_encoder_config(source: str, model_args: HubArguments, head_settings: dict) -> PretrainedConfig:
+def any_encoder_config(source: str, model_args: ModelSource, head_settings: dict) -> PretrainedConfig:
     """The stock config of `source` (a family of ENCODER_FAMILIES) with the pretraining heads' settings."""
     config = AutoConfig.from_pretrained(source, **hub_kwargs(model_args))
     family = ENCODER_FAMILIES[config.model_type]
@@ -198,7 +191,7 @@ def _module_prefixes(names: list[str]) -> tuple[str, ...]:
 
 
 def load_checked(
-    model_class: type, source: str, config: PretrainedConfig, model_args: HubArguments
+    model_class: type, source: str, config: PretrainedConfig, model_args: ModelSource
 ) -> PreTrainedModel:
     """`model_class.from_pretrained(source, config=config)`, refused unless every weight but the heads that may
     start fresh loaded (`check_loading_report`, which reports the load in transformers' stead). The model's
@@ -253,7 +246,7 @@ def _transformers_load_report_left_out() -> Iterator[None]:
         transformers_logger.removeFilter(drop)
 
 
-def load_any_encoder(model_args: CheckpointArguments, config: PretrainedConfig) -> PreTrainedModel:
+def load_any_encoder(model_args: ModelSource, config: PretrainedConfig) -> PreTrainedModel:
     """A family of ENCODER_FAMILIES in its stock class with the SBO head: from --model_name_or_path (checked, and
     with the SBO head a previous continuation saved beside it), or fresh from --config_name."""
     model_class = any_encoder_class(config)

@@ -23,7 +23,7 @@ from ..models.configuration_spanroberta import IGNORE_INDEX, SENTENCE_LABELS, Sp
 from ..models.modeling_any_encoder import ENCODER_FAMILIES
 from ..models.vocabulary import pad_vocabulary, padded_vocab_size
 from .base import (
-    ObjectiveArguments,
+    ObjectiveSettings,
     PretrainingObjective,
     ResolvedRecipe,
     accumulate_classification,
@@ -83,7 +83,7 @@ MASKED_LM_RECIPES = {
 @register_objective("masked_lm", MASKED_LM_RECIPES)
 class MaskedLanguageModeling(PretrainingObjective):
     def build_config(
-        self, model_args: ObjectiveArguments, recipe: ResolvedRecipe, tokenizer: PreTrainedTokenizerBase
+        self, model_args: ObjectiveSettings, recipe: ResolvedRecipe, tokenizer: PreTrainedTokenizerBase
     ) -> PretrainedConfig:
         """The encoder's config: the checkpoint's (a RoBERTa or ALBERT checkpoint's becomes a spanroberta or
         SpanALBERT one: its encoder and MLM head load, the SBO head and a sentence head it lacks start fresh),
@@ -122,7 +122,7 @@ class MaskedLanguageModeling(PretrainingObjective):
         )
 
     def build_model(
-        self, model_args: ObjectiveArguments, config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase
+        self, model_args: ObjectiveSettings, config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase
     ) -> PreTrainedModel:
         """SpanRobertaForPreTraining, SpanAlbertForPreTraining or a stock class with the SBO head: from the
         checkpoint (refused unless every weight but the objective's new heads loaded), else freshly initialised."""

@@ -23,7 +23,7 @@ from ..models.modeling_electra_pretraining import (
 )
 from ..models.vocabulary import mask_padded_ids, padded_vocab_size
 from .base import (
-    ObjectiveArguments,
+    ObjectiveSettings,
     PretrainingObjective,
     ResolvedRecipe,
     accumulate_masked_lm,
@@ -63,7 +63,7 @@ ELECTRA_RECIPES = {
 
 @register_objective("replaced_token_detection", ELECTRA_RECIPES)
 class ReplacedTokenDetection(PretrainingObjective):
-    def flag_defaults(self, model_args: ObjectiveArguments, batch_per_step: int) -> dict[str, Any]:
+    def flag_defaults(self, model_args: ObjectiveSettings, batch_per_step: int) -> dict[str, Any]:
         """ELECTRA's Table 6 for the model size: mask rate, learning rate, and the batch size reached through
         gradient accumulation over `batch_per_step` (the other optimiser settings are the recipe's
         `flag_defaults`)."""
@@ -75,7 +75,7 @@ class ReplacedTokenDetection(PretrainingObjective):
             defaults["gradient_accumulation_steps"] = max(1, math.ceil(size.batch_size / batch_per_step))
         return defaults
 
-    def check(self, recipe: ResolvedRecipe, model_args: ObjectiveArguments) -> None:
+    def check(self, recipe: ResolvedRecipe, model_args: ObjectiveSettings) -> None:
         if recipe.sbo or recipe.sentence_objective != "none" or model_args.cross_layer_sharing is not None:
             raise UserInputError(
                 "--recipe electra trains an ELECTRA generator and discriminator, without SBO, sentence-level heads "
@@ -90,7 +90,7 @@ class ReplacedTokenDetection(PretrainingObjective):
             )
 
     def build_config(
-        self, model_args: ObjectiveArguments, recipe: ResolvedRecipe, tokenizer: PreTrainedTokenizerBase
+        self, model_args: ObjectiveSettings, recipe: ResolvedRecipe, tokenizer: PreTrainedTokenizerBase
     ) -> ElectraConfig:
         """The discriminator's config (with `rtd_loss_weight` and `generator_size`): Google's from
         --model_name_or_path, else ELECTRA's shape for --model_size."""
@@ -110,7 +110,7 @@ class ReplacedTokenDetection(PretrainingObjective):
         return config
 
     def build_model(
-        self, model_args: ObjectiveArguments, config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase
+        self, model_args: ObjectiveSettings, config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase
     ) -> ElectraForReplacedTokenDetection:
         """From scratch, or continuing from an ELECTRA discriminator and its generator (--generator_name_or_path,
         else the discriminator's generator/ folder). The generator never samples an id past the tokenizer's
@@ -123,7 +123,7 @@ class ReplacedTokenDetection(PretrainingObjective):
         return model
 
     @staticmethod
-    def _continued_model(model_args: ObjectiveArguments, config: ElectraConfig) -> ElectraForReplacedTokenDetection:
+    def _continued_model(model_args: ObjectiveSettings, config: ElectraConfig) -> ElectraForReplacedTokenDetection:
         return ElectraForReplacedTokenDetection.from_pretrained_parts(
             model_args.model_name_or_path,
             model_args.generator_name_or_path or str(Path(model_args.model_name_or_path) / GENERATOR_FOLDER),

@@ -7,8 +7,11 @@ from dataclasses import dataclass, field
 from ..models.configuration_span_albert import CROSS_LAYER_SHARING
 from ..models.configuration_spanroberta import MODEL_SIZES, SENTENCE_OBJECTIVES
 from ..data.collator import MASKING_SCHEMES, check_masking_rates
-from ..data.masking_units import PMI_MIN_COUNT, PMI_VOCABULARY_SIZE, UNIT_SCHEMES, check_unit_settings
+from ..data.masking_units import UNIT_SCHEMES, check_unit_settings
+from ..data.arguments import MIN_TRAINED_VOCAB_SIZE, CorpusArguments, TokenizerArguments
 from ..errors import UserInputError
+from ..models.configuration_spanroberta import MODEL_SIZES
+from ..objectives.base import ObjectiveSettings
 from ..objectives.recipes import INPUT_FORMATS, RECIPES
 from ..runs.arguments import ModelArguments, RunArguments
 from .nonfinite import NONFINITE_LOSS_POLICIES
@@ -18,76 +21,22 @@ from ..runs.validation import min_block_length_for_targets
 # The schemes an evaluation can mask with: the unit schemes need marks prepared with the data for that scheme.
 EVAL_MASKING_SCHEMES = tuple(scheme for scheme in MASKING_SCHEMES if scheme not in UNIT_SCHEMES)
 
-# The 256 bytes and RoBERTa's 5 special tokens come first; a byte-level BPE needs a few merges on top.
-MIN_TRAINED_VOCAB_SIZE = 263
-
 
 @dataclass
-class PretrainingModelArguments(ModelArguments):
-    """The model flags every script takes, and those of a pretrained encoder's shape and heads."""
+class PretrainingModelArguments(ObjectiveSettings, TokenizerArguments, ModelArguments):
+    """The model flags every script takes (`ModelArguments`), those the objectives read (`ObjectiveSettings`: the
+    encoder's shape and heads), the tokenizer's (`TokenizerArguments`), and the recipe's heads overridden."""
 
-    model_size: str = field(
-        default="base",
-        metadata={"help": "Encoder shape when training from scratch.", "choices": list(MODEL_SIZES)},
-    )
     config_overrides: str | None = field(
         default=None,
         metadata={"help": "Config settings to override, e.g. 'num_hidden_layers=6,hidden_dropout_prob=0.0'."},
     )
-    tokenizer_vocab_size: int = field(
-        default=50265,
-        metadata={"help": f"Vocabulary size of a newly trained byte-level BPE (RoBERTa's: 50265; at least "
-                  f"{MIN_TRAINED_VOCAB_SIZE})."},
-    )
-    pad_vocab_to_multiple_of: int = field(
-        default=64,
-        metadata={"help": "Pad the embeddings and decoders to a multiple of this many ids (for the GPU's tensor "
-                  "cores; a checkpoint's are resized, except ELECTRA's); the padded ids are never predicted. 1: "
-                  "no padding."},
-    )
     sbo: bool | None = field(
         default=None, metadata={"help": "Train the span boundary objective. Default: the recipe's."}
     )
-    sbo_loss_weight: float = field(default=1.0, metadata={"help": "loss = MLM + w * SBO."})
     sentence_objective: str | None = field(
         default=None,
         metadata={"help": "Sentence-level head. Default: the recipe's.", "choices": list(SENTENCE_OBJECTIVES)},
-    )
-    embedding_size: int | None = field(
-        default=None,
-        metadata={
-            "help": "ALBERT encoder with factorised embeddings of this size (V x E, then E x H; ALBERT section 3.1). "
-            "Giving it (or --cross_layer_sharing) builds an ALBERT encoder under any recipe. Default: 128 for an "
-            "ALBERT encoder (the albert recipe, or --cross_layer_sharing given). With --recipe electra: the embedding "
-            "size the discriminator and the generator share (default: ELECTRA Table 6)."
-        },
-    )
-    cross_layer_sharing: str | None = field(
-        default=None,
-        metadata={
-            "help": "ALBERT encoder whose layers share all their parameters (ALBERT's scheme), only the attention, "
-            "only the feed-forward network, or none (ALBERT Table 4). Giving it (or --embedding_size) builds an "
-            "ALBERT encoder under any recipe. Default: all for an ALBERT encoder.",
-            "choices": list(CROSS_LAYER_SHARING),
-        },
-    )
-    generator_size: float | None = field(
-        default=None,
-        metadata={
-            "help": "--recipe electra: the generator's hidden size as a fraction of the discriminator's (heads and "
-            "FFN follow; same layers). Default: ELECTRA Table 6, 1/4 for small and large, 1/3 for base."
-        },
-    )
-    rtd_loss_weight: float = field(
-        default=50.0,
-        metadata={"help": "--recipe electra: loss = generator MLM + lambda * discriminator loss (ELECTRA: 50)."},
-    )
-    generator_name_or_path: str | None = field(
-        default=None,
-        metadata={
-            "help": "--recipe electra with --model_name_or_path (an ELECTRA discriminator): the generator to continue "
-            "from, e.g. google/electra-base-generator. Default: the generator/ folder of --model_name_or_path."
-        },
     )
 
     def __post_init__(self):
@@ -103,22 +52,9 @@ class PretrainingModelArguments(ModelArguments):
 
 
 @dataclass
-class PretrainingDataArguments:
-    train_file: str | None = field(
-        default=None,
-        metadata={
-            "help": "Training text: .txt (a blank line separates documents, one sentence or paragraph a line), or "
-            ".json/.jsonl/.csv/.parquet with a text column. Several files: comma-separated. Without any data "
-            "argument, a tiny model is pretrained on the corpus bundled with spanroberta (the demo)."
-        },
-    )
-    validation_file: str | None = field(default=None, metadata={"help": "Evaluation text, same formats."})
-    dataset_name: str | None = field(default=None, metadata={"help": "A datasets Hub id, e.g. wikitext."})
-    dataset_config_name: str | None = field(default=None, metadata={"help": "Its configuration."})
-    text_column_name: str = field(default="text", metadata={"help": "The column holding the text."})
-    validation_split_percentage: int = field(
-        default=5, metadata={"help": "Held-out share of the training documents when no validation set is given."}
-    )
+class PretrainingDataArguments(CorpusArguments):
+    """The corpus and how it is read (`CorpusArguments`, the data stage's), the recipe, and how it masks."""
+
     recipe: str = field(
         default="spanbert", metadata={"help": "Objective and data defaults.", "choices": list(RECIPES)}
     )
@@ -134,78 +70,22 @@ class PretrainingDataArguments:
             "choices": list(EVAL_MASKING_SCHEMES),
         },
     )
-    spacy_model: str | None = field(
-        default=None,
-        metadata={
-            "help": "--masking named-entity/noun-phrase: the spaCy pipeline that finds the spans (an installed one, "
-            "e.g. en_core_web_sm, or a pipeline folder); needs `pip install -e \".[spacy]\"` in the checkout."
-        },
-    )
-    pmi_vocabulary_size: int = field(
-        default=PMI_VOCABULARY_SIZE,
-        metadata={"help": "--masking pmi: n-grams in the masking vocabulary (Levine et al. 2021: 800K)."},
-    )
-    pmi_min_count: int = field(
-        default=PMI_MIN_COUNT,
-        metadata={"help": "--masking pmi: rank only n-grams seen at least this often (the paper: over 10 times)."},
-    )
     input_format: str | None = field(
         default=None, metadata={"help": "Input format. Default: the recipe's.", "choices": list(INPUT_FORMATS)}
-    )
-    pack_documents: bool = field(
-        default=True,
-        metadata={
-            "help": "doc-sentences: pack the blocks of several documents into each row, positions restarting and "
-            "attention kept within each block, so that short documents need no padding. false: one block per "
-            "row, padded to the longest of the batch (the papers' DOC-SENTENCES batches)."
-        },
     )
     static_masking: bool | None = field(
         default=None,
         metadata={"help": "Fix each copy's mask at preprocessing (RoBERTa's static baseline). Default: recipe's."},
     )
-    dupe_factor: int = field(default=10, metadata={"help": "Copies with different masks under static masking."})
-    max_seq_length: int = field(
-        default=512, metadata={"help": "Block length in tokens, special tokens included (the demo: 128)."}
-    )
     # argparse formats help texts with %: a percent sign is written %%.
     mlm_probability: float = field(default=0.15, metadata={"help": "Share of tokens to predict (RoBERTa: 15%%)."})
     geometric_p: float = field(default=0.2, metadata={"help": "Span lengths ~ Geo(p), 0 < p <= 1 (SpanBERT: 0.2)."})
     max_span_length: int = field(default=10, metadata={"help": "Longest span in words (SpanBERT: 10)."})
-    max_train_samples: int | None = field(default=None, metadata={"help": "Keep only this many training blocks."})
-    max_eval_samples: int | None = field(default=None, metadata={"help": "Keep only this many evaluation blocks."})
     overwrite_cache: bool = field(
         default=False, metadata={"help": "Redo the tokenizing and packing instead of reusing the datasets cache."}
     )
-    preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenizing."})
-    documents_per_group: int = field(
-        default=1000,
-        metadata={
-            "help": "Documents per packing group (at most: a group also holds at most 2^24 characters): blocks never "
-            "span two groups, and a pair's random segment comes from its group. In streaming mode, groups are what "
-            "processes and workers share out."
-        },
-    )
-    prepared_data_dir: str | None = field(
-        default=None,
-        metadata={
-            "help": "Prepared mode: tokenize and pack once into sharded Arrow files in this folder (with "
-            "--preprocessing_num_workers processes), memory-mapped during training; later runs given the same "
-            "folder reuse it (their settings must match). A prepared folder alone is enough data to train."
-        },
-    )
     prepare_only: bool = field(
         default=False, metadata={"help": "Prepare --prepared_data_dir and exit without training."}
-    )
-    streaming: bool = field(
-        default=False,
-        metadata={
-            "help": "Streaming mode: read, tokenize and pack the corpus on the fly (datasets streaming), split "
-            "between processes and DataLoader workers; nothing is cached. Needs --max_steps and a tokenizer."
-        },
-    )
-    shuffle_buffer_size: int = field(
-        default=10_000, metadata={"help": "Streaming mode: blocks in each reader's shuffle buffer."}
     )
 
     def __post_init__(self):

@@ -11,9 +11,10 @@ from ..runs.cli import parse_arguments
 from ..runs.distributed import finish_processes
 from ..runs.checkpoints import previous_run_files
 from ..runs.output_folder import check_output_folder_owner
-from .run import SCRIPT, apply_demo_settings, run_pretraining
+from .run import SCRIPT, run_pretraining
+from .specification import specify_run
 from .trainer import PretrainingTrainer, TrainingDivergedError
-from ..runs.validation import check_run, user_errors
+from ..runs.validation import user_errors
 
 # The dataclasses behind run_pretraining.py's flags.
 ARGUMENT_CLASSES = (PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments)
@@ -25,12 +26,10 @@ def pretrain(args: list[str] | None = None) -> None:
     status 1."""
     # Flags and config files: cli.py and TrainingArguments report their problems as ValueError/FileNotFoundError.
     with user_errors(SCRIPT, also=(ValueError, FileNotFoundError)):
-        (model_args, data_args, training_args), given = parse_arguments(ARGUMENT_CLASSES, args)
-        # The recipe's (and the demo's) defaults for the flags not given; `chosen` records which they set.
-        chosen: dict[str, str] = {}
-        model_args, data_args, training_args = apply_demo_settings(model_args, data_args, training_args, given, chosen)
-        # Every path and setting that can be checked without the data is checked before it is read.
-        check_run(model_args, training_args, trains=not data_args.prepare_only)
+        flags, given = parse_arguments(ARGUMENT_CLASSES, args)
+        # Every setting resolved, with where it came from; and checked, before any data is read.
+        spec = specify_run(flags, given)
+        training_args, data_args = spec.training, spec.data
         if not data_args.prepare_only:
             check_output_folder_owner(training_args.output_dir, SCRIPT, training_args.overwrite_output_dir,
                                       previous_run_files)  # fmt: skip
@@ -38,7 +37,7 @@ def pretrain(args: list[str] | None = None) -> None:
         # Not reusing cache files is what makes `datasets` recompute the tokenizing and packing.
         datasets.disable_caching()
     with user_errors(SCRIPT, also=(TrainingDivergedError,)):
-        trainer = run_pretraining(model_args, data_args, training_args, given, chosen)
+        trainer = run_pretraining(spec)
     finish_processes()
     if trainer is None:
         print(f"\nThe prepared data is in {data_args.prepared_data_dir}/. Train on it with the same command "

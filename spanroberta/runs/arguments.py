@@ -1,6 +1,7 @@
-"""The flags every script takes, declared once: which model, tokenizer and config to load and from where, the
-attention implementation, and what to do with an --output_dir that holds another run. run_pretraining.py and the
-fine-tuning scripts extend these classes, so that every script accepts, refuses and explains them alike."""
+"""The flags every script takes, declared once: which model, tokenizer and config to load and from where
+(`hub.ModelSource`, which the layers below read), the attention implementation, and what to do with an
+--output_dir that holds another run. run_pretraining.py and the fine-tuning scripts extend these classes, so that
+every script accepts, refuses and explains them alike."""
 
 from __future__ import annotations
 
@@ -8,36 +9,15 @@ from dataclasses import dataclass, field
 
 from transformers import TrainingArguments
 
+from ..hub import ModelSource
 from ..models.packed_attention import ATTENTION_IMPLEMENTATIONS
 from .ranges import check_range
 
 
 @dataclass
-class ModelArguments:
-    model_name_or_path: str | None = field(
-        default=None,
-        metadata={
-            "help": "A folder written by save_pretrained or a Hub model id (spanroberta, RoBERTa, BERT, ...): the "
-            "checkpoint to fine-tune (required by the fine-tuning scripts), or to continue pretraining from (its "
-            "encoder and MLM head are loaded; an SBO head it lacks starts fresh). Pretraining default: from scratch."
-        },
-    )
-    config_name: str | None = field(
-        default=None,
-        metadata={"help": "Config name or path, if not the model's; pretraining without --model_name_or_path trains a "
-                  "model of this shape from scratch (instead of --model_size)."},
-    )
-    tokenizer_name: str | None = field(
-        default=None,
-        metadata={"help": "Tokenizer name or path, if not the model's (pretraining from scratch: default a byte-level "
-                  "BPE trained on the data)."},
-    )
-    cache_dir: str | None = field(default=None, metadata={"help": "Where downloads from the Hub are cached."})
-    model_revision: str = field(default="main", metadata={"help": "Branch, tag or commit of the Hub model."})
-    token: str | None = field(default=None, metadata={"help": "Hub token for private models."})
-    trust_remote_code: bool = field(
-        default=False, metadata={"help": "Allow code shipped with the checkpoint (needed without spanroberta installed)."}
-    )
+class ModelArguments(ModelSource):
+    """Where the model comes from (`hub.ModelSource`), and the attention implementation it runs."""
+
     attn_implementation: str | None = field(
         default=None,
         metadata={

@@ -65,8 +65,8 @@ def run_settings(
     """One line saying what the run will train with: the effective batch (per device x accumulation x processes),
     the accumulation, learning rate, warm-up, total steps, attention implementation and, under --fp8, the layers in
     float8 (`fp8`, the run's account of them), each with who set it
-    (`set_by`: flag name -> "you", "recipe <name>", "demo" or "fitted to the run"; transformers' default
-    otherwise). A recipe that accumulates gradients to reach its paper's batch multiplies the cost of every step:
+    (`set_by`: flag name -> where its value came from, as the pretraining run's specification records it: "you",
+    "recipe <name>", "demo", "fitted to the run", ...; transformers' default otherwise). A recipe that accumulates gradients to reach its paper's batch multiplies the cost of every step:
     said before the first one."""
     processes = training_processes(args)
     total = planned_steps(args, train_dataset)

@@ -25,7 +25,7 @@ import shutil
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from huggingface_hub import constants as hub_constants
 from huggingface_hub import get_token, try_to_load_from_cache
@@ -33,6 +33,7 @@ from huggingface_hub.utils import get_session
 from transformers import PretrainedConfig, PreTrainedTokenizerBase, TrainingArguments
 
 from ..errors import UserInputError, require_package
+from ..hub import ModelSource
 from ..models.configuration_spanroberta import first_position_id
 from .arguments import RunArguments
 from .ranges import check_range
@@ -68,17 +69,7 @@ CONFIG_FILES = ("config.json",)
 TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json", "vocab.json", "vocab.txt")
 
 
-class ModelSources(Protocol):
-    """The model flags `check_model_sources` reads: the model, config and tokenizer to load, and from where."""
-
-    model_name_or_path: str | None
-    config_name: str | None
-    tokenizer_name: str | None
-    cache_dir: str | None
-    model_revision: str
-
-
-def check_run(model_args: ModelSources, training_args: RunArguments, *, trains: bool) -> None:
+def check_run(model_args: ModelSource, training_args: RunArguments, *, trains: bool) -> None:
     """The checks every script makes once its flags are parsed: the model, config and tokenizer sources, the
     output folder and the reporting integrations. First, that the launcher's processes make one run
     (`distributed.check_process_world`), before any process writes; then the settings the device decides
@@ -91,7 +82,7 @@ def check_run(model_args: ModelSources, training_args: RunArguments, *, trains: 
     check_push_to_hub(training_args)
 
 
-def check_model_sources(model_args: ModelSources) -> None:
+def check_model_sources(model_args: ModelSource) -> None:
     """`check_model_source` for the model, config and tokenizer that `model_args` names."""
     sources = (
         ("model_name_or_path", model_args.model_name_or_path, CONFIG_FILES, "a saved model"),
