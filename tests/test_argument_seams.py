@@ -22,7 +22,7 @@ from spanroberta.pretraining.specification import DEFAULT, DEMO, GIVEN, fit_run_
 from spanroberta.runs.cli import parse_arguments
 
 # The packages below the scripts' argument classes: they declare no Protocol of the flags.
-LOWER_PACKAGES = ("hub", "models", "metrics", "pipelines", "data", "task_data", "objectives", "runs")
+LOWER_PACKAGES = ("hub", "models", "pipelines", "data", "objectives", "runs")
 
 
 def lower_layer_protocols() -> set[type]:
