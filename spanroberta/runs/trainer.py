@@ -10,10 +10,15 @@ resumed.
   killed after its last checkpoint was written, then resumed, ended with other weights (by about one learning rate)
   and a loss logged at `max_steps + 1`. Here the loop is handed no batch once `global_step` has reached
   `max_steps`, and stops.
+
+And two for runs on shared clusters: a preemption signal (SIGTERM, SIGUSR1) saves a checkpoint at the end of the
+step in progress and ends the run with the command that resumes it (`runs.preemption`); a save that fails for want
+of space stops the run with one paragraph, leaving no half-written checkpoint (`runs.full_disk`).
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +27,9 @@ from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState,
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from .checkpoint_files import SAVING_MARK, write_checksums
+from .full_disk import full_disk_error
+from .preemption import SaveOnPreemption, catch_preemption_signals, exit_preempted
+from .validation import user_errors
 
 
 class ChecksumsOnSave(TrainerCallback):
@@ -37,21 +45,38 @@ class ChecksumsOnSave(TrainerCallback):
 
 
 class RunTrainer(Trainer):
-    """transformers' Trainer whose checkpoints carry their checksums, and which stops a run resumed at or past
-    `max_steps` before it takes a step (see above)."""
+    """transformers' Trainer whose checkpoints carry their checksums, which stops a run resumed at or past
+    `max_steps` before it takes a step, saves and exits on a preemption signal, and names a full disk (see
+    above)."""
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.add_callback(ChecksumsOnSave())
+        self.preemption = SaveOnPreemption()
+        self.add_callback(self.preemption)
+
+    def train(self, *args: Any, **kwargs: Any) -> Any:
+        with catch_preemption_signals(self.preemption):
+            result = super().train(*args, **kwargs)
+        if self.preemption.stopped_at is not None:
+            exit_preempted(self.preemption, self.args.output_dir, self.is_world_process_zero())
+        return result
 
     def _save_checkpoint(self, model: torch.nn.Module, trial: Any) -> None:
         # The mark goes into the folder before its first file (transformers has no callback before a save), from
         # the process that writes the checksums, which remove it.
-        if self.is_world_process_zero():
-            folder = Path(self._get_output_dir(trial=trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / SAVING_MARK).touch()
-        super()._save_checkpoint(model, trial)
+        folder = Path(self._get_output_dir(trial=trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        try:
+            if self.is_world_process_zero():
+                folder.mkdir(parents=True, exist_ok=True)
+                (folder / SAVING_MARK).touch()
+            super()._save_checkpoint(model, trial)
+        except Exception as error:
+            disk_full = full_disk_error(error, folder, remove=self.is_world_process_zero())
+            if disk_full is None:
+                raise
+            with user_errors(Path(sys.argv[0]).name):
+                raise disk_full from None
 
     def get_batch_samples(self, epoch_iterator: Any, num_batches: int, device: torch.device) -> tuple[list, Any]:
         if 0 < self.state.max_steps <= self.state.global_step:
