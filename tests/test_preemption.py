@@ -65,7 +65,8 @@ def test_the_resume_command_replaces_any_resume_flag():
         command = resume_command(["run_squad.py", "config.yaml", *given, "--seed", "3"], "o/checkpoint-2")
         assert command == "python run_squad.py config.yaml --seed 3 --resume_from_checkpoint o/checkpoint-2"
     line = preempted_message("SIGTERM", 7, "my out", ["run_glue.py", "--output_dir", "my out"])
-    assert "\n" not in line and "stopped by SIGTERM after step 7" in line and f"exit status {PREEMPTED_EXIT_CODE}" in line
+    assert "\n" not in line and "stopped by SIGTERM after step 7" in line
+    assert f"exit status {PREEMPTED_EXIT_CODE}" in line
     assert line.endswith("--output_dir 'my out' --resume_from_checkpoint 'my out/checkpoint-7'")
 
 
