@@ -3,11 +3,10 @@ free and needed and the last complete checkpoint, and leaves no half-written che
 
 import errno
 import os
-import sys
 
 import pytest
 import transformers
-from test_run_safety import corpus, error_of, pretraining_args  # noqa: F401
+from test_run_safety import corpus, error_of, glue_args, pretraining_args  # noqa: F401
 
 from spanroberta.runs import full_disk
 from spanroberta.runs.checkpoints import checkpoint_problem
@@ -58,7 +57,6 @@ def test_a_full_disk_at_a_save_is_named_and_leaves_no_half_checkpoint(failure, p
     monkeypatch.setattr(transformers.Trainer, "_save_optimizer_and_scheduler", save_until_the_disk_fills)
     real_usage = full_disk.shutil.disk_usage
     monkeypatch.setattr(full_disk.shutil, "disk_usage", lambda path: real_usage(path)._replace(free=2048))
-    monkeypatch.setattr(sys, "argv", ["run_pretraining.py"])
 
     message = error_of("run_pretraining.py", [*pretraining_args, "--output_dir", str(out), "--max_steps", "6",
                                               "--save_steps", "2"])  # fmt: skip
@@ -66,3 +64,14 @@ def test_a_full_disk_at_a_save_is_named_and_leaves_no_half_checkpoint(failure, p
     assert "2.0 KiB is free there and a checkpoint of this run takes" in message and "(checkpoint-2)" in message
     assert f"The last complete checkpoint is {out / 'checkpoint-2'}" in message
     assert not (out / "checkpoint-4").exists() and checkpoint_problem(out / "checkpoint-2") is None
+
+
+def test_fine_tuning_names_a_full_disk_in_one_paragraph_too(glue_args, tmp_path, monkeypatch):
+    def no_space(trainer, output_dir):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(transformers.Trainer, "_save_optimizer_and_scheduler", no_space)
+    out = tmp_path / "out"
+    message = error_of("run_glue.py", [*glue_args, "--output_dir", str(out), "--max_steps", "2", "--save_steps", "1"])
+    assert f"Saving {out / 'checkpoint-1'} failed: the disk holding {out} is full" in message
+    assert "There is no complete checkpoint yet" in message and not (out / "checkpoint-1").exists()

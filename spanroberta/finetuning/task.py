@@ -223,7 +223,9 @@ def run_task(task: FineTuningTask, args: list[str] | None = None) -> dict[str, f
         **task.trainer_arguments(run),
     )
     if run.training_args.do_train:
-        train_and_save(trainer, run.given, task.save_model)
+        # A resume under other settings than the checkpoint's, or a full disk at a save, ends the run in one paragraph.
+        with user_errors(task.script):
+            train_and_save(trainer, run.given, task.save_model)
     results = task.score(run, trainer)
     for split, metrics in results.items():
         _check_metric_keys(task, split, metrics)

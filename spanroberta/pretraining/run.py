@@ -135,6 +135,8 @@ def run_pretraining(
 
     trainer = _build_trainer(objective, recipe, model_args, data_args, training_args, data, attention,
                              _RunSettingsSources(given, chosen))  # fmt: skip
+    # A resume under another block length or masking trains on other steps: refused (runs.resume_settings).
+    trainer.resume_settings.update(max_seq_length=data_args.max_seq_length, masking=recipe.masking)
 
     # Train (resuming where a killed run stopped), save, evaluate, describe.
     train_result = trainer.train(resume_from_checkpoint=resume_checkpoint(trainer))

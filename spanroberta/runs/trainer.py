@@ -13,12 +13,13 @@ resumed.
 
 And two for runs on shared clusters: a preemption signal (SIGTERM, SIGUSR1) saves a checkpoint at the end of the
 step in progress and ends the run with the command that resumes it (`runs.preemption`); a save that fails for want
-of space stops the run with one paragraph, leaving no half-written checkpoint (`runs.full_disk`).
+of space stops the run with one paragraph, leaving no half-written checkpoint (`runs.full_disk`). And a resume under
+another batch (or, in pretraining, sequence length or masking) than the checkpoint's is refused, the settings that
+differ listed, unless --allow_changed_batch (`runs.resume_settings`).
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from .checkpoint_files import SAVING_MARK, write_checksums
 from .full_disk import full_disk_error
 from .preemption import SaveOnPreemption, catch_preemption_signals, exit_preempted
-from .validation import user_errors
+from .resume_settings import batch_settings, check_resume_settings, write_resume_settings
 
 
 class ChecksumsOnSave(TrainerCallback):
@@ -54,10 +55,14 @@ class RunTrainer(Trainer):
         self.add_callback(ChecksumsOnSave())
         self.preemption = SaveOnPreemption()
         self.add_callback(self.preemption)
+        # Saved with each checkpoint and compared at a resume; a script adds what else a step's meaning depends on.
+        self.resume_settings: dict[str, Any] = batch_settings(self.args)
 
-    def train(self, *args: Any, **kwargs: Any) -> Any:
+    def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(resume_from_checkpoint, str):
+            check_resume_settings(Path(resume_from_checkpoint), self.resume_settings, self.args.allow_changed_batch)
         with catch_preemption_signals(self.preemption):
-            result = super().train(*args, **kwargs)
+            result = super().train(resume_from_checkpoint, *args, **kwargs)
         if self.preemption.stopped_at is not None:
             exit_preempted(self.preemption, self.args.output_dir, self.is_world_process_zero())
         return result
@@ -70,13 +75,13 @@ class RunTrainer(Trainer):
             if self.is_world_process_zero():
                 folder.mkdir(parents=True, exist_ok=True)
                 (folder / SAVING_MARK).touch()
+                write_resume_settings(folder, self.resume_settings)
             super()._save_checkpoint(model, trial)
         except Exception as error:
             disk_full = full_disk_error(error, folder, remove=self.is_world_process_zero())
             if disk_full is None:
                 raise
-            with user_errors(Path(sys.argv[0]).name):
-                raise disk_full from None
+            raise disk_full from None
 
     def get_batch_samples(self, epoch_iterator: Any, num_batches: int, device: torch.device) -> tuple[list, Any]:
         if 0 < self.state.max_steps <= self.state.global_step:
