@@ -58,6 +58,33 @@ def test_every_process_stops_after_the_same_step(tmp_path):
         torch.distributed.destroy_process_group()
 
 
+def stop_step_of_rank(rank, rendezvous, results):
+    """One of two gloo processes: only rank 1 is told to stop, during step 2."""
+    torch.distributed.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=2)
+    callback, control = SaveOnPreemption(), TrainerControl()
+    for step in range(1, 5):
+        if rank == 1 and step == 2:
+            callback.requested_by = "SIGTERM"
+        callback.on_step_end(CPU, SimpleNamespace(global_step=step), control)
+        if control.should_training_stop:
+            break
+    results.put((rank, callback.stopped_at, control.should_save))
+    torch.distributed.destroy_process_group()
+
+
+def test_a_signal_to_one_process_stops_every_process_after_the_same_step(tmp_path):
+    context = torch.multiprocessing.get_context("fork")  # no CUDA here; spawn would import the tests again
+    results = context.SimpleQueue()
+    processes = [context.Process(target=stop_step_of_rank, args=(rank, tmp_path / "rendezvous", results))
+                 for rank in range(2)]  # fmt: skip
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=300)
+    assert [process.exitcode for process in processes] == [0, 0]
+    assert sorted(results.get() for _ in processes) == [(0, 2, True), (1, 2, True)]
+
+
 def test_the_resume_command_replaces_any_resume_flag():
     assert resume_command(["run_pretraining.py", "--output_dir", "out"], "out/checkpoint-7") == (
         "python run_pretraining.py --output_dir out --resume_from_checkpoint out/checkpoint-7")
