@@ -1,5 +1,5 @@
-"""The Trainer every script of the project runs: transformers' Trainer, with two changes for runs that are killed and
-resumed.
+"""The Trainer every script of the project runs: transformers' Trainer, with these changes for runs that are killed,
+preempted and resumed.
 
 - **Every checkpoint carries its checksums** (`runs.checkpoint_files.write_checksums`), written once every process
   has saved its files, so that resuming can tell a checkpoint whose bytes changed since from a whole one, and a
@@ -10,12 +10,12 @@ resumed.
   killed after its last checkpoint was written, then resumed, ended with other weights (by about one learning rate)
   and a loss logged at `max_steps + 1`. Here the loop is handed no batch once `global_step` has reached
   `max_steps`, and stops.
-
-And two for runs on shared clusters: a preemption signal (SIGTERM, SIGUSR1) saves a checkpoint at the end of the
-step in progress and ends the run with the command that resumes it (`runs.preemption`); a save that fails for want
-of space stops the run with one paragraph, leaving no half-written checkpoint (`runs.full_disk`). And a resume under
-another batch (or, in pretraining, sequence length or masking) than the checkpoint's is refused, the settings that
-differ listed, unless --allow_changed_batch (`runs.resume_settings`).
+- **A preemption signal saves and stops** (SIGTERM, SIGUSR1): a checkpoint at the end of the step in progress, then
+  the command that resumes it and exit status 75 (`runs.preemption`).
+- **A full disk is named**: a save that fails for want of space stops the run with one paragraph, leaving no
+  half-written checkpoint (`runs.full_disk`).
+- **A resume keeps the batch**: one under another batch (or, in pretraining, sequence length or masking) than the
+  checkpoint's is refused, the settings that differ listed, unless --allow_changed_batch (`runs.resume_settings`).
 """
 
 from __future__ import annotations
