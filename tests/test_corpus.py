@@ -141,3 +141,37 @@ def test_a_line_longer_than_a_document_is_read_in_parts_that_join_back_to_it(tmp
     assert " ".join(pieces[:-1]) == line and pieces[-1] == "Its last sentence."
     assert len(documents) >= 5
     assert list(iter_documents(CorpusSource([str(path)]))) == documents
+
+
+# --- encodings -------------------------------------------------------------------------------------------------
+
+ENCODED_TEXT = "Café au lait.\nSecond line.\n\nNaïve résumé."
+
+
+@pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-be"])
+def test_a_byte_order_mark_names_the_encoding_and_is_dropped(encoding, tmp_path):
+    path = tmp_path / "corpus.txt"
+    mark = {"utf-16-le": "\ufeff", "utf-16-be": "\ufeff", "utf-32-be": "\ufeff"}.get(encoding, "")
+    path.write_bytes((mark + ENCODED_TEXT).encode(encoding))
+    expected = ["Café au lait.\nSecond line.", "Naïve résumé."]
+    assert load([path], tmp_path) == expected
+    assert list(iter_documents(CorpusSource([str(path)]))) == expected
+
+
+def test_a_utf16_file_a_reader_takes_as_utf8_is_refused_naming_its_encoding(tmp_path):
+    path = tmp_path / "corpus.jsonl"
+    path.write_bytes(json.dumps({"text": "Café."}).encode("utf-16"))
+    with pytest.raises(ValueError) as refused:
+        load([path], tmp_path)
+    message = str(refused.value)
+    assert f"{path} is UTF-16LE text (its byte-order mark says so)" in message
+    assert "iconv -f UTF-16 -t UTF-8 corpus.jsonl" in message and "latin1" not in message
+
+
+def test_a_byte_that_is_not_utf8_gets_advice_for_its_likely_encoding(tmp_path):
+    latin1, utf16 = tmp_path / "latin1.jsonl", tmp_path / "utf16.jsonl"
+    latin1.write_bytes(json.dumps({"text": "Café."}, ensure_ascii=False).encode("latin1"))
+    utf16.write_bytes(json.dumps({"text": "Café."}, ensure_ascii=False).encode("utf-16-le"))
+    for path, advice in ((latin1, "iconv -f latin1"), (utf16, "iconv -f UTF-16LE")):
+        with pytest.raises(ValueError, match=advice):
+            load([path], tmp_path)

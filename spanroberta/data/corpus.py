@@ -38,7 +38,7 @@ from typing import TextIO
 import datasets
 from datasets.fingerprint import Hasher
 
-from ..errors import UserInputError, not_utf8_error, require_file
+from ..errors import UserInputError, not_utf8_error, require_file, text_encoding, utf8_errors
 from .line_pieces import MAX_CALL_CHARS, cut_line
 
 # A document longer than this (in characters, its lines joined by "\n") is read as several: see the module's
@@ -171,6 +171,8 @@ def _load_text_files(files: list[str], cache_dir: str | None) -> datasets.Datase
     """The documents of text files (`read_text_documents`), cached under a fingerprint of the files' paths, sizes and
     modification times, as `datasets`' own builders key theirs."""
     stamps = [(str(Path(file).resolve()), Path(file).stat().st_size, Path(file).stat().st_mtime_ns) for file in files]
+    # A file with a byte-order mark is read by the codec it names: such a file's documents are new to any cache.
+    stamps += [(file, encoding) for file in files if (encoding := text_encoding(file)) != "utf-8"]
     try:
         return datasets.Dataset.from_generator(
             _text_rows,
@@ -196,9 +198,10 @@ def read_text_documents(files: list[str], errors: str = "strict") -> Iterator[st
     """The documents of text files, in order: a blank line (or one of whitespace only, as WikiText's) ends a
     document, each other line is a sentence or paragraph. Read `MAX_CALL_CHARS` characters at a time, so memory
     does not grow with a line (`_bounded_lines`), and in parts of at most `MAX_DOCUMENT_CHARACTERS` characters
-    (`document_parts`). `errors`: how bytes that are not UTF-8 are decoded ("strict" raises)."""
+    (`document_parts`). Read as UTF-8, or as the UTF-16 or UTF-32 that a byte-order mark names (a UTF-8 mark is
+    dropped too: `errors.text_encoding`). `errors`: how bytes that do not decode are read ("strict" raises)."""
     for file in files:
-        with open(file, encoding="utf-8", errors=errors) as text:
+        with open(file, encoding=text_encoding(file), errors=errors) as text:
             yield from document_parts(_bounded_lines(text), blank_lines_separate_documents=True)
 
 
@@ -215,9 +218,10 @@ def _not_utf8_error(files: list[str]) -> UserInputError:
 
 def _bad_json_error(files: list[str]) -> UserInputError | None:
     """The error naming the first file and line that is not JSON, once the json builder failed; None when every
-    file parses (the failure was another one). A file is JSON lines, or one JSON document over many lines."""
+    file parses (the failure was another one). A file is JSON lines, or one JSON document over many lines; one that
+    is not UTF-8 is refused as such (pyarrow's JSON reader says only that it does not parse)."""
     for file in files:
-        with open(file, encoding="utf-8") as lines:
+        with utf8_errors(file), open(file, encoding="utf-8") as lines:
             parsed_a_line = False
             for number, line in enumerate(lines, start=1):
                 if not line.strip():

@@ -232,8 +232,8 @@ def run_task(task: FineTuningTask, args: list[str] | None = None) -> dict[str, f
         overrides = task.config_overrides(run) if task.config_overrides else {}
         run.config, run.tokenizer = load_config_and_tokenizer(run.model_args, **overrides)
         task.prepare(run)
-    if run.training_args.should_save:
-        mark_output_folder(run.training_args.output_dir, task.script)
+        if run.training_args.should_save:
+            mark_output_folder(run.training_args.output_dir, task.script)
     model = task.build_model(run) if task.build_model else load_model(run.model_args, task.auto_class, run.config)
     run.encoded = task.encode(run)
     trainer = task.trainer_class(
@@ -247,7 +247,9 @@ def run_task(task: FineTuningTask, args: list[str] | None = None) -> dict[str, f
         **task.trainer_arguments(run),
     )
     if run.training_args.do_train:
-        train_and_save(trainer, run.given, task.save_model)
+        # A resume under other settings than the checkpoint's, or a full disk at a save, ends the run in one paragraph.
+        with user_errors(task.script):
+            train_and_save(trainer, run.given, task.save_model)
     results = task.score(run, trainer)
     for split, metrics in results.items():
         _check_metric_keys(task, split, metrics)

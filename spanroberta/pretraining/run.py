@@ -60,6 +60,8 @@ def run_pretraining(spec: RunSpecification) -> PretrainingTrainer | None:
         mark_output_folder(training_args.output_dir, SCRIPT)
 
     trainer = _build_trainer(spec, objective, data)
+    # A resume under another block length or masking trains on other steps: refused (runs.resume_settings).
+    trainer.resume_settings.update(max_seq_length=data_args.max_seq_length, masking=spec.recipe.masking)
 
     # Train (resuming where a killed run stopped), save, evaluate, describe.
     train_result = trainer.train(resume_from_checkpoint=resume_checkpoint(trainer))

@@ -34,12 +34,19 @@ class ModelArguments(ModelSource):
 
 @dataclass
 class RunArguments(TrainingArguments):
-    """TrainingArguments with the output-folder flag of transformers' example scripts, which TrainingArguments lacks."""
+    """TrainingArguments with the output-folder flag of transformers' example scripts, which TrainingArguments lacks,
+    and the flag that lets a resume change the batch (`resume_settings`)."""
 
     overwrite_output_dir: bool = field(
         default=False,
         metadata={"help": "Train in an --output_dir that holds another run: its checkpoints are deleted first, its "
                   "model overwritten. Without it (or --resume_from_checkpoint), such a folder is refused."},
+    )
+    allow_changed_batch: bool = field(
+        default=False,
+        metadata={"help": "Resume from a checkpoint trained under another batch size per device, gradient "
+                  "accumulation, number of processes (or, pretraining, --max_seq_length or masking): steps, epochs "
+                  "and the data skipped are then counted in the new batches. Without it, such a resume is refused."},
     )
 
     def __post_init__(self):

@@ -2,7 +2,8 @@
 writes anything else there, so that a later run of the same script recognises the folder as its own (to resume,
 evaluate or overwrite that run), and a folder of the user's own files is never written into unless
 `--overwrite_output_dir` says so (the convention of transformers' example scripts: a non-empty folder is refused).
-A folder that a run wrote before the marker existed is recognised by what the run left (`known_run`)."""
+A folder that a run wrote before the marker existed is recognised by what the run left (`known_run`). While a run
+writes there, it holds the folder's lock (`folder_lock`), so that two runs never write into one folder at once."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import UserInputError
+from .folder_lock import LOCK_FILE, hold_output_folder
 
 RUN_MARKER = "spanroberta_run.json"
 
@@ -36,7 +38,8 @@ def check_output_folder_owner(
     folder = Path(output_dir)
     if overwrite_output_dir or not folder.is_dir():
         return
-    entries = sorted(entry.name for entry in folder.iterdir())
+    # A lock left by a killed run says nothing of whose the folder is.
+    entries = sorted(entry.name for entry in folder.iterdir() if entry.name != LOCK_FILE)
     if not entries:
         return
     owner = marker_script(folder)
@@ -52,9 +55,11 @@ def check_output_folder_owner(
 
 
 def mark_output_folder(output_dir: str | os.PathLike, script: str) -> None:
-    """Creates `output_dir` if needed and writes the marker naming `script` (a run that --overwrite_output_dir let
-    into another script's folder takes it over). Called by the main process once the run's settings and data are
-    checked, before it writes anything else there."""
+    """Creates `output_dir` if needed, takes its lock (refused while another run holds it) and writes the marker
+    naming `script` (a run that --overwrite_output_dir let into another script's folder takes it over). Called by the
+    main process once the run's settings and data are checked, before a model loads or anything else is written
+    there."""
+    hold_output_folder(output_dir, script)
     if marker_script(output_dir) == script:
         return
     marker = Path(output_dir) / RUN_MARKER

@@ -1,5 +1,5 @@
-"""The Trainer every script of the project runs: transformers' Trainer, with two changes for runs that are killed and
-resumed.
+"""The Trainer every script of the project runs: transformers' Trainer, with these changes for runs that are killed,
+preempted and resumed.
 
 - **Every checkpoint carries its checksums** (`runs.checkpoint_files.write_checksums`), written once every process
   has saved its files, so that resuming can tell a checkpoint whose bytes changed since from a whole one, and a
@@ -10,6 +10,12 @@ resumed.
   killed after its last checkpoint was written, then resumed, ended with other weights (by about one learning rate)
   and a loss logged at `max_steps + 1`. Here the loop is handed no batch once `global_step` has reached
   `max_steps`, and stops.
+- **A preemption signal saves and stops** (SIGTERM, SIGUSR1): a checkpoint at the end of the step in progress, then
+  the command that resumes it and exit status 75 (`runs.preemption`).
+- **A full disk is named**: a save that fails for want of space stops the run with one paragraph, leaving no
+  half-written checkpoint (`runs.full_disk`).
+- **A resume keeps the batch**: one under another batch (or, in pretraining, sequence length or masking) than the
+  checkpoint's is refused, the settings that differ listed, unless --allow_changed_batch (`runs.resume_settings`).
 """
 
 from __future__ import annotations
@@ -22,6 +28,9 @@ from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState,
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from .checkpoint_files import SAVING_MARK, write_checksums
+from .full_disk import full_disk_error
+from .preemption import SaveOnPreemption, catch_preemption_signals, exit_preempted
+from .resume_settings import batch_settings, check_resume_settings, write_resume_settings
 
 
 class ChecksumsOnSave(TrainerCallback):
@@ -37,21 +46,42 @@ class ChecksumsOnSave(TrainerCallback):
 
 
 class RunTrainer(Trainer):
-    """transformers' Trainer whose checkpoints carry their checksums, and which stops a run resumed at or past
-    `max_steps` before it takes a step (see above)."""
+    """transformers' Trainer whose checkpoints carry their checksums, which stops a run resumed at or past
+    `max_steps` before it takes a step, saves and exits on a preemption signal, and names a full disk (see
+    above)."""
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.add_callback(ChecksumsOnSave())
+        self.preemption = SaveOnPreemption()
+        self.add_callback(self.preemption)
+        # Saved with each checkpoint and compared at a resume; a script adds what else a step's meaning depends on.
+        self.resume_settings: dict[str, Any] = batch_settings(self.args)
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(resume_from_checkpoint, str):
+            check_resume_settings(Path(resume_from_checkpoint), self.resume_settings, self.args.allow_changed_batch)
+        with catch_preemption_signals(self.preemption):
+            result = super().train(resume_from_checkpoint, *args, **kwargs)
+        if self.preemption.stopped_at is not None:
+            exit_preempted(self.preemption, self.args.output_dir, self.is_world_process_zero())
+        return result
 
     def _save_checkpoint(self, model: torch.nn.Module, trial: Any) -> None:
         # The mark goes into the folder before its first file (transformers has no callback before a save), from
         # the process that writes the checksums, which remove it.
-        if self.is_world_process_zero():
-            folder = Path(self._get_output_dir(trial=trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / SAVING_MARK).touch()
-        super()._save_checkpoint(model, trial)
+        folder = Path(self._get_output_dir(trial=trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        try:
+            if self.is_world_process_zero():
+                folder.mkdir(parents=True, exist_ok=True)
+                (folder / SAVING_MARK).touch()
+                write_resume_settings(folder, self.resume_settings)
+            super()._save_checkpoint(model, trial)
+        except Exception as error:
+            disk_full = full_disk_error(error, folder, remove=self.is_world_process_zero())
+            if disk_full is None:
+                raise
+            raise disk_full from None
 
     def get_batch_samples(self, epoch_iterator: Any, num_batches: int, device: torch.device) -> tuple[list, Any]:
         if 0 < self.state.max_steps <= self.state.global_step:

@@ -1,0 +1,131 @@
+"""Graceful preemption: a SIGTERM (or SIGUSR1) ends the optimizer step in progress, saves a complete checkpoint,
+prints the command that resumes it and exits with PREEMPTED_EXIT_CODE; the resumed run ends with the weights of an
+uninterrupted one."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+import pytest
+import torch
+from conftest import PROJECT_ROOT
+from test_resume import MAX_STEPS, SAVE_STEPS, final_weights, resume, run_args, uninterrupted  # noqa: F401
+from transformers import TrainerControl
+
+from spanroberta.runs.checkpoint_files import CHECKSUMS_FILE, SAVING_MARK
+from spanroberta.runs.checkpoints import checkpoint_problem, find_checkpoints
+from spanroberta.runs.folder_lock import LOCK_FILE
+from spanroberta.runs.preemption import (
+    PREEMPTED_EXIT_CODE,
+    SaveOnPreemption,
+    catch_preemption_signals,
+    preempted_message,
+    resume_command,
+)
+
+CPU = SimpleNamespace(device=torch.device("cpu"))
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGUSR1])
+def test_a_signal_stops_training_after_the_step_in_progress_with_a_save(signal_number):
+    callback, control = SaveOnPreemption(), TrainerControl()
+    before = signal.getsignal(signal_number)
+    with catch_preemption_signals(callback):
+        callback.on_step_end(CPU, SimpleNamespace(global_step=6), control)
+        assert not control.should_save and not control.should_training_stop and callback.stopped_at is None
+        os.kill(os.getpid(), signal_number)  # handled here, between two bytecodes: the flag only
+        assert callback.requested_by == signal.Signals(signal_number).name and not control.should_save
+        callback.on_step_end(CPU, SimpleNamespace(global_step=7), control)
+    assert control.should_save and control.should_training_stop and callback.stopped_at == 7
+    assert signal.getsignal(signal_number) is before
+
+
+def test_every_process_stops_after_the_same_step(tmp_path):
+    """Where torch.distributed is initialised the flag is all-reduced (here a group of one, over gloo)."""
+    torch.distributed.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0,
+                                         world_size=1)  # fmt: skip
+    try:
+        callback, control = SaveOnPreemption(), TrainerControl()
+        callback.on_step_end(CPU, SimpleNamespace(global_step=3), control)
+        assert callback.stopped_at is None
+        callback.requested_by = "SIGTERM"
+        callback.on_step_end(CPU, SimpleNamespace(global_step=4), control)
+        assert callback.stopped_at == 4 and control.should_save
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def stop_step_of_rank(rank, rendezvous, results):
+    """One of two gloo processes: only rank 1 is told to stop, during step 2."""
+    torch.distributed.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=2)
+    callback, control = SaveOnPreemption(), TrainerControl()
+    for step in range(1, 5):
+        if rank == 1 and step == 2:
+            callback.requested_by = "SIGTERM"
+        callback.on_step_end(CPU, SimpleNamespace(global_step=step), control)
+        if control.should_training_stop:
+            break
+    results.put((rank, callback.stopped_at, control.should_save))
+    torch.distributed.destroy_process_group()
+
+
+def test_a_signal_to_one_process_stops_every_process_after_the_same_step(tmp_path):
+    context = torch.multiprocessing.get_context("fork")  # no CUDA here; spawn would import the tests again
+    results = context.SimpleQueue()
+    processes = [context.Process(target=stop_step_of_rank, args=(rank, tmp_path / "rendezvous", results))
+                 for rank in range(2)]  # fmt: skip
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=300)
+    assert [process.exitcode for process in processes] == [0, 0]
+    assert sorted(results.get() for _ in processes) == [(0, 2, True), (1, 2, True)]
+
+
+def test_the_resume_command_replaces_any_resume_flag():
+    assert resume_command(["run_pretraining.py", "--output_dir", "out"], "out/checkpoint-7") == (
+        "python run_pretraining.py --output_dir out --resume_from_checkpoint out/checkpoint-7")
+    for given in (["--resume_from_checkpoint", "true"], ["--resume_from_checkpoint=true"]):
+        command = resume_command(["run_squad.py", "config.yaml", *given, "--seed", "3"], "o/checkpoint-2")
+        assert command == "python run_squad.py config.yaml --seed 3 --resume_from_checkpoint o/checkpoint-2"
+    line = preempted_message("SIGTERM", 7, "my out", ["run_glue.py", "--output_dir", "my out"])
+    assert "\n" not in line and "stopped by SIGTERM after step 7" in line
+    assert f"exit status {PREEMPTED_EXIT_CODE}" in line
+    assert line.endswith("--output_dir 'my out' --resume_from_checkpoint 'my out/checkpoint-7'")
+
+
+@pytest.mark.slow
+def test_a_sigterm_saves_exits_and_resumes_to_the_weights_of_an_uninterrupted_run(run_args, uninterrupted, tmp_path):
+    output_dir = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}
+    process = subprocess.Popen(
+        [sys.executable, str(PROJECT_ROOT / "run_pretraining.py"), *run_args, "--output_dir", str(output_dir)],
+        cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    # The first checkpoint whole: the run is training, between two saves.
+    first = output_dir / f"checkpoint-{SAVE_STEPS}"
+    deadline = time.monotonic() + 600
+    while (not (first / CHECKSUMS_FILE).is_file() or checkpoint_problem(first) is not None) \
+            and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=600)
+    assert process.returncode == PREEMPTED_EXIT_CODE, stderr.decode()[-3000:]
+
+    step, checkpoint = find_checkpoints(output_dir)[0]
+    assert SAVE_STEPS <= step < MAX_STEPS
+    assert checkpoint_problem(checkpoint) is None and (checkpoint / CHECKSUMS_FILE).is_file()
+    assert not (checkpoint / SAVING_MARK).exists() and not (output_dir / "model.safetensors").exists()
+    assert not (output_dir / LOCK_FILE).exists()  # released at exit
+    last_line = stdout.decode().strip().splitlines()[-1]
+    assert f"stopped by SIGTERM after step {step}" in last_line
+    assert last_line.endswith(f"--resume_from_checkpoint {checkpoint}"), last_line
+
+    resume(run_args, output_dir, str(checkpoint))
+    expected, resumed = final_weights(uninterrupted), final_weights(output_dir)
+    assert expected.keys() == resumed.keys()
+    for name in expected:
+        torch.testing.assert_close(resumed[name], expected[name], rtol=0, atol=1e-6, msg=name)
