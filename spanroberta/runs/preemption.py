@@ -7,7 +7,9 @@ step, or another save, half-way); `SaveOnPreemption.on_step_end` reads it once e
 distributed run the flag is all-reduced first, so that every process stops after the same step, even when the
 signal reached only some of them or reached them during different steps: the save is collective (DeepSpeed's
 shards, the barrier before the checksums). That costs one 1-element all-reduce per optimizer step, and only where
-torch.distributed is initialised.
+torch.distributed is initialised. It runs on a CPU tensor over a gloo group of its own (the run's own group where
+that is gloo already), so that it never waits for the GPU: an NCCL all-reduce read back with `.item()` would make
+every step wait on the host.
 
 The exit code is 75 (EX_TEMPFAIL in sysexits.h: a temporary failure, to be tried again), not 143 (128 + SIGTERM,
 what a shell reports for a process the signal killed): a job script can tell a run that saved and stopped from one
@@ -45,6 +47,14 @@ class SaveOnPreemption(TrainerCallback):
     def __init__(self) -> None:
         self.requested_by: str | None = None
         self.stopped_at: int | None = None
+        self._flag_group: Any = None
+
+    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                       **kwargs: Any) -> None:
+        # Every process begins training together, so the group is made collectively here, once.
+        if torch.distributed.is_available() and torch.distributed.is_initialized() and self._flag_group is None:
+            on_cpu = torch.distributed.get_backend() == "gloo"
+            self._flag_group = torch.distributed.group.WORLD if on_cpu else torch.distributed.new_group(backend="gloo")
 
     def request(self, signal_number: int, frame: FrameType | None = None) -> None:
         """The signal handler: only sets the flag, and says so (os.write: no lock a handler could find held)."""
@@ -62,9 +72,8 @@ class SaveOnPreemption(TrainerCallback):
         """Whether any process was told to stop."""
         if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
             return self.requested_by is not None
-        # On the run's device: NCCL reduces device tensors only.
-        flag = torch.tensor([self.requested_by is not None], dtype=torch.int32, device=args.device)
-        torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+        flag = torch.tensor([self.requested_by is not None], dtype=torch.int32)
+        torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX, group=self._flag_group)
         return bool(flag.item())
 
 
