@@ -7,7 +7,7 @@ is known (`fit_run_length`). Each setting that is not the dataclass default reco
 (`RunSpecification.sources`), which the "Run settings" line prints.
 
 A setting given by the user (on the command line or in a config file) is never changed, except where the run
-cannot train with it (rows that an encoder cannot pack, `AttentionPlan`).
+cannot use it: rows that an encoder cannot pack (`AttentionPlan`), pinned memory on CPU (`runs.device`).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ GIVEN = "you"
 DEMO = "demo"
 FITTED = "fitted to the run"
 ON_CUDA = "training on CUDA"
+ON_CPU = "training on CPU"
 ATTENTION_PLAN = "attention plan"
 DEFAULT = "default"
 
@@ -74,7 +75,7 @@ class RunSpecification:
 
     given: the settings the user gave (None: code that built its own arguments, every setting chosen on purpose).
     sources: setting name -> where its value came from (`GIVEN`, "recipe <name>", `DEMO`, `FITTED`, `ON_CUDA`,
-    the attention plan's reason); a setting not in it has its dataclass default."""
+    `ON_CPU`, the attention plan's); a setting not in it has its dataclass default."""
 
     model: PretrainingModelArguments
     data: PretrainingDataArguments
@@ -97,8 +98,12 @@ def specify_run(flags: PretrainingFlags, given: Collection[str] | None) -> RunSp
     else:
         flags, sources = fill_defaults(flags, given)
     model, data, training = flags
-    # Every path and setting that can be checked without the data is checked before it is read.
+    # Every path and setting that can be checked without the data is checked before it is read; on CPU, the data
+    # loader pins no memory.
+    pinned = training.dataloader_pin_memory
     check_run(model, training, trains=not data.prepare_only)
+    if training.dataloader_pin_memory != pinned:
+        sources["dataloader_pin_memory"] = ON_CPU
     # From here on, logs come at the process's log level (--log_level), with their time.
     _setup_logging(training)
     recipe = resolve_recipe(model, data)
@@ -113,7 +118,7 @@ def specify_run(flags: PretrainingFlags, given: Collection[str] | None) -> RunSp
         data = dataclasses.replace(data, pack_documents=False)
         sources["pack_documents"] = ATTENTION_PLAN
     sources.update(_load_data_beside_the_gpu(training, data, given))
-    _copy_batches_without_waiting(training, given)
+    sources.update(_copy_batches_without_waiting(training, given))
     given = None if given is None else frozenset(given)
     return RunSpecification(model, data, training, recipe, attention, given, MappingProxyType(sources))
 
@@ -193,15 +198,17 @@ def _load_data_beside_the_gpu(
     return {"dataloader_num_workers": ON_CUDA}
 
 
-def _copy_batches_without_waiting(training: PretrainingArguments, given: Collection[str] | None) -> None:
+def _copy_batches_without_waiting(training: PretrainingArguments, given: Collection[str] | None) -> dict[str, str]:
     """On CUDA, batches are collated into pinned host memory and accelerate copies them to the GPU with
     `non_blocking=True` (the Trainer's `accelerator_config`), so that a step's copies queue behind the previous
     step's kernels instead of waiting for them. The GPU reads a batch in stream order, after its copy, and each
-    batch is a pinned buffer of its own that nothing writes again. Not where the user set either flag."""
+    batch is a pinned buffer of its own that nothing writes again. Not where the user set either flag. Returns the
+    sources of what it set."""
     if training.device.type != "cuda" or {"accelerator_config", "dataloader_pin_memory"} & set(given or ()):
-        return
+        return {}
     training.dataloader_pin_memory = True
     training.accelerator_config.non_blocking = True
+    return dict.fromkeys(("dataloader_pin_memory", "accelerator_config"), ON_CUDA)
 
 
 def _setup_logging(training_args: PretrainingArguments) -> None:
