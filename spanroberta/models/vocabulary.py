@@ -44,7 +44,10 @@ def pad_vocabulary(model: PreTrainedModel, tokenizer_size: int, multiple: int) -
             logger.warning(f"The checkpoint's {size} ids are kept unpadded: under ZeRO-3 the vocabulary is not "
                            f"resized to a multiple of {multiple}.")
             return
-        model.resize_token_embeddings(max(size, tokenizer_size), pad_to_multiple_of=multiple)
+        # transformers' mean resizing draws new rows from the old ones' distribution: right for ids the tokenizer
+        # adds, needless (and warned about) where the new rows are only padding, never read nor predicted.
+        model.resize_token_embeddings(max(size, tokenizer_size), pad_to_multiple_of=multiple,
+                                      mean_resizing=tokenizer_size > size)  # fmt: skip
     mask_padded_ids(model, tokenizer_size)
 
 
