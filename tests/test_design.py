@@ -36,3 +36,20 @@ def test_the_map_check_sees_a_missing_and_a_gone_package(tmp_path):
     text = "<!-- package-map:start -->\n| `spanroberta/models/` | x |\n| `spanroberta/gone/` | y |\n<!-- package-map:end -->"
     assert packages_on_disk(tmp_path) - mapped_packages(text) == {"spanroberta/new_room", "benchmarks/speed"}
     assert mapped_packages(text) - packages_on_disk(tmp_path) == {"spanroberta/gone"}
+
+
+def walk_through_paths(text: str) -> set[str]:
+    """The modules and packages (`tasks/squad/task.py`, `models/`) named in the design's walk-throughs, the code
+    blocks under "One pretraining step" and "One fine-tuning run"."""
+    paths = set()
+    for heading in ("One pretraining step", "One fine-tuning run"):
+        block = text[text.index(heading):].split("```")[1]
+        paths |= set(re.findall(r"(?<![\w/.])((?:[\w]+/)+(?:\w+\.py)?|\w+\.py)(?![\w/])", block))
+    return paths
+
+
+def test_the_walk_throughs_name_files_that_exist():
+    paths = walk_through_paths(DESIGN.read_text())
+    assert {"run_squad.py", "tasks/squad/task.py", "finetuning/task.py", "run_pretraining.py"} <= paths
+    missing = sorted(path for path in paths if not (ROOT / path).exists() and not (ROOT / "spanroberta" / path).exists())
+    assert not missing, f"docs/design.md's walk-throughs name files that are gone: {missing}"

@@ -3,7 +3,7 @@ the tasks and their sizes, the training arguments both sides get, the data (writ
 read), each task's floor, the official metric formulas, and what one run measured.
 
 The metric formulas (accuracy, binary F1; SQuAD v1.1's evaluate-v1.1.py is benchmarks/common.py's) are written out
-here, independently of spanroberta.metrics, so that an error there cannot hide in both sides at once.
+here, independently of spanroberta.tasks, so that an error there cannot hide in both sides at once.
 """
 
 from __future__ import annotations

@@ -23,9 +23,9 @@ or harms each arm shows beside it. `eval_masking` in the pretraining section (a 
 every arm's held-out blocks with one scheme: with the shared seed and data, every arm then predicts the same masked
 tokens, and their eval MLM accuracies compare them whatever masking each trained with.
 
-A task's `script` is one of the fine-tuning scripts of spanroberta.finetuning (run_squad.py, run_glue.py,
+A task's `script` is one of the fine-tuning scripts of spanroberta.tasks (run_squad.py, run_glue.py,
 run_race.py, run_relation.py, run_coref.py): it names the fine-tuning task the package declares for that script
-(spanroberta.finetuning), which the ablation runs itself, so that an installed package runs ablations without
+(spanroberta.tasks.registry), which the ablation runs itself, so that an installed package runs ablations without
 the scripts. Besides its script's flags, a task may give `metric` (the score its column shows) and, for run_squad.py,
 `split_by_article: {file: SQUAD_JSON, train_articles: N}` (train on the first N articles, evaluate on the rest).
 Every flag is checked against the argument classes of the script that reads it, so a config cannot set a flag that no

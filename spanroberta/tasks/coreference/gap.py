@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spanroberta.errors import UserInputError, require_file, utf8_errors
-from spanroberta.tasks.coreference.gap_scoring import GapDecision
 from spanroberta.tasks.coreference.documents import CorefDocument, Span, input_error
+from spanroberta.tasks.coreference.gap_scoring import GapDecision
 
 GAP_COLUMNS = ("ID", "Text", "Pronoun", "Pronoun-offset", "A", "A-offset", "A-coref", "B", "B-offset", "B-coref")
 _WORD = re.compile(r"\w+|[^\w\s]")

@@ -12,15 +12,12 @@ from typing import Any
 from transformers import AutoModel, Trainer
 
 from spanroberta.errors import UserInputError
-from spanroberta.tasks.coreference.gap_scoring import gap_answers, gap_outcomes, gap_scores
-from spanroberta.tasks.coreference.scoring import document_outcomes
-from spanroberta.models.configuration_coreference import CorefConfig
-from spanroberta.models.modeling_coreference import CorefModel
-from spanroberta.runs.cli import apply_defaults, with_defaults
-from spanroberta.tasks.coreference.trainer import COREF_PRESETS, DEFAULT_COREF_PRESET, CorefTrainer, predict_documents
 from spanroberta.finetuning.arguments import FinetuningArguments, FinetuningModelArguments
 from spanroberta.finetuning.model_steps import load_model
 from spanroberta.finetuning.task import FineTuningRun, FineTuningTask, Report, save_outcomes
+from spanroberta.models.configuration_coreference import CorefConfig
+from spanroberta.models.modeling_coreference import CorefModel
+from spanroberta.runs.cli import apply_defaults, with_defaults
 from spanroberta.runs.ranges import check_range
 from spanroberta.runs.validation import model_positions
 from spanroberta.tasks.coreference.data import (
@@ -33,6 +30,9 @@ from spanroberta.tasks.coreference.data import (
     write_coref_documents,
     write_gap_predictions,
 )
+from spanroberta.tasks.coreference.gap_scoring import gap_answers, gap_outcomes, gap_scores
+from spanroberta.tasks.coreference.scoring import document_outcomes
+from spanroberta.tasks.coreference.trainer import COREF_PRESETS, DEFAULT_COREF_PRESET, CorefTrainer, predict_documents
 
 
 @dataclass

@@ -13,11 +13,11 @@ import numpy as np
 from datasets import DatasetDict
 from transformers import AutoModelForSequenceClassification, Trainer
 
-from spanroberta.tasks.classification import logits_to_predictions
-from spanroberta.runs.cli import apply_defaults
 from spanroberta.finetuning.arguments import SampleLimitArguments
 from spanroberta.finetuning.task import FineTuningRun, FineTuningTask, Report, save_outcomes
+from spanroberta.runs.cli import apply_defaults
 from spanroberta.runs.ranges import check_range
+from spanroberta.tasks.classification import logits_to_predictions
 from spanroberta.tasks.glue.data import (
     GLUE_TASKS,
     GlueTask,

@@ -13,7 +13,6 @@ import numpy as np
 from datasets import Dataset
 from transformers import AutoModelForMultipleChoice, DataCollatorForMultipleChoice, Trainer
 
-from spanroberta.runs.cli import with_defaults
 from spanroberta.finetuning.arguments import FinetuningArguments, SampleLimitArguments
 from spanroberta.finetuning.task import (
     MEAN,
@@ -24,6 +23,7 @@ from spanroberta.finetuning.task import (
     padding_collator,
     save_outcomes,
 )
+from spanroberta.runs.cli import with_defaults
 from spanroberta.runs.ranges import check_range
 from spanroberta.runs.validation import fit_max_qa_length
 from spanroberta.tasks.race.data import (

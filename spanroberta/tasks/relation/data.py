@@ -33,8 +33,8 @@ from transformers import EvalPrediction, PreTrainedTokenizerBase
 
 from spanroberta.errors import UserInputError, require_file, utf8_errors
 from spanroberta.tasks.classification import logits_to_predictions
-from spanroberta.tasks.relation.scoring import SCORERS
 from spanroberta.tasks.json_lines import read_json_lines
+from spanroberta.tasks.relation.scoring import SCORERS
 
 logger = logging.getLogger(__name__)
 

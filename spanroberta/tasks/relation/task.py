@@ -12,12 +12,11 @@ from typing import Any
 
 from transformers import AutoModel, AutoModelForSequenceClassification, PreTrainedModel, Trainer
 
-from spanroberta.tasks.relation.scoring import SCORERS
-from spanroberta.models.configuration_relation import RelationClassifierConfig
-from spanroberta.models.modeling_relation import EncoderForRelationClassification, drop_pooler
 from spanroberta.finetuning.arguments import FinetuningArguments, FinetuningModelArguments, SampleLimitArguments
 from spanroberta.finetuning.model_steps import load_model
 from spanroberta.finetuning.task import FineTuningRun, FineTuningTask, Report, check_model_length, save_outcomes
+from spanroberta.models.configuration_relation import RelationClassifierConfig
+from spanroberta.models.modeling_relation import EncoderForRelationClassification, drop_pooler
 from spanroberta.runs.ranges import check_range
 from spanroberta.tasks.relation.data import (
     ENCODINGS,
@@ -32,6 +31,7 @@ from spanroberta.tasks.relation.data import (
     warn_if_types_say_nothing,
     write_relation_predictions,
 )
+from spanroberta.tasks.relation.scoring import SCORERS
 
 
 @dataclass

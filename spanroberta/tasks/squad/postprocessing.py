@@ -19,6 +19,9 @@ from datasets import Dataset
 from transformers import Trainer
 
 from spanroberta.finetuning.task import MEAN
+from spanroberta.pipelines import question_answering
+from spanroberta.tasks.squad import span_decoding
+from spanroberta.tasks.squad.features import EVAL_ONLY_COLUMNS
 from spanroberta.tasks.squad.scoring import (
     mrqa_evaluate,
     squad_v1_evaluate,
@@ -26,10 +29,7 @@ from spanroberta.tasks.squad.scoring import (
     squad_v2_evaluate,
     squad_v2_question_scores,
 )
-from spanroberta.pipelines import question_answering
-from spanroberta.tasks.squad import span_decoding
 from spanroberta.tasks.squad.span_decoding import SpanPrediction, WindowScores, cls_index, decode_spans
-from spanroberta.tasks.squad.features import EVAL_ONLY_COLUMNS
 
 # The v2.0 no-answer threshold kept beside a checkpoint by its evaluation.
 THRESHOLD_FILE = "null_score_threshold.json"

@@ -15,7 +15,6 @@ from transformers import AutoModelForQuestionAnswering, Trainer
 
 from spanroberta.errors import UserInputError
 from spanroberta.finetuning.arguments import SampleLimitArguments
-from spanroberta.tasks.squad.scoring import V1_KEYS, V2_KEYS
 from spanroberta.finetuning.task import (
     PERCENTAGE,
     FineTuningRun,
@@ -35,6 +34,7 @@ from spanroberta.tasks.squad.postprocessing import (
     save_qa_checkpoint,
 )
 from spanroberta.tasks.squad.reading import QaSplit, is_mrqa_file, load_squad_splits
+from spanroberta.tasks.squad.scoring import V1_KEYS, V2_KEYS
 
 logger = logging.getLogger(__name__)
 
