@@ -285,6 +285,74 @@ def test_deepspeed_resumed_from_a_mid_run_checkpoint_ends_with_the_uninterrupted
     assert_same_weights(killed, uninterrupted)
 
 
+# --------------------------------------------------------------------------------------------------------
+# The padded vocabulary under each engine, with the default padding (--pad_vocab_to_multiple_of 64): ZeRO-3
+# partitions the decoders' biases as the model is built, so the bias at the padded ids is written where the
+# parameter lives (models/vocabulary.py); the saved model never predicts a padded id.
+
+
+@pytest.fixture(scope="module")
+def padded_checkpoint(tmp_path_factory, tiny_tokenizer):
+    """A checkpoint whose vocabulary is padded (400 ids to 448) by another tool: its bias at the padded ids is 0,
+    as freshly initialised."""
+    from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
+
+    path = tmp_path_factory.mktemp("padded_checkpoint")
+    config = SpanRobertaConfig(
+        vocab_size=448, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+        max_position_embeddings=40, pad_token_id=tiny_tokenizer.pad_token_id, bos_token_id=0, eos_token_id=2,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    SpanRobertaForPreTraining(config).save_pretrained(path)
+    tiny_tokenizer.save_pretrained(path)
+    return path
+
+
+def assert_no_padded_id_predicted(output_dir, tokenizer):
+    """The saved model, loaded through the Auto classes: every decoder's bias holds PADDED_ID_LOGIT at the padded
+    ids, and at every position of a sentence a real id outscores each padded one."""
+    from transformers import AutoModelForMaskedLM, AutoModelForPreTraining
+
+    from spanroberta.models.vocabulary import PADDED_ID_LOGIT, vocabulary_decoders
+
+    size = len(tokenizer)
+    inputs = tokenizer(TINY_TEXT[0], return_tensors="pt")
+    with torch.no_grad():
+        logits = AutoModelForMaskedLM.from_pretrained(output_dir)(**inputs).logits[0]  # [T, V]
+    padded_wins = logits[:, size:].max(-1).values >= logits[:, :size].max(-1).values  # [T]
+    assert not padded_wins.any(), f"a padded id wins at {int(padded_wins.sum())} of {len(padded_wins)} positions"
+    pretraining = AutoModelForPreTraining.from_pretrained(output_dir)
+    assert pretraining.config.vocab_size == 448
+    for decoder in vocabulary_decoders(pretraining):
+        assert torch.equal(decoder.bias[size:], torch.full((448 - size,), PADDED_ID_LOGIT))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["ddp", "zero3"])
+def test_a_fresh_padded_model_never_predicts_a_padded_id_under_ddp_and_zero3(engine, run_args, tiny_tokenizer,
+                                                                            tmp_path):  # fmt: skip
+    if engine == "zero3" and not HAS_DEEPSPEED:
+        pytest.skip("deepspeed is not installed (`make test` installs it)")
+    output_dir = tmp_path / "out"
+    config, extra = ("cpu.yaml", ["--use_cpu", "true"]) if engine == "ddp" else ("deepspeed_zero3.yaml", [])
+    args = [*run_args, "--max_train_samples", str(BLOCKS), "--optim", "adamw_torch", "--learning_rate", "1e-3",
+            "--save_strategy", "no", *extra, "--output_dir", str(output_dir)]  # fmt: skip
+    launch(config, args, tmp_path)
+    assert_no_padded_id_predicted(output_dir, tiny_tokenizer)
+
+
+@NEEDS_DEEPSPEED
+@pytest.mark.slow
+def test_a_padded_checkpoint_continued_under_zero3_never_predicts_a_padded_id(padded_checkpoint, corpus,
+                                                                             tiny_tokenizer, tmp_path):  # fmt: skip
+    output_dir = tmp_path / "out"
+    args = ["--train_file", str(corpus), "--model_name_or_path", str(padded_checkpoint),
+            "--validation_split_percentage", "0", "--max_train_samples", str(BLOCKS), "--optim", "adamw_torch",
+            "--learning_rate", "1e-3", *COMMON_ARGS, "--save_strategy", "no", "--output_dir", str(output_dir)]  # fmt: skip
+    launch("deepspeed_zero3.yaml", args, tmp_path)
+    assert_no_padded_id_predicted(output_dir, tiny_tokenizer)
+
+
 @pytest.mark.skipif(
     torch.cuda.device_count() < 2,
     reason="FSDP needs 2 GPUs: Accelerate 1.15 sets FSDP up only on GPU (and other accelerator) process groups, not on "

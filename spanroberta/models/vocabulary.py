@@ -8,12 +8,19 @@ predicted either (fill-mask, ELECTRA's generator sampling replacements): each de
 `PADDED_ID_LOGIT` there. A bias, not a mask in the forward: it is a weight, so the saved model keeps it wherever it
 loads, plain transformers' classes included. Its softmax probability is 0 in fp32, bf16 and fp16 alike, so no
 gradient moves it or the padded rows of the decoder, and transformers' Trainer decays no bias.
+
+Under DeepSpeed ZeRO-3 the model is partitioned as it is built: each process holds a shard of every parameter and
+the parameter itself an empty placeholder, so the bias is written gathered, where it lives (`mask_padded_ids`). A
+checkpoint's vocabulary is not resized there (`pad_vocabulary`): it trains unpadded, as it was saved.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
+from collections.abc import Sequence
+from typing import ContextManager
 
 import torch
 from torch import nn
@@ -41,13 +48,15 @@ def pad_vocabulary(model: PreTrainedModel, tokenizer_size: int, multiple: int) -
         if hasattr(model.get_input_embeddings().weight, "ds_shape"):
             # Partitioned by ZeRO-3: resize_token_embeddings resizes the tied decoder's weight but leaves a head's
             # separate bias (RoBERTa's lm_head.bias) at its old size, and the first step would fail on the shapes.
+            # Its ids past the tokenizer's, if any, are still masked below.
             logger.warning(f"The checkpoint's {size} ids are kept unpadded: under ZeRO-3 the vocabulary is not "
                            f"resized to a multiple of {multiple}.")
-            return
-        # transformers' mean resizing draws new rows from the old ones' distribution: right for ids the tokenizer
-        # adds, needless (and warned about) where the new rows are only padding, never read nor predicted.
-        model.resize_token_embeddings(max(size, tokenizer_size), pad_to_multiple_of=multiple,
-                                      mean_resizing=tokenizer_size > size)  # fmt: skip
+        else:
+            # transformers' mean resizing draws new rows from the old ones' distribution: right for ids the
+            # tokenizer adds, needless (and warned about) where the new rows are only padding, never read nor
+            # predicted.
+            model.resize_token_embeddings(max(size, tokenizer_size), pad_to_multiple_of=multiple,
+                                          mean_resizing=tokenizer_size > size)  # fmt: skip
     mask_padded_ids(model, tokenizer_size)
 
 
@@ -55,11 +64,26 @@ def pad_vocabulary(model: PreTrainedModel, tokenizer_size: int, multiple: int) -
 def mask_padded_ids(model: nn.Module, tokenizer_size: int) -> None:
     """Sets the bias of every decoder into the vocabulary (each model's output embeddings, the SBO head's) to
     `PADDED_ID_LOGIT` at the ids from `tokenizer_size` on, which the tokenizer cannot decode."""
+    biases = {}
     for decoder in vocabulary_decoders(model):
         if decoder.bias is None:
             raise ValueError(f"{type(decoder).__name__} decodes into the vocabulary without a bias: the padded ids "
                              "cannot be kept from being predicted; use --pad_vocab_to_multiple_of 1.")  # fmt: skip
-        decoder.bias[tokenizer_size:] = PADDED_ID_LOGIT
+        biases[id(decoder.bias)] = decoder.bias  # a head's bias and its decoder's are one parameter
+    with _whole(list(biases.values())):
+        for bias in biases.values():
+            bias[tokenizer_size:] = PADDED_ID_LOGIT
+
+
+def _whole(parameters: Sequence[nn.Parameter]) -> ContextManager:
+    """The parameters whole for the block. Partitioned by ZeRO-3 (`ds_shape`: the whole one's shape, beside an
+    empty placeholder), they are gathered on every process, which all enter the block, and what the first process
+    writes is partitioned back on leaving it; otherwise they are whole already."""
+    if not any(hasattr(parameter, "ds_shape") for parameter in parameters):
+        return contextlib.nullcontext()
+    import deepspeed  # only a ZeRO-3 run partitions parameters, and it has DeepSpeed
+
+    return deepspeed.zero.GatheredParameters(parameters, modifier_rank=0)
 
 
 def vocabulary_decoders(model: nn.Module) -> list[nn.Linear]:
