@@ -1,7 +1,8 @@
 """--fp8 (pretraining/float8.py): refused before any data is read, in one paragraph with the reason, wherever it
 cannot train the run (CPU, ROCm, compute capability below 8.9, no --bf16, DeepSpeed, FSDP, nn.DataParallel, no
-torchao); the layers it converts, exactly those of the encoder's layer stacks whose sizes float8 matmuls take; and
-its account in the run-settings line. The GPU's capability and torchao's presence are injected, so every case runs
+torchao), and where --torch_compile was turned off, since float8 layers pay only compiled (left unset, --fp8 turns
+it on, and the run-settings line says why); the layers it converts, exactly those of the encoder's layer stacks whose sizes float8 matmuls take; and
+its account in the run-settings line, which a speed record reads its attention from. The GPU's capability and torchao's presence are injected, so every case runs
 on any machine; the swap itself needs torchao installed (`pip install torchao==0.18.0`) and runs no float8 matmul.
 Training in float8, against bf16, is tests/test_cuda.py's."""
 
@@ -18,7 +19,7 @@ from transformers import HfArgumentParser
 from spanroberta import SpanRobertaForPreTraining
 from spanroberta.errors import MissingPackageError, UserInputError
 from spanroberta.objectives import get_objective
-from spanroberta.pretraining.specification import resolve_recipe
+from spanroberta.pretraining.specification import resolve_recipe, specify_run
 from spanroberta.pretraining import float8
 from spanroberta.pretraining.arguments import (
     PretrainingArguments,
@@ -33,6 +34,7 @@ from spanroberta.pretraining.float8 import (
     convert_to_float8,
     float8_layers,
 )
+from spanroberta.runs.cli import parse_arguments
 from spanroberta.runs.run_length import run_settings
 
 CUDA, CPU = torch.device("cuda"), torch.device("cpu")  # only their type is read: no GPU is needed
@@ -140,6 +142,57 @@ def test_the_refusal_comes_before_any_data_is_read(tmp_path, tiny_tokenizer_dir,
     assert message.startswith("run_pretraining.py: error: --fp8 trains")
 
 
+# Compile: float8 layers pay only compiled, so --fp8 turns --torch_compile on, or is refused where it was turned off
+
+
+def specification(tmp_path, *flags):
+    types = (PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments)
+    parsed, given = parse_arguments(types, ["--output_dir", str(tmp_path / "out"), "--train_file", "corpus.txt",
+                                            "--model_size", "tiny", "--use_cpu", "true", "--report_to", "none",
+                                            *flags])  # fmt: skip
+    return specify_run(parsed, given)
+
+
+def test_fp8_turns_compile_on_where_it_was_not_given_and_says_why(tmp_path):
+    spec = specification(tmp_path, "--fp8", "true")
+    assert spec.training.torch_compile is True and spec.training.torch_compile_backend == "inductor"
+    assert spec.source("torch_compile") == float8.FLOAT8_NEEDS_COMPILE == "--fp8 needs compile"
+    line = run_settings(spec.training, None, spec.sources, "sdpa", "12 linear layers in float8 (...)")
+    assert "; torch_compile True (--fp8 needs compile); attn_implementation sdpa (default); fp8 " in line
+    # compile given, or no --fp8: nothing changes
+    assert specification(tmp_path, "--fp8", "true", "--torch_compile", "true").source("torch_compile") == "you"
+    spec = specification(tmp_path)
+    assert spec.training.torch_compile is False and spec.source("torch_compile") == "default"
+    assert "torch_compile" not in run_settings(spec.training, None, spec.sources, "sdpa")
+
+
+def test_fp8_with_compile_turned_off_on_purpose_is_refused_with_the_reason(tmp_path, tiny_tokenizer_dir, monkeypatch):
+    message = refusal_before_data_is_read(monkeypatch, tmp_path, tiny_tokenizer_dir,
+                                          ["--fp8", "true", "--torch_compile", "false"])  # fmt: skip
+    assert message.startswith("run_pretraining.py: error: --fp8 trains the encoder's linear layers with torchao's "
+                              "float8 layers, which pay only under torch.compile")  # fmt: skip
+    assert "This run gives --torch_compile false. Leave out --torch_compile false" in message
+    # arguments built in code (no flag given) are taken as chosen
+    with pytest.raises(UserInputError, match="This run has torch_compile off"):
+        float8.compile_for_float8(parse("--fp8", "true"), None)
+
+
+@pytest.mark.parametrize(
+    ("line", "attention"),
+    [
+        ("Run settings: per_device_train_batch_size 8 (you); attn_implementation sdpa (default)", "sdpa"),
+        ("Run settings: torch_compile True (you); attn_implementation varlen_fa2: packed rows on cuda under bf16 "
+         "(attention plan)", "varlen_fa2"),
+        ("Run settings: torch_compile True (--fp8 needs compile); attn_implementation sdpa (default); fp8 12 linear "
+         "layers in float8 (roberta.encoder.layer.*: attention.self.query, output.dense) (you)", "sdpa"),
+    ],
+)
+def test_a_speed_record_names_the_attention_of_the_run_settings_line_fp8_or_not(line, attention):
+    from benchmarks.speed.trainer import printed_attention
+
+    assert printed_attention(f"some log\n{line}\nmore log\n") == attention
+
+
 # The layers it converts
 
 
@@ -223,11 +276,12 @@ def test_the_run_settings_line_names_the_layers_in_float8():
 
 
 def test_a_run_reports_the_layers_it_converted(tmp_path, tiny_tokenizer_dir, monkeypatch, capsys):
-    """On CPU, with --fp8's check accepted and the swap left out (a CPU runs no float8 matmul): the conversion is
-    given the built model, and the line names what it chose."""
-    from spanroberta.pretraining import run
+    """On CPU, with --fp8's check accepted, the swap and compile left out (a CPU runs no float8 matmul): the
+    conversion is given the built model, and the line names what it chose."""
+    from spanroberta.pretraining import run, specification
 
     monkeypatch.setattr(run, "check_run_float8", lambda training_args: None)
+    monkeypatch.setattr(specification, "compile_for_float8", lambda training_args, given: (training_args, {}))
     monkeypatch.setattr(run, "convert_to_float8", float8_layers)
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n\n".join(TINY_TEXT[:40]) + "\n")

@@ -115,14 +115,20 @@ def run_spanroberta(recipe: str, size: str, length: int, batch: int, args, outpu
     printed = subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True).stdout
     if args.verbose:
         print(printed, end="")
-    # The implementation and, for packed rows under varlen_fa2, the path they took; not who set it, nor the reason
-    # the attention plan gives after a colon.
-    attention = re.search(r"^Run settings: .*attn_implementation ([^:]+?)(?::[^()]*)? \([^()]*\)$", printed, re.M)
     state = json.loads(Path(output_dir, "trainer_state.json").read_text())
     rates = [log["real_tokens_per_second"] for log in state["log_history"] if "real_tokens_per_second" in log]
-    return {"rates": rates, "attn_implementation": attention and attention.group(1),
+    return {"rates": rates, "attn_implementation": printed_attention(printed),
             "setup": {"dataloader_num_workers": baselines.spanroberta_workers(args.workers, torch.cuda.is_available())},
             "peak_memory": json.loads(peak.read_text())}  # fmt: skip
+
+
+def printed_attention(printed: str) -> str | None:
+    """The attention implementation the `Run settings:` line in `printed` names and, for packed rows under
+    varlen_fa2, the path they took; not who set it, nor the reason the attention plan gives after a colon. It is
+    the line's last setting, or followed by others (--fp8's layers)."""
+    attention = re.search(r"^Run settings: .*attn_implementation ([^:;]+?)(?::[^()]*)? \([^()]*\)(?:; |$)", printed,
+                          re.M)  # fmt: skip
+    return attention and attention.group(1)
 
 
 def _precision_flags(args) -> list[str]:
@@ -174,8 +180,8 @@ def main() -> None:
     parser.add_argument("--torch-compile", action="store_true")
     parser.add_argument("--attn-implementation", help="run_pretraining.py's --attn_implementation (default: its "
                         "own); the baselines keep transformers' default.")  # fmt: skip
-    parser.add_argument("--fp8", action="store_true", help="run_pretraining.py's --fp8 (needs --precision bf16; "
-                        "the baselines stay in bf16). MFU stays over the bf16 peak.")  # fmt: skip
+    parser.add_argument("--fp8", action="store_true", help="run_pretraining.py's --fp8 (needs --precision bf16 and "
+                        "--torch-compile; the baselines stay in bf16). MFU stays over the bf16 peak.")  # fmt: skip
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--batch-sizes", nargs="+", type=int, help="Per-device batches to run, every side at each, "
@@ -183,6 +189,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.fp8 and args.precision != "bf16":
         parser.error("--fp8 trains float8 layers inside a bf16 run: give --precision bf16.")
+    if args.fp8 and not args.torch_compile:
+        # run_pretraining.py turns compile on under --fp8: a record saying it ran eagerly would be wrong.
+        parser.error("--fp8 runs compiled (float8 layers pay only under torch.compile): give --torch-compile.")
 
     common.require_corpus()
     common.load_tokenizer()  # trains and caches the BPE once, before any timing

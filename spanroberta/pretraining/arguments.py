@@ -179,7 +179,8 @@ class PretrainingArguments(RunArguments):
             "help": "Train the linear layers of the encoder's layers with float8 matmuls (torchao's float8 "
             "training, tensorwise scaling; the embeddings and heads stay in bf16), with --bf16 true on one NVIDIA "
             "GPU of compute capability 8.9 or newer (Ada, Hopper), or several under DDP; refused elsewhere, with "
-            "the reason. Needs torchao: `pip install torchao==0.18.0`. Not yet run on a GPU."
+            "the reason. Turns --torch_compile on, under which float8 layers pay (refused with --torch_compile "
+            "false). Needs torchao: `pip install torchao==0.18.0`. Not yet run on a GPU."
         },
     )
 

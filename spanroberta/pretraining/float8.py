@@ -15,6 +15,11 @@ matmul, which `_scaled_mm` needs in multiples of 16 too; rows padded to the long
 layer's read positions (`encode_at_positions`, models/modeling_spanroberta.py) are not always, so torchao pads that
 dimension (`pad_inner_dim`).
 
+torchao's float8 layers pay under torch.compile, which fuses their casts to float8 and their scaling into the
+kernels around each matmul; run eagerly, each is a kernel of its own, and a step is slower than bf16's (torchao
+documents its float8 training with torch.compile). So --fp8 turns --torch_compile on where it was not given, and
+the run-settings line says why (`compile_for_float8`); --fp8 with --torch_compile false given is refused.
+
 Refused, each with its reason: a run that is not on a CUDA GPU, a ROCm build of torch, compute capability below
 8.9 (no float8 tensor cores), a run without --bf16 (torchao's float8 recipe is bf16's: fp16, with its loss
 scaling, and fp32 around float8 matmuls have not been tried), DeepSpeed and FSDP (`_ENGINE_REFUSALS`), several GPUs
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Collection
 
 import torch
 from torch import nn
@@ -44,6 +50,9 @@ FLOAT8_SIZE_MULTIPLE = 16
 # The fp8 extra's pin (pyproject.toml), installed alone: `pip install -e ".[fp8]"` would also pull the torch the
 # package asks for over the CUDA build a GPU machine has. torchao declares no dependency.
 INSTALL = "`pip install torchao==0.18.0` (the fp8 extra's version; it brings no torch of its own)"
+
+# The source of --torch_compile where --fp8 turned it on, as the run-settings line names it.
+FLOAT8_NEEDS_COMPILE = "--fp8 needs compile"
 
 _ENGINE_REFUSALS = {
     "DeepSpeed": "DeepSpeed's engine wraps the model and, under ZeRO-3, partitions the weights that torchao's "
@@ -115,6 +124,26 @@ def check_run_float8(training_args: PretrainingArguments) -> None:
     if training_args.fp8:
         check_float8(Float8Request(training_args.device, run_precision(training_args),
                                    engine_requested(training_args), gpus_per_process=training_args.n_gpu))  # fmt: skip
+
+
+def compile_for_float8(
+    training_args: PretrainingArguments, given: Collection[str] | None
+) -> tuple[PretrainingArguments, dict[str, str]]:
+    """The training arguments with --torch_compile on where --fp8 is given and compile was left unset, and the
+    sources of what it set; refuses --fp8 (UserInputError) where compile was turned off on purpose (--torch_compile
+    false given, or arguments built in code, `given` None). Needs neither torchao nor a GPU."""
+    if not training_args.fp8 or training_args.torch_compile:
+        return training_args, {}
+    if given is None or "torch_compile" in given:
+        turned_off = "gives --torch_compile false" if given is not None else "has torch_compile off"
+        raise UserInputError(
+            "--fp8 trains the encoder's linear layers with torchao's float8 layers, which pay only under "
+            "torch.compile: it fuses their casts to float8 and their scaling into the kernels around each matmul, "
+            f"which eagerly run as kernels of their own and make a step slower than bf16's. This run {turned_off}. "
+            "Leave out --torch_compile false (--fp8 turns compile on), or leave out --fp8."
+        )
+    # replace() runs __post_init__ again, which picks compile's backend as for a run given --torch_compile true.
+    return dataclasses.replace(training_args, torch_compile=True), {"torch_compile": FLOAT8_NEEDS_COMPILE}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,7 +7,8 @@ is known (`fit_run_length`). Each setting that is not the dataclass default reco
 (`RunSpecification.sources`), which the "Run settings" line prints.
 
 A setting given by the user (on the command line or in a config file) is never changed, except where the run
-cannot use it: rows that an encoder cannot pack (`AttentionPlan`), pinned memory on CPU (`runs.device`).
+cannot use it: rows that an encoder cannot pack (`AttentionPlan`), pinned memory on CPU (`runs.device`). --fp8
+turns --torch_compile on where it was not given (`float8.compile_for_float8`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ..runs.run_length import fit_to_run_length
 from ..runs.validation import check_run, require_output_dir
 from .arguments import PretrainingArguments, PretrainingDataArguments, PretrainingModelArguments
 from .attention import AttentionPlan, plan_run_attention
+from .float8 import compile_for_float8
 
 PretrainingFlags = tuple[PretrainingModelArguments, PretrainingDataArguments, PretrainingArguments]
 
@@ -75,7 +77,8 @@ class RunSpecification:
 
     given: the settings the user gave (None: code that built its own arguments, every setting chosen on purpose).
     sources: setting name -> where its value came from (`GIVEN`, "recipe <name>", `DEMO`, `FITTED`, `ON_CUDA`,
-    `ON_CPU`, the attention plan's); a setting not in it has its dataclass default."""
+    `ON_CPU`, the attention plan's, `float8.FLOAT8_NEEDS_COMPILE`); a setting not in it has its dataclass
+    default."""
 
     model: PretrainingModelArguments
     data: PretrainingDataArguments
@@ -98,6 +101,8 @@ def specify_run(flags: PretrainingFlags, given: Collection[str] | None) -> RunSp
     else:
         flags, sources = fill_defaults(flags, given)
     model, data, training = flags
+    training, compiled = compile_for_float8(training, given)
+    sources.update(compiled)
     # Every path and setting that can be checked without the data is checked before it is read; on CPU, the data
     # loader pins no memory.
     pinned = training.dataloader_pin_memory

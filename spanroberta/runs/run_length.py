@@ -63,11 +63,12 @@ def run_settings(
     fp8: str | None = None,
 ) -> str:
     """One line saying what the run will train with: the effective batch (per device x accumulation x processes),
-    the accumulation, learning rate, warm-up, total steps, attention implementation and, under --fp8, the layers in
-    float8 (`fp8`, the run's account of them), each with who set it
+    the accumulation, learning rate, warm-up, total steps, torch.compile where something set it, attention
+    implementation and, under --fp8, the layers in float8 (`fp8`, the run's account of them), each with who set it
     (`set_by`: flag name -> where its value came from, as the pretraining run's specification records it: "you",
-    "recipe <name>", "demo", "fitted to the run", ...; transformers' default otherwise). A recipe that accumulates gradients to reach its paper's batch multiplies the cost of every step:
-    said before the first one."""
+    "recipe <name>", "demo", "fitted to the run", "--fp8 needs compile", ...; transformers' default otherwise). A
+    recipe that accumulates gradients to reach its paper's batch multiplies the cost of every step: said before the
+    first one."""
     processes = training_processes(args)
     total = planned_steps(args, train_dataset)
 
@@ -89,6 +90,7 @@ def run_settings(
         setting("warmup_steps", args.get_warmup_steps(total) if total else args.warmup_steps),
         length,
         setting("dataloader_num_workers", args.dataloader_num_workers),
+        *([setting("torch_compile", args.torch_compile)] if "torch_compile" in set_by else []),
         *([setting("attn_implementation", attn_implementation)] if attn_implementation else []),
         *([setting("fp8", fp8)] if fp8 else []),
     ])  # fmt: skip
