@@ -353,6 +353,20 @@ def test_a_padded_checkpoint_continued_under_zero3_never_predicts_a_padded_id(pa
     assert_no_padded_id_predicted(output_dir, tiny_tokenizer)
 
 
+@NEEDS_DEEPSPEED
+@pytest.mark.slow
+def test_zero3_keeps_a_checkpoints_unpadded_vocabulary_and_says_so(initial_checkpoint, corpus, tmp_path):
+    """The default command continuing a checkpoint of 400 ids under ZeRO-3: it trains, unpadded, and the Run
+    settings line says why."""
+    output_dir = tmp_path / "out"
+    args = ["--train_file", str(corpus), "--model_name_or_path", str(initial_checkpoint),
+            "--validation_split_percentage", "0", "--max_train_samples", str(BLOCKS), "--optim", "adamw_torch",
+            "--learning_rate", "1e-3", *COMMON_ARGS, "--save_strategy", "no", "--output_dir", str(output_dir)]  # fmt: skip
+    result, _ = launch("deepspeed_zero3.yaml", args, tmp_path)
+    assert "; pad_vocab_to_multiple_of 1 (ZeRO-3 keeps the checkpoint's vocabulary); " in result.stdout
+    assert json.loads((output_dir / "config.json").read_text())["vocab_size"] == 400
+
+
 @pytest.mark.skipif(
     torch.cuda.device_count() < 2,
     reason="FSDP needs 2 GPUs: Accelerate 1.15 sets FSDP up only on GPU (and other accelerator) process groups, not on "

@@ -11,7 +11,8 @@ gradient moves it or the padded rows of the decoder, and transformers' Trainer d
 
 Under DeepSpeed ZeRO-3 the model is partitioned as it is built: each process holds a shard of every parameter and
 the parameter itself an empty placeholder, so the bias is written gathered, where it lives (`mask_padded_ids`). A
-checkpoint's vocabulary is not resized there (`pad_vocabulary`): it trains unpadded, as it was saved.
+checkpoint's vocabulary is not resized there (`pad_vocabulary`): it trains as it was saved, and the run's
+specification pads it to a multiple of 1 and says why (pretraining/specification.py).
 """
 
 from __future__ import annotations
@@ -49,8 +50,8 @@ def pad_vocabulary(model: PreTrainedModel, tokenizer_size: int, multiple: int) -
             # Partitioned by ZeRO-3: resize_token_embeddings resizes the tied decoder's weight but leaves a head's
             # separate bias (RoBERTa's lm_head.bias) at its old size, and the first step would fail on the shapes.
             # Its ids past the tokenizer's, if any, are still masked below.
-            logger.warning(f"The checkpoint's {size} ids are kept unpadded: under ZeRO-3 the vocabulary is not "
-                           f"resized to a multiple of {multiple}.")
+            logger.warning(f"The checkpoint's {size} ids are kept: under ZeRO-3 the vocabulary is not resized (to "
+                           f"the tokenizer's {tokenizer_size} ids padded to a multiple of {multiple}).")
         else:
             # transformers' mean resizing draws new rows from the old ones' distribution: right for ids the
             # tokenizer adds, needless (and warned about) where the new rows are only padding, never read nor

@@ -94,7 +94,8 @@ def _build_trainer(
     if spec.training.should_log:
         # Printed, not logged: transformers' default verbosity hides info logs, and this line says what a step costs.
         attention = spec.attention.describe(model.config._attn_implementation)
-        print(run_settings(spec.training, data.train, spec.sources, attention, float8))
+        vocabulary = {"pad_vocab_to_multiple_of": spec.model.pad_vocab_to_multiple_of}
+        print(run_settings(spec.training, data.train, spec.sources, attention, float8, vocabulary))
     _check_evaluation_data(data.eval, spec.training)
     return PretrainingTrainer(
         model=model,

@@ -8,7 +8,8 @@ is known (`fit_run_length`). Each setting that is not the dataclass default reco
 
 A setting given by the user (on the command line or in a config file) is never changed, except where the run
 cannot use it: rows that an encoder cannot pack (`AttentionPlan`), pinned memory on CPU (`runs.device`). --fp8
-turns --torch_compile on where it was not given (`float8.compile_for_float8`).
+turns --torch_compile on where it was not given (`float8.compile_for_float8`); under ZeRO-3 a checkpoint's
+vocabulary is kept unpadded where --pad_vocab_to_multiple_of was not given.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from types import MappingProxyType
 import datasets
 import transformers
 from torch.utils.data import Dataset
+from transformers.integrations.deepspeed import is_deepspeed_zero3_enabled
 
 from ..data.demo_corpus import demo_corpus_path
 from ..objectives import ResolvedRecipe, check_recipe, get_objective
@@ -43,6 +45,7 @@ FITTED = "fitted to the run"
 ON_CUDA = "training on CUDA"
 ON_CPU = "training on CPU"
 ATTENTION_PLAN = "attention plan"
+ZERO3_KEEPS_VOCABULARY = "ZeRO-3 keeps the checkpoint's vocabulary"
 DEFAULT = "default"
 
 # Settings of the demo (run_pretraining.py with no data argument): a tiny model, a small vocabulary and short
@@ -77,8 +80,8 @@ class RunSpecification:
 
     given: the settings the user gave (None: code that built its own arguments, every setting chosen on purpose).
     sources: setting name -> where its value came from (`GIVEN`, "recipe <name>", `DEMO`, `FITTED`, `ON_CUDA`,
-    `ON_CPU`, the attention plan's, `float8.FLOAT8_NEEDS_COMPILE`); a setting not in it has its dataclass
-    default."""
+    `ON_CPU`, the attention plan's, `float8.FLOAT8_NEEDS_COMPILE`, `ZERO3_KEEPS_VOCABULARY`); a setting not in it
+    has its dataclass default."""
 
     model: PretrainingModelArguments
     data: PretrainingDataArguments
@@ -109,6 +112,8 @@ def specify_run(flags: PretrainingFlags, given: Collection[str] | None) -> RunSp
     check_run(model, training, trains=not data.prepare_only)
     if training.dataloader_pin_memory != pinned:
         sources["dataloader_pin_memory"] = ON_CPU
+    model, kept = _keep_the_vocabulary_under_zero3(model, given)
+    sources.update(kept)
     # From here on, logs come at the process's log level (--log_level), with their time.
     _setup_logging(training)
     recipe = resolve_recipe(model, data)
@@ -187,6 +192,23 @@ def fit_run_length(spec: RunSpecification, train_dataset: Dataset | None) -> Run
     fitted = fit_to_run_length(spec.training, spec.given, train_dataset)
     fitted_sources = {name: FITTED for name in fitted if spec.source(name) != GIVEN}
     return dataclasses.replace(spec, sources=MappingProxyType({**spec.sources, **fitted_sources}))
+
+
+def _keep_the_vocabulary_under_zero3(
+    model: PretrainingModelArguments, given: Collection[str] | None
+) -> tuple[PretrainingModelArguments, dict[str, str]]:
+    """Under DeepSpeed ZeRO-3, a checkpoint's (or a config's) vocabulary is not padded: ZeRO-3 partitions the
+    parameters as the model is built, and transformers' resize leaves a head's separate bias (RoBERTa's
+    lm_head.bias) at its old size there (models/vocabulary.py). Only the padding's speed-up is given up: the losses
+    are the same, and ids past the tokenizer's are still never predicted. Not where the user gave the flag (the
+    model then warns that it keeps the vocabulary). Returns the model arguments and the source of what it set."""
+    from_config = model.model_name_or_path or model.config_name
+    if not from_config or model.pad_vocab_to_multiple_of == 1 or "pad_vocab_to_multiple_of" in (given or ()):
+        return model, {}
+    if not is_deepspeed_zero3_enabled():
+        return model, {}
+    kept = {"pad_vocab_to_multiple_of": ZERO3_KEEPS_VOCABULARY}
+    return dataclasses.replace(model, pad_vocab_to_multiple_of=1), kept
 
 
 def _load_data_beside_the_gpu(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 from transformers import TrainingArguments
 from transformers.trainer_utils import has_length
@@ -61,10 +61,11 @@ def run_settings(
     set_by: dict[str, str],
     attn_implementation: str | None = None,
     fp8: str | None = None,
+    model_settings: Mapping[str, object] | None = None,
 ) -> str:
     """One line saying what the run will train with: the effective batch (per device x accumulation x processes),
-    the accumulation, learning rate, warm-up, total steps, torch.compile where something set it, attention
-    implementation and, under --fp8, the layers in float8 (`fp8`, the run's account of them), each with who set it
+    the accumulation, learning rate, warm-up, total steps, torch.compile where something set it, the
+    `model_settings` (name -> value) that something set, attention implementation and, under --fp8, the layers in float8 (`fp8`, the run's account of them), each with who set it
     (`set_by`: flag name -> where its value came from, as the pretraining run's specification records it: "you",
     "recipe <name>", "demo", "fitted to the run", "--fp8 needs compile", ...; transformers' default otherwise). A
     recipe that accumulates gradients to reach its paper's batch multiplies the cost of every step: said before the
@@ -91,6 +92,7 @@ def run_settings(
         length,
         setting("dataloader_num_workers", args.dataloader_num_workers),
         *([setting("torch_compile", args.torch_compile)] if "torch_compile" in set_by else []),
+        *[setting(name, value) for name, value in (model_settings or {}).items() if name in set_by],
         *([setting("attn_implementation", attn_implementation)] if attn_implementation else []),
         *([setting("fp8", fp8)] if fp8 else []),
     ])  # fmt: skip
