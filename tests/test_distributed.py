@@ -186,7 +186,7 @@ def engine_args(corpus, initial_checkpoint):
         "--train_file", str(corpus), "--model_name_or_path", str(initial_checkpoint),
         "--validation_split_percentage", "10", "--max_train_samples", str(BLOCKS),
         "--optim", "adamw_torch", "--learning_rate", "1e-3", *COMMON_ARGS,
-        # ZeRO-3 keeps a checkpoint's vocabulary unpadded (models/vocabulary.py): every engine keeps it so.
+        # ZeRO-3 keeps a checkpoint's vocabulary unpadded (pretraining/specification.py): every engine keeps it so.
         "--pad_vocab_to_multiple_of", "1",
     ]  # fmt: skip
 
@@ -348,7 +348,8 @@ def test_a_padded_checkpoint_continued_under_zero3_never_predicts_a_padded_id(pa
     output_dir = tmp_path / "out"
     args = ["--train_file", str(corpus), "--model_name_or_path", str(padded_checkpoint),
             "--validation_split_percentage", "0", "--max_train_samples", str(BLOCKS), "--optim", "adamw_torch",
-            "--learning_rate", "1e-3", *COMMON_ARGS, "--save_strategy", "no", "--output_dir", str(output_dir)]  # fmt: skip
+            "--learning_rate", "1e-3", *COMMON_ARGS, "--save_strategy", "no",
+            "--output_dir", str(output_dir)]  # fmt: skip
     launch("deepspeed_zero3.yaml", args, tmp_path)
     assert_no_padded_id_predicted(output_dir, tiny_tokenizer)
 
@@ -361,7 +362,8 @@ def test_zero3_keeps_a_checkpoints_unpadded_vocabulary_and_says_so(initial_check
     output_dir = tmp_path / "out"
     args = ["--train_file", str(corpus), "--model_name_or_path", str(initial_checkpoint),
             "--validation_split_percentage", "0", "--max_train_samples", str(BLOCKS), "--optim", "adamw_torch",
-            "--learning_rate", "1e-3", *COMMON_ARGS, "--save_strategy", "no", "--output_dir", str(output_dir)]  # fmt: skip
+            "--learning_rate", "1e-3", *COMMON_ARGS, "--save_strategy", "no",
+            "--output_dir", str(output_dir)]  # fmt: skip
     result, _ = launch("deepspeed_zero3.yaml", args, tmp_path)
     assert "; pad_vocab_to_multiple_of 1 (ZeRO-3 keeps the checkpoint's vocabulary); " in result.stdout
     assert json.loads((output_dir / "config.json").read_text())["vocab_size"] == 400

@@ -1,10 +1,11 @@
-"""--fp8 (pretraining/float8.py): refused before any data is read, in one paragraph with the reason, wherever it
-cannot train the run (CPU, ROCm, compute capability below 8.9, no --bf16, DeepSpeed, FSDP, nn.DataParallel, no
-torchao), and where --torch_compile was turned off, since float8 layers pay only compiled (left unset, --fp8 turns
-it on, and the run-settings line says why); the layers it converts, exactly those of the encoder's layer stacks whose sizes float8 matmuls take; and
-its account in the run-settings line, which a speed record reads its attention from. The GPU's capability and torchao's presence are injected, so every case runs
-on any machine; the swap itself needs torchao installed (`pip install torchao==0.18.0`) and runs no float8 matmul.
-Training in float8, against bf16, is tests/test_cuda.py's."""
+"""--fp8 (pretraining/float8.py): refused before any data is read, in one paragraph with the reason, wherever it cannot
+train the run (CPU, ROCm, compute capability below 8.9, no --bf16, DeepSpeed, FSDP, nn.DataParallel, no torchao), and
+where --torch_compile was turned off, since float8 layers pay only compiled (left unset, --fp8 turns it on, and the
+run-settings line says why); the layers it converts, exactly those of the encoder's layer stacks whose sizes float8
+matmuls take; and its account in the run-settings line, which a speed record reads its attention from. The GPU's
+capability and torchao's presence are injected, so every case runs on any machine; the swap itself needs torchao
+installed (`pip install torchao==0.18.0`) and runs no float8 matmul. Training in float8, against bf16, is
+tests/test_cuda.py's."""
 
 import importlib.machinery
 import importlib.util

@@ -200,10 +200,11 @@ def _keep_the_vocabulary_under_zero3(
     """Under DeepSpeed ZeRO-3, a checkpoint's (or a config's) vocabulary is not padded: ZeRO-3 partitions the
     parameters as the model is built, and transformers' resize leaves a head's separate bias (RoBERTa's
     lm_head.bias) at its old size there (models/vocabulary.py). Only the padding's speed-up is given up: the losses
-    are the same, and ids past the tokenizer's are still never predicted. Not where the user gave the flag (the
-    model then warns that it keeps the vocabulary). Returns the model arguments and the source of what it set."""
+    are the same, and ids past the tokenizer's are still never predicted. Not where the user gave the flag, nor for
+    arguments built in code (`given` None): the model then warns that it keeps the vocabulary. Returns the model
+    arguments and the source of what it set."""
     from_config = model.model_name_or_path or model.config_name
-    if not from_config or model.pad_vocab_to_multiple_of == 1 or "pad_vocab_to_multiple_of" in (given or ()):
+    if not from_config or model.pad_vocab_to_multiple_of == 1 or given is None or "pad_vocab_to_multiple_of" in given:
         return model, {}
     if not is_deepspeed_zero3_enabled():
         return model, {}

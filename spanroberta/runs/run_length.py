@@ -63,13 +63,13 @@ def run_settings(
     fp8: str | None = None,
     model_settings: Mapping[str, object] | None = None,
 ) -> str:
-    """One line saying what the run will train with: the effective batch (per device x accumulation x processes),
-    the accumulation, learning rate, warm-up, total steps, torch.compile where something set it, the
-    `model_settings` (name -> value) that something set, attention implementation and, under --fp8, the layers in float8 (`fp8`, the run's account of them), each with who set it
-    (`set_by`: flag name -> where its value came from, as the pretraining run's specification records it: "you",
-    "recipe <name>", "demo", "fitted to the run", "--fp8 needs compile", ...; transformers' default otherwise). A
-    recipe that accumulates gradients to reach its paper's batch multiplies the cost of every step: said before the
-    first one."""
+    """One line saying what the run will train with: the effective batch (per device x accumulation x processes), the
+    accumulation, learning rate, warm-up, total steps, torch.compile where something set it, the `model_settings` (name
+    -> value) that something set, attention implementation and, under --fp8, the layers in float8 (`fp8`, the run's
+    account of them), each with who set it (`set_by`: flag name -> where its value came from, as the pretraining run's
+    specification records it: "you", "recipe <name>", "demo", "fitted to the run", "--fp8 needs compile", ...;
+    transformers' default otherwise). A recipe that accumulates gradients to reach its paper's batch multiplies the cost
+    of every step: said before the first one."""
     processes = training_processes(args)
     total = planned_steps(args, train_dataset)
 
