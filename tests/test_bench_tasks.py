@@ -18,9 +18,11 @@ from pathlib import Path
 import pytest
 
 from benchmarks.common import CHECKPOINT_NAME
-from benchmarks.tables import noise, task_benchmark as task_tables, verdicts
+from benchmarks import statistics as rule
+from benchmarks.tables import task_benchmark as task_tables
 from benchmarks.tables.format import Context
 from benchmarks.tasks import catalog, outcomes as outcomes_module, preparation, scores as task_benchmark
+from benchmarks.tasks import rows as task_rows
 from conftest import shared_data
 from spanroberta.metrics import coreference
 from spanroberta.metrics.gap import GapDecision, gap_scores
@@ -50,8 +52,8 @@ def test_the_toy_size_fine_tunes_two_tasks_end_to_end_and_a_rerun_skips_them(tmp
         outcomes = results["rows"][row.label]["outcomes"]
         assert outcomes_module.outcome_count(outcomes) == 16
         assert outcomes_module.outcome_score(outcomes) == pytest.approx(results["rows"][row.label]["score"])
-        low, high = noise.bootstrap_interval(outcomes, resamples=50)
-        assert 0 <= low <= high <= 100 and noise.sample_noise(outcomes) >= 0
+        low, high = task_rows.outcomes_interval(outcomes, resamples=50)
+        assert 0 <= low <= high <= 100 and task_rows.sample_noise(outcomes) >= 0
     # The RTE floor is the majority class of the 16 evaluation examples the toy size drew.
     rte = records[0]["results"]
     assert rte["scores"]["eval_results.json"]["eval_samples"] == 16
@@ -571,20 +573,20 @@ def _correct(right: int, total: int) -> dict:
 
 
 def test_the_bootstrap_of_constant_outcomes_has_no_width():
-    assert noise.bootstrap_interval(_correct(40, 40)) == (100.0, 100.0) and noise.sample_noise(_correct(0, 40)) == 0
+    assert task_rows.outcomes_interval(_correct(40, 40)) == (100.0, 100.0) and task_rows.sample_noise(_correct(0, 40)) == 0
     labels = {"scorer": "accuracy", "predictions": [1, 0, 1], "references": [1, 0, 1]}
-    assert noise.bootstrap_interval(labels, resamples=20) == (100.0, 100.0)
+    assert task_rows.outcomes_interval(labels, resamples=20) == (100.0, 100.0)
 
 
 def test_the_bootstrap_interval_holds_the_score_and_is_seeded():
     outcomes = _correct(15, 20)
-    low, high = noise.bootstrap_interval(outcomes)
+    low, high = task_rows.outcomes_interval(outcomes)
     assert low < outcomes_module.outcome_score(outcomes) == 75.0 < high
     # The binomial standard error of 15 of 20, sqrt(0.75 * 0.25 / 20): the 95% half-width is about 1.96 of them.
     assert (high - low) / 2 == pytest.approx(1.96 * 100 * (0.75 * 0.25 / 20) ** 0.5, rel=0.25)
-    assert noise.bootstrap_interval(outcomes) == (low, high)  # seeded
-    assert noise.sample_noise(outcomes) == (high - low) / 2
-    assert noise.bootstrap_interval(outcomes, seed=1) != (low, high)
+    assert task_rows.outcomes_interval(outcomes) == (low, high)  # seeded
+    assert task_rows.sample_noise(outcomes) == (high - low) / 2
+    assert task_rows.outcomes_interval(outcomes, seed=1) != (low, high)
 
 
 def test_outcomes_are_scored_by_the_projects_scorers():
@@ -622,13 +624,13 @@ def test_coreference_outcomes_resample_documents_and_gap_examples_as_their_score
 def _summary(tmp_path: Path, scores: list[float], floor: float, outcomes: dict | None, size: str = "cpu") -> dict:
     for seed, score in enumerate(scores):
         _unit(tmp_path, "rte", seed, score, floor, size=size, outcomes=outcomes)
-    return verdicts.row_summaries(read_records("tasks", tmp_path), CHECKPOINT_NAME, size)["RTE"]
+    return task_rows.row_summaries(read_records("tasks", tmp_path), CHECKPOINT_NAME, size)["RTE"]
 
 
 def test_a_verdict_needs_three_seeds(tmp_path):
     summary = _summary(tmp_path, [90.0, 90.5], 50.0, _correct(180, 200), size="gpu")
-    assert verdicts.row_clear_of_floor(summary) is None and verdicts.short_of_aim("RTE", "gpu", summary) is None
-    assert verdicts.clear_text(summary) == "2 seeds: no verdict"
+    assert rule.row_clear_of_floor(summary) is None and task_tables.short_of_aim("RTE", "gpu", summary) is None
+    assert rule.clear_text(summary) == "2 seeds: no verdict"
     assert task_tables.fmt_aim(catalog.TASKS["rte"].rows[0], "gpu", summary).endswith("(no verdict)")
 
 
@@ -647,8 +649,8 @@ def test_every_aim_comes_from_a_named_outside_source():
 
 def test_a_verdict_needs_the_evaluation_sample_noise(tmp_path):
     summary = _summary(tmp_path, [90.0, 90.5, 91.0], 50.0, None)
-    assert verdicts.row_clear_of_floor(summary) is None
-    assert verdicts.clear_text(summary) == "sample noise not recorded: no verdict"
+    assert rule.row_clear_of_floor(summary) is None
+    assert rule.clear_text(summary) == "sample noise not recorded: no verdict"
     assert task_tables.fmt_margin(summary).endswith(" + not recorded")
 
 
@@ -658,38 +660,38 @@ def test_the_seed_term_is_the_95_percent_t_interval_for_the_seeds_there_are(tmp_
     """Student's t for n-1 degrees of freedom (tabled values), not 2 standard errors: 2 seeds' interval is wide."""
     summary = _summary(tmp_path, scores, 50.0, _correct(1810, 2000))
     standard_error = statistics.stdev(scores) / math.sqrt(len(scores))
-    assert verdicts.seed_spread(summary) == pytest.approx(quantile * standard_error, rel=1e-3)
-    assert verdicts.seed_spread(summary) > 2 * standard_error
+    assert rule.seed_spread(summary) == pytest.approx(quantile * standard_error, rel=1e-3)
+    assert rule.seed_spread(summary) > 2 * standard_error
 
 
 def test_the_sample_term_needs_every_seeds_outcomes(tmp_path):
     for seed, score in enumerate([90.0, 90.5, 91.0]):
         _unit(tmp_path, "rte", seed, score, 50.0, outcomes=_correct(1810, 2000) if seed else None)
-    summary = verdicts.row_summaries(read_records("tasks", tmp_path), CHECKPOINT_NAME, "cpu")["RTE"]
-    assert verdicts.evaluation_noise(summary) is None and verdicts.row_clear_of_floor(summary) is None
-    assert verdicts.clear_text(summary) == "sample noise of 2 of 3 seeds: no verdict"
+    summary = task_rows.row_summaries(read_records("tasks", tmp_path), CHECKPOINT_NAME, "cpu")["RTE"]
+    assert rule.evaluation_noise(summary) is None and rule.row_clear_of_floor(summary) is None
+    assert rule.clear_text(summary) == "sample noise of 2 of 3 seeds: no verdict"
     assert task_tables.fmt_margin(summary).endswith(" + 2 of 3 seeds recorded")
 
 
 def test_three_seeds_far_above_the_floor_with_little_noise_are_clear(tmp_path):
     summary = _summary(tmp_path, [90.0, 90.5, 91.0], 50.0, _correct(1810, 2000))
-    margin = verdicts.verdict_margin(summary)
-    assert margin == pytest.approx(verdicts.seed_spread(summary) + noise.sample_noise(_correct(1810, 2000)))
-    assert verdicts.row_clear_of_floor(summary) is True and verdicts.clear_text(summary) == "yes"
-    assert verdicts.short_of_aim("RTE", "cpu", summary) is None  # the cpu size has no aims
+    margin = rule.verdict_margin(summary)
+    assert margin == pytest.approx(rule.seed_spread(summary) + task_rows.sample_noise(_correct(1810, 2000)))
+    assert rule.row_clear_of_floor(summary) is True and rule.clear_text(summary) == "yes"
+    assert task_tables.short_of_aim("RTE", "cpu", summary) is None  # the cpu size has no aims
     gpu = _summary(tmp_path / "gpu", [90.0, 90.5, 91.0], 50.0, _correct(1810, 2000), size="gpu")
-    assert verdicts.short_of_aim("RTE", "gpu", gpu) is (90.5 - margin < catalog.SIZES["gpu"].aims["RTE"].score)
+    assert task_tables.short_of_aim("RTE", "gpu", gpu) is (90.5 - margin < catalog.SIZES["gpu"].aims["RTE"].score)
 
 
 def test_a_mean_clear_of_the_floor_by_less_than_the_noise_is_not_clear(tmp_path):
     # RTE-sized noise: 277 pairs. The mean is clear of the floor's tenth by a point, within the bootstrap's width.
     floor = 52.7
-    mean = floor + verdicts.FLOOR_MARGIN * (100 - floor) + 1.0
+    mean = floor + rule.FLOOR_MARGIN * (100 - floor) + 1.0
     outcomes = _correct(round(mean / 100 * 277), 277)
     summary = _summary(tmp_path, [mean - 0.1, mean, mean + 0.1], floor, outcomes)
-    assert verdicts.clear_of_floor(summary, 0.0)  # the mean alone would pass
-    assert verdicts.evaluation_noise(summary) > 1.0
-    assert verdicts.row_clear_of_floor(summary) is False and verdicts.clear_text(summary) == "**no**"
+    assert rule.clear_of_floor(summary, 0.0)  # the mean alone would pass
+    assert rule.evaluation_noise(summary) > 1.0
+    assert rule.row_clear_of_floor(summary) is False and rule.clear_text(summary) == "**no**"
     table = task_tables._size_table(Context(tmp_path, tmp_path / "TASKS.md", tmp_path),
                                      read_records("tasks", tmp_path), CHECKPOINT_NAME, "cpu")  # fmt: skip
     assert "- RTE, not clear of its floor:" in table  # a verdict: the note says so without "its mean"
@@ -723,7 +725,7 @@ def test_every_row_reads_its_score_as_its_fine_tuning_task_declares_it():
 def test_the_cpu_and_gpu_sizes_run_the_seeds_a_verdict_needs():
     """`python -m benchmarks.tasks.scores --size cpu` (or gpu), with no --seeds, runs enough seeds for a verdict."""
     for size in ("cpu", "gpu"):
-        assert len(catalog.SIZES[size].seeds) >= verdicts.MIN_SEEDS
+        assert len(catalog.SIZES[size].seeds) >= rule.MIN_SEEDS
     assert catalog.SIZES["cpu"].seeds == (0, 1, 2)
 
 
@@ -740,3 +742,19 @@ def test_a_docs_line_shows_the_row_with_the_seeds_a_verdict_needs_over_a_fuller_
         _unit(tmp_path, "rte", seed, 60.0, 52.7, size="gpu")
     page = task_tables.render_task_scores(Context(tmp_path, root / "docs" / "finetuning.md", root))
     assert "**60.0** ± 0.0 (3 seeds)" in page and "size `gpu`" in page
+
+
+def test_the_paired_bootstrap_of_model_minus_floor():
+    """Model minus floor per example over the same examples, drawn together: the mean difference inside its
+    interval, seeded; a model equal to its floor everywhere differs by exactly 0, and one example's pair apart from
+    the rest cannot give an interval that misses the mean."""
+    model = [1.0] * 30 + [0.0] * 10
+    floor = [1.0] * 20 + [0.0] * 20
+    mean, low, high = rule.paired_bootstrap(model, floor)
+    assert mean == pytest.approx(0.25) and low <= mean <= high
+    assert rule.paired_bootstrap(model, floor) == (mean, low, high)  # seeded
+    assert rule.paired_bootstrap(model, model) == (0.0, 0.0, 0.0)
+    # Unpaired, the two sides' own spreads would add; paired, what both share cancels: a constant shift is exact.
+    assert rule.paired_bootstrap([value + 2 for value in floor], floor) == (2.0, 2.0, 2.0)
+    with pytest.raises(ValueError):
+        rule.paired_bootstrap([], [])

@@ -37,7 +37,8 @@ from benchmarks.tables.format import (
     none_yet,
     target_verdict,
 )
-from benchmarks.speed.trainer import CONFIGS as TRAINER_CONFIGS
+from benchmarks.speed.trainer import CONFIGS as TRAINER_CONFIGS, settings_of
+from benchmarks.tables import parity
 from benchmarks.tables.reliability import render_reliability
 from benchmarks.tables.speed import (
     render_batch_sweep,
@@ -50,7 +51,7 @@ from benchmarks.tables.speed import (
     render_step_profile,
     render_trainer,
 )
-from benchmarks.tables.speed_targets import render_speed_targets, settings_of
+from benchmarks.tables.speed_targets import render_speed_targets
 from benchmarks.tables.task_benchmark import (
     headline_sentence as task_headline,
     render_task_benchmark,
@@ -138,7 +139,7 @@ def render_headline(context: Context) -> str:
         + (f". Not met: {'; '.join(missed)}" if missed else "")
         + (f". Not measured: {'; '.join(unmeasured)}" if unmeasured else "") + ".",
         f"{sum(row[1] == 'no record' for row in gpu)} of the {len(gpu)} GPU figures are not measured yet.",
-        _parity_summary().headline_sentence(*_parity_records(context)),
+        parity.headline_sentence(*_parity_records(context)),
         task_headline(context.records("tasks"), context.records("task-floors")),
         _details_sentence(context),
     ]
@@ -158,7 +159,7 @@ def render_front_page(context: Context) -> str:
         + (markdown_table(["figure", "latest", "where", "record"], trainer) if trainer else "No GPU record yet."),
         "The span collator, on the CPU that feeds every run:\n\n"
         + (markdown_table(["figure", "latest", "target", "record"], collators) if collators else "No record yet."),
-        _parity_summary().headline_sentence(*_parity_records(context)) + " "
+        parity.headline_sentence(*_parity_records(context)) + " "
         + task_headline(context.records("tasks"), context.records("task-floors")),
         "Every figure, its target and what is not measured yet: "
         + context.page("the headline of benchmarks/RESULTS.md", "RESULTS.md", "headline") + ". " + _details_sentence(context),
@@ -179,19 +180,10 @@ def render_gpu(context: Context) -> str:
     return markdown_table(["figure", "latest", "GPU", "record"], [_gpu_row(context, *figure) for figure in GPU_FIGURES])
 
 
-# Regions: which renderer writes which name.
-def _parity_summary() -> Any:
-    """The parity benchmark's summary module, which owns its tables (its benchmark owns the records' structure);
-    imported only where a region needs it."""
-    from benchmarks.parity import summary
-
-    return summary
-
-
 def _parity_rows(context: Context) -> list[list[str]]:
     page = Path(os.path.relpath(context.root / "benchmarks" / "PARITY.md", context.markdown.parent)).as_posix()
     records, floor_records = _parity_records(context)
-    return _parity_summary().headline_rows(records, page, floor_records)
+    return parity.headline_rows(records, page, floor_records)
 
 
 def _parity_records(context: Context) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -201,11 +193,11 @@ def _parity_records(context: Context) -> tuple[list[dict[str, Any]], list[dict[s
 
 def render_finetuning_parity(context: Context) -> str:
     records, floor_records = _parity_records(context)
-    return _parity_summary().render_parity(records, context.link, floor_records)
+    return parity.render_parity(records, context.link, floor_records)
 
 
 def render_parity_findings(context: Context) -> str:
-    return _parity_summary().render_findings(*_parity_records(context))
+    return parity.render_findings(*_parity_records(context))
 
 
 def render_qa_pipeline(context: Context) -> str:

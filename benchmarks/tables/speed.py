@@ -7,9 +7,8 @@ from typing import Any
 
 from benchmarks.gpu.check import NOT_ASKED
 from benchmarks.speed.pretraining_step import category_seconds
-from benchmarks.speed.trainer import DEFAULTS, TUNED
+from benchmarks.speed.trainer import DEFAULTS, TUNED, settings_of
 from benchmarks.tables.format import Context, fmt_number, fmt_ratio, markdown_table, none_yet, records_table
-from benchmarks.tables.speed_targets import settings_of
 from spanroberta.records import record_commit
 
 

@@ -1,6 +1,6 @@
 """The task benchmark's tables (tasks/scores.py, its records under benchmarks/results/tasks/): the table of every task
 in benchmarks/TASKS.md, the README's sentence on it, and each docs page's line of the scores of its tasks, with the
-verdicts of tables/verdicts.py.
+verdicts of benchmarks/statistics.py.
 
 Under a table are listed the records that ran an earlier task, budget or split and stand for a seed the table has no
 record of (or are newer than the one it shows), and the records a rerun replaced.
@@ -17,22 +17,23 @@ from typing import Any, NamedTuple
 from benchmarks.common import CHECKPOINT_NAME
 from benchmarks.tables.format import Context, fmt_number, markdown_table, none_yet
 from benchmarks.tables.same_seed import machine_class
-from benchmarks.tables.verdicts import (
-    BENCHMARK,
-    FLOORS_BENCHMARK,
+from benchmarks.statistics import (
     MIN_SEEDS,
-    aim_of,
+    clear_of_floor,
     clear_text,
-    earlier_budget_units,
     evaluation_noise,
-    mean_clear_of_floor,
-    mean_short_of_aim,
     no_verdict,
     row_clear_of_floor,
+    seed_spread,
+    short_of_aim as short_of,
+)
+from benchmarks.tasks.rows import (
+    BENCHMARK,
+    FLOORS_BENCHMARK,
+    aim_of,
+    earlier_budget_units,
     row_summaries,
     row_units,
-    seed_spread,
-    short_of_aim,
     superseded_units,
 )
 from benchmarks.tasks.catalog import SIZES, TASKS, Row
@@ -40,6 +41,24 @@ from benchmarks.tasks.preparation import Budget
 
 COMMAND = "python -m benchmarks.tasks.scores --size cpu"
 SIZE_ORDER = ("gpu", "cpu", "toy")  # the fullest size first
+
+
+def short_of_aim(label: str, size: str, summary: dict[str, Any]) -> bool | None:
+    """The verdict on the row's aim (statistics.short_of_aim); None without an aim or a verdict."""
+    return short_of(aim_of(label, size), summary)
+
+
+def mean_clear_of_floor(summary: dict[str, Any]) -> bool:
+    """The verdict where there is one, else the mean alone read against the floor (no noise allowed for): what
+    the notes under the table explain, never shown as a verdict."""
+    clear = row_clear_of_floor(summary)
+    return clear_of_floor(summary, 0.0) if clear is None else clear
+
+
+def mean_short_of_aim(label: str, size: str, summary: dict[str, Any]) -> bool:
+    """The verdict where there is one, else the mean alone read against the aim (for the notes)."""
+    aim, short = aim_of(label, size), short_of_aim(label, size, summary)
+    return short if short is not None else aim is not None and summary["score"]["mean"] < aim
 
 
 def fmt_floor(summary: dict[str, Any]) -> str:

@@ -1,6 +1,6 @@
 """Per-example outcomes of a task benchmark unit (tasks/scores.py): what its script wrote for each evaluation example
 at --do_eval, kept in the unit's record in a compact form that scores the row again on any resample of the
-evaluation examples (tables/noise.py's bootstrap), each with the project's own scorer:
+evaluation examples (benchmarks/statistics.py's bootstrap), each with the project's own scorer:
 
 - GLUE (run_glue.py's eval_predictions.jsonl): the predicted and the gold labels (STS-B: scores), scored by
   spanroberta.metrics.glue's metric of the row (accuracy, F1, Matthews correlation, Spearman correlation);
