@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from benchmarks.tables.format import Context, fmt_date, fmt_load, fmt_number, markdown_table, none_yet
+from benchmarks.tables.render import Context, fmt_date, fmt_load, fmt_number, markdown_table, none_yet
 from spanroberta.config_files import read_config_file
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from benchmarks import ROOT
 from benchmarks.tables.ablations import ablation_rows, render_ablation
-from benchmarks.tables.format import (
+from benchmarks.tables.render import (
     Context,
     fmt_cell,
     fmt_number,
@@ -41,15 +41,15 @@ from benchmarks.speed.trainer import CONFIGS as TRAINER_CONFIGS, settings_of
 from benchmarks.tables import parity
 from benchmarks.tables.reliability import render_reliability
 from benchmarks.tables.speed import (
+    COLLATOR,
+    CORPUS_SCALING,
+    DATA_PREP,
+    GPU_CHECK,
+    HEADS,
+    PRETRAINING_STEP,
+    TRAINER,
     render_batch_sweep,
-    render_collator,
-    render_corpus_scaling,
-    render_data_prep,
-    render_gpu_check,
-    render_heads,
-    render_pretraining_step,
     render_step_profile,
-    render_trainer,
 )
 from benchmarks.tables.speed_targets import render_speed_targets
 from benchmarks.tables.task_benchmark import (
@@ -232,16 +232,16 @@ RENDERERS: dict[str, Callable[[Context], str]] = {
     "headline": render_headline,
     "front-page": render_front_page,
     "gpu": render_gpu,
-    "gpu-check": render_gpu_check,
-    "pretraining-step": render_pretraining_step,
+    "gpu-check": GPU_CHECK.render,
+    "pretraining-step": PRETRAINING_STEP.render,
     "step-profile": render_step_profile,
     "batch-sweep": render_batch_sweep,
     "speed-targets": render_speed_targets,
-    "heads": render_heads,
-    "collator": render_collator,
-    "trainer": render_trainer,
-    "data-prep": render_data_prep,
-    "corpus-scaling": render_corpus_scaling,
+    "heads": HEADS.render,
+    "collator": COLLATOR.render,
+    "trainer": TRAINER.render,
+    "data-prep": DATA_PREP.render,
+    "corpus-scaling": CORPUS_SCALING.render,
     "reliability": render_reliability,
 }
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchmarks.tables.format import Context, fmt_date, fmt_load, fmt_number, markdown_table, none_yet
+from benchmarks.tables.render import Context, fmt_date, fmt_load, fmt_number, markdown_table, none_yet
 from benchmarks.tables.same_seed import render_same_seed
 
 BENCHMARK = "reliability"

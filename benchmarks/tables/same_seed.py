@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from benchmarks.tables.format import Context, fmt_date, markdown_table
+from benchmarks.tables.render import Context, fmt_date, markdown_table
 from spanroberta.records import record_commit
 
 SAME_SEED = "same-seed"

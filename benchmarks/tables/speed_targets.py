@@ -24,7 +24,7 @@ from benchmarks.speed.trainer import (
     settings_of,
 )
 from benchmarks.statistics import Verdict, speed_verdicts
-from benchmarks.tables.format import Context, markdown_table
+from benchmarks.tables.render import Context, markdown_table
 
 # What each target compares, as the table names it.
 LABELS = {"mfu": "MFU, compiled", "vs_defaults": f"real tokens/s over `{DEFAULTS}`",

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from benchmarks.common import CHECKPOINT_NAME
-from benchmarks.tables.format import Context, fmt_number, markdown_table, none_yet
+from benchmarks.tables.render import Context, fmt_number, markdown_table, none_yet
 from benchmarks.tables.same_seed import machine_class
 from benchmarks.statistics import (
     MIN_SEEDS,
