@@ -52,11 +52,7 @@ from benchmarks.tables.speed import (
     render_step_profile,
 )
 from benchmarks.tables.speed_targets import render_speed_targets
-from benchmarks.tables.task_benchmark import (
-    headline_sentence as task_headline,
-    render_task_benchmark,
-    render_task_scores,
-)
+from benchmarks.tables.task_benchmark import TASK_SCORES, render_task_benchmark
 from spanroberta.metrics.squad import exact_match_score
 from spanroberta.records import record_commit
 
@@ -70,9 +66,6 @@ OPENING = re.compile(r"^<!-- generated:([\w.-]+) -->$", re.M)
 # stay measurements (the pretraining-step and trainer tables of RESULTS.md).
 COLLATOR_TARGETS = {"transformers token": 1.0, "transformers whole-word": 3.0}
 TRAINER_DEFAULT_RUN = "run_pretraining.py --recipe spanbert"
-# (link text, anchor) of the sections of benchmarks/RESULTS.md the headline points to.
-SECTIONS = (("pretraining step", "pretraining-step"), ("collator", "collator"), ("Trainer path", "the-trainer-path"),
-            ("GPU", "gpu"))  # fmt: skip
 
 # The GPU figures the project names: (figure, benchmark, settings of its records, the command that measures it).
 GPU_FIGURES = (
@@ -130,50 +123,19 @@ def _gpu_row(context: Context, figure: str, benchmark: str, settings: dict[str, 
 def render_headline(context: Context) -> str:
     rows = [_collator_row(context, other, target) for other, target in COLLATOR_TARGETS.items()]
     gpu = [_gpu_row(context, *figure) for figure in GPU_FIGURES]
-    met = [row[0] for row in rows if row[2].startswith("**met")]
-    missed = [row[0] for row in rows if row[2].startswith("**not met")]
-    unmeasured = [row[0] for row in rows if row[2].startswith("not measured")]
-    summary = [
-        f"By the latest records, {len(met)} of the {len(rows)} CPU targets are met"
-        + (f" ({'; '.join(met)})" if met else "")
-        + (f". Not met: {'; '.join(missed)}" if missed else "")
-        + (f". Not measured: {'; '.join(unmeasured)}" if unmeasured else "") + ".",
-        f"{sum(row[1] == 'no record' for row in gpu)} of the {len(gpu)} GPU figures are not measured yet.",
-        parity.headline_sentence(*_parity_records(context)),
-        task_headline(context.records("tasks"), context.records("task-floors")),
-        _details_sentence(context),
-    ]
-    table = markdown_table(["figure", "latest", "target", "record"], rows + gpu + _parity_rows(context) + ablation_rows(context))
-    return table + "\n\n" + "\n".join(summary)
+    return markdown_table(["figure", "latest", "target", "record"],
+                          rows + gpu + _parity_rows(context) + ablation_rows(context))  # fmt: skip
 
 
 def render_front_page(context: Context) -> str:
-    """The README's summary: the measured speed figures (the Trainer path on a GPU, the collators on the CPU) and the
-    parity and task verdicts, each from its records; every figure, measured or not yet, is in RESULTS.md's headline."""
+    """The README's figures: the measured speed figures (the Trainer path on a GPU, the collators on the CPU) and the
+    parity verdicts, each from its records; every figure, measured or not yet, is in RESULTS.md's headline."""
     trainer = [row for row in (_gpu_row(context, *figure) for figure in GPU_FIGURES)
                if row[0].startswith("Trainer path") and row[1] != "no record"]  # fmt: skip
     collators = [row for row in (_collator_row(context, other, target) for other, target in COLLATOR_TARGETS.items())
                  if row[1] != "no record"]  # fmt: skip
-    return "\n\n".join([
-        "Pretraining speed, the spanbert recipe against transformers' run_mlm with its defaults in the same run:\n\n"
-        + (markdown_table(["figure", "latest", "where", "record"], trainer) if trainer else "No GPU record yet."),
-        "The span collator, on the CPU that feeds every run:\n\n"
-        + (markdown_table(["figure", "latest", "target", "record"], collators) if collators else "No record yet."),
-        parity.headline_sentence(*_parity_records(context)) + " "
-        + task_headline(context.records("tasks"), context.records("task-floors")),
-        "Every figure, its target and what is not measured yet: "
-        + context.page("the headline of benchmarks/RESULTS.md", "RESULTS.md", "headline") + ". " + _details_sentence(context),
-    ]) + "\n"  # fmt: skip
-
-
-def _details_sentence(context: Context) -> str:
-    return (
-        "Ratios are spanroberta's throughput over the transformers baseline's (medians); details: "
-        + ", ".join(context.page(label, "RESULTS.md", anchor) for label, anchor in SECTIONS)
-        + f", {context.page('ablations', 'ABLATIONS.md', 'ablations')}, {context.page('tasks', 'TASKS.md', 'results')}. "
-        "Wall times on a machine shared with other jobs are upper bounds; each record holds its commit and machine, "
-        "read when the run started, and the load average at its start and end, or says that it was not recorded."
-    )
+    rows = trainer + collators + _parity_rows(context)
+    return markdown_table(["figure", "latest", "target or where", "record"], rows) if rows else "No record yet."
 
 
 def render_gpu(context: Context) -> str:
@@ -197,7 +159,7 @@ def render_finetuning_parity(context: Context) -> str:
 
 
 def render_parity_findings(context: Context) -> str:
-    return parity.render_findings(*_parity_records(context))
+    return parity.findings(*_parity_records(context)).render(context)
 
 
 def render_qa_pipeline(context: Context) -> str:
@@ -225,7 +187,7 @@ def render_qa_pipeline(context: Context) -> str:
 
 RENDERERS: dict[str, Callable[[Context], str]] = {
     "task-benchmark": render_task_benchmark,
-    "task-scores": render_task_scores,
+    "task-scores": TASK_SCORES.render,
     "qa-pipeline": render_qa_pipeline,
     "finetuning-parity": render_finetuning_parity,
     "parity-findings": render_parity_findings,

@@ -12,6 +12,7 @@ from typing import Any
 from benchmarks.parity.common import SIDES, TASKS, task_report
 from benchmarks.parity.summary import NO_FLOORS_RECORD, TASK_NAMES, newest_runs, no_floor_verdict, summarize, verdict
 from benchmarks.statistics import clear_of_floor, clear_text
+from benchmarks.tables.render import Column, Table
 from spanroberta.records import record_load_average
 
 
@@ -144,46 +145,6 @@ def headline_rows(records: Sequence[dict], page: str, floor_records: Sequence[di
     return rows
 
 
-def _by_verdict(summary: dict[str, dict[str, dict]], size: str) -> dict[str, list[str]]:
-    found = collections.defaultdict(list)
-    for task in (t for t in TASKS if t in summary[size]):
-        found[verdict(summary[size][task])].append(task)
-    return found
-
-
-def _names(tasks: Sequence[str]) -> str:
-    return ", ".join(TASK_NAMES[task] for task in tasks) or "none"
-
-
-def _by_reason(tasks: dict[str, dict], names: Sequence[str]) -> str:
-    """Tasks grouped by why their floor has no verdict (`no_floor_verdict`): `SST-2, RTE (reason)`, ..."""
-    reasons = collections.defaultdict(list)
-    for task in names:
-        reasons[no_floor_verdict(tasks[task])].append(task)
-    return "; ".join(f"{_names(found)} ({reason})" for reason, found in reasons.items())
-
-
-def headline_sentence(records: Sequence[dict], floor_records: Sequence[dict] = ()) -> str:
-    """The README's count of the parity verdicts at the headline size; tasks that agree at the floor, or without a
-    verdict on it, count as unproven."""
-    summary = summarize(records, floor_records)
-    size = headline_size(summary)
-    if size is None:
-        return "Fine-tuning parity: not measured yet."
-    found = _by_verdict(summary, size)
-    parts = [f"met on {len(found['met'])} of {len(summary[size])} tasks ({_names(found['met'])})"]
-    if found["agrees, at the floor"]:
-        parts.append(f"unproven on {_names(found['agrees, at the floor'])}, where both sides agree but are not clear "
-                     "of the floor (what a model that learned nothing scores)")  # fmt: skip
-    for other in ("not met", "not measured"):
-        if found[other]:
-            parts.append(f"{other} on {_names(found[other])}")
-    if found["agrees, no floor verdict"]:  # last: its reasons are listed with semicolons
-        parts.append("unproven where both sides agree but the floor has no verdict: "
-                     + _by_reason(summary[size], found["agrees, no floor verdict"]))  # fmt: skip
-    return f"Fine-tuning parity at the `{size}` size: " + "; ".join(parts) + "."
-
-
 def _same_every_seed(records: Sequence[dict], size: str, task: str) -> bool:
     """Whether both sides give the same score and mean training loss on every seed run on both."""
     runs = newest_runs(records)
@@ -196,48 +157,33 @@ def _same_every_seed(records: Sequence[dict], size: str, task: str) -> bool:
     )
 
 
-def _floor_findings(tasks: dict[str, dict]) -> str:
-    """The floors at one size: the tasks clear of the floor on both sides and those not, by the verdicts; those
-    without a verdict, by its reason; and, for those a floors record judges but the noise does not, what the means
-    alone say (no noise allowed for, never a verdict)."""
-    present = [task for task in TASKS if task in tasks and "clear_of_floor" in tasks[task]]
-    unjudged = [task for task in present if no_floor_verdict(tasks[task])]
-    judged = [task for task in present if task not in unjudged]
-    clear = [task for task in judged if all(tasks[task]["clear_of_floor"].values())]
-    text = (f"Clear of the floor on both sides: {_names(clear)}. Not clear: "
-            f"{_names([task for task in judged if task not in clear])}.")  # fmt: skip
-    if unjudged:
-        text += f" No verdict on the floor: {_by_reason(tasks, unjudged)}."
-    by_mean = [task for task in unjudged if tasks[task]["floor"]["record"] is not None]
-    if by_mean:
-        above = [task for task in by_mean if all(clear_of_floor(tasks[task][side]["verdict_summary"], 0.0)
-                                                 for side in SIDES)]  # fmt: skip
-        text += (f" By the means alone (no noise allowed for: not a verdict), both sides are at least a tenth of the "
-                 f"way from the floor to a perfect score on {_names(above)}, and not on "
-                 f"{_names([task for task in by_mean if task not in above])}.")  # fmt: skip
-    return text + " Parity stays unproven wherever the floor has no verdict or a side is not clear of it."
+def _floor_finding(entry: dict[str, Any]) -> str:
+    """Both sides' verdicts on the floor, or why there is none and what the means alone say (never a verdict)."""
+    reason = no_floor_verdict(entry)
+    if reason is None:
+        return "clear on both sides" if all(entry["clear_of_floor"].values()) else "**not clear**"
+    if entry["floor"]["record"] is None:
+        return reason
+    above = all(clear_of_floor(entry[side]["verdict_summary"], 0.0) for side in SIDES)
+    return f"{reason}; the means alone {'are' if above else 'are not'} a tenth of the way above it"
 
 
-def render_findings(records: Sequence[dict], floor_records: Sequence[dict] = ()) -> str:
-    """PARITY.md's "what the runs show", at the headline size, from the run records and the floors records."""
+def _loads(records: Sequence[dict], size: str, task: str) -> str:
+    runs = [record for (s, t, _, _), record in newest_runs(records).items() if (s, t) == (size, task)]
+    return f"{sum(record_load_average(record)[0] is not None for record in runs)} of {len(runs)}"
+
+
+def findings(records: Sequence[dict], floor_records: Sequence[dict] = ()) -> Table:
+    """PARITY.md's "what the runs show", at the headline size: per task, whether both sides scored the same seed by
+    seed, the floor, the wall time and how many runs recorded their load average."""
     summary = summarize(records, floor_records)
     size = headline_size(summary)
-    if size is None:
-        return "No fine-tuning parity run has been recorded yet."
-    tasks = [task for task in TASKS if task in summary[size]]
-    same = [task for task in tasks if _same_every_seed(records, size, task)]
-    differ = [task for task in tasks if task not in same]
-    wall = [task for task in tasks if summary[size][task].get("wall_same_or_lower")]
-    runs = [record for (s, _, _, _), record in newest_runs(records).items() if s == size]
-    loaded = sum(record_load_average(record)[0] is not None for record in runs)
-    lines = [
-        f"At the `{size}` size:",
-        "",
-        f"- **Scores.** The same score and mean training loss on both sides, seed by seed: {_names(same)}."
-        + (f" Different run by run: {_names(differ)} (the difference of the means is in the table)." if differ else ""),
-        f"- **Floors.** {_floor_findings(summary[size])}",
-        f"- **Wall time.** spanroberta's mean wall time is within the seeds' noise of transformers' or lower on "
-        f"{len(wall)} of {len(tasks)} tasks ({_names(wall)}). {loaded} of the {len(runs)} runs "
-        "recorded the load average; on a machine shared with other jobs wall times are upper bounds.",
-    ]  # fmt: skip
-    return "\n".join(lines)
+    tasks = [] if size is None else [(size, task, summary[size][task]) for task in TASKS if task in summary[size]]
+    return Table(lambda context: tasks, [
+        Column.of("size", lambda row: f"`{row[0]}`"), Column.of("task", lambda row: TASK_NAMES[row[1]]),
+        Column.of("same score and loss seed by seed", lambda row: "yes" if _same_every_seed(records, *row[:2]) else "no"),
+        Column.of("floor", lambda row: _floor_finding(row[2]) if "clear_of_floor" in row[2] else "-"),
+        Column.of("wall within noise or lower", lambda row: {True: "yes", False: "no", None: "-"}[
+            row[2].get("wall_same_or_lower")]),
+        Column.of("runs with a load average", lambda row: _loads(records, *row[:2])),
+    ], "No fine-tuning parity run has been recorded yet.")  # fmt: skip
