@@ -171,7 +171,7 @@ def _unit_record(folder, name, commit, gap, litbank=42.0, machine=ZEN3):
 
 
 def _same_seed_page(tmp_path):
-    from benchmarks.tables.format import Context
+    from benchmarks.tables.render import Context
     from benchmarks.tables.same_seed import render_same_seed
 
     return render_same_seed(Context(tmp_path, tmp_path / "RESULTS.md", tmp_path))

@@ -155,7 +155,7 @@ def _parity_records(context: Context) -> tuple[list[dict[str, Any]], list[dict[s
 
 def render_finetuning_parity(context: Context) -> str:
     records, floor_records = _parity_records(context)
-    return parity.render_parity(records, context.link, floor_records)
+    return parity.parity_table(records, floor_records).render(context)
 
 
 def render_parity_findings(context: Context) -> str:

@@ -4,15 +4,13 @@ difference and its noise, the verdict, the seconds and the records."""
 
 from __future__ import annotations
 
-import collections
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from benchmarks.parity.common import SIDES, TASKS, task_report
 from benchmarks.parity.summary import NO_FLOORS_RECORD, TASK_NAMES, newest_runs, no_floor_verdict, summarize, verdict
 from benchmarks.statistics import clear_of_floor, clear_text
-from benchmarks.tables.render import Column, Table
+from benchmarks.tables.render import Column, Context, Table
 from spanroberta.records import record_load_average
 
 
@@ -31,10 +29,6 @@ def _score(side: dict | None, scale: int) -> str:
 
 def _seconds(side: dict | None) -> str:
     return "" if side is None else f"{side['mean']:.0f}"
-
-
-def _record_name(record: dict) -> str:
-    return Path(record["path"]).name if "path" in record else "?"
 
 
 def _difference(entry: dict[str, Any], scale: int) -> str:
@@ -59,48 +53,43 @@ def _sides_clear_text(entry: dict[str, Any]) -> str:
     return ", ".join(f"{side} {text}" for side, text in texts.items())
 
 
-def _floors_line(summary: dict[str, dict[str, dict]], link: Callable[[dict], str]) -> str:
-    """Which floors records the floors come from, and the tasks whose evaluated examples none holds."""
-    entries = [(size, entry) for size, tasks in sorted(summary.items()) for entry in tasks.values()]
-    used = {id(e["floor"]["record"]): e["floor"]["record"] for _, e in entries if e["floor"]["record"] is not None}
-    trivial = [f"{TASK_NAMES[e['task']]} at `{size}`" for size, e in entries if e["floor"]["record"] is None]
-    lines = [f"Floors from {', '.join(link(record) for record in used.values())} (the task benchmark's, on the same "
-             "evaluated examples)."] if used else []  # fmt: skip
-    if trivial:
-        lines.append(f"No floors record holds the evaluated examples of {', '.join(trivial)}: the floor shown is the "
-                     "run records' trivial one, and it has no verdict.")  # fmt: skip
-    return "\n\n" + " ".join(lines) + "\n" if lines else "\n"
+def _side(row: tuple, side: str, key: str) -> dict | None:
+    found = row[2].get(side)
+    return found and found[key]
 
 
-def render_parity(records: Sequence[dict], link: Callable[[dict], str] = _record_name,
-                  floor_records: Sequence[dict] = ()) -> str:  # fmt: skip
-    """The markdown table of the run records of `finetuning-parity` (other records are ignored): per size and
-    task, each side's headline score as mean ± sample sd over seeds (scores in percent), the floor (`task_floor`)
-    and the sides' verdict on it, the difference with two standard errors, the verdict, the mean wall and CPU
+def _sources(records: Sequence[dict], context: Context, size: str, task: str) -> str:
+    return ", ".join(context.link(record) for (s, t, _, _), record in sorted(newest_runs(records).items())
+                     if (s, t) == (size, task))  # fmt: skip
+
+
+def _floor_record(entry: dict[str, Any], context: Context) -> str:
+    return "-" if entry["floor"]["record"] is None else context.link(entry["floor"]["record"])
+
+
+def parity_table(records: Sequence[dict], floor_records: Sequence[dict] = ()) -> Table:
+    """The run records of `finetuning-parity` (other records are ignored): per size and task, each side's headline
+    score as mean ± sample sd over seeds (scores in percent), the floor (`task_floor`), the floors record it comes
+    from and the sides' verdict on it, the difference with two standard errors, the verdict, the mean wall and CPU
     seconds of a whole run (on a shared machine, CPU seconds are the steadier: waiting for a core does not count),
-    the steps, and the run records the row comes from (`link(record)` names one; its file name by default); under it,
-    the floors records the floors come from."""
+    the steps, and the run records the row comes from."""
     summary = summarize(records, floor_records)
-    if not summary:
-        return "No fine-tuning parity run has been recorded yet.\n"
-    sources = collections.defaultdict(list)
-    for (size, task, _, _), record in sorted(newest_runs(records).items()):
-        sources[(size, task)].append(link(record))
-    lines = ["| size | task | metric | spanroberta | transformers | floor | clear of floor | difference (± 2 SE) "
-             "| verdict | wall s spanroberta | wall s transformers | CPU s spanroberta | CPU s transformers | steps "
-             "| records |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    for size, tasks in sorted(summary.items()):
-        for task in (t for t in TASKS if t in tasks):
-            entry, scale = tasks[task], _scale(task)
-            ours, theirs = entry.get("spanroberta"), entry.get("transformers")
-            steps = (ours or theirs)["train_steps"]["mean"]
-            lines.append(f"| {size} | {task} | {entry['primary_metric']} | {_score(ours and ours['primary'], scale)} "
-                         f"| {_score(theirs and theirs['primary'], scale)} | {_floor_text(entry)} "
-                         f"| {_sides_clear_text(entry)} | {_difference(entry, scale)} | {verdict(entry)} "
-                         f"| {_seconds(ours and ours['wall_seconds'])} | {_seconds(theirs and theirs['wall_seconds'])} "
-                         f"| {_seconds(ours and ours['cpu_seconds'])} | {_seconds(theirs and theirs['cpu_seconds'])} "
-                         f"| {steps:.0f} | {', '.join(sources[(size, task)])} |")  # fmt: skip
-    return "\n".join(lines) + _floors_line(summary, link)
+    rows = [(size, task, tasks[task]) for size, tasks in sorted(summary.items()) for task in TASKS if task in tasks]
+    sides = [(f"{name} {side}", side, key) for name, key in (("wall s", "wall_seconds"), ("CPU s", "cpu_seconds"))
+             for side in SIDES]  # fmt: skip
+    return Table(lambda context: rows, [
+        Column.of("size", lambda row: row[0]), Column.of("task", lambda row: row[1]),
+        Column.of("metric", lambda row: row[2]["primary_metric"]),
+        *(Column.of(side, lambda row, side=side: _score(_side(row, side, "primary"), _scale(row[1]))) for side in SIDES),
+        Column.of("floor", lambda row: _floor_text(row[2])),
+        Column("floor record", lambda row, context: _floor_record(row[2], context)),
+        Column.of("clear of floor", lambda row: _sides_clear_text(row[2])),
+        Column.of("difference (± 2 SE)", lambda row: _difference(row[2], _scale(row[1]))),
+        Column.of("verdict", lambda row: verdict(row[2])),
+        *(Column.of(name, lambda row, side=side, key=key: _seconds(_side(row, side, key))) for name, side, key in sides),
+        Column.of("steps", lambda row: f"{(row[2].get('spanroberta') or row[2]['transformers'])['train_steps']['mean']:.0f}"),
+        Column("records", lambda row, context: _sources(records, context, row[0], row[1])),
+    ], "No fine-tuning parity run has been recorded yet.")  # fmt: skip
 
 
 HEADLINE_SIZES = ("gpu", "cpu", "cpu-small")  # the headline shows the largest size measured
