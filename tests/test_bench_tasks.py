@@ -482,6 +482,24 @@ def test_race_trains_one_model_on_both_levels_and_scores_each_apart(tmp_path):
     assert metrics == {"RACE middle": "eval_accuracy_middle", "RACE high": "eval_accuracy_high"}
 
 
+def test_the_gap_note_says_which_way_the_answers_went():
+    scores = {"gap_overall_precision": 0.5, "gap_overall_recall": 0.25}
+    answered = {"gap_answered_neither": 0.4, "gap_answered_a": 0.2, "gap_answered_b": 0.1, "gap_answered_both": 0.3}
+    assert catalog.gap_note({"scores": {"gap_results.json": scores}}) == "precision 50.0, recall 25.0"
+    assert catalog.gap_note({"scores": {"gap_results.json": {**scores, **answered}}}) == (
+        "precision 50.0, recall 25.0; answered neither 40%, A only 20%, B only 10%, both (never right) 30%")
+    assert catalog.gap_note({"scores": {}}) is None
+
+def test_the_squad_v2_note_splits_answerable_from_unanswerable():
+    scores = {"eval_HasAns_f1": 0.0, "eval_HasAns_total": 216, "eval_NoAns_f1": 100.0, "eval_NoAns_total": 419}
+    assert catalog.squad_v2_note({"scores": {"eval_results.json": scores}}) == (
+        "F1 0.0 on the 216 answerable questions, 100.0 on the 419 unanswerable ones")
+    with_best = {**scores, "eval_best_f1": 66.0}
+    assert catalog.squad_v2_note({"scores": {"eval_results.json": with_best}}).endswith(
+        "; the best null threshold, chosen on these questions, would score 66.0")
+    assert catalog.squad_v2_note({"scores": {"eval_results.json": {}}}) is None
+
+
 def test_a_rerun_with_the_same_budget_names_the_packages_that_changed():
     settings = {"task": "squad", "budget": {"batch": 32}}
     old = {"settings": settings, "packages": {"tokenizers": "0.23.2", "torch": "2.11.0"}}

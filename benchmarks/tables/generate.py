@@ -12,7 +12,8 @@ record of each setting. A region whose name this script does not know is an erro
 
 Known regions: the names in RENDERERS (headline, gpu, gpu-check, pretraining-step, step-profile, heads, collator,
 trainer, batch-sweep, speed-targets, data-prep, corpus-scaling, task-benchmark, task-scores, finetuning-parity,
-parity-findings, qa-pipeline, front-page, reliability), and ablation-<config> for each configs/ablations/<config>.yaml.
+parity-findings, qa-pipeline, front-page, reliability-stress, reliability-faults, same-seed, long-line,
+bad-inputs), and ablation-<config> for each configs/ablations/<config>.yaml.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ from benchmarks.tables.render import (
 )
 from benchmarks.speed.trainer import CONFIGS as TRAINER_CONFIGS, settings_of
 from benchmarks.tables import parity
-from benchmarks.tables.reliability import render_reliability
+from benchmarks.tables.reliability import BAD_INPUTS, FAULTS, LONG_LINE, STRESS
+from benchmarks.tables.same_seed import SAME_SEED_TABLE
 from benchmarks.tables.speed import (
     COLLATOR,
     CORPUS_SCALING,
@@ -128,14 +130,14 @@ def render_headline(context: Context) -> str:
 
 
 def render_front_page(context: Context) -> str:
-    """The README's figures: the measured speed figures (the Trainer path on a GPU, the collators on the CPU) and the
-    parity verdicts, each from its records; every figure, measured or not yet, is in RESULTS.md's headline."""
+    """The README's figures: the measured speed figures (the Trainer path on a GPU, the collators on the CPU), each
+    from its records; every figure, measured or not yet, is in RESULTS.md's headline."""
     trainer = [row for row in (_gpu_row(context, *figure) for figure in GPU_FIGURES)
                if row[0].startswith("Trainer path") and row[1] != "no record"]  # fmt: skip
     collators = [row for row in (_collator_row(context, other, target) for other, target in COLLATOR_TARGETS.items())
                  if row[1] != "no record"]  # fmt: skip
-    rows = trainer + collators + _parity_rows(context)
-    return markdown_table(["figure", "latest", "target or where", "record"], rows) if rows else "No record yet."
+    return markdown_table(["figure", "latest", "target or where", "record"], trainer + collators) if trainer + collators \
+        else "No record yet."
 
 
 def render_gpu(context: Context) -> str:
@@ -204,7 +206,11 @@ RENDERERS: dict[str, Callable[[Context], str]] = {
     "trainer": TRAINER.render,
     "data-prep": DATA_PREP.render,
     "corpus-scaling": CORPUS_SCALING.render,
-    "reliability": render_reliability,
+    "reliability-stress": STRESS.render,
+    "reliability-faults": FAULTS.render,
+    "same-seed": SAME_SEED_TABLE.render,
+    "long-line": LONG_LINE.render,
+    "bad-inputs": BAD_INPUTS.render,
 }
 
 

@@ -236,6 +236,21 @@ def left_out_table(records: Sequence[dict], checkpoint: str, size: str) -> Table
     return Table(lambda context: rows, LEFT_OUT_COLUMNS, "")
 
 
+def details_table(records: Sequence[dict], checkpoint: str, size: str) -> Table:
+    """What each seed's record of a row says beyond its score, for the rows whose catalog entry reads it
+    (`Row.note`: SQuAD v2.0's answerable and unanswerable questions apart, GAP's precision, recall and answers)."""
+
+    def rows(context: Context) -> list[tuple[str, int, str]]:
+        summaries = row_summaries(records, checkpoint, size, context.records(FLOORS_BENCHMARK))
+        found = [(row.label, record["settings"]["seed"], row.note(record["results"]))
+                 for task in TASKS.values() for row in task.rows if row.note and row.label in summaries
+                 for record in summaries[row.label]["records"]]  # fmt: skip
+        return [entry for entry in found if entry[2]]
+
+    return Table(rows, [Column.of("task", lambda row: row[0]), Column.of("seed", lambda row: str(row[1])),
+                        Column.of("what the record says", lambda row: row[2])], "")  # fmt: skip
+
+
 def groups(records: Sequence[dict]) -> list[tuple[str, str]]:
     """The (checkpoint, size) pairs recorded, the real checkpoint first, then the fullest size first."""
     found = {(checkpoint, size) for checkpoint, size, _, _ in row_units(records)}
@@ -249,8 +264,10 @@ def render_task_benchmark(context: Context) -> str:
         return none_yet(COMMAND)
     parts = []
     for checkpoint, size in groups(records):
+        details = details_table(records, checkpoint, size).render(context)
         left_out = left_out_table(records, checkpoint, size).render(context)
         parts.append(f"**{checkpoint}**, size `{size}`:\n\n" + size_table(records, checkpoint, size).render(context)
+                     + (f"\n\nPer seed, size `{size}`:\n\n{details}" if details else "")
                      + (f"\n\nRecords not in the table, size `{size}`:\n\n{left_out}" if left_out else ""))
     return "\n\n".join(parts)
 

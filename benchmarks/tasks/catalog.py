@@ -9,6 +9,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from benchmarks.tasks.preparation import (
     RACE_SPLIT,
@@ -47,6 +48,8 @@ class Row:
     metric_name: str
     docs: str  # the docs page that shows this row's latest score
     published: Published | None = None
+    # What a record says beyond the score, for the details table under the size table: results -> a short fact.
+    note: Callable[[dict[str, Any]], str | None] | None = None
 
     @property
     def metric(self) -> str:
@@ -78,6 +81,35 @@ class Task:
         return self.finetuning.script
 
 
+def gap_note(results: dict[str, Any]) -> str | None:
+    """GAP's precision and recall, and how often each answer was given where the record holds it
+    (`gap_answered_*`): the gold is never both names, so "both" counts the pronoun's cluster taking in both."""
+    scores = results.get("scores", {}).get("gap_results.json", {})
+    if "gap_overall_precision" not in scores:
+        return None
+    note = f"precision {100 * scores['gap_overall_precision']:.1f}, recall {100 * scores['gap_overall_recall']:.1f}"
+    answers = [(name, scores.get(f"gap_answered_{key}")) for name, key in
+               (("neither", "neither"), ("A only", "a"), ("B only", "b"), ("both (never right)", "both"))]  # fmt: skip
+    if all(share is not None for _, share in answers):
+        note += "; answered " + ", ".join(f"{name} {100 * share:.0f}%" for name, share in answers)
+    return note
+
+
+def squad_v2_note(results: dict[str, Any]) -> str | None:
+    """SQuAD v2.0's F1 on the answerable and the unanswerable questions apart (a model that answers nothing scores
+    the floor with 100 on the one and 0 on the other), and the best F1 of any null threshold, searched on the
+    evaluation questions themselves (evaluate-v2.0.py's best_f1): where it is no higher than F1, no threshold would
+    lift the score and the answers themselves fall short."""
+    scores = results.get("scores", {}).get("eval_results.json", {})
+    if "eval_HasAns_f1" not in scores:
+        return None
+    note = (f"F1 {scores['eval_HasAns_f1']:.1f} on the {scores['eval_HasAns_total']} answerable questions, "
+            f"{scores['eval_NoAns_f1']:.1f} on the {scores['eval_NoAns_total']} unanswerable ones")
+    if "eval_best_f1" in scores:
+        note += f"; the best null threshold, chosen on these questions, would score {scores['eval_best_f1']:.1f}"
+    return note
+
+
 # --- the tasks, their rows, and the published scores shown for context ---
 
 BERT_BASE, BERT_LARGE = "BERT-base (110M)", "BERT-large (340M)"
@@ -96,7 +128,8 @@ TASKS: dict[str, Task] = {task.name: task for task in (
             published=Published(88.5, BERT_BASE, "Devlin et al. 2019, Table 2 (SQuAD v1.1 dev)")),)),
     Task("squad_v2", SQUAD, prepare_squad_v2, (
         Row("SQuAD v2.0", SQUAD.reports["squad_v2"], "f1", "F1", "finetuning.md",
-            published=Published(81.9, BERT_LARGE, "Devlin et al. 2019, Table 3 (SQuAD v2.0 dev)")),)),
+            published=Published(81.9, BERT_LARGE, "Devlin et al. 2019, Table 3 (SQuAD v2.0 dev)"),
+            note=squad_v2_note),)),
     Task("mrqa", SQUAD, prepare_mrqa, (Row("MRQA SQuAD", SQUAD.reports["mrqa"], "SQuAD_f1", "F1", "mrqa.md"),),
          same_task_as="squad"),
     *(Task(name, GLUE, prepare_glue(name, label), (
@@ -112,7 +145,8 @@ TASKS: dict[str, Task] = {task.name: task for task in (
         Row("LitBank", COREF.reports["coref"], "conll_f1", "CoNLL F1", "coreference.md"),
         Row("GAP", COREF.reports["gap"], "overall_f1", "overall F1", "coreference.md",
             published=Published(85.0, BERT_LARGE, "Joshi et al. 2019 (BERT for coreference), Table 2 (GAP test set; "
-                                                  "the model trained on OntoNotes)")))),
+                                                  "the model trained on OntoNotes)"),
+            note=gap_note))),
 )}  # fmt: skip
 
 
