@@ -29,7 +29,9 @@ from typing import Any
 from benchmarks import ROOT
 from benchmarks.tables.ablations import ablation_rows, render_ablation
 from benchmarks.tables.render import (
+    Column,
     Context,
+    Table,
     fmt_cell,
     fmt_number,
     fmt_ratio,
@@ -164,27 +166,41 @@ def render_parity_findings(context: Context) -> str:
     return parity.findings(*_parity_records(context)).render(context)
 
 
-def render_qa_pipeline(context: Context) -> str:
+def _qa_rows(context: Context) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     record = (context.records("qa-pipeline") or [None])[-1]
-    if record is None:
-        return none_yet("python -m benchmarks.parity.qa_pipeline --model <a run_squad.py output folder>")
-    settings, results = record["settings"], record["results"]
-    scores = settings["model_scores"]
-    rows = [[fmt_cell(entry["question"]), f"**{fmt_cell(entry['answer'])}**", f"{entry['score']:.3f}",
-             " / ".join(fmt_cell(gold) for gold in entry["gold"])] for entry in results["answers"]]  # fmt: skip
-    plain = results["without_spanroberta"]
-    right = sum(any(exact_match_score(entry["answer"], gold) for gold in entry["gold"]) for entry in results["answers"])
-    return (
-        f"The first paragraph of the SQuAD v1.1 dev article *{settings['article'].replace('_', ' ')}*, which the model "
-        f"never trained on:\n\n> {results['context']}\n\n"
-        + markdown_table(["question", "answer", "score", "gold answers"], rows)
-        + f"\n\n{right} of the {len(rows)} answers match a gold answer (SQuAD's exact match). The model: `{settings['model_class']}` fine-tuned by `run_squad.py` from {settings.get('base_model') or 'a checkpoint its card does not name'} "
-        f"(exact match {scores['exact_match']:.1f}, F1 {scores['f1']:.1f} on its held-out evaluation "
-        f"questions; one seed: no verdict). Plain transformers, in a process where spanroberta cannot be imported "
-        f"(`trust_remote_code=True`, the pipeline file the checkpoint carries), gave "
-        f"{'the same answers and scores' if plain['same_answers'] else 'different answers'}. "
-        f"Record: {context.link(record)}.\n"
-    )
+    return [] if record is None else [(record, entry) for entry in record["results"]["answers"]]
+
+
+def _matches(entry: dict[str, Any]) -> str:
+    """Whether the answer matches a gold answer by SQuAD's exact match."""
+    return "yes" if any(exact_match_score(entry["answer"], gold) for gold in entry["gold"]) else "no"
+
+
+# The latest qa-pipeline record: the model, its scores on its held-out questions and whether plain transformers (in a
+# process where spanroberta cannot be imported) gave the same answers; then each question of the article.
+QA_MODEL = Table(lambda context: _qa_rows(context)[:1], [
+    Column.of("article", lambda row: f"*{row[0]['settings']['article'].replace('_', ' ')}*"),
+    Column.of("model", lambda row: f"`{row[0]['settings']['model_class']}`"),
+    Column.of("fine-tuned from", lambda row: row[0]["settings"].get("base_model") or "not named by its card"),
+    Column.of("exact match, F1 (one seed: no verdict)", lambda row: "{exact_match:.1f}, {f1:.1f}".format(
+        **row[0]["settings"]["model_scores"])),
+    Column.of("plain transformers", lambda row: "the same answers and scores"
+              if row[0]["results"]["without_spanroberta"]["same_answers"] else "different answers"),
+    Column("record", lambda row, context: context.link(row[0])),
+], none_yet("python -m benchmarks.parity.qa_pipeline --model <a run_squad.py output folder>"))  # fmt: skip
+QA_ANSWERS = Table(_qa_rows, [
+    Column.of("question", lambda row: fmt_cell(row[1]["question"])),
+    Column.of("answer", lambda row: f"**{fmt_cell(row[1]['answer'])}**"),
+    Column.of("score", lambda row: f"{row[1]['score']:.3f}"),
+    Column.of("gold answers", lambda row: " / ".join(fmt_cell(gold) for gold in row[1]["gold"])),
+    Column.of("matches a gold answer", lambda row: _matches(row[1])),
+], "")  # fmt: skip
+
+
+def render_qa_pipeline(context: Context) -> str:
+    found = _qa_rows(context)
+    quote = f"> {found[0][0]['results']['context']}\n\n" if found else ""
+    return quote + QA_MODEL.render(context) + ("\n\n" + QA_ANSWERS.render(context) if found else "")
 
 
 RENDERERS: dict[str, Callable[[Context], str]] = {
