@@ -1,18 +1,18 @@
-"""The fine-tuning parity benchmark's summary (tables/parity.py draws it in benchmarks/PARITY.md and the README),
-from its run records and the task benchmark's floors records: each side's score over seeds, the difference and its noise, the
-floor, and the verdict.
+"""The fine-tuning parity benchmark's summary (tables/parity.py draws it in benchmarks/PARITY.md and the README), from
+its run records and the task benchmark's floors records: each side's score over seeds, the difference and its noise,
+the floor, and the verdict.
 
 A task's parity is **met** when the two sides' scores agree within the seeds' noise, the spanroberta side is no
 slower beyond the same noise, and both sides are clear of the task's floor. The floor and "clear" are the task
-benchmark's (benchmarks/statistics.py), so that one rule judges every table that says "clear of the floor": the floor is the
-newest floors record's (tasks/floors.py) for the same evaluated examples (`evaluated_examples_of`), and a side is
-clear when its mean less the margin (the seed term of the 95% t-interval plus the evaluation-sample noise of every
-seed's per-example outcomes) is above the floor by a tenth of the way to a perfect score. A side has no verdict with
-fewer seeds than the task benchmark's rule takes or without every seed's outcomes (the run records written so far
-hold none), worded as the task table words it; a task has none where no floors record holds its evaluated examples,
-and its row shows the run records' trivial floor (`_trivial_floor`) and says so. Sides that agree but are not clear
-read "agrees, at the floor", and sides that agree without a verdict on the floor "agrees, no floor verdict": the
-headline counts both as unproven.
+benchmark's (benchmarks/statistics.py), so that one rule judges every table that says "clear of the floor": the
+floor is the newest floors record's (tasks/floors.py) for the same evaluated examples (`evaluated_examples_of`), and
+a side is clear when its mean less the margin (the seed term of the 95% t-interval plus the evaluation-sample noise
+of every seed's per-example outcomes) is above the floor by a tenth of the way to a perfect score. A side has no
+verdict with fewer seeds than the task benchmark's rule takes or without every seed's outcomes (the run records
+written so far hold none), worded as the task table words it; a task has none where no floors record holds its
+evaluated examples, and its row shows the run records' trivial floor (`_trivial_floor`) and says so. Sides that
+agree but are not clear read "agrees, at the floor", and sides that agree without a verdict on the floor "agrees, no
+floor verdict": both are parity unproven.
 """
 
 from __future__ import annotations
@@ -83,7 +83,8 @@ def task_floor(task: str, record: dict, floors: dict[tuple[str, str], dict[str, 
     if found is not None:
         return found
     trivial = _trivial_floor(task, record["results"])
-    return {"floor": None if trivial is None else trivial * task_report(task).to_percent, "answer": "trivial", "answers": {},
+    scale = task_report(task).to_percent
+    return {"floor": None if trivial is None else trivial * scale, "answer": "trivial", "answers": {},
             "record": None}  # fmt: skip
 
 
@@ -106,8 +107,8 @@ def side_verdict_summary(task: str, results: Sequence[dict], floor: float | None
 
 
 def side_clear_of_floor(entry: dict[str, Any], side: str) -> bool | None:
-    """A side's verdict on the floor, by benchmarks/statistics.py's rule and margin; None without one (as where no floors
-    record holds the task's evaluated examples)."""
+    """A side's verdict on the floor, by benchmarks/statistics.py's rule and margin; None without one (as where no
+    floors record holds the task's evaluated examples)."""
     return None if entry["floor"]["record"] is None else row_clear_of_floor(entry[side]["verdict_summary"])
 
 

@@ -66,7 +66,8 @@ def _score_tables(content: dict[str, Any]) -> list[str]:
     cells = [[arm] + [f"{statistics.median(found):.1f} ({min(found):.1f}-{max(found):.1f})" if found else "-"
                       for found in (headline[arm, task] for task in tasks)]
              for arm in _arms(content)]  # fmt: skip
-    header = ["arm"] + [f"{task} ({metric}, 0-100), median (min-max)" for task, metric in content["headline_metrics"].items()]
+    header = ["arm"] + [f"{task} ({metric}, 0-100), median (min-max)"
+                        for task, metric in content["headline_metrics"].items()]  # fmt: skip
     scores: dict[tuple[str, str, str], dict[int, float]] = {}
     for row in content["finetuning"]:
         scores.setdefault((row["arm"], row["task"], row["metric"]), {})[row["seed"]] = row["value"]
