@@ -5,10 +5,12 @@
 - parity/: fine-tuning parity with plain transformers on a real checkpoint, the QA pipeline with and without
   spanroberta, and the fetching of that checkpoint (`python -m benchmarks.parity.finetuning --size cpu-small`);
 - tasks/: the task benchmark, one checkpoint fine-tuned on every task (`python -m benchmarks.tasks.scores`);
-- tables/: the generated regions of the markdown files, from the records (`python -m benchmarks.tables.generate`);
+- tables/: the generated regions of the markdown files, from the records (`python -m benchmarks.tables.generate`):
+  one renderer (tables/render.py), each table a declaration of records, columns and rule;
 - gpu/: the prepared check of a GPU machine (`python -m benchmarks.gpu.check`) and its offline bundle (gpu/offline/).
 
-common.py holds what the families share: the shared data's and the checkpoint's paths, the seeded samples and the
+statistics.py holds the verdict rules, the bootstrap and the speed targets every family judges by; common.py holds
+what the families share: the shared data's and the checkpoint's paths, the seeded samples and the
 files written from them, and SQuAD v1.1's official metric written out.
 
 Every benchmark writes raw records under results/ (spanroberta.records), which the tables are generated from.

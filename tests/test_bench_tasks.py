@@ -18,9 +18,11 @@ from pathlib import Path
 import pytest
 
 from benchmarks.common import CHECKPOINT_NAME
-from benchmarks.tables import noise, task_benchmark as task_tables, verdicts
-from benchmarks.tables.format import Context
+from benchmarks import statistics as rule
+from benchmarks.tables import task_benchmark as task_tables
+from benchmarks.tables.render import Context
 from benchmarks.tasks import catalog, outcomes as outcomes_module, preparation, scores as task_benchmark
+from benchmarks.tasks import rows as task_rows
 from conftest import shared_data
 from spanroberta.tasks.coreference import scoring as coreference
 from spanroberta.tasks.coreference.gap_scoring import GapDecision, gap_outcomes, gap_scores
@@ -50,8 +52,8 @@ def test_the_toy_size_fine_tunes_two_tasks_end_to_end_and_a_rerun_skips_them(tmp
         outcomes = results["rows"][row.label]["outcomes"]
         assert outcomes_module.outcome_count(outcomes) == 16
         assert outcomes_module.outcome_score(outcomes) == pytest.approx(results["rows"][row.label]["score"])
-        low, high = noise.bootstrap_interval(outcomes, resamples=50)
-        assert 0 <= low <= high <= 100 and noise.sample_noise(outcomes) >= 0
+        low, high = task_rows.outcomes_interval(outcomes, resamples=50)
+        assert 0 <= low <= high <= 100 and task_rows.sample_noise(outcomes) >= 0
     # The RTE floor is the majority class of the 16 evaluation examples the toy size drew.
     rte = records[0]["results"]
     assert rte["scores"]["eval_results.json"]["eval_samples"] == 16
@@ -313,6 +315,18 @@ def _unit(records_dir: Path, task: str, seed: int, score: float | dict[str, floa
                         results_dir=records_dir)  # fmt: skip
 
 
+def _left_out(table):
+    """The rows of the tables of records left out: [task, seed, scores, record, replaced by, what changed, same]."""
+    part = table.split("Records not in the table", 1)[1] if "Records not in the table" in table else ""
+    return [line.strip("| ").split(" | ") for line in part.splitlines()
+            if line.startswith("| ") and not line.startswith("| task |")]  # fmt: skip
+
+
+def _scores_page(tmp_path, root):
+    page = task_tables.TASK_SCORES.render(Context(tmp_path, root / "docs" / "finetuning.md", root))
+    return {line.split(" | ")[0].lstrip("| "): line for line in page.splitlines()}
+
+
 def test_the_table_shows_the_spread_over_seeds_the_floor_and_the_newest_record_of_a_seed(tmp_path):
     root = tmp_path / "checkout"
     (root / "benchmarks").mkdir(parents=True)
@@ -325,30 +339,20 @@ def test_the_table_shows_the_spread_over_seeds_the_floor_and_the_newest_record_o
     _unit(tmp_path, "rte", 0, 53.0, 52.7, budget=dataclasses.replace(rte, epochs=1).as_record())  # at the floor
     table = task_tables.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
     lines = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}
-    assert "- SQuAD v1.1" not in table  # its mean clear of its floor, and no aim at the cpu size: no note
     # 2 seeds (50, 52): the seed term is t(1) = 12.71 standard errors of 1.0
     squad_line = ("**51.0** ± 1.4 (2 seeds) | 12.7 + not recorded | 0.0 | 2 seeds: no verdict | - | 100 "
                   "| seed 0: 3.00 → 0.80, last quarter -20%")  # fmt: skip
     assert squad_line in lines["SQuAD v1.1"]
-    # RTE's only record ran an earlier budget: the row leaves it out, and the list under the table says why.
-    assert "not yet run" in lines["RTE"] and "- RTE," not in table
-    (left_out,) = [line for line in table.splitlines() if line.startswith("- rte, seed 0")]
-    assert "RTE 53.0 (" in left_out and left_out.endswith("the catalog's since: epochs: 1 -> 3.")
-    (replaced,) = [line for line in table.splitlines() if line.startswith("- squad, seed 0")]
-    assert "SQuAD v1.1 10.0" in replaced and "rerun with learning_rate: 1e-05 -> 0.0001." in replaced
+    # RTE's only record ran an earlier budget: the row leaves it out, and the table under it says why.
+    assert "not yet run" in lines["RTE"]
+    rows = {row[0]: row for row in _left_out(table)}
+    assert rows["rte"][1:3] == ["0", "RTE 53.0"] and rows["rte"][4:] == ["-", "the catalog's since: epochs: 1 -> 3", "-"]
+    assert rows["squad"][2] == "SQuAD v1.1 10.0" and rows["squad"][5:] == ["learning_rate: 1e-05 -> 0.0001", "no"]
     assert "not yet run" in lines["SemEval-2010 Task 8"] and "88.5, BERT-base" in lines["SQuAD v1.1"]
-    page = task_tables.render_task_scores(Context(tmp_path, root / "docs" / "finetuning.md", root))
-    assert ("- SQuAD v1.1, F1: **51.0** ± 1.4 (2 seeds), its floor 0.0 (2 seeds: no verdict); all-MiniLM-L6-v2, "
-            "size `cpu`") in page  # fmt: skip
-    assert "- RTE, accuracy: not yet run (`python -m benchmarks.tasks.scores --size cpu --tasks rte`)." in page
-    assert "- CoLA, Matthews corr.: not yet run (`python -m benchmarks.tasks.scores --size cpu --tasks cola`)." in page
+    page = _scores_page(tmp_path, root)
+    assert page["SQuAD v1.1"] == "| SQuAD v1.1 | F1 | **51.0** ± 1.4 (2 seeds) | 0.0 | 2 seeds: no verdict | `cpu` |"
+    assert page["RTE"] == "| RTE | accuracy | not yet run | - | - | - |" and "CoLA" in page
     assert "LitBank" not in page  # coreference.md's
-    headline = task_tables.headline_sentence(read_records("tasks", tmp_path))
-    assert headline.startswith("Task benchmark (all-MiniLM-L6-v2, size `cpu`): 1 task scored in 1 row (")
-    assert ("verdicts on 0 of the tasks; no verdict on 1 rows: 1 with fewer than the 3 seeds a verdict needs (2 "
-            "seeds each); 1 whose seeds' records do not all hold per-example outcomes (no evaluation-sample noise of "
-            "every seed); not run yet with the catalog's budget: SQuAD v2.0, MRQA SQuAD, CoLA, SST-2, MRPC, STS-B, RTE") in headline  # fmt: skip
-
 
 def test_the_table_names_its_machines_and_the_rows_whose_seeds_ran_on_more_than_one(tmp_path):
     root = tmp_path / "checkout"
@@ -362,12 +366,9 @@ def test_the_table_names_its_machines_and_the_rows_whose_seeds_ran_on_more_than_
         path = _unit(tmp_path, task, seed, 60.0, 50.0)
         path.write_text(json.dumps({**json.loads(path.read_text()), "machine": machine}))
     table = task_tables.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
-    (machines,) = [line for line in table.splitlines() if line.startswith("Machines: ")]
-    # the coreference unit, which gives two rows, counts once
-    assert machines.startswith("Machines: AMD EPYC, no AVX-512 BF16 (6 records); AMD EPYC, AVX-512 BF16 (1 record).")
-    assert machines.endswith("RTE (seed 0: AMD EPYC, AVX-512 BF16; seeds 1, 2: AMD EPYC, no AVX-512 BF16).")
-    assert "SST-2 (" not in machines and "LitBank (" not in machines
-
+    lines = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}
+    assert "| AMD EPYC, AVX-512 BF16: seed 0; AMD EPYC, no AVX-512 BF16: seeds 1, 2 |" in lines["RTE"]
+    assert "| AMD EPYC, no AVX-512 BF16 |" in lines["SST-2"] and "| AMD EPYC, no AVX-512 BF16 |" in lines["LitBank"]
 
 def test_a_table_of_records_left_out_names_no_machines(tmp_path):
     root = tmp_path / "checkout"
@@ -375,7 +376,7 @@ def test_a_table_of_records_left_out_names_no_machines(tmp_path):
     rte = catalog.SIZES["cpu"].budgets["rte"]
     _unit(tmp_path, "rte", 0, 53.0, 52.7, budget=dataclasses.replace(rte, epochs=1).as_record())
     table = task_tables.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
-    assert "- rte, seed 0" in table and "Machines" not in table
+    assert _left_out(table)[0][:3] == ["rte", "0", "RTE 53.0"] and "AMD EPYC" not in table
 
 
 def test_a_rerun_that_reproduced_its_unit_says_so(tmp_path):
@@ -389,14 +390,14 @@ def test_a_rerun_that_reproduced_its_unit_says_so(tmp_path):
     _unit(tmp_path, "coref", 0, {"LitBank": 40.0, "GAP": 50.0}, 10.0)
     _unit(tmp_path, "coref", 0, {"LitBank": 40.0, "GAP": 51.0}, 10.0)  # the same on one row of two is not
     table = task_tables.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
-    first, second = [line for line in table.splitlines() if line.startswith("- rte, seed 0")]
-    assert "RTE 61.0" in first and first.endswith("rerun with the same budget.")
-    assert "RTE 60.0" in second and second.endswith("rerun with the same budget, which scored the same to every digit.")
-    (other_budget,) = [line for line in table.splitlines() if line.startswith("- rte, seed 1")]
-    assert other_budget.endswith("rerun with learning_rate: 1e-05 -> 5e-05.")
-    (coref,) = [line for line in table.splitlines() if line.startswith("- coref, seed 0")]
-    assert coref.endswith("rerun with the same budget.")
-
+    rows = _left_out(table)
+    first, second = [row for row in rows if row[:2] == ["rte", "0"]]
+    assert first[2] == "RTE 61.0" and first[5:] == ["the same budget", "no"]
+    assert second[2] == "RTE 60.0" and second[5:] == ["the same budget", "yes"]
+    (other_budget,) = [row for row in rows if row[:2] == ["rte", "1"]]
+    assert other_budget[5:] == ["learning_rate: 1e-05 -> 5e-05", "no"]
+    (coref,) = [row for row in rows if row[0] == "coref"]
+    assert coref[5:] == ["the same budget", "no"]
 
 def test_a_task_that_gives_other_tasks_rows_replaces_their_records_row_by_row(tmp_path):
     root = tmp_path / "checkout"
@@ -411,14 +412,14 @@ def test_a_task_that_gives_other_tasks_rows_replaces_their_records_row_by_row(tm
     # Seed 0 of each row is the joint task's; seed 1 of middle is still the old task's, left out of the row.
     assert "**40.0** (1 seed) | - + not recorded | 27.0 |" in lines["RACE middle"]
     assert "**40.0** (1 seed) | - + not recorded | 27.0 |" in lines["RACE high"]
-    replaced = [line for line in table.splitlines() if line.startswith("- race_") and "rerun with" in line]
-    assert [line.split(",")[0] for line in replaced] == ["- race_middle", "- race_high"]
-    assert all("rerun with task: race_" in line and "-> race." in line for line in replaced)
-    (left_out,) = [line for line in table.splitlines() if line.startswith("- race_middle, seed 1")]
-    assert "RACE middle 35.0 (" in left_out and "task race_middle is gone" in left_out
-    page = task_tables.render_task_scores(Context(tmp_path, root / "docs" / "finetuning.md", root))
-    assert "- RACE middle, accuracy: **40.0** (1 seed), its floor 27.0 (1 seed: no verdict)" in page
-
+    rows = _left_out(table)
+    replaced = [row for row in rows if row[0].startswith("race_") and row[4] != "-"]
+    assert [row[0] for row in replaced] == ["race_middle", "race_high"]
+    assert all(row[5].startswith("task: race_") and "-> race" in row[5] for row in replaced)
+    (left_out,) = [row for row in rows if row[:2] == ["race_middle", "1"]]
+    assert left_out[2] == "RACE middle 35.0" and "task race_middle is gone" in left_out[5]
+    page = _scores_page(tmp_path, root)
+    assert "| RACE middle | accuracy | **40.0** (1 seed) | 27.0 | 1 seed: no verdict |" in page["RACE middle"]
 
 def test_a_record_replaced_on_one_of_its_rows_is_listed_with_that_row_only(tmp_path):
     root = tmp_path / "checkout"
@@ -427,15 +428,14 @@ def test_a_record_replaced_on_one_of_its_rows_is_listed_with_that_row_only(tmp_p
     _unit(tmp_path, "race", 0, 30.0, 27.0, budget=dataclasses.replace(race, epochs=2).as_record())
     _unit(tmp_path, "race_high", 0, 33.0, 27.0, budget=race.as_record(), labels=("RACE high",))
     table = task_tables.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
-    (replaced,) = [line for line in table.splitlines() if line.startswith("- race, seed 0") and "rerun with" in line]
-    assert "RACE high 30.0 (" in replaced and "RACE middle" not in replaced
-    assert "rerun with task: race -> race_high; epochs: 2 -> 1." in replaced
+    rows = _left_out(table)
+    (replaced,) = [row for row in rows if row[0] == "race" and row[4] != "-"]
+    assert replaced[2] == "RACE high 30.0" and replaced[5] == "task: race -> race_high; epochs: 2 -> 1"
     lines = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}
     assert "not yet run" in lines["RACE middle"] and "not yet run" in lines["RACE high"]
-    left_out = [line for line in table.splitlines() if "the catalog's since" in line]
-    assert [line.split(":")[0] for line in left_out] == ["- race, seed 0", "- race_high, seed 0"]
-    assert "RACE middle 30.0 (" in left_out[0] and "epochs: 2 -> 1" in left_out[0]
-
+    left_out = [row for row in rows if row[4] == "-"]
+    assert [row[:2] for row in left_out] == [["race", "0"], ["race_high", "0"]]
+    assert "RACE middle 30.0" in left_out[0][2] and "epochs: 2 -> 1" in left_out[0][5]
 
 def test_a_record_of_an_earlier_budget_newer_than_the_shown_one_is_left_out_and_replaces_nothing(tmp_path):
     root = tmp_path / "checkout"
@@ -450,28 +450,13 @@ def test_a_record_of_an_earlier_budget_newer_than_the_shown_one_is_left_out_and_
     table = task_tables.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
     lines = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}
     assert "**60.0** (1 seed)" in lines["RTE"] and "not yet run" in lines["SST-2"]
-    listed = [line for line in table.splitlines() if line.startswith("- ")]
+    listed = _left_out(table)
     # The shown RTE record replaced nothing and is not listed; the newer one of an earlier budget is left out.
-    assert [line for line in listed if line.startswith("- rte")] == [
-        next(line for line in listed if "RTE 53.0" in line)]
-    assert "the catalog's since: epochs: 1 -> 3" in next(line for line in listed if "RTE 53.0" in line)
+    (rte,) = [row for row in listed if row[0] == "rte"]
+    assert rte[2] == "RTE 53.0" and rte[5] == "the catalog's since: epochs: 1 -> 3"
     # Of two SST-2 records of earlier budgets, the newer stands (left out); the older was replaced by it.
-    assert "rerun with epochs: 2 -> 3" in next(line for line in listed if "SST-2 70.0" in line)
-    assert "the catalog's since: epochs: 3 -> 1" in next(line for line in listed if "SST-2 71.0" in line)
-
-
-def test_a_short_row_whose_unit_taught_another_row_says_the_curve_is_shared(tmp_path):
-    root = tmp_path / "checkout"
-    (root / "benchmarks").mkdir(parents=True)
-    flat = [[0.5, 1.39], [1.0, 1.38]]
-    _unit(tmp_path, "race", 0, {"RACE middle": 45.0, "RACE high": 28.0}, 27.0, curve=flat)
-    _unit(tmp_path, "rte", 0, 53.0, 52.7, curve=flat)
-    table = task_tables.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
-    assert ("- RACE high, its mean not clear of its floor: the unit's training loss, shared with RACE middle (above "
-            "its floor), moved little (1.39 to 1.38)") in table  # fmt: skip
-    assert "- RTE, its mean not clear of its floor: the training loss never moved (1.39 to 1.38)" in table
-    assert "- RACE middle" not in table
-
+    assert next(row for row in listed if row[2] == "SST-2 70.0")[5] == "epochs: 2 -> 3"
+    assert next(row for row in listed if row[2] == "SST-2 71.0")[5] == "the catalog's since: epochs: 3 -> 1"
 
 def test_race_trains_one_model_on_both_levels_and_scores_each_apart(tmp_path):
     shared_data("race")
@@ -505,32 +490,6 @@ def test_the_gap_note_says_which_way_the_answers_went():
         "precision 50.0, recall 25.0; answered neither 40%, A only 20%, B only 10%, both (never right) 30%")
     assert catalog.gap_note({"scores": {}}) is None
 
-
-@pytest.mark.parametrize(("curve", "reading"), [
-    ([[0.5, 1.386], [1.0, 1.385]], "the training loss never moved (1.39 to 1.39)"),
-    ([[0.5, 3.0], [1.5, 2.0], [2.0, 1.0]], "still falling over the last quarter (-50%)"),
-    ([[0.5, 3.0], [1.5, 1.0], [2.0, 0.99]], "had levelled off over the last quarter (-1%)"),
-    ([[0.5, 3.0], [1.5, 1.0], [2.0, 1.2]], "rose over the last quarter (+20%)"),
-    ([], "its records hold no loss curve"),
-])  # fmt: skip
-def test_a_short_row_is_read_from_its_loss_curve(curve, reading):
-    summary = {"records": [{"settings": {"seed": 0}, "results": {"loss_curve": curve}}]}
-    assert reading in task_tables.read_shortfall(summary)
-
-
-def test_a_short_row_is_read_from_every_seeds_curve_and_seeds_that_disagree_draw_no_next_step():
-    falling, levelled = [[0.5, 3.0], [1.5, 2.0], [2.0, 1.0]], [[0.5, 3.0], [1.5, 1.0], [2.0, 0.99]]
-    summary = {"records": [{"settings": {"seed": seed}, "results": {"loss_curve": curve}}
-                           for seed, curve in [(2, falling), (0, falling), (1, [])]]}  # fmt: skip
-    assert task_tables.read_shortfall(summary) == ("the training loss was still falling over the last quarter "
-                                                   "(seed 0: -50%; seed 2: -50%): more epochs are the next thing to "
-                                                   "measure")  # fmt: skip
-    summary["records"][2]["results"]["loss_curve"] = levelled
-    assert task_tables.read_shortfall(summary) == ("the seeds' training losses disagree over the last quarter: "
-                                                   "still falling in seeds 0, 2 (-50%, -50%), levelled off in seed 1 "
-                                                   "(-1%)")  # fmt: skip
-
-
 def test_the_squad_v2_note_splits_answerable_from_unanswerable():
     scores = {"eval_HasAns_f1": 0.0, "eval_HasAns_total": 216, "eval_NoAns_f1": 100.0, "eval_NoAns_total": 419}
     assert catalog.squad_v2_note({"scores": {"eval_results.json": scores}}) == (
@@ -554,14 +513,6 @@ def test_a_rerun_with_the_same_budget_names_the_packages_that_changed():
     assert task_tables.budget_change(old, later) == "the same budget"
 
 
-def test_the_headline_gives_the_gpu_size_first_then_the_cpu_size(tmp_path):
-    _unit(tmp_path, "squad", 0, 51.0, 0.0)
-    _unit(tmp_path, "squad", 0, 66.0, 0.0, size="gpu")
-    headline = task_tables.headline_sentence(read_records("tasks", tmp_path))
-    assert headline.startswith("Task benchmark (all-MiniLM-L6-v2, size `gpu`): 1 task scored in 1 row (")
-    assert " At size `cpu`: 1 task scored in 1 row (" in headline and "(1 seed each)" in headline
-
-
 # --- the evaluation-sample noise and the verdicts ---
 
 
@@ -571,20 +522,20 @@ def _correct(right: int, total: int) -> dict:
 
 
 def test_the_bootstrap_of_constant_outcomes_has_no_width():
-    assert noise.bootstrap_interval(_correct(40, 40)) == (100.0, 100.0) and noise.sample_noise(_correct(0, 40)) == 0
+    assert task_rows.outcomes_interval(_correct(40, 40)) == (100.0, 100.0) and task_rows.sample_noise(_correct(0, 40)) == 0
     labels = {"scorer": "accuracy", "predictions": [1, 0, 1], "references": [1, 0, 1]}
-    assert noise.bootstrap_interval(labels, resamples=20) == (100.0, 100.0)
+    assert task_rows.outcomes_interval(labels, resamples=20) == (100.0, 100.0)
 
 
 def test_the_bootstrap_interval_holds_the_score_and_is_seeded():
     outcomes = _correct(15, 20)
-    low, high = noise.bootstrap_interval(outcomes)
+    low, high = task_rows.outcomes_interval(outcomes)
     assert low < outcomes_module.outcome_score(outcomes) == 75.0 < high
     # The binomial standard error of 15 of 20, sqrt(0.75 * 0.25 / 20): the 95% half-width is about 1.96 of them.
     assert (high - low) / 2 == pytest.approx(1.96 * 100 * (0.75 * 0.25 / 20) ** 0.5, rel=0.25)
-    assert noise.bootstrap_interval(outcomes) == (low, high)  # seeded
-    assert noise.sample_noise(outcomes) == (high - low) / 2
-    assert noise.bootstrap_interval(outcomes, seed=1) != (low, high)
+    assert task_rows.outcomes_interval(outcomes) == (low, high)  # seeded
+    assert task_rows.sample_noise(outcomes) == (high - low) / 2
+    assert task_rows.outcomes_interval(outcomes, seed=1) != (low, high)
 
 
 def test_outcomes_are_scored_by_the_projects_scorers():
@@ -636,13 +587,13 @@ def test_a_unit_reads_each_rows_outcomes_from_the_file_its_script_wrote_beside_t
 def _summary(tmp_path: Path, scores: list[float], floor: float, outcomes: dict | None, size: str = "cpu") -> dict:
     for seed, score in enumerate(scores):
         _unit(tmp_path, "rte", seed, score, floor, size=size, outcomes=outcomes)
-    return verdicts.row_summaries(read_records("tasks", tmp_path), CHECKPOINT_NAME, size)["RTE"]
+    return task_rows.row_summaries(read_records("tasks", tmp_path), CHECKPOINT_NAME, size)["RTE"]
 
 
 def test_a_verdict_needs_three_seeds(tmp_path):
     summary = _summary(tmp_path, [90.0, 90.5], 50.0, _correct(180, 200), size="gpu")
-    assert verdicts.row_clear_of_floor(summary) is None and verdicts.short_of_aim("RTE", "gpu", summary) is None
-    assert verdicts.clear_text(summary) == "2 seeds: no verdict"
+    assert rule.row_clear_of_floor(summary) is None and task_tables.short_of_aim("RTE", "gpu", summary) is None
+    assert rule.clear_text(summary) == "2 seeds: no verdict"
     assert task_tables.fmt_aim(catalog.TASKS["rte"].rows[0], "gpu", summary).endswith("(no verdict)")
 
 
@@ -661,8 +612,8 @@ def test_every_aim_comes_from_a_named_outside_source():
 
 def test_a_verdict_needs_the_evaluation_sample_noise(tmp_path):
     summary = _summary(tmp_path, [90.0, 90.5, 91.0], 50.0, None)
-    assert verdicts.row_clear_of_floor(summary) is None
-    assert verdicts.clear_text(summary) == "sample noise not recorded: no verdict"
+    assert rule.row_clear_of_floor(summary) is None
+    assert rule.clear_text(summary) == "sample noise not recorded: no verdict"
     assert task_tables.fmt_margin(summary).endswith(" + not recorded")
 
 
@@ -672,51 +623,41 @@ def test_the_seed_term_is_the_95_percent_t_interval_for_the_seeds_there_are(tmp_
     """Student's t for n-1 degrees of freedom (tabled values), not 2 standard errors: 2 seeds' interval is wide."""
     summary = _summary(tmp_path, scores, 50.0, _correct(1810, 2000))
     standard_error = statistics.stdev(scores) / math.sqrt(len(scores))
-    assert verdicts.seed_spread(summary) == pytest.approx(quantile * standard_error, rel=1e-3)
-    assert verdicts.seed_spread(summary) > 2 * standard_error
+    assert rule.seed_spread(summary) == pytest.approx(quantile * standard_error, rel=1e-3)
+    assert rule.seed_spread(summary) > 2 * standard_error
 
 
 def test_the_sample_term_needs_every_seeds_outcomes(tmp_path):
     for seed, score in enumerate([90.0, 90.5, 91.0]):
         _unit(tmp_path, "rte", seed, score, 50.0, outcomes=_correct(1810, 2000) if seed else None)
-    summary = verdicts.row_summaries(read_records("tasks", tmp_path), CHECKPOINT_NAME, "cpu")["RTE"]
-    assert verdicts.evaluation_noise(summary) is None and verdicts.row_clear_of_floor(summary) is None
-    assert verdicts.clear_text(summary) == "sample noise of 2 of 3 seeds: no verdict"
+    summary = task_rows.row_summaries(read_records("tasks", tmp_path), CHECKPOINT_NAME, "cpu")["RTE"]
+    assert rule.evaluation_noise(summary) is None and rule.row_clear_of_floor(summary) is None
+    assert rule.clear_text(summary) == "sample noise of 2 of 3 seeds: no verdict"
     assert task_tables.fmt_margin(summary).endswith(" + 2 of 3 seeds recorded")
 
 
 def test_three_seeds_far_above_the_floor_with_little_noise_are_clear(tmp_path):
     summary = _summary(tmp_path, [90.0, 90.5, 91.0], 50.0, _correct(1810, 2000))
-    margin = verdicts.verdict_margin(summary)
-    assert margin == pytest.approx(verdicts.seed_spread(summary) + noise.sample_noise(_correct(1810, 2000)))
-    assert verdicts.row_clear_of_floor(summary) is True and verdicts.clear_text(summary) == "yes"
-    assert verdicts.short_of_aim("RTE", "cpu", summary) is None  # the cpu size has no aims
+    margin = rule.verdict_margin(summary)
+    assert margin == pytest.approx(rule.seed_spread(summary) + task_rows.sample_noise(_correct(1810, 2000)))
+    assert rule.row_clear_of_floor(summary) is True and rule.clear_text(summary) == "yes"
+    assert task_tables.short_of_aim("RTE", "cpu", summary) is None  # the cpu size has no aims
     gpu = _summary(tmp_path / "gpu", [90.0, 90.5, 91.0], 50.0, _correct(1810, 2000), size="gpu")
-    assert verdicts.short_of_aim("RTE", "gpu", gpu) is (90.5 - margin < catalog.SIZES["gpu"].aims["RTE"].score)
+    assert task_tables.short_of_aim("RTE", "gpu", gpu) is (90.5 - margin < catalog.SIZES["gpu"].aims["RTE"].score)
 
 
 def test_a_mean_clear_of_the_floor_by_less_than_the_noise_is_not_clear(tmp_path):
     # RTE-sized noise: 277 pairs. The mean is clear of the floor's tenth by a point, within the bootstrap's width.
     floor = 52.7
-    mean = floor + verdicts.FLOOR_MARGIN * (100 - floor) + 1.0
+    mean = floor + rule.FLOOR_MARGIN * (100 - floor) + 1.0
     outcomes = _correct(round(mean / 100 * 277), 277)
     summary = _summary(tmp_path, [mean - 0.1, mean, mean + 0.1], floor, outcomes)
-    assert verdicts.clear_of_floor(summary, 0.0)  # the mean alone would pass
-    assert verdicts.evaluation_noise(summary) > 1.0
-    assert verdicts.row_clear_of_floor(summary) is False and verdicts.clear_text(summary) == "**no**"
-    table = task_tables._size_table(Context(tmp_path, tmp_path / "TASKS.md", tmp_path),
-                                     read_records("tasks", tmp_path), CHECKPOINT_NAME, "cpu")  # fmt: skip
-    assert "- RTE, not clear of its floor:" in table  # a verdict: the note says so without "its mean"
-    headline = task_tables.headline_sentence(read_records("tasks", tmp_path))
-    assert "verdicts on 1 of the tasks; clear of the floor beyond the noise: 0 of 1 (not clear: RTE)" in headline
-
-
-def test_the_headline_counts_squad_and_mrqa_as_one_task(tmp_path):
-    _unit(tmp_path, "squad", 0, 51.0, 0.0)
-    _unit(tmp_path, "mrqa", 0, 40.0, 0.0)
-    _unit(tmp_path, "race", 0, 40.0, 27.0)
-    headline = task_tables.headline_sentence(read_records("tasks", tmp_path))
-    assert headline.startswith("Task benchmark (all-MiniLM-L6-v2, size `cpu`): 2 tasks scored in 4 rows (")
+    assert rule.clear_of_floor(summary, 0.0)  # the mean alone would pass
+    assert rule.evaluation_noise(summary) > 1.0
+    assert rule.row_clear_of_floor(summary) is False and rule.clear_text(summary) == "**no**"
+    table = task_tables.size_table(read_records("tasks", tmp_path), CHECKPOINT_NAME, "cpu").render(
+        Context(tmp_path, tmp_path / "TASKS.md", tmp_path))
+    assert "| **no** |" in next(line for line in table.splitlines() if line.startswith("| RTE |"))
 
 
 def test_every_row_reads_its_score_as_its_fine_tuning_task_declares_it():
@@ -737,7 +678,7 @@ def test_every_row_reads_its_score_as_its_fine_tuning_task_declares_it():
 def test_the_cpu_and_gpu_sizes_run_the_seeds_a_verdict_needs():
     """`python -m benchmarks.tasks.scores --size cpu` (or gpu), with no --seeds, runs enough seeds for a verdict."""
     for size in ("cpu", "gpu"):
-        assert len(catalog.SIZES[size].seeds) >= verdicts.MIN_SEEDS
+        assert len(catalog.SIZES[size].seeds) >= rule.MIN_SEEDS
     assert catalog.SIZES["cpu"].seeds == (0, 1, 2)
 
 
@@ -747,10 +688,25 @@ def test_a_docs_line_shows_the_row_with_the_seeds_a_verdict_needs_over_a_fuller_
     _unit(tmp_path, "rte", 0, 60.0, 52.7, size="gpu")
     for seed, score in enumerate([55.0, 56.0, 57.0]):
         _unit(tmp_path, "rte", seed, score, 52.7, outcomes=_correct(155, 277))
-    page = task_tables.render_task_scores(Context(tmp_path, root / "docs" / "finetuning.md", root))
-    (line,) = [line for line in page.splitlines() if line.startswith("- RTE,")]
-    assert "**56.0** ± 1.0 (3 seeds)" in line and "size `cpu`" in line and "60.0" not in line
+    line = _scores_page(tmp_path, root)["RTE"]
+    assert "**56.0** ± 1.0 (3 seeds)" in line and "`cpu`" in line and "60.0" not in line
     for seed in (1, 2):  # with 3 seeds of its own, the fuller size's row is the one shown
         _unit(tmp_path, "rte", seed, 60.0, 52.7, size="gpu")
-    page = task_tables.render_task_scores(Context(tmp_path, root / "docs" / "finetuning.md", root))
-    assert "**60.0** ± 0.0 (3 seeds)" in page and "size `gpu`" in page
+    line = _scores_page(tmp_path, root)["RTE"]
+    assert "**60.0** ± 0.0 (3 seeds)" in line and "`gpu`" in line
+
+
+def test_the_paired_bootstrap_of_model_minus_floor():
+    """Model minus floor per example over the same examples, drawn together: the mean difference inside its
+    interval, seeded; a model equal to its floor everywhere differs by exactly 0, and one example's pair apart from
+    the rest cannot give an interval that misses the mean."""
+    model = [1.0] * 30 + [0.0] * 10
+    floor = [1.0] * 20 + [0.0] * 20
+    mean, low, high = rule.paired_bootstrap(model, floor)
+    assert mean == pytest.approx(0.25) and low <= mean <= high
+    assert rule.paired_bootstrap(model, floor) == (mean, low, high)  # seeded
+    assert rule.paired_bootstrap(model, model) == (0.0, 0.0, 0.0)
+    # Unpaired, the two sides' own spreads would add; paired, what both share cancels: a constant shift is exact.
+    assert rule.paired_bootstrap([value + 2 for value in floor], floor) == (2.0, 2.0, 2.0)
+    with pytest.raises(ValueError):
+        rule.paired_bootstrap([], [])

@@ -1,7 +1,7 @@
 """The fine-tuning parity benchmark's summary and tables (benchmarks/parity/summary.py), from hand-made run records:
 the newest record of a run replaces older ones, each side gets its mean and spread over seeds, the difference its
 noise, and sides that agree at the floor are told apart from parity met. The floor and the verdict on it are the task
-benchmark's (tables/verdicts.py): the floors record's on the same evaluated examples, the same margin, the same
+benchmark's (benchmarks/statistics.py): the floors record's on the same evaluated examples, the same margin, the same
 wording; a task no floors record covers says so."""
 
 import math
@@ -12,9 +12,12 @@ import pytest
 
 from benchmarks.common import CHECKPOINT_NAME
 from benchmarks.parity import summary as parity
-from benchmarks.tables import verdicts
+from benchmarks import statistics as rule
+from benchmarks.tables import parity as parity_tables
+from benchmarks.tables.render import Context
 from benchmarks.tasks import catalog
 from benchmarks.tasks.preparation import evaluated_examples
+from benchmarks.tasks.rows import row_summaries
 
 
 def record(side, seed, primary, date, task="mrpc", kind="run", wall=None, size="cpu-small", floor=0.5,
@@ -41,6 +44,15 @@ def correct(right, total=2000):
     return {"scorer": "mean", "values": [1] * right + [0] * (total - right)}
 
 
+def render_parity(records, floor_records=()):
+    """The parity table as PARITY.md holds it, its links relative to the records' own folder."""
+    return parity_tables.parity_table(records, floor_records).render(Context(Path("."), Path("PARITY.md"), Path(".")))
+
+
+def findings(records, floor_records=()):
+    return parity_tables.findings(records, floor_records).render(Context(Path("."), Path("PARITY.md"), Path(".")))
+
+
 def test_summary_and_table_from_the_newest_run_records():
     ours, theirs = [0.81, 0.85, 0.83], [0.80, 0.86, 0.79]
     records = [record("spanroberta", 0, 0.1, "2026-01-01T00:00:00+00:00")]  # replaced by the rerun below
@@ -57,12 +69,10 @@ def test_summary_and_table_from_the_newest_run_records():
     noise = 2 * math.sqrt(statistics.variance(ours) / 3 + statistics.variance(theirs) / 3)
     assert entry["noise"] == pytest.approx(noise) and entry["within_noise"] == (abs(entry["difference"]) <= noise)
 
-    table = parity.render_parity(records)
+    table = render_parity(records)
     row = next(line for line in table.splitlines() if "| mrpc |" in line)
     assert f"{statistics.fmean(ours) * 100:.1f} ± {statistics.stdev(ours) * 100:.1f} (n=3)" in row
-    linked = parity.render_parity(records, link=lambda r: f"<{r['settings']['side']}-{r['settings']['seed']}>")
-    row = next(line for line in linked.splitlines() if "| mrpc |" in line)
-    assert row.count("<spanroberta-") == row.count("<transformers-") == 3
+    assert row.count("-spanroberta-seed") == row.count("-transformers-seed") == 6  # 3 links, each name and target
 
 
 def test_one_seed_gives_no_noise_estimate_and_a_missing_side_says_so():
@@ -71,9 +81,9 @@ def test_one_seed_gives_no_noise_estimate_and_a_missing_side_says_so():
     summary = parity.summarize(records)["cpu-small"]
     assert "noise" not in summary["mrpc"] and summary["mrpc"]["difference"] == pytest.approx(0.1)
     assert "difference" not in summary["rte"]
-    table = parity.render_parity(records)
+    table = render_parity(records)
     assert "1 seed: no noise estimate" in table and "not run" in table
-    assert parity.render_parity([]).startswith("No fine-tuning parity run")
+    assert render_parity([]).startswith("No fine-tuning parity run")
 
 
 def runs(task, scores, walls, size="cpu", floor=0.5, eval_samples=None, with_outcomes=False):
@@ -93,7 +103,7 @@ def test_the_headline_judges_scores_and_wall_time_by_the_seeds_noise_at_the_larg
     records = runs("mrpc", same, {"spanroberta": [100, 104, 98], "transformers": [101, 99, 103]})
     records += runs("rte", same, {"spanroberta": [150, 152, 151], "transformers": [101, 102, 100]})
     records += runs("sst2", same, {"spanroberta": [1, 1, 1], "transformers": [1, 1, 1]}, size="cpu-small")
-    rows = {row[0]: row for row in parity.headline_rows(records, "PARITY.md")}
+    rows = {row[0]: row for row in parity_tables.headline_rows(records, "PARITY.md")}
     assert set(rows) == {"fine-tuning parity, MRPC f1, cpu", "fine-tuning parity, RTE accuracy, cpu"}
     assert rows["fine-tuning parity, MRPC f1, cpu"][2].startswith("**agrees, no floor verdict**")
     assert rows["fine-tuning parity, RTE accuracy, cpu"][2].startswith("**not met**")
@@ -117,14 +127,12 @@ def test_sides_that_agree_at_the_floor_are_unproven_not_met():
     assert summary["mrpc"]["clear_of_floor"] == {"spanroberta": True, "transformers": True}
     assert summary["rte"]["clear_of_floor"] == {"spanroberta": False, "transformers": False}
     assert parity.verdict(summary["mrpc"]) == "met" and parity.verdict(summary["rte"]) == "agrees, at the floor"
-    rows = {row[0]: row for row in parity.headline_rows(records, "PARITY.md", floors)}
+    rows = {row[0]: row for row in parity_tables.headline_rows(records, "PARITY.md", floors)}
     assert rows["fine-tuning parity, RTE accuracy, cpu"][2].startswith("**agrees, at the floor**")
     assert "floor 52.7 (a heuristic)" in rows["fine-tuning parity, RTE accuracy, cpu"][1]
-    sentence = parity.headline_sentence(records, floors)
-    assert "met on 1 of 2 tasks (MRPC)" in sentence and "unproven on RTE" in sentence
-    findings = parity.render_findings(records, floors)
-    assert "Clear of the floor on both sides: MRPC. Not clear: RTE." in findings
-    assert "seed by seed: MRPC, RTE." in findings and "0 of the 12 runs recorded the load average" in findings
+    lines = {line.split(" | ")[1]: line for line in findings(records, floors).splitlines()[2:]}
+    assert lines["MRPC"].endswith("| yes | clear on both sides | yes | 0 of 6 |")
+    assert lines["RTE"].endswith("| yes | **not clear** | yes | 0 of 6 |")
 
 
 def test_a_score_a_hair_above_the_floor_is_not_clear_of_it():
@@ -145,12 +153,10 @@ def test_without_outcomes_the_floor_has_no_verdict_worded_as_the_task_table_word
     entry = parity.summarize(records, floors)["cpu"]["sst2"]
     assert entry["clear_of_floor"] == {"spanroberta": None, "transformers": None}
     assert parity.verdict(entry) == "agrees, no floor verdict"
-    row = next(line for line in parity.render_parity(records, floor_records=floors).splitlines() if "| sst2 |" in line)
-    assert "| 50.9 (a heuristic) | sample noise not recorded: no verdict |" in row
-    assert ("unproven where both sides agree but the floor has no verdict: SST-2 (sample noise not recorded: no "
-            "verdict)") in parity.headline_sentence(records, floors)  # fmt: skip
-    findings = parity.render_findings(records, floors)
-    assert "By the means alone (no noise allowed for: not a verdict), both sides are at least a tenth" in findings
+    row = next(line for line in render_parity(records, floors).splitlines() if "| sst2 |" in line)
+    assert "| 50.9 (a heuristic) | [" in row and "-floors.json) | sample noise not recorded: no verdict |" in row
+    assert ("| sample noise not recorded: no verdict; the means alone are a tenth of the way above it |"
+            in findings(records, floors))  # fmt: skip
 
 
 @pytest.mark.parametrize("scores, clear", [([0.70, 0.705, 0.71], True), ([0.60, 0.61, 0.62], False)])
@@ -166,15 +172,15 @@ def test_the_parity_verdict_uses_the_task_tables_floor_and_margin(scores, clear)
               "results": {"rows": {"RTE": {"score": 100 * score, "floor": 52.7,
                                            "outcomes": correct(round(score * 2000))}}, "wall_seconds": 1.0}}
              for seed, score in enumerate(scores)]  # fmt: skip
-    task_row = verdicts.row_summaries(units, CHECKPOINT_NAME, "cpu", floors)["RTE"]
+    task_row = row_summaries(units, CHECKPOINT_NAME, "cpu", floors)["RTE"]
     records = runs("rte", {"spanroberta": scores, "transformers": scores}, WALLS, floor=0.527, with_outcomes=True)
     entry = parity.summarize(records, floors)["cpu"]["rte"]
     side = entry["spanroberta"]["verdict_summary"]
     assert side["floor"] == task_row["floor"] == 55.0 and entry["floor"]["record"] is floors[0]
-    assert verdicts.verdict_margin(side) == pytest.approx(verdicts.verdict_margin(task_row))
-    assert parity.side_clear_of_floor(entry, "spanroberta") is verdicts.row_clear_of_floor(task_row) is clear
-    row = next(line for line in parity.render_parity(records, floor_records=floors).splitlines() if "| rte |" in line)
-    assert f"| 55.0 (a heuristic) | {verdicts.clear_text(task_row)} |" in row
+    assert rule.verdict_margin(side) == pytest.approx(rule.verdict_margin(task_row))
+    assert parity.side_clear_of_floor(entry, "spanroberta") is rule.row_clear_of_floor(task_row) is clear
+    row = next(line for line in render_parity(records, floors).splitlines() if "| rte |" in line)
+    assert "| 55.0 (a heuristic) | [" in row and f"-floors.json) | {rule.clear_text(task_row)} |" in row
 
 
 def test_a_task_no_floors_record_covers_says_so_and_has_no_verdict():
@@ -189,11 +195,9 @@ def test_a_task_no_floors_record_covers_says_so_and_has_no_verdict():
     assert entry["floor"] == {"floor": 0.0, "answer": "trivial", "answers": {}, "record": None}
     assert entry["clear_of_floor"] == {"spanroberta": None, "transformers": None}
     assert parity.verdict(entry) == "agrees, no floor verdict"
-    table = parity.render_parity(records, floor_records=floors)
+    table = render_parity(records, floors)
     row = next(line for line in table.splitlines() if "| squad |" in line)
-    assert f"| 0.0 (trivial) | {parity.NO_FLOORS_RECORD} |" in row
-    assert "No floors record holds the evaluated examples of SQuAD v1.1 at `cpu`" in table
-    assert parity.NO_FLOORS_RECORD in parity.headline_sentence(records, floors)
+    assert f"| 0.0 (trivial) | - | {parity.NO_FLOORS_RECORD} |" in row
     assert parity.recordable({"squad": entry})["squad"]["floor"]["record"] is None
 
 
@@ -205,4 +209,4 @@ def test_the_task_names_are_the_task_benchmarks_row_labels():
 def test_a_task_whose_sides_differ_is_named_in_the_findings():
     walls = {"spanroberta": [10, 10, 10], "transformers": [10, 10, 10]}
     records = runs("race", {"spanroberta": [0.30, 0.34, 0.32], "transformers": [0.31, 0.33, 0.32]}, walls, floor=0.25)
-    assert "Different run by run: RACE middle" in parity.render_findings(records)
+    assert "| RACE middle | no |" in findings(records)

@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks.common import CHECKPOINT_NAME
 from benchmarks.tables import task_benchmark
-from benchmarks.tables.format import Context
+from benchmarks.tables.render import Context
 from benchmarks.tasks import catalog as task_catalog, preparation
 from benchmarks.tasks import heuristics
 from spanroberta.records import RunStart, provenance, read_records, write_record
@@ -173,7 +173,4 @@ def test_the_table_shows_each_row_against_the_floors_record_of_its_evaluated_exa
     assert "| 58.0 (a heuristic) | 1 seed: no verdict |" in lines["RTE"]
     # The floors record holds SemEval's earlier split, not the one its record evaluated: the record's own floor.
     assert "| 2.4 | 1 seed: no verdict |" in lines["SemEval-2010 Task 8"]
-    assert "the floor of SemEval-2010 Task 8 is its unit record's own" in table
-    headline = task_benchmark.headline_sentence(read_records("tasks", tmp_path), read_records("task-floors", tmp_path))
-    assert "- RTE, its mean not clear of its floor" in table
-    assert "verdicts on 0 of the tasks" in headline
+    assert "| its unit record's |" in lines["SemEval-2010 Task 8"]

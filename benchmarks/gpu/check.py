@@ -43,8 +43,7 @@ from benchmarks import ROOT
 from benchmarks.common import code_of
 from benchmarks.gpu.archive import write_archive
 from benchmarks.gpu.plan import READ_BLOCKS, STAGE_NAMES, Stage, stages
-from benchmarks.speed.trainer import SPANBERT, TUNED
-from benchmarks.tables.speed_targets import settings_of
+from benchmarks.speed.trainer import SPANBERT, TUNED, settings_of
 from spanroberta.data.demo_corpus import DEMO_CORPUS_FILE
 from spanroberta.records import RESULTS_DIR, provenance, read_records, start_run, write_record
 

@@ -20,11 +20,13 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import DATA, glue_files, sample, squad_article_split, squad_v1_scores, write_jsonl
+from spanroberta.tasks.registry import FINETUNING_TASKS
+from spanroberta.tasks.glue.data import GLUE_TASKS
+from spanroberta.finetuning.task import Report
 from spanroberta.records import RunStart
 
 SIDES = ("spanroberta", "transformers")
 TASKS = ("sst2", "mrpc", "rte", "squad", "race")
-PRIMARY = {"squad": "f1", "sst2": "accuracy", "mrpc": "f1", "rte": "accuracy", "race": "accuracy"}
 
 
 # --- sizes ---
@@ -68,6 +70,12 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 # RACE at the gpu size: the question with the option keeps up to 128 tokens of its 512.
 PRESETS["gpu"]["tasks"]["race"] = dataclasses.replace(PRESETS["gpu"]["tasks"]["race"], max_qa_length=128)
+
+
+def task_report(task: str) -> Report:
+    """What a parity task's evaluation reports (its headline score, and the factor that puts it in percent): the
+    `Report` its fine-tuning task declares; GLUE's tasks are variants of the one GLUE task."""
+    return FINETUNING_TASKS["glue" if task in GLUE_TASKS else task].reports[task]
 
 
 def hyperparameters(size: TaskSize, seed: int) -> dict[str, Any]:

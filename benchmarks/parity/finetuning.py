@@ -11,7 +11,7 @@ checkpoint, on the same data (parity/common.py, from benchmarks/common.py's samp
 Each run (task x side x seed) writes one record, `finetuning-parity` with `settings.kind == "run"`, under
 benchmarks/results/finetuning-parity/; at the end a `settings.kind == "summary"` record holds the mean and
 spread over seeds of each side and their difference, computed from the newest run records of the size
-(parity/summary.py, which also renders the tables of benchmarks/PARITY.md and the README).
+(parity/summary.py; benchmarks/tables/parity.py draws the tables of benchmarks/PARITY.md and the README).
 """
 
 from __future__ import annotations
@@ -48,7 +48,6 @@ from benchmarks.parity.baseline import (  # noqa: E402
 from benchmarks.common import CHECKPOINT, CHECKPOINT_NAME, DATA, squad_article_split  # noqa: E402
 from benchmarks.parity.common import (  # noqa: E402
     PRESETS,
-    PRIMARY,
     SIDES,
     TASKS,
     Outcome,
@@ -57,9 +56,10 @@ from benchmarks.parity.common import (  # noqa: E402
     hyperparameters,
     read_rows,
     task_files,
+    task_report,
 )
-from benchmarks.parity.summary import recordable, render_parity, summarize  # noqa: E402
-from benchmarks.tables.verdicts import FLOORS_BENCHMARK  # noqa: E402
+from benchmarks.parity.summary import recordable, summarize, verdict  # noqa: E402
+from benchmarks.tasks.rows import FLOORS_BENCHMARK  # noqa: E402
 from spanroberta.records import read_records, start_run, write_record  # noqa: E402
 
 BENCHMARK = "finetuning-parity"
@@ -184,8 +184,9 @@ def run_record(size_name: str, task: str, side: str, seed: int, size: TaskSize, 
         "data": {split: {"file": path.name, "examples": len(read_rows(path))} for split, path in files.items()},
         "task_size": asdict(size), "hyperparameters": hyperparameters(size, seed),
     }  # fmt: skip
+    headline = task_report(task).headline
     results = {
-        "metrics": outcome.metrics, "primary_metric": PRIMARY[task], "primary": outcome.metrics[PRIMARY[task]],
+        "metrics": outcome.metrics, "primary_metric": headline, "primary": outcome.metrics[headline],
         "floor": floor(task, files), "train_loss": outcome.train_loss, "train_steps": outcome.train_steps,
         "train_seconds": outcome.train_seconds, "wall_seconds": outcome.wall_seconds,
         "cpu_seconds": outcome.cpu_seconds, **outcome.extra,
@@ -270,13 +271,16 @@ def main(args: list[str] | None = None) -> None:
 
 
 def write_summary(size_name: str) -> None:
-    """The summary record of a size (settings.kind "summary"; results: `summarize`'s entry per task), and the table."""
+    """The summary record of a size (settings.kind "summary"; results: `summarize`'s entry per task), and each task's
+    verdict (benchmarks/PARITY.md's table: `python -m benchmarks.tables.generate`)."""
     started = start_run(PROCESS_START)
     records, floor_records = read_records(BENCHMARK), read_records(FLOORS_BENCHMARK)
     summary = recordable(summarize(records, floor_records).get(size_name, {}))
     path = write_record(BENCHMARK, {"kind": "summary", "size": size_name}, summary, started=started,
                         name=f"{size_name}-summary")  # fmt: skip
-    print(render_parity(records, floor_records=floor_records), f"\nSummary: {path}", sep="")
+    for task, entry in summary.items():
+        print(f"{size_name} {task}: {verdict(entry)}")
+    print(f"Summary: {path}; the table: python -m benchmarks.tables.generate")
 
 
 if __name__ == "__main__":

@@ -1,41 +1,31 @@
-"""The fine-tuning parity benchmark's summary and tables (benchmarks/PARITY.md, the README's figures), from its run
-records and the task benchmark's floors records: each side's score over seeds, the difference and its noise, the
-floor, and the verdict.
+"""The fine-tuning parity benchmark's summary (tables/parity.py draws it in benchmarks/PARITY.md and the README), from
+its run records and the task benchmark's floors records: each side's score over seeds, the difference and its noise,
+the floor, and the verdict.
 
 A task's parity is **met** when the two sides' scores agree within the seeds' noise, the spanroberta side is no
 slower beyond the same noise, and both sides are clear of the task's floor. The floor and "clear" are the task
-benchmark's (tables/verdicts.py), so that one rule judges every table that says "clear of the floor": the floor is the
-newest floors record's (tasks/floors.py) for the same evaluated examples (`evaluated_examples_of`), and a side is
-clear when its mean less the margin (the seed term of the 95% t-interval plus the evaluation-sample noise of every
-seed's per-example outcomes) is above the floor by a tenth of the way to a perfect score. A side has no verdict with
-fewer seeds than the task benchmark's rule takes or without every seed's outcomes (the run records written so far
-hold none), worded as the task table words it; a task has none where no floors record holds its evaluated examples,
-and its row shows the run records' trivial floor (`_trivial_floor`) and says so. Sides that agree but are not clear
-read "agrees, at the floor", and sides that agree without a verdict on the floor "agrees, no floor verdict": the
-headline counts both as unproven.
+benchmark's (benchmarks/statistics.py), so that one rule judges every table that says "clear of the floor": the
+floor is the newest floors record's (tasks/floors.py) for the same evaluated examples (`evaluated_examples_of`), and
+a side is clear when its mean less the margin (the seed term of the 95% t-interval plus the evaluation-sample noise
+of every seed's per-example outcomes) is above the floor by a tenth of the way to a perfect score. A side has no
+verdict with fewer seeds than the task benchmark's rule takes or without every seed's outcomes (the run records
+written so far hold none), worded as the task table words it; a task has none where no floors record holds its
+evaluated examples, and its row shows the run records' trivial floor (`_trivial_floor`) and says so. Sides that
+agree but are not clear read "agrees, at the floor", and sides that agree without a verdict on the floor "agrees, no
+floor verdict": both are parity unproven.
 """
 
 from __future__ import annotations
 
 import collections
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.parity.common import PRIMARY, SIDES, TASKS
-from benchmarks.tables.noise import sample_noise
-from benchmarks.tables.verdicts import (
-    clear_of_floor,
-    clear_text,
-    examples_floor,
-    floors_by_examples,
-    no_verdict,
-    row_clear_of_floor,
-    spread,
-)
+from benchmarks.parity.common import SIDES, task_report
+from benchmarks.statistics import no_verdict, row_clear_of_floor, spread, two_standard_errors
 from benchmarks.tasks.preparation import evaluated_examples
-from spanroberta.records import record_load_average
+from benchmarks.tasks.rows import examples_floor, floors_by_examples, sample_noise
 
 # Each task's name: the task benchmark's row label (tasks/catalog.py), which keys its floors records.
 TASK_NAMES = {"sst2": "SST-2", "mrpc": "MRPC", "rte": "RTE", "squad": "SQuAD v1.1", "race": "RACE middle"}
@@ -65,7 +55,7 @@ def summarize(records: Sequence[dict], floor_records: Sequence[dict] = ()) -> di
     summary: dict[str, dict[str, dict]] = collections.defaultdict(dict)
     for (size, task), sides in grouped.items():
         floor = task_floor(task, next(iter(sides.values()))[0], floors)
-        entry: dict[str, Any] = {"task": task, "primary_metric": PRIMARY[task], "floor": floor}
+        entry: dict[str, Any] = {"task": task, "primary_metric": task_report(task).headline, "floor": floor}
         for side, side_records in sides.items():
             results = [record["results"] for record in side_records]
             entry[side] = {key: spread([r[key] for r in results])
@@ -86,14 +76,15 @@ def evaluated_examples_of(record: dict) -> dict[str, Any]:
 
 
 def task_floor(task: str, record: dict, floors: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
-    """A task's floor (0-100) for the evaluation set of a run record, as tables/verdicts.row_floor gives a task row's:
+    """A task's floor (0-100) for the evaluation set of a run record, as tasks/rows.row_floor gives a task row's:
     the newest floors record's on the same evaluated examples, with the answer that gives it and that record; else
     the run record's trivial floor, with `record` None (shown, never judged)."""
     found = examples_floor(TASK_NAMES[task], evaluated_examples_of(record), floors)
     if found is not None:
         return found
     trivial = _trivial_floor(task, record["results"])
-    return {"floor": None if trivial is None else trivial * _scale(task), "answer": "trivial", "answers": {},
+    scale = task_report(task).to_percent
+    return {"floor": None if trivial is None else trivial * scale, "answer": "trivial", "answers": {},
             "record": None}  # fmt: skip
 
 
@@ -107,17 +98,17 @@ def _trivial_floor(task: str, results: dict) -> float | None:
 
 
 def side_verdict_summary(task: str, results: Sequence[dict], floor: float | None) -> dict[str, Any]:
-    """One side's runs in tables/verdicts.py's terms (0-100): the primary score's spread over seeds, the
+    """One side's runs in benchmarks/statistics.py's terms (0-100): the primary score's spread over seeds, the
     evaluation-sample noise of each run whose record holds per-example outcomes (`outcomes`, in tasks/outcomes.py's
     form), and the floor."""
-    return {"score": spread([result["primary"] * _scale(task) for result in results]),
+    return {"score": spread([result["primary"] * task_report(task).to_percent for result in results]),
             "sample_noise": [sample_noise(result["outcomes"]) for result in results if "outcomes" in result],
             "floor": floor}  # fmt: skip
 
 
 def side_clear_of_floor(entry: dict[str, Any], side: str) -> bool | None:
-    """A side's verdict on the floor, by tables/verdicts.py's rule and margin; None without one (as where no floors
-    record holds the task's evaluated examples)."""
+    """A side's verdict on the floor, by benchmarks/statistics.py's rule and margin; None without one (as where no
+    floors record holds the task's evaluated examples)."""
     return None if entry["floor"]["record"] is None else row_clear_of_floor(entry[side]["verdict_summary"])
 
 
@@ -137,14 +128,14 @@ def compare(entry: dict[str, Any]) -> None:
     ours, theirs = entry["spanroberta"]["primary"], entry["transformers"]["primary"]
     entry["difference"] = ours["mean"] - theirs["mean"]
     if ours["sd"] is not None and theirs["sd"] is not None:
-        entry["noise"] = _noise(ours, theirs)
+        entry["noise"] = two_standard_errors(ours, theirs)
         entry["within_noise"] = abs(entry["difference"]) <= entry["noise"]
     entry["clear_of_floor"] = {side: side_clear_of_floor(entry, side) for side in SIDES}
     ours, theirs = entry["spanroberta"]["wall_seconds"], entry["transformers"]["wall_seconds"]
     entry["wall_ratio"] = ours["mean"] / theirs["mean"]
     if ours["sd"] is not None and theirs["sd"] is not None:
         # "The same or lower wall time": slower by no more than the seeds' own spread says is noise.
-        entry["wall_same_or_lower"] = ours["mean"] - theirs["mean"] <= _noise(ours, theirs)
+        entry["wall_same_or_lower"] = ours["mean"] - theirs["mean"] <= two_standard_errors(ours, theirs)
 
 
 def recordable(summary: dict[str, dict]) -> dict[str, dict]:
@@ -166,237 +157,3 @@ def verdict(entry: dict[str, Any]) -> str:
     if None in clear:
         return "agrees, no floor verdict"
     return "met" if all(clear) else "agrees, at the floor"
-
-
-def _noise(ours: dict, theirs: dict) -> float:
-    """Two standard errors of the difference of two means (each side's sample sd over its n seeds)."""
-    return 2 * math.sqrt(ours["sd"] ** 2 / ours["n"] + theirs["sd"] ** 2 / theirs["n"])
-
-
-def _scale(task: str) -> int:
-    """What turns a task's primary metric into percent: SQuAD's scores are percent already, the others fractions."""
-    return 1 if task == "squad" else 100
-
-
-def _score(side: dict | None, scale: int) -> str:
-    if side is None:
-        return "not run"
-    text = f"{side['mean'] * scale:.1f}"
-    if side["sd"] is not None:
-        text += f" ± {side['sd'] * scale:.1f}"
-    return f"{text} (n={side['n']})"
-
-
-def _seconds(side: dict | None) -> str:
-    return "" if side is None else f"{side['mean']:.0f}"
-
-
-def _record_name(record: dict) -> str:
-    return Path(record["path"]).name if "path" in record else "?"
-
-
-def _difference(entry: dict[str, Any], scale: int) -> str:
-    if "difference" not in entry:
-        return ""
-    noise = f" ± {entry['noise'] * scale:.1f}" if "noise" in entry else " (1 seed: no noise estimate)"
-    return f"{entry['difference'] * scale:+.1f}{noise}"
-
-
-def _floor_text(entry: dict[str, Any]) -> str:
-    floor = entry["floor"]
-    return "" if floor["floor"] is None else f"{floor['floor']:.1f} ({floor['answer']})"
-
-
-def _sides_clear_text(entry: dict[str, Any]) -> str:
-    """Both sides' verdicts on the floor (verdicts.clear_text), once where they read alike."""
-    if entry["floor"]["record"] is None:
-        return NO_FLOORS_RECORD
-    texts = {side: clear_text(entry[side]["verdict_summary"]) for side in SIDES if side in entry}
-    if len(set(texts.values())) == 1:
-        return next(iter(texts.values()))
-    return ", ".join(f"{side} {text}" for side, text in texts.items())
-
-
-def _floors_line(summary: dict[str, dict[str, dict]], link: Callable[[dict], str]) -> str:
-    """Which floors records the floors come from, and the tasks whose evaluated examples none holds."""
-    entries = [(size, entry) for size, tasks in sorted(summary.items()) for entry in tasks.values()]
-    used = {id(e["floor"]["record"]): e["floor"]["record"] for _, e in entries if e["floor"]["record"] is not None}
-    trivial = [f"{TASK_NAMES[e['task']]} at `{size}`" for size, e in entries if e["floor"]["record"] is None]
-    lines = [f"Floors from {', '.join(link(record) for record in used.values())} (the task benchmark's, on the same "
-             "evaluated examples)."] if used else []  # fmt: skip
-    if trivial:
-        lines.append(f"No floors record holds the evaluated examples of {', '.join(trivial)}: the floor shown is the "
-                     "run records' trivial one, and it has no verdict.")  # fmt: skip
-    return "\n\n" + " ".join(lines) + "\n" if lines else "\n"
-
-
-def render_parity(records: Sequence[dict], link: Callable[[dict], str] = _record_name,
-                  floor_records: Sequence[dict] = ()) -> str:  # fmt: skip
-    """The markdown table of the run records of `finetuning-parity` (other records are ignored): per size and
-    task, each side's headline score as mean ± sample sd over seeds (scores in percent), the floor (`task_floor`)
-    and the sides' verdict on it, the difference with two standard errors, the verdict, the mean wall and CPU
-    seconds of a whole run (on a shared machine, CPU seconds are the steadier: waiting for a core does not count),
-    the steps, and the run records the row comes from (`link(record)` names one; its file name by default); under it,
-    the floors records the floors come from."""
-    summary = summarize(records, floor_records)
-    if not summary:
-        return "No fine-tuning parity run has been recorded yet.\n"
-    sources = collections.defaultdict(list)
-    for (size, task, _, _), record in sorted(newest_runs(records).items()):
-        sources[(size, task)].append(link(record))
-    lines = ["| size | task | metric | spanroberta | transformers | floor | clear of floor | difference (± 2 SE) "
-             "| verdict | wall s spanroberta | wall s transformers | CPU s spanroberta | CPU s transformers | steps "
-             "| records |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    for size, tasks in sorted(summary.items()):
-        for task in (t for t in TASKS if t in tasks):
-            entry, scale = tasks[task], _scale(task)
-            ours, theirs = entry.get("spanroberta"), entry.get("transformers")
-            steps = (ours or theirs)["train_steps"]["mean"]
-            lines.append(f"| {size} | {task} | {entry['primary_metric']} | {_score(ours and ours['primary'], scale)} "
-                         f"| {_score(theirs and theirs['primary'], scale)} | {_floor_text(entry)} "
-                         f"| {_sides_clear_text(entry)} | {_difference(entry, scale)} | {verdict(entry)} "
-                         f"| {_seconds(ours and ours['wall_seconds'])} | {_seconds(theirs and theirs['wall_seconds'])} "
-                         f"| {_seconds(ours and ours['cpu_seconds'])} | {_seconds(theirs and theirs['cpu_seconds'])} "
-                         f"| {steps:.0f} | {', '.join(sources[(size, task)])} |")  # fmt: skip
-    return "\n".join(lines) + _floors_line(summary, link)
-
-
-HEADLINE_SIZES = ("gpu", "cpu", "cpu-small")  # the headline shows the largest size measured
-
-
-def headline_size(summary: dict[str, dict[str, dict]]) -> str | None:
-    return next((name for name in HEADLINE_SIZES if name in summary), None)
-
-
-def _headline_verdict(entry: dict[str, Any], scale: int) -> str:
-    found = verdict(entry)
-    if found == "not measured":
-        return "not measured (fewer than 2 seeds a side)"
-    wall = "within noise or lower" if entry["wall_same_or_lower"] else "slower beyond noise"
-    reason = no_floor_verdict(entry)
-    floor = (f"floor: {reason}; unproven" if reason else "clear of the floor" if all(entry["clear_of_floor"].values())
-             else "not clear of the floor: unproven")  # fmt: skip
-    return (f"**{found}** (difference {entry['difference'] * scale:+.1f}, noise ± {entry['noise'] * scale:.1f}; "
-            f"wall {wall}; {floor})")  # fmt: skip
-
-
-def headline_rows(records: Sequence[dict], page: str, floor_records: Sequence[dict] = ()) -> list[list[str]]:
-    """The README's rows: per task, at the largest size with records, both sides' mean score, the floor and the
-    verdict (`verdict`). `page` links PARITY.md."""
-    summary = summarize(records, floor_records)
-    size = headline_size(summary)
-    if size is None:
-        return []
-    rows = []
-    for task in (t for t in TASKS if t in summary[size]):
-        entry, scale = summary[size][task], _scale(task)
-        ours, theirs = entry.get("spanroberta"), entry.get("transformers")
-        latest = (f"spanroberta {_score(ours and ours['primary'], scale)}, transformers "
-                  f"{_score(theirs and theirs['primary'], scale)}")  # fmt: skip
-        if entry["floor"]["floor"] is not None:
-            latest += f"; floor {_floor_text(entry)}"
-        if "wall_ratio" in entry:
-            latest += f"; wall {entry['wall_ratio']:.2f}x"
-        runs = sum(side["primary"]["n"] for side in (ours, theirs) if side)
-        rows.append([f"fine-tuning parity, {TASK_NAMES[task]} {entry['primary_metric']}, {size}", latest,
-                     _headline_verdict(entry, scale), f"[{runs} run records]({page})"])  # fmt: skip
-    return rows
-
-
-def _by_verdict(summary: dict[str, dict[str, dict]], size: str) -> dict[str, list[str]]:
-    found = collections.defaultdict(list)
-    for task in (t for t in TASKS if t in summary[size]):
-        found[verdict(summary[size][task])].append(task)
-    return found
-
-
-def _names(tasks: Sequence[str]) -> str:
-    return ", ".join(TASK_NAMES[task] for task in tasks) or "none"
-
-
-def _by_reason(tasks: dict[str, dict], names: Sequence[str]) -> str:
-    """Tasks grouped by why their floor has no verdict (`no_floor_verdict`): `SST-2, RTE (reason)`, ..."""
-    reasons = collections.defaultdict(list)
-    for task in names:
-        reasons[no_floor_verdict(tasks[task])].append(task)
-    return "; ".join(f"{_names(found)} ({reason})" for reason, found in reasons.items())
-
-
-def headline_sentence(records: Sequence[dict], floor_records: Sequence[dict] = ()) -> str:
-    """The README's count of the parity verdicts at the headline size; tasks that agree at the floor, or without a
-    verdict on it, count as unproven."""
-    summary = summarize(records, floor_records)
-    size = headline_size(summary)
-    if size is None:
-        return "Fine-tuning parity: not measured yet."
-    found = _by_verdict(summary, size)
-    parts = [f"met on {len(found['met'])} of {len(summary[size])} tasks ({_names(found['met'])})"]
-    if found["agrees, at the floor"]:
-        parts.append(f"unproven on {_names(found['agrees, at the floor'])}, where both sides agree but are not clear "
-                     "of the floor (what a model that learned nothing scores)")  # fmt: skip
-    for other in ("not met", "not measured"):
-        if found[other]:
-            parts.append(f"{other} on {_names(found[other])}")
-    if found["agrees, no floor verdict"]:  # last: its reasons are listed with semicolons
-        parts.append("unproven where both sides agree but the floor has no verdict: "
-                     + _by_reason(summary[size], found["agrees, no floor verdict"]))  # fmt: skip
-    return f"Fine-tuning parity at the `{size}` size: " + "; ".join(parts) + "."
-
-
-def _same_every_seed(records: Sequence[dict], size: str, task: str) -> bool:
-    """Whether both sides give the same score and mean training loss on every seed run on both."""
-    runs = newest_runs(records)
-    seeds = {seed for (s, t, _, seed) in runs if (s, t) == (size, task)}
-    pairs = [(runs.get((size, task, "spanroberta", seed)), runs.get((size, task, "transformers", seed)))
-             for seed in seeds]  # fmt: skip
-    return bool(pairs) and all(
-        ours and theirs and all(ours["results"][key] == theirs["results"][key] for key in ("primary", "train_loss"))
-        for ours, theirs in pairs
-    )
-
-
-def _floor_findings(tasks: dict[str, dict]) -> str:
-    """The floors at one size: the tasks clear of the floor on both sides and those not, by the verdicts; those
-    without a verdict, by its reason; and, for those a floors record judges but the noise does not, what the means
-    alone say (no noise allowed for, never a verdict)."""
-    present = [task for task in TASKS if task in tasks and "clear_of_floor" in tasks[task]]
-    unjudged = [task for task in present if no_floor_verdict(tasks[task])]
-    judged = [task for task in present if task not in unjudged]
-    clear = [task for task in judged if all(tasks[task]["clear_of_floor"].values())]
-    text = (f"Clear of the floor on both sides: {_names(clear)}. Not clear: "
-            f"{_names([task for task in judged if task not in clear])}.")  # fmt: skip
-    if unjudged:
-        text += f" No verdict on the floor: {_by_reason(tasks, unjudged)}."
-    by_mean = [task for task in unjudged if tasks[task]["floor"]["record"] is not None]
-    if by_mean:
-        above = [task for task in by_mean if all(clear_of_floor(tasks[task][side]["verdict_summary"], 0.0)
-                                                 for side in SIDES)]  # fmt: skip
-        text += (f" By the means alone (no noise allowed for: not a verdict), both sides are at least a tenth of the "
-                 f"way from the floor to a perfect score on {_names(above)}, and not on "
-                 f"{_names([task for task in by_mean if task not in above])}.")  # fmt: skip
-    return text + " Parity stays unproven wherever the floor has no verdict or a side is not clear of it."
-
-
-def render_findings(records: Sequence[dict], floor_records: Sequence[dict] = ()) -> str:
-    """PARITY.md's "what the runs show", at the headline size, from the run records and the floors records."""
-    summary = summarize(records, floor_records)
-    size = headline_size(summary)
-    if size is None:
-        return "No fine-tuning parity run has been recorded yet."
-    tasks = [task for task in TASKS if task in summary[size]]
-    same = [task for task in tasks if _same_every_seed(records, size, task)]
-    differ = [task for task in tasks if task not in same]
-    wall = [task for task in tasks if summary[size][task].get("wall_same_or_lower")]
-    runs = [record for (s, _, _, _), record in newest_runs(records).items() if s == size]
-    loaded = sum(record_load_average(record)[0] is not None for record in runs)
-    lines = [
-        f"At the `{size}` size:",
-        "",
-        f"- **Scores.** The same score and mean training loss on both sides, seed by seed: {_names(same)}."
-        + (f" Different run by run: {_names(differ)} (the difference of the means is in the table)." if differ else ""),
-        f"- **Floors.** {_floor_findings(summary[size])}",
-        f"- **Wall time.** spanroberta's mean wall time is within the seeds' noise of transformers' or lower on "
-        f"{len(wall)} of {len(tasks)} tasks ({_names(wall)}). {loaded} of the {len(runs)} runs "
-        "recorded the load average; on a machine shared with other jobs wall times are upper bounds.",
-    ]  # fmt: skip
-    return "\n".join(lines)

@@ -1,18 +1,17 @@
 """run_pretraining.py as the faults benchmark runs it: the same `main()`, with one line printed to stderr by the main
-process as each evaluation starts (`EVALUATION_STARTS`), so that a kill can be aimed inside an evaluation.
+process as each evaluation starts (`EVALUATION_STARTS`), so that a kill can be aimed inside an evaluation. It imports
+run_pretraining.py from the checkout, which tiny_runs.environment puts on PYTHONPATH.
 
     python benchmarks/reliability/marked_run.py <run_pretraining.py's flags>
 """
 
 import os
 import sys
-from pathlib import Path
 
 EVALUATION_STARTS = "benchmarks.reliability: an evaluation starts"
 
 
 def main() -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     import run_pretraining
     from spanroberta.pretraining.trainer import PretrainingTrainer
 

@@ -110,9 +110,12 @@ def command(engine: str, flags: list[str], script: str = SCRIPT) -> list[str]:
 
 def environment(**extra: str) -> dict[str, str]:
     """CPU processes on any machine (with CUDA visible, both processes would take the one GPU), one thread each so
-    that every launch computes the same sums, offline."""
-    return {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "", "DS_ACCELERATOR": "cpu",
-            "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **extra}  # fmt: skip
+    that every launch computes the same sums, offline; the checkout on the import path, so that a script outside
+    its root (marked_run.py) imports the run_*.py scripts and the package from it."""
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
+            "DS_ACCELERATOR": "cpu", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false", **extra}  # fmt: skip
 
 
 def loss_curve(output_dir: Path) -> dict[int, float]:

@@ -54,6 +54,15 @@ VOCAB_MULTIPLE = next(f.default for f in dataclasses.fields(PretrainingModelArgu
                       if f.name == "pad_vocab_to_multiple_of")  # fmt: skip
 
 
+# (model size, sequence length, batch size per device)
+CONFIGS = {
+    "small": ("small", 128, 32),
+    "tiny": ("tiny", 64, 4),  # the GPU check's CPU rehearsal
+    "base": ("base", 512, 4),
+    "base-gpu": ("base", 512, 32),
+    "large-gpu": ("large", 512, 16),
+}
+
 def spanroberta_workers(workers: int | None, cuda: bool) -> int:
     """The DataLoader workers of spanroberta's run: those asked for, else run_pretraining.py's own default (workers on
     CUDA, none on CPU)."""
@@ -141,8 +150,6 @@ def run(kind: str, config: str, batch: int, options: argparse.Namespace) -> dict
 
 
 def main() -> None:
-    from benchmarks.speed.trainer import CONFIGS
-
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kind", choices=list(BASELINES), required=True)
     parser.add_argument("--config", choices=list(CONFIGS), required=True)

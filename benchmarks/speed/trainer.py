@@ -53,12 +53,14 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import torch
 from transformers import DataCollatorForLanguageModeling, RobertaConfig
 
 from benchmarks import ROOT
 from benchmarks.speed import baselines, common
+from benchmarks.speed.baselines import CONFIGS
 from spanroberta.data.collator import DataCollatorForSpanMasking
 from spanroberta.models.configuration_spanroberta import SpanRobertaConfig, first_position_id
 from spanroberta.records import start_run, write_record
@@ -70,14 +72,6 @@ FLOPS_ROWS = 32  # rows of each side's input its FLOPs per real token are counte
 # The peak every run's MFU is taken over, --fp8 runs included (see the module's docstring), as the record states it.
 MFU_PEAK = "the GPU's dense bf16 tensor-core peak (gpu_peak_flops), for every run, --fp8 runs included"
 
-# (model size, sequence length, batch size per device)
-CONFIGS = {
-    "small": ("small", 128, 32),
-    "tiny": ("tiny", 64, 4),  # the GPU check's CPU rehearsal
-    "base": ("base", 512, 4),
-    "base-gpu": ("base", 512, 32),
-    "large-gpu": ("large", 512, 16),
-}
 
 
 def run_spanroberta(recipe: str, size: str, length: int, batch: int, args, output_dir: str) -> dict:
@@ -268,6 +262,21 @@ def _row(config: str, batch: int, run: str, found: dict) -> str:
             f"| {_times(found['ratio_to_baseline'])} | {_times(found['ratio_to_tuned'])} "
             f"| {'-' if mfu is None else f'{100 * mfu:.1f}%'} "
             f"| {'-' if gib is None else f'{gib:.1f} GiB'} |")  # fmt: skip
+
+
+def settings_of(record: dict[str, Any]) -> dict[str, Any]:
+    """A Trainer record's settings, with `fp8` (whether it ran with `--fp8`, read from its command line where its
+    settings do not say) and `rehearsal` (False where its settings do not say) always there."""
+    settings = record["settings"]
+    fp8 = settings.get("fp8", "--fp8" in record.get("command", "").split())
+    return {**settings, "fp8": bool(fp8), "rehearsal": bool(settings.get("rehearsal"))}
+
+
+def long_enough(record: dict[str, Any]) -> bool:
+    """Whether a Trainer record ran long enough for its windows to agree, and is no rehearsal."""
+    settings = settings_of(record)
+    return (not settings["rehearsal"] and settings["steps"] >= MIN_STEPS
+            and settings["logging_steps"] <= MAX_WINDOW_STEPS)  # fmt: skip
 
 
 if __name__ == "__main__":

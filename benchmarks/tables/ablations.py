@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from benchmarks.tables.format import Context, fmt_date, fmt_load, fmt_number, markdown_table, none_yet
+from benchmarks.tables.render import Column, Context, Table, fmt_date, fmt_load, fmt_number, markdown_table, none_yet
 from spanroberta.config_files import read_config_file
 
 
@@ -66,7 +66,8 @@ def _score_tables(content: dict[str, Any]) -> list[str]:
     cells = [[arm] + [f"{statistics.median(found):.1f} ({min(found):.1f}-{max(found):.1f})" if found else "-"
                       for found in (headline[arm, task] for task in tasks)]
              for arm in _arms(content)]  # fmt: skip
-    header = ["arm"] + [f"{task} ({metric}), median (min-max)" for task, metric in content["headline_metrics"].items()]
+    header = ["arm"] + [f"{task} ({metric}, 0-100), median (min-max)"
+                        for task, metric in content["headline_metrics"].items()]  # fmt: skip
     scores: dict[tuple[str, str, str], dict[int, float]] = {}
     for row in content["finetuning"]:
         scores.setdefault((row["arm"], row["task"], row["metric"]), {})[row["seed"]] = row["value"]
@@ -96,11 +97,14 @@ def render_ablation(context: Context, name: str) -> str:
         if _runs_on_gpu(context, name):
             return f"Not measured on a GPU yet; run `{_ablation_command(name)}` to measure it."
         return none_yet(_ablation_command(name))
-    record = records[-1]
-    content = record["results"]
-    config = record["settings"]["config"]
-    time = f"wall time {fmt_number(content['wall_seconds'])} s with the load average going {fmt_load(record)}"
-    about = (f"Latest record: {context.link(record)} ({fmt_date(record)}; {record['machine']['cpu']}, "
-             f"{record['machine']['gpu'] or 'no GPU'}); {time}, an upper bound on a shared machine. Fine-tuning "
-             f"seeds {config['seeds']}; scores on a 0-100 scale.")  # fmt: skip
-    return "\n\n".join([about, *_score_tables(content), _pretraining_table(content)])
+    about = Table(lambda context: records[-1:], [
+        Column("latest record", lambda record, context: context.link(record)),
+        Column.of("date (UTC), commit", fmt_date),
+        Column.of("machine", lambda record: f"{record['machine']['cpu']}, {record['machine']['gpu'] or 'no GPU'}"),
+        Column.of("wall s (an upper bound on a shared machine)", lambda record: fmt_number(
+            record["results"]["wall_seconds"])),
+        Column.of("load average", fmt_load),
+        Column.of("fine-tuning seeds", lambda record: str(record["settings"]["config"]["seeds"])),
+    ])  # fmt: skip
+    return "\n\n".join([about.render(context), *_score_tables(records[-1]["results"]),
+                        _pretraining_table(records[-1]["results"])])

@@ -12,7 +12,8 @@ record of each setting. A region whose name this script does not know is an erro
 
 Known regions: the names in RENDERERS (headline, gpu, gpu-check, pretraining-step, step-profile, heads, collator,
 trainer, batch-sweep, speed-targets, data-prep, corpus-scaling, task-benchmark, task-scores, finetuning-parity,
-parity-findings, qa-pipeline, front-page, reliability), and ablation-<config> for each configs/ablations/<config>.yaml.
+parity-findings, qa-pipeline, front-page, reliability-stress, reliability-faults, same-seed, long-line,
+bad-inputs), and ablation-<config> for each configs/ablations/<config>.yaml.
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ from typing import Any
 
 from benchmarks import ROOT
 from benchmarks.tables.ablations import ablation_rows, render_ablation
-from benchmarks.tables.format import (
+from benchmarks.tables.render import (
+    Column,
     Context,
+    Table,
     fmt_cell,
     fmt_number,
     fmt_ratio,
@@ -37,25 +40,23 @@ from benchmarks.tables.format import (
     none_yet,
     target_verdict,
 )
-from benchmarks.speed.trainer import CONFIGS as TRAINER_CONFIGS
-from benchmarks.tables.reliability import render_reliability
+from benchmarks.speed.trainer import CONFIGS as TRAINER_CONFIGS, settings_of
+from benchmarks.tables import parity
+from benchmarks.tables.reliability import BAD_INPUTS, FAULTS, LONG_LINE, STRESS
+from benchmarks.tables.same_seed import SAME_SEED_TABLE
 from benchmarks.tables.speed import (
+    COLLATOR,
+    CORPUS_SCALING,
+    DATA_PREP,
+    GPU_CHECK,
+    HEADS,
+    PRETRAINING_STEP,
+    TRAINER,
     render_batch_sweep,
-    render_collator,
-    render_corpus_scaling,
-    render_data_prep,
-    render_gpu_check,
-    render_heads,
-    render_pretraining_step,
     render_step_profile,
-    render_trainer,
 )
-from benchmarks.tables.speed_targets import render_speed_targets, settings_of
-from benchmarks.tables.task_benchmark import (
-    headline_sentence as task_headline,
-    render_task_benchmark,
-    render_task_scores,
-)
+from benchmarks.tables.speed_targets import render_speed_targets
+from benchmarks.tables.task_benchmark import TASK_SCORES, render_task_benchmark
 from spanroberta.tasks.squad.scoring import exact_match_score
 from spanroberta.records import record_commit
 
@@ -69,9 +70,6 @@ OPENING = re.compile(r"^<!-- generated:([\w.-]+) -->$", re.M)
 # stay measurements (the pretraining-step and trainer tables of RESULTS.md).
 COLLATOR_TARGETS = {"transformers token": 1.0, "transformers whole-word": 3.0}
 TRAINER_DEFAULT_RUN = "run_pretraining.py --recipe spanbert"
-# (link text, anchor) of the sections of benchmarks/RESULTS.md the headline points to.
-SECTIONS = (("pretraining step", "pretraining-step"), ("collator", "collator"), ("Trainer path", "the-trainer-path"),
-            ("GPU", "gpu"))  # fmt: skip
 
 # The GPU figures the project names: (figure, benchmark, settings of its records, the command that measures it).
 GPU_FIGURES = (
@@ -129,69 +127,29 @@ def _gpu_row(context: Context, figure: str, benchmark: str, settings: dict[str, 
 def render_headline(context: Context) -> str:
     rows = [_collator_row(context, other, target) for other, target in COLLATOR_TARGETS.items()]
     gpu = [_gpu_row(context, *figure) for figure in GPU_FIGURES]
-    met = [row[0] for row in rows if row[2].startswith("**met")]
-    missed = [row[0] for row in rows if row[2].startswith("**not met")]
-    unmeasured = [row[0] for row in rows if row[2].startswith("not measured")]
-    summary = [
-        f"By the latest records, {len(met)} of the {len(rows)} CPU targets are met"
-        + (f" ({'; '.join(met)})" if met else "")
-        + (f". Not met: {'; '.join(missed)}" if missed else "")
-        + (f". Not measured: {'; '.join(unmeasured)}" if unmeasured else "") + ".",
-        f"{sum(row[1] == 'no record' for row in gpu)} of the {len(gpu)} GPU figures are not measured yet.",
-        _parity_summary().headline_sentence(*_parity_records(context)),
-        task_headline(context.records("tasks"), context.records("task-floors")),
-        _details_sentence(context),
-    ]
-    table = markdown_table(["figure", "latest", "target", "record"], rows + gpu + _parity_rows(context) + ablation_rows(context))
-    return table + "\n\n" + "\n".join(summary)
+    return markdown_table(["figure", "latest", "target", "record"],
+                          rows + gpu + _parity_rows(context) + ablation_rows(context))  # fmt: skip
 
 
 def render_front_page(context: Context) -> str:
-    """The README's summary: the measured speed figures (the Trainer path on a GPU, the collators on the CPU) and the
-    parity and task verdicts, each from its records; every figure, measured or not yet, is in RESULTS.md's headline."""
+    """The README's figures: the measured speed figures (the Trainer path on a GPU, the collators on the CPU), each
+    from its records; every figure, measured or not yet, is in RESULTS.md's headline."""
     trainer = [row for row in (_gpu_row(context, *figure) for figure in GPU_FIGURES)
                if row[0].startswith("Trainer path") and row[1] != "no record"]  # fmt: skip
     collators = [row for row in (_collator_row(context, other, target) for other, target in COLLATOR_TARGETS.items())
                  if row[1] != "no record"]  # fmt: skip
-    return "\n\n".join([
-        "Pretraining speed, the spanbert recipe against transformers' run_mlm with its defaults in the same run:\n\n"
-        + (markdown_table(["figure", "latest", "where", "record"], trainer) if trainer else "No GPU record yet."),
-        "The span collator, on the CPU that feeds every run:\n\n"
-        + (markdown_table(["figure", "latest", "target", "record"], collators) if collators else "No record yet."),
-        _parity_summary().headline_sentence(*_parity_records(context)) + " "
-        + task_headline(context.records("tasks"), context.records("task-floors")),
-        "Every figure, its target and what is not measured yet: "
-        + context.page("the headline of benchmarks/RESULTS.md", "RESULTS.md", "headline") + ". " + _details_sentence(context),
-    ]) + "\n"  # fmt: skip
-
-
-def _details_sentence(context: Context) -> str:
-    return (
-        "Ratios are spanroberta's throughput over the transformers baseline's (medians); details: "
-        + ", ".join(context.page(label, "RESULTS.md", anchor) for label, anchor in SECTIONS)
-        + f", {context.page('ablations', 'ABLATIONS.md', 'ablations')}, {context.page('tasks', 'TASKS.md', 'results')}. "
-        "Wall times on a machine shared with other jobs are upper bounds; each record holds its commit and machine, "
-        "read when the run started, and the load average at its start and end, or says that it was not recorded."
-    )
+    return markdown_table(["figure", "latest", "target or where", "record"], trainer + collators) if trainer + collators \
+        else "No record yet."
 
 
 def render_gpu(context: Context) -> str:
     return markdown_table(["figure", "latest", "GPU", "record"], [_gpu_row(context, *figure) for figure in GPU_FIGURES])
 
 
-# Regions: which renderer writes which name.
-def _parity_summary() -> Any:
-    """The parity benchmark's summary module, which owns its tables (its benchmark owns the records' structure);
-    imported only where a region needs it."""
-    from benchmarks.parity import summary
-
-    return summary
-
-
 def _parity_rows(context: Context) -> list[list[str]]:
     page = Path(os.path.relpath(context.root / "benchmarks" / "PARITY.md", context.markdown.parent)).as_posix()
     records, floor_records = _parity_records(context)
-    return _parity_summary().headline_rows(records, page, floor_records)
+    return parity.headline_rows(records, page, floor_records)
 
 
 def _parity_records(context: Context) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -201,56 +159,74 @@ def _parity_records(context: Context) -> tuple[list[dict[str, Any]], list[dict[s
 
 def render_finetuning_parity(context: Context) -> str:
     records, floor_records = _parity_records(context)
-    return _parity_summary().render_parity(records, context.link, floor_records)
+    return parity.parity_table(records, floor_records).render(context)
 
 
 def render_parity_findings(context: Context) -> str:
-    return _parity_summary().render_findings(*_parity_records(context))
+    return parity.findings(*_parity_records(context)).render(context)
+
+
+def _qa_rows(context: Context) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    record = (context.records("qa-pipeline") or [None])[-1]
+    return [] if record is None else [(record, entry) for entry in record["results"]["answers"]]
+
+
+def _matches(entry: dict[str, Any]) -> str:
+    """Whether the answer matches a gold answer by SQuAD's exact match."""
+    return "yes" if any(exact_match_score(entry["answer"], gold) for gold in entry["gold"]) else "no"
+
+
+# The latest qa-pipeline record: the model, its scores on its held-out questions and whether plain transformers (in a
+# process where spanroberta cannot be imported) gave the same answers; then each question of the article.
+QA_MODEL = Table(lambda context: _qa_rows(context)[:1], [
+    Column.of("article", lambda row: f"*{row[0]['settings']['article'].replace('_', ' ')}*"),
+    Column.of("model", lambda row: f"`{row[0]['settings']['model_class']}`"),
+    Column.of("fine-tuned from", lambda row: row[0]["settings"].get("base_model") or "not named by its card"),
+    Column.of("exact match, F1 (one seed: no verdict)", lambda row: "{exact_match:.1f}, {f1:.1f}".format(
+        **row[0]["settings"]["model_scores"])),
+    Column.of("plain transformers", lambda row: "the same answers and scores"
+              if row[0]["results"]["without_spanroberta"]["same_answers"] else "different answers"),
+    Column("record", lambda row, context: context.link(row[0])),
+], none_yet("python -m benchmarks.parity.qa_pipeline --model <a run_squad.py output folder>"))  # fmt: skip
+QA_ANSWERS = Table(_qa_rows, [
+    Column.of("question", lambda row: fmt_cell(row[1]["question"])),
+    Column.of("answer", lambda row: f"**{fmt_cell(row[1]['answer'])}**"),
+    Column.of("score", lambda row: f"{row[1]['score']:.3f}"),
+    Column.of("gold answers", lambda row: " / ".join(fmt_cell(gold) for gold in row[1]["gold"])),
+    Column.of("matches a gold answer", lambda row: _matches(row[1])),
+], "")  # fmt: skip
 
 
 def render_qa_pipeline(context: Context) -> str:
-    record = (context.records("qa-pipeline") or [None])[-1]
-    if record is None:
-        return none_yet("python -m benchmarks.parity.qa_pipeline --model <a run_squad.py output folder>")
-    settings, results = record["settings"], record["results"]
-    scores = settings["model_scores"]
-    rows = [[fmt_cell(entry["question"]), f"**{fmt_cell(entry['answer'])}**", f"{entry['score']:.3f}",
-             " / ".join(fmt_cell(gold) for gold in entry["gold"])] for entry in results["answers"]]  # fmt: skip
-    plain = results["without_spanroberta"]
-    right = sum(any(exact_match_score(entry["answer"], gold) for gold in entry["gold"]) for entry in results["answers"])
-    return (
-        f"The first paragraph of the SQuAD v1.1 dev article *{settings['article'].replace('_', ' ')}*, which the model "
-        f"never trained on:\n\n> {results['context']}\n\n"
-        + markdown_table(["question", "answer", "score", "gold answers"], rows)
-        + f"\n\n{right} of the {len(rows)} answers match a gold answer (SQuAD's exact match). The model: `{settings['model_class']}` fine-tuned by `run_squad.py` from {settings.get('base_model') or 'a checkpoint its card does not name'} "
-        f"(exact match {scores['exact_match']:.1f}, F1 {scores['f1']:.1f} on its held-out evaluation "
-        f"questions; one seed: no verdict). Plain transformers, in a process where spanroberta cannot be imported "
-        f"(`trust_remote_code=True`, the pipeline file the checkpoint carries), gave "
-        f"{'the same answers and scores' if plain['same_answers'] else 'different answers'}. "
-        f"Record: {context.link(record)}.\n"
-    )
+    found = _qa_rows(context)
+    quote = f"> {found[0][0]['results']['context']}\n\n" if found else ""
+    return quote + QA_MODEL.render(context) + ("\n\n" + QA_ANSWERS.render(context) if found else "")
 
 
 RENDERERS: dict[str, Callable[[Context], str]] = {
     "task-benchmark": render_task_benchmark,
-    "task-scores": render_task_scores,
+    "task-scores": TASK_SCORES.render,
     "qa-pipeline": render_qa_pipeline,
     "finetuning-parity": render_finetuning_parity,
     "parity-findings": render_parity_findings,
     "headline": render_headline,
     "front-page": render_front_page,
     "gpu": render_gpu,
-    "gpu-check": render_gpu_check,
-    "pretraining-step": render_pretraining_step,
+    "gpu-check": GPU_CHECK.render,
+    "pretraining-step": PRETRAINING_STEP.render,
     "step-profile": render_step_profile,
     "batch-sweep": render_batch_sweep,
     "speed-targets": render_speed_targets,
-    "heads": render_heads,
-    "collator": render_collator,
-    "trainer": render_trainer,
-    "data-prep": render_data_prep,
-    "corpus-scaling": render_corpus_scaling,
-    "reliability": render_reliability,
+    "heads": HEADS.render,
+    "collator": COLLATOR.render,
+    "trainer": TRAINER.render,
+    "data-prep": DATA_PREP.render,
+    "corpus-scaling": CORPUS_SCALING.render,
+    "reliability-stress": STRESS.render,
+    "reliability-faults": FAULTS.render,
+    "same-seed": SAME_SEED_TABLE.render,
+    "long-line": LONG_LINE.render,
+    "bad-inputs": BAD_INPUTS.render,
 }
 
 

@@ -1,22 +1,18 @@
-"""The reliability section of benchmarks/RESULTS.md, from the records under benchmarks/results/reliability/: the
-load held (benchmarks/reliability/stress.py), the faults survived (benchmarks/reliability/faults.py), the memory a
-very long line takes (benchmarks/reliability/long_line.py), the bad inputs tried (any other kind of record there,
-read by the counts it holds) and what was lost; and whether a task unit run again with its seed scores the same
-(tables/same_seed.py)."""
+"""The reliability tables of benchmarks/RESULTS.md, declared, from the records under benchmarks/results/reliability/:
+the load held (benchmarks/reliability/stress.py), the faults survived and what they lost
+(benchmarks/reliability/faults.py), the memory a very long line takes (benchmarks/reliability/long_line.py) and the
+bad inputs tried (any other kind of record there, read by the counts it holds)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from benchmarks.tables.format import Context, fmt_date, fmt_load, fmt_number, markdown_table, none_yet
-from benchmarks.tables.same_seed import render_same_seed
+from benchmarks.tables.render import Column, Context, fmt_number, records_table
 
 BENCHMARK = "reliability"
-STRESS_COMMAND = "python -m benchmarks.reliability.stress --launches 20 --busy 6"
-FAULTS_COMMAND = "python -m benchmarks.reliability.faults --engines plain ddp zero2 zero3 --trials 10"
-LONG_LINE_COMMAND = "python -m benchmarks.reliability.long_line --sizes_mb 10 50 100 --train_steps 3"
 OWN_TABLES = {"stress", "faults", "long-line"}  # the kinds with a table of their own; others go under bad inputs
+C = Column.of  # a column whose cell reads the row, a (record, part) pair
 
 
 def record_kind(record: dict[str, Any]) -> str:
@@ -29,63 +25,70 @@ def record_kind(record: dict[str, Any]) -> str:
     return scripts[0].replace("_", "-") if scripts else "unnamed"
 
 
-def _of_kind(context: Context, kinds: set[str], exclude: bool = False) -> list[dict[str, Any]]:
-    return [record for record in context.records(BENCHMARK) if (record_kind(record) in kinds) != exclude]
+def of_kind(kinds: set[str], exclude: bool = False):
+    """The reliability records of `kinds` (or of every other kind), for a table's rows."""
+    return lambda context: [r for r in context.records(BENCHMARK) if (record_kind(r) in kinds) != exclude]
 
 
-def _table(context: Context, records: list[dict[str, Any]], header: list[str], rows_of) -> str:
-    rows = [[fmt_date(record), *cells, fmt_load(record), context.link(record)]
-            for record in reversed(records) for cells in rows_of(record)]  # fmt: skip
-    return markdown_table(["date (UTC), commit", *header, "load average", "record"], rows)
+def _busy(record: dict[str, Any]) -> str:
+    busy = str(record["settings"]["busy_processes"])
+    concurrent = record["settings"].get("engines_concurrent") and len(record["results"]["engines"]) > 1
+    return busy + (", and the other engines' runs beside" if concurrent else "")
 
 
-def stress_rows(record: dict[str, Any]) -> list[list[str]]:
-    settings = record["settings"]
-    busy = str(settings["busy_processes"])
-    if settings.get("engines_concurrent") and len(record["results"]["engines"]) > 1:
-        busy += ", and the other engines' runs beside"
-    return [[engine, str(summary["launches"]), busy, f"**{summary['aborts']}**",
-             str(summary["weight_mismatches"]), "yes" if summary["reference_clean"] else "**no**"]
-            for engine, summary in record["results"]["engines"].items()]  # fmt: skip
+STRESS = records_table(of_kind({"stress"}), "python -m benchmarks.reliability.stress --launches 20 --busy 6", [
+    C("engine", lambda row: row[1][0]), C("launches", lambda row: str(row[1][1]["launches"])),
+    C("busy processes", lambda row: _busy(row[0])), C("aborts", lambda row: f"**{row[1][1]['aborts']}**"),
+    C("weight mismatches", lambda row: str(row[1][1]["weight_mismatches"])),
+    C("uninterrupted run clean", lambda row: "yes" if row[1][1]["reference_clean"] else "**no**"),
+], lambda record: list(record["results"]["engines"].items()))  # fmt: skip
 
 
-def faults_rows(record: dict[str, Any]) -> list[list[str]]:
-    counts = record["results"]["counts"]["by_engine"]
-    return [[engine, str(count["faults"]), f"**{count['survived']}**", str(count["identical"]),
-             str(count["runs_lost"]), str(count["checkpoints_lost"]), str(count["not_hit"])]
-            for engine, count in counts.items()]  # fmt: skip
+def lost(record: dict[str, Any], engine: str) -> str:
+    """What the faults hitting `engine`'s runs lost: nothing, or each run (no final model after the resume) and the
+    checkpoints no longer complete, with the moment of the fault."""
+    found = [f"{entry['moment']}: " + ("the run" if not entry["finished"] else ", ".join(entry["checkpoints_lost"]))
+             for entry in record["results"].get("trials", []) if entry["engine"] == engine and entry["fault"]["hit"]
+             and (not entry["finished"] or entry["checkpoints_lost"])]  # fmt: skip
+    return "; ".join(found) or "nothing"
 
 
-def long_line_rows(record: dict[str, Any]) -> list[list[str]]:
-    """A row a line size: the memory it took, the baseline's, what it added (anonymous; resident), against the
-    record's bound on the anonymous part (older records stated theirs on the resident set: "-")."""
-    settings, baseline = record["settings"], record["results"]["baseline"]["prepare"]
-    bound = settings.get("anonymous_bound_mib")
-    rows = []
-    for size in record["results"]["sizes"]:
-        prepare = size["prepare"]
-        added = prepare["peak_anonymous_pss_mib"] - baseline["peak_anonymous_pss_mib"]
-        verdict = "-" if bound is None else f"{bound}, {'holds' if added <= bound else '**broken**'}"
-        rows.append([f"{size['line_mb']:g}", f"{size['tokens']:,}", fmt_number(size["prepared_bytes"] / 2**20, 1),
-                     fmt_number(prepare["peak_anonymous_pss_mib"]), fmt_number(baseline["peak_anonymous_pss_mib"]),
-                     f"**{fmt_number(added)}**", verdict,
-                     fmt_number(prepare["peak_rss_mib"] - baseline["peak_rss_mib"]), fmt_number(prepare["seconds"]),
-                     fmt_number(size["train"]["peak_anonymous_pss_mib"]) if size.get("train") else "-"])  # fmt: skip
-    return rows
+FAULTS = records_table(of_kind({"faults"}),
+                       "python -m benchmarks.reliability.faults --engines plain ddp zero2 zero3 --trials 10", [
+    C("engine", lambda row: row[1][0]), C("faults", lambda row: str(row[1][1]["faults"])),
+    C("survived", lambda row: f"**{row[1][1]['survived']}**"), C("resumed identically", lambda row: str(row[1][1]["identical"])),
+    C("runs lost", lambda row: str(row[1][1]["runs_lost"])), C("checkpoints lost", lambda row: str(row[1][1]["checkpoints_lost"])),
+    C("not hit", lambda row: str(row[1][1]["not_hit"])), C("lost", lambda row: lost(row[0], row[1][0])),
+], lambda record: list(record["results"]["counts"]["by_engine"].items()))  # fmt: skip
 
 
-def long_line_intro(records: list[dict[str, Any]]) -> str:
-    """What the long-line table shows, with the baseline and the bound of its latest record."""
-    intro = ("**A very long line**: a corpus of one line prepared by `run_pretraining.py --prepare_only` (a byte-level "
-             "BPE trained on it, the line tokenized and packed into blocks of 128 tokens), then trained on by a tiny "
-             "model; the peak memory of the run's processes against a baseline, the same run on a short line")  # fmt: skip
-    if not records:
-        return intro + ".\n"
-    settings = records[-1]["settings"]
-    return (f"{intro} of {settings['baseline_mb']:g} MB. Bound: the anonymous memory the line adds stays under "
-            f"{settings.get('anonymous_bound_mib', '-')} MiB however long the line (one batch of documents of the "
-            "data path; docs/pretraining.md). The resident set also counts the memory-mapped Arrow files, which "
-            "grow with any corpus.\n")
+def _added(row: tuple) -> float:
+    return row[1]["prepare"]["peak_anonymous_pss_mib"] - row[0]["results"]["baseline"]["prepare"]["peak_anonymous_pss_mib"]
+
+
+def _bound(row: tuple) -> str:
+    """The record's bound on the anonymous memory a line adds, and whether it holds (older records stated theirs on
+    the resident set: "-")."""
+    bound = row[0]["settings"].get("anonymous_bound_mib")
+    return "-" if bound is None else f"{bound}, {'holds' if _added(row) <= bound else '**broken**'}"
+
+
+def _baseline(row: tuple, key: str) -> float:
+    return row[0]["results"]["baseline"]["prepare"][key]
+
+
+LONG_LINE = records_table(of_kind({"long-line"}),
+                          "python -m benchmarks.reliability.long_line --sizes_mb 10 50 100 --train_steps 3", [
+    C("line (MB)", lambda row: f"{row[1]['line_mb']:g}"), C("tokens", lambda row: f"{row[1]['tokens']:,}"),
+    C("blocks on disk (MiB)", lambda row: fmt_number(row[1]["prepared_bytes"] / 2**20, 1)),
+    C("peak anonymous (MiB)", lambda row: fmt_number(row[1]["prepare"]["peak_anonymous_pss_mib"])),
+    C("baseline's", lambda row: fmt_number(_baseline(row, "peak_anonymous_pss_mib"))),
+    C("added (MiB)", lambda row: f"**{fmt_number(_added(row))}**"), C("bound (MiB)", _bound),
+    C("added resident (MiB)", lambda row: fmt_number(row[1]["prepare"]["peak_rss_mib"] - _baseline(row, "peak_rss_mib"))),
+    C("prepare (s)", lambda row: fmt_number(row[1]["prepare"]["seconds"])),
+    C("training peak anonymous (MiB)", lambda row: fmt_number(row[1]["train"]["peak_anonymous_pss_mib"])
+      if row[1].get("train") else "-"),
+], lambda record: record["results"]["sizes"])  # fmt: skip
 
 
 def counts_of(results: dict[str, Any]) -> str:
@@ -95,52 +98,6 @@ def counts_of(results: dict[str, Any]) -> str:
     return ", ".join(counts) or "-"
 
 
-def other_rows(record: dict[str, Any]) -> list[list[str]]:
-    return [[record_kind(record), counts_of(record["results"])]]
-
-
-def lost_sentence(records: list[dict[str, Any]]) -> str:
-    """What the latest faults record says was lost: nothing, or the runs and checkpoints and where."""
-    if not records:
-        return "Nothing measured yet."
-    trials = records[-1]["results"]["trials"]
-    lost = [entry for entry in trials if entry["fault"]["hit"] and (not entry["finished"] or entry["checkpoints_lost"])]
-    if not lost:
-        return "Lost in the latest faults record: nothing (every run hit by a fault ended with its final model, and "\
-               "every complete checkpoint it had was still complete after the resume)."  # fmt: skip
-    where = "; ".join(f"{entry['engine']}, {entry['moment']}: "
-                      + ("the run (no final model after the resume)" if not entry["finished"]
-                         else f"{', '.join(entry['checkpoints_lost'])}") for entry in lost)  # fmt: skip
-    return f"Lost in the latest faults record: {where}."
-
-
-def render_reliability(context: Context) -> str:
-    stress = _of_kind(context, {"stress"})
-    faults = _of_kind(context, {"faults"})
-    long_lines = _of_kind(context, {"long-line"})
-    others = _of_kind(context, OWN_TABLES, exclude=True)
-    parts = ["**Load held**: resume launches of a tiny run on 2 CPU processes under busy background processes; an "
-             "abort is a launch that did not exit 0 or printed \"terminate called\" or a traceback (target: 0 aborts "
-             "in 20 launches under 6 busy processes, per engine).\n"]  # fmt: skip
-    header = ["engine", "launches", "busy processes", "aborts", "weight mismatches", "uninterrupted run clean"]
-    parts.append(_table(context, stress, header, stress_rows) if stress else none_yet(STRESS_COMMAND))
-    parts.append("\n**Faults survived**: runs killed (or whose disk filled) at random moments and resumed; "
-                 "identical means bit-identical final weights and the same loss at every step as an uninterrupted "
-                 "run.\n")  # fmt: skip
-    header = ["engine", "faults", "survived", "resumed identically", "runs lost", "checkpoints lost", "not hit"]
-    parts.append(_table(context, faults, header, faults_rows) if faults else none_yet(FAULTS_COMMAND))
-    parts.append("\n" + lost_sentence(faults) + "\n")
-    parts.append("**Same seed, same score**: task-benchmark units run again from the commit of a committed record, "
-                 "beside that record, with the kind of machine each ran on.\n")
-    parts.append(render_same_seed(context) + "\n")
-    parts.append(long_line_intro(long_lines))
-    header = ["line (MB)", "tokens", "blocks on disk (MiB)", "peak anonymous (MiB)", "baseline's", "added (MiB)",
-              "bound (MiB)", "added resident (MiB)", "prepare (s)", "training peak anonymous (MiB)"]  # fmt: skip
-    parts.append((_table(context, long_lines, header, long_line_rows) if long_lines else none_yet(LONG_LINE_COMMAND))
-                 + "\n")
-    parts.append("**Bad inputs tried**:\n")
-    if others:
-        parts.append(_table(context, others, ["kind", "counts"], other_rows))
-    else:
-        parts.append("No committed record of malformed inputs yet.")
-    return "\n".join(parts) + "\n"
+BAD_INPUTS = records_table(of_kind(OWN_TABLES, exclude=True), "python -m benchmarks.reliability.bad_inputs", [
+    C("kind", lambda row: record_kind(row[0])), C("counts", lambda row: counts_of(row[0]["results"])),
+], lambda record: [None])  # fmt: skip

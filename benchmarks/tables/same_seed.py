@@ -2,7 +2,7 @@
 the task benchmark of the commit each reran, with `--records_dir`), each set beside the committed record of the same
 unit (size, task, seed, budget) measured from the same commit, with the kind of machine each ran on.
 
-What the reruns can tell apart:
+What the reruns can tell apart (benchmarks/RESULTS.md reads them by hand beside the table):
 - a rerun on the same kind of machine as its commit's record that scores exactly what the record did shows the unit
   deterministic there; one that scores otherwise shows it is not;
 - a record from another kind of machine (another vector instruction set: the BLAS and oneDNN kernels, and so the
@@ -14,10 +14,9 @@ What the reruns can tell apart:
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
-from benchmarks.tables.format import Context, fmt_date, markdown_table
+from benchmarks.tables.render import Column, Context, Table, fmt_date
 from spanroberta.records import record_commit
 
 SAME_SEED = "same-seed"
@@ -75,66 +74,27 @@ def machine_class(record: dict[str, Any]) -> str:
     return f"{machine.get('cpu', '?')}, {'AVX-512 BF16' if avx512_bf16 else 'no AVX-512 BF16'}"
 
 
-def render_same_seed(context: Context) -> str:
-    reruns = context.records(SAME_SEED)
-    if not reruns:
-        return f"No rerun of a task unit is committed yet ({RERUN_COMMAND})."
+def _rows(context: Context) -> list[tuple[dict[str, Any], dict[str, Any] | None, str, float]]:
+    """Per rerun and row: the rerun, its commit's committed record (None without one), the row and its score."""
     committed = [record for record in context.records("tasks") if record["settings"].get("kind") == "unit"]
-    rows, units = [], {}
-    for rerun in reruns:
-        twin = _twin(rerun, committed)
-        units.setdefault(_unit(rerun), []).append((rerun, twin))
-        size, task, seed = _unit(rerun)
-        for row, score in _scores(rerun).items():
-            before = _scores(twin).get(row) if twin else None
-            rows.append([row, str(seed), size, fmt_date(rerun), machine_kind(rerun), f"{score:.2f}",
-                         f"{before:.2f} ({context.link(twin)})" if twin else "no record of this commit",
-                         machine_kind(twin) if twin else "-", "**yes**" if before == score else "**no**",
-                         context.link(rerun)])  # fmt: skip
-    header = ["row", "seed", "size", "rerun: date (UTC), commit", "its machine", "rerun's score",
-              "its commit's record", "that record's machine", "the same score", "rerun record"]  # fmt: skip
-    verdicts = " ".join(_verdict(unit, pairs) for unit, pairs in units.items())
-    return markdown_table(header, rows) + "\n\n" + verdicts
+    return [(rerun, twin, row, score) for rerun in context.records(SAME_SEED)
+            for twin in (_twin(rerun, committed),) for row, score in _scores(rerun).items()]  # fmt: skip
 
 
-def _verdict(unit: tuple, pairs: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> str:
-    """What the reruns of one unit say: each against its commit's record, then the reruns against each other."""
-    size, task, seed = unit
-    sentences = [_against_its_record(rerun, twin) for rerun, twin in pairs]
-    reproduced = {record_commit(rerun) for rerun, twin in pairs
-                  if twin is not None and same_kind_of_machine(rerun, twin) and _scores(rerun) == _scores(twin)}
-    for (first, _), (second, _) in itertools.combinations(pairs, 2):
-        if not same_kind_of_machine(first, second):
-            continue
-        if record_commit(first) == record_commit(second):
-            same = _scores(first) == _scores(second)
-            sentences.append(f"Two reruns of `{record_commit(first)}` on one kind of machine scored "
-                             + ("exactly the same." if same else "differently: the unit is not deterministic there."))
-            continue
-        commits = f"`{record_commit(first)}` and `{record_commit(second)}`"
-        if _scores(first) == _scores(second):
-            sentences.append(f"The reruns of {commits}, on one kind of machine, scored exactly the same: the code "
-                             "between those commits did not move the score.")  # fmt: skip
-        elif {record_commit(first), record_commit(second)} <= reproduced:
-            sentences.append(f"The reruns of {commits} each scored exactly what their commit's record did, and "
-                             "they differ: the code between those commits moved the score, not nondeterminism.")
-        else:
-            sentences.append(f"The reruns of {commits}, on one kind of machine, scored differently: the code "
-                             "between those commits or the unit's nondeterminism moved it.")  # fmt: skip
-    return f"{task}, seed {seed}, size `{size}`: " + " ".join(sentences)
+def _before(row: tuple, context: Context) -> str:
+    rerun, twin, label, _ = row
+    return "no record of this commit" if twin is None else f"{_scores(twin).get(label):.2f} ({context.link(twin)})"
 
 
-def _against_its_record(rerun: dict[str, Any], twin: dict[str, Any] | None) -> str:
-    at = f"At `{record_commit(rerun)}`"
-    if twin is None:
-        return f"{at}, no committed record to compare with."
-    differences = ", ".join(f"{row} {score:.2f} against {_scores(twin)[row]:.2f}"
-                            for row, score in _scores(rerun).items() if _scores(twin).get(row) != score)  # fmt: skip
-    if not same_kind_of_machine(rerun, twin):
-        outcome = f"it scored otherwise ({differences})" if differences else "it scored exactly the same"
-        return (f"{at}, the record ran on another kind of machine ({machine_kind(twin)}) than the rerun "
-                f"({machine_kind(rerun)}): {outcome}, and a difference there may come from the machine alone.")
-    if not differences:
-        return f"{at}, a rerun on the same kind of machine scored exactly what its record did."
-    return (f"{at}, a rerun on the same kind of machine (as the records describe it) scored otherwise ({differences}): "
-            "the unit is not deterministic there.")
+SAME_SEED_TABLE = Table(_rows, [
+    Column.of("row", lambda row: row[2]), Column.of("seed", lambda row: str(_unit(row[0])[2])),
+    Column.of("size", lambda row: _unit(row[0])[0]),
+    Column.of("rerun: date (UTC), commit", lambda row: fmt_date(row[0])),
+    Column.of("its machine", lambda row: machine_kind(row[0])), Column.of("rerun's score", lambda row: f"{row[3]:.2f}"),
+    Column("its commit's record", _before),
+    Column.of("that record's machine", lambda row: "-" if row[1] is None else machine_kind(row[1])),
+    Column.of("same kind of machine", lambda row: "-" if row[1] is None
+              else "yes" if same_kind_of_machine(row[0], row[1]) else "no"),
+    Column.of("the same score", lambda row: "**yes**" if row[1] and _scores(row[1]).get(row[2]) == row[3] else "**no**"),
+    Column("rerun record", lambda row, context: context.link(row[0])),
+], f"No rerun of a task unit is committed yet ({RERUN_COMMAND}).")  # fmt: skip

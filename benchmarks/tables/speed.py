@@ -1,5 +1,5 @@
-"""The full tables of benchmarks/RESULTS.md: every record of a speed or data benchmark, newest first, each row
-naming its record (benchmarks/tables/generate.py writes them)."""
+"""The full tables of benchmarks/RESULTS.md, declared: every record of a speed or data benchmark, newest first, each
+row naming its record (tables/render.py draws them)."""
 
 from __future__ import annotations
 
@@ -7,75 +7,84 @@ from typing import Any
 
 from benchmarks.gpu.check import NOT_ASKED
 from benchmarks.speed.pretraining_step import category_seconds
-from benchmarks.speed.trainer import DEFAULTS, TUNED
-from benchmarks.tables.format import Context, fmt_number, fmt_ratio, markdown_table, none_yet, records_table
-from benchmarks.tables.speed_targets import settings_of
+from benchmarks.speed.trainer import DEFAULTS, TUNED, settings_of
+from benchmarks.tables.render import (
+    Column,
+    Context,
+    fmt_number,
+    fmt_percent,
+    fmt_ratio,
+    markdown_table,
+    none_yet,
+    records_table,
+)
 from spanroberta.records import record_commit
 
 
-def render_pretraining_step(context: Context) -> str:
-    def rows_of(record: dict[str, Any]) -> list[list[str]]:
-        settings, results = record["settings"], record["results"]
-        span, base = results["sides"]["spanroberta"], results["sides"]["baseline"]
-        ablations = ", ".join(f"{name.removeprefix('spanroberta-')} {fmt_ratio(gain['median'])}"
-                              for name, gain in sorted(results["ablation_ratios"].items())) or "-"  # fmt: skip
-        return [[
-            settings["config"], settings["precision"], settings["device"], str(settings["threads"]),
-            str(settings["steps"]), fmt_number(span["tokens_per_second_median"]), fmt_number(base["tokens_per_second_median"]),
-            f"**{fmt_ratio(results['ratio_median'])}**", fmt_ratio(results["ratio_best"]), fmt_ratio(results["ratio_cpu_median"]),
-            ablations,
-        ]]  # fmt: skip
-
-    header = ["config", "precision", "device", "threads", "timed steps", "spanroberta tokens/s (median)",
-              "baseline tokens/s (median)", "ratio (medians)", "ratio (fastest steps)", "ratio (CPU time)",
-              "spanroberta / ablation"]  # fmt: skip
-    return records_table(context, "pretraining_step",
-                         "python -m benchmarks.speed.pretraining_step --config small --precision fp32 bf16",
-                         header, rows_of)  # fmt: skip
+C = Column.of  # a column whose cell reads the row, a (record, part) pair
 
 
-def render_heads(context: Context) -> str:
-    def rows_of(record: dict[str, Any]) -> list[list[str]]:
-        return [[f"{shape['shape']} ({shape['rows']} x {shape['hidden']})", shape["precision"],
-                 str(record["settings"]["threads"]), fmt_number(shape["plain_median_cpu_seconds"], 3),
-                 fmt_number(shape["fused_median_cpu_seconds"], 3), f"**{fmt_ratio(shape['speed_up'])}**"]
-                for shape in record["results"]["shapes"]]  # fmt: skip
-
-    header = ["shape (targets x hidden)", "precision", "threads", "plain CPU s (median)", "fused CPU s (median)",
-              "fused speed-up"]  # fmt: skip
-    return records_table(context, "heads", "python -m benchmarks.speed.heads --threads 1", header, rows_of)
+def _ablations(results: dict[str, Any]) -> str:
+    return ", ".join(f"{name.removeprefix('spanroberta-')} {fmt_ratio(gain['median'])}"
+                     for name, gain in sorted(results["ablation_ratios"].items())) or "-"  # fmt: skip
 
 
-def render_collator(context: Context) -> str:
-    def rows_of(record: dict[str, Any]) -> list[list[str]]:
-        ratios = record["results"]["span_sbo_ratios"]
-        return [[name, str(record["settings"]["threads"]), fmt_number(figures["sequences_per_second_median"]),
-                 fmt_number(figures["sequences_per_second_best"]), fmt_number(1000 * figures["median_seconds"], 1),
-                 fmt_ratio(ratios.get(name, {}).get("median"))]
-                for name, figures in record["results"]["collators"].items()]  # fmt: skip
-
-    header = ["collator", "threads", "sequences/s (median)", "sequences/s (best)", "ms/batch (median)",
-              "span+SBO / this"]  # fmt: skip
-    return records_table(context, "collator", "python -m benchmarks.speed.collator", header, rows_of)
+def _side(row: tuple, side: str) -> str:
+    return fmt_number(row[0]["results"]["sides"][side]["tokens_per_second_median"])
 
 
-def render_trainer(context: Context) -> str:
-    def rows_of(record: dict[str, Any]) -> list[list[str]]:
-        settings = settings_of(record)
-        label = f"{settings['config']} ({settings['batch_size']} x {settings['seq_length']}), {settings['precision']}"
-        label += ", --fp8" if settings["fp8"] else ""
-        label += ", torch_compile" if settings["torch_compile"] else ""
-        label += ", a rehearsal" if settings["rehearsal"] else ""
-        return [[label, str(settings["steps"]), run, figures.get("attn_implementation") or "not recorded",
-                 fmt_number(figures["real_tokens_per_second"]), _spread(figures.get("window_spread", _NOT)),
-                 fmt_ratio(figures["ratio_to_baseline"]), fmt_ratio(figures.get("ratio_to_tuned")),
-                 _percent(figures.get("mfu")), _memory(figures.get("peak_memory", _NOT))]
-                for run, figures in record["results"]["runs"].items()]  # fmt: skip
+PRETRAINING_STEP = records_table(
+    "pretraining_step", "python -m benchmarks.speed.pretraining_step --config small --precision fp32 bf16", [
+        *(C(name, lambda row, key=key: str(row[0]["settings"][key])) for name, key in (
+            ("config", "config"), ("precision", "precision"), ("device", "device"), ("threads", "threads"),
+            ("timed steps", "steps"))),
+        C("spanroberta tokens/s (median)", lambda row: _side(row, "spanroberta")),
+        C("baseline tokens/s (median)", lambda row: _side(row, "baseline")),
+        C("ratio (medians)", lambda row: f"**{fmt_ratio(row[0]['results']['ratio_median'])}**"),
+        C("ratio (fastest steps)", lambda row: fmt_ratio(row[0]["results"]["ratio_best"])),
+        C("ratio (CPU time)", lambda row: fmt_ratio(row[0]["results"]["ratio_cpu_median"])),
+        C("spanroberta / ablation", lambda row: _ablations(row[0]["results"])),
+    ], lambda record: [None])  # fmt: skip
 
-    header = ["config", "steps", "run", "attention", "real tokens/s (median window)", "windows: min-max (sd)",
-              f"vs {DEFAULTS}", f"vs {TUNED}", "MFU", "peak GPU memory"]  # fmt: skip
-    return records_table(context, "trainer", "python -m benchmarks.speed.trainer --config small --precision fp32",
-                         header, rows_of)  # fmt: skip
+HEADS = records_table("heads", "python -m benchmarks.speed.heads --threads 1", [
+    C("shape (targets x hidden)", lambda row: f"{row[1]['shape']} ({row[1]['rows']} x {row[1]['hidden']})"),
+    C("precision", lambda row: row[1]["precision"]),
+    C("threads", lambda row: str(row[0]["settings"]["threads"])),
+    C("plain CPU s (median)", lambda row: fmt_number(row[1]["plain_median_cpu_seconds"], 3)),
+    C("fused CPU s (median)", lambda row: fmt_number(row[1]["fused_median_cpu_seconds"], 3)),
+    C("fused speed-up", lambda row: f"**{fmt_ratio(row[1]['speed_up'])}**"),
+], lambda record: record["results"]["shapes"])  # fmt: skip
+
+COLLATOR = records_table("collator", "python -m benchmarks.speed.collator", [
+    C("collator", lambda row: row[1][0]),
+    C("threads", lambda row: str(row[0]["settings"]["threads"])),
+    C("sequences/s (median)", lambda row: fmt_number(row[1][1]["sequences_per_second_median"])),
+    C("sequences/s (best)", lambda row: fmt_number(row[1][1]["sequences_per_second_best"])),
+    C("ms/batch (median)", lambda row: fmt_number(1000 * row[1][1]["median_seconds"], 1)),
+    C("span+SBO / this", lambda row: fmt_ratio(row[0]["results"]["span_sbo_ratios"].get(row[1][0], {}).get("median"))),
+], lambda record: list(record["results"]["collators"].items()))  # fmt: skip
+
+
+def _trainer_label(record: dict[str, Any]) -> str:
+    settings = settings_of(record)
+    label = f"{settings['config']} ({settings['batch_size']} x {settings['seq_length']}), {settings['precision']}"
+    label += ", --fp8" if settings["fp8"] else ""
+    label += ", torch_compile" if settings["torch_compile"] else ""
+    return label + (", a rehearsal" if settings["rehearsal"] else "")
+
+
+TRAINER = records_table("trainer", "python -m benchmarks.speed.trainer --config small --precision fp32", [
+    C("config", lambda row: _trainer_label(row[0])),
+    C("steps", lambda row: str(row[0]["settings"]["steps"])),
+    C("run", lambda row: row[1][0]),
+    C("attention", lambda row: row[1][1].get("attn_implementation") or "not recorded"),
+    C("real tokens/s (median window)", lambda row: fmt_number(row[1][1]["real_tokens_per_second"])),
+    C("windows: min-max (sd)", lambda row: _spread(row[1][1].get("window_spread", _NOT))),
+    C(f"vs {DEFAULTS}", lambda row: fmt_ratio(row[1][1]["ratio_to_baseline"])),
+    C(f"vs {TUNED}", lambda row: fmt_ratio(row[1][1].get("ratio_to_tuned"))),
+    C("MFU", lambda row: fmt_percent(row[1][1].get("mfu"))),
+    C("peak GPU memory", lambda row: _memory(row[1][1].get("peak_memory", _NOT))),
+], lambda record: list(record["results"]["runs"].items()))  # fmt: skip
 
 
 _NOT = "not recorded"  # a figure the record's script did not write yet
@@ -92,10 +101,6 @@ def _memory(peak: dict[str, int] | str | None) -> str:
     if peak is None or isinstance(peak, str):
         return peak or "-"
     return f"{peak['allocated_bytes'] / 2**30:.1f} GiB ({peak['reserved_bytes'] / 2**30:.1f})"
-
-
-def _percent(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.1f}%"
 
 
 def render_batch_sweep(context: Context) -> str:
@@ -116,7 +121,7 @@ def render_batch_sweep(context: Context) -> str:
             best = max(sides, key=lambda side: (side[1]["mfu"] or 0, side[1]["real_tokens_per_second"]))[0]
             label = f"{config}, {precision}" + (", --fp8" if fp8 else "") + (", torch_compile" if compiled else "")
             rows += [[f"`{commit}`", label, run, str(record["settings"]["batch_size"]) + (" **peak**" if
-                      record is best and len(sides) > 1 else ""), _percent(side["mfu"]),
+                      record is best and len(sides) > 1 else ""), fmt_percent(side["mfu"]),
                       fmt_number(side["real_tokens_per_second"]), _memory(side["peak_memory"]), context.link(record)]
                      for record, side in sides]  # fmt: skip
     if not rows:
@@ -166,38 +171,30 @@ def _ms(seconds: float | None, absent: str, bound: str = "") -> str:
     return absent if seconds is None else ("≥ " if bound else "") + fmt_number(1000 * seconds, 1) + bound
 
 
-def render_gpu_check(context: Context) -> str:
-    """Each `make gpu-check` record (its --toy rehearsals left out): the status, seconds and figures of every stage
-    it ran or was asked to run (a part run with --stages leaves the others out)."""
+# Each `make gpu-check` record (its --toy rehearsals left out): the status, seconds and figures of every stage it
+# ran or was asked to run (a part run with --stages leaves the others out).
+GPU_CHECK = records_table("gpu-check", "make gpu-check", [
+    C("stage", lambda row: row[1][0]), C("status", lambda row: row[1][1]["status"]),
+    C("seconds", lambda row: fmt_number(row[1][1]["seconds"])), C("figures", lambda row: row[1][1].get("figures") or "-"),
+], lambda record: [] if record["settings"].get("toy") else [
+    (stage, outcome) for stage, outcome in record["results"]["stages"].items()
+    if outcome["status"] != f"skipped: {NOT_ASKED}"])  # fmt: skip
 
-    def rows_of(record: dict[str, Any]) -> list[list[str]]:
-        if record["settings"].get("toy"):
-            return []
-        return [[stage, outcome["status"], fmt_number(outcome["seconds"]), outcome.get("figures") or "-"]
-                for stage, outcome in record["results"]["stages"].items()
-                if outcome["status"] != f"skipped: {NOT_ASKED}"]  # fmt: skip
+DATA_PREP = records_table("data_prep", "python -m benchmarks.speed.data_prep --mode prepared", [
+    C("mode", lambda row: row[0]["settings"]["mode"]), C("corpus", lambda row: f"{row[1]['scale']}x"),
+    C("MB", lambda row: fmt_number(row[1]["megabytes"])), C("blocks", lambda row: fmt_number(row[1]["blocks"])),
+    C("tokens", lambda row: fmt_number(row[1]["tokens"])),
+    C("time s", lambda row: fmt_number(row[1]["total_seconds"], 1)),
+    C("tokens/s", lambda row: fmt_number(row[1]["tokens_per_second"])),
+    C("time / linear", lambda row: fmt_number(row[1]["time_over_linear"], 2)),
+    C("peak RSS MiB", lambda row: fmt_number(row[1]["peak_rss_mib"])),
+], lambda record: record["results"]["scales"])  # fmt: skip
 
-    return records_table(context, "gpu-check", "make gpu-check", ["stage", "status", "seconds", "figures"], rows_of)
-
-
-def render_data_prep(context: Context) -> str:
-    def rows_of(record: dict[str, Any]) -> list[list[str]]:
-        return [[record["settings"]["mode"], f"{scale['scale']}x", fmt_number(scale["megabytes"]), fmt_number(scale["blocks"]),
-                 fmt_number(scale["tokens"]), fmt_number(scale["total_seconds"], 1), fmt_number(scale["tokens_per_second"]),
-                 fmt_number(scale["time_over_linear"], 2), fmt_number(scale["peak_rss_mib"])]
-                for scale in record["results"]["scales"]]  # fmt: skip
-
-    header = ["mode", "corpus", "MB", "blocks", "tokens", "time s", "tokens/s", "time / linear", "peak RSS MiB"]
-    return records_table(context, "data_prep", "python -m benchmarks.speed.data_prep --mode prepared", header, rows_of)
-
-
-def render_corpus_scaling(context: Context) -> str:
-    def rows_of(record: dict[str, Any]) -> list[list[str]]:
-        return [[f"{size['size_mb']} MB", str(record["settings"]["num_proc"]), fmt_number(size["seconds"]),
-                 fmt_number(size["blocks"]), fmt_number(size["tokens"]), fmt_number(size["tokens_per_second"]),
-                 fmt_number(size["peak_pss"] / 2**20), fmt_number(size["peak_anon"] / 2**20)]
-                for size in record["results"]["sizes"]]  # fmt: skip
-
-    header = ["corpus", "processes", "wall s", "blocks", "tokens", "tokens/s", "peak PSS MiB (tree)",
-              "peak anonymous PSS MiB (tree)"]  # fmt: skip
-    return records_table(context, "corpus_scaling", "python -m benchmarks.speed.corpus_scaling", header, rows_of)
+CORPUS_SCALING = records_table("corpus_scaling", "python -m benchmarks.speed.corpus_scaling", [
+    C("corpus", lambda row: f"{row[1]['size_mb']} MB"), C("processes", lambda row: str(row[0]["settings"]["num_proc"])),
+    C("wall s", lambda row: fmt_number(row[1]["seconds"])), C("blocks", lambda row: fmt_number(row[1]["blocks"])),
+    C("tokens", lambda row: fmt_number(row[1]["tokens"])),
+    C("tokens/s", lambda row: fmt_number(row[1]["tokens_per_second"])),
+    C("peak PSS MiB (tree)", lambda row: fmt_number(row[1]["peak_pss"] / 2**20)),
+    C("peak anonymous PSS MiB (tree)", lambda row: fmt_number(row[1]["peak_anon"] / 2**20)),
+], lambda record: record["results"]["sizes"])  # fmt: skip

@@ -1,12 +1,7 @@
 """The speed targets of the Trainer path on a GPU and each record's verdict against them: speed/trainer.py writes
 the records, the `speed-targets` region of benchmarks/RESULTS.md shows the verdicts of the latest.
 
-The targets, for the spanbert recipe on a GPU at the pairs' per-device batches (speed/trainer.py's CONFIGS):
-
-- its model FLOPs utilisation compiled: at least MFU_COMPILED at base and at large;
-- its real tokens/s over run_mlm's defaults': at least VS_DEFAULTS of its size, eager and compiled;
-- its MFU over the tuned transformers peer's: at least MFU_VS_TUNED (the peer's own), eager and compiled;
-- at large, its real tokens/s with `--fp8` over the bf16 run's of the same code and compilation: FP8_OVER_BF16.
+The targets and the rule are benchmarks/statistics.py's (`speed_verdicts`).
 
 A record answers to them only where it ran long enough for its windows to agree (`long_enough`: MIN_STEPS steps at
 least, windows of at most MAX_WINDOW_STEPS, and not marked a rehearsal); the earlier, shorter GPU records stay in
@@ -15,59 +10,26 @@ the tables as measurements, without a verdict.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.common import code_of
-from benchmarks.speed.trainer import CONFIGS, DEFAULTS, MAX_WINDOW_STEPS, MIN_STEPS, SPANBERT, TUNED
-from benchmarks.tables.format import Context, markdown_table
+from benchmarks.speed.trainer import (
+    CONFIGS,
+    DEFAULTS,
+    MAX_WINDOW_STEPS,
+    MIN_STEPS,
+    SPANBERT,
+    TUNED,
+    long_enough,
+    settings_of,
+)
+from benchmarks.statistics import Verdict, speed_verdicts
+from benchmarks.tables.render import Context, markdown_table
 
-MFU_COMPILED = 0.35
-VS_DEFAULTS = {"base": 1.5, "large": 1.3}
-MFU_VS_TUNED = 1.0
-FP8_OVER_BF16 = 1.3
 # What each target compares, as the table names it.
 LABELS = {"mfu": "MFU, compiled", "vs_defaults": f"real tokens/s over `{DEFAULTS}`",
           "mfu_vs_tuned": f"MFU over `{TUNED}`", "fp8": "real tokens/s with --fp8 over bf16"}  # fmt: skip
 SIZES = {"base": "base-gpu", "large": "large-gpu"}  # the configs of the pairs, by model size
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """One target against one record: the least value that meets it and the record's (None: not in the record)."""
-
-    target: str  # a key of LABELS
-    floor: float
-    value: float | None
-
-    @property
-    def met(self) -> bool | None:
-        return None if self.value is None else self.value >= self.floor
-
-    def shown(self, value: float | None) -> str:
-        """A value as this target reads it: MFU in percent, the others as ratios."""
-        if value is None:
-            return "-"
-        return f"{100 * value:.1f}%" if self.target == "mfu" else f"{value:.2f}x"
-
-    def verdict(self) -> str:
-        met = {True: "**met**", False: "**not met**", None: "not measured"}[self.met]
-        return f"{met} (target >= {self.shown(self.floor)})"
-
-
-def settings_of(record: dict[str, Any]) -> dict[str, Any]:
-    """A Trainer record's settings, with `fp8` (whether it ran with `--fp8`, read from its command line where its
-    settings do not say) and `rehearsal` (False where its settings do not say) always there."""
-    settings = record["settings"]
-    fp8 = settings.get("fp8", "--fp8" in record.get("command", "").split())
-    return {**settings, "fp8": bool(fp8), "rehearsal": bool(settings.get("rehearsal"))}
-
-
-def long_enough(record: dict[str, Any]) -> bool:
-    """Whether a Trainer record ran long enough for its windows to agree, and is no rehearsal."""
-    settings = settings_of(record)
-    return (not settings["rehearsal"] and settings["steps"] >= MIN_STEPS
-            and settings["logging_steps"] <= MAX_WINDOW_STEPS)  # fmt: skip
 
 
 def verdicts(record: dict[str, Any], bf16: dict[str, Any] | None = None) -> list[Verdict]:
@@ -75,17 +37,11 @@ def verdicts(record: dict[str, Any], bf16: dict[str, Any] | None = None) -> list
     record's against `bf16`, the record of the same code, size and compilation without fp8. None where the record
     answers to no target (a rehearsal, too short a run, a size without targets)."""
     settings = settings_of(record)
-    if not long_enough(record) or settings.get("model_size") not in VS_DEFAULTS:
+    if not long_enough(record):
         return []
     span = record["results"]["runs"].get(SPANBERT, {})
-    if settings["fp8"]:
-        base = (bf16 or {}).get("results", {}).get("runs", {}).get(SPANBERT, {}).get("real_tokens_per_second")
-        rate = span.get("real_tokens_per_second")
-        value = rate / base if rate and base else None
-        return [Verdict("fp8", FP8_OVER_BF16, value)] if settings["model_size"] == "large" else []
-    found = [Verdict("vs_defaults", VS_DEFAULTS[settings["model_size"]], span.get("ratio_to_baseline")),
-             Verdict("mfu_vs_tuned", MFU_VS_TUNED, span.get("mfu_over_tuned"))]  # fmt: skip
-    return [Verdict("mfu", MFU_COMPILED, span.get("mfu")), *found] if settings["torch_compile"] else found
+    rate = (bf16 or {}).get("results", {}).get("runs", {}).get(SPANBERT, {}).get("real_tokens_per_second")
+    return speed_verdicts(settings.get("model_size"), settings["torch_compile"], settings["fp8"], span, rate)
 
 
 def pair_records(records: list[dict[str, Any]], size: str, compiled: bool, fp8: bool) -> list[dict[str, Any]]:
@@ -106,11 +62,7 @@ def render_speed_targets(context: Context) -> str:
         for compiled in (False, True):
             rows += _pair_rows(context, records, size, compiled, fp8=False)
     rows += _pair_rows(context, records, "large", True, fp8=True)
-    met = sum(row[4].startswith("**met") for row in rows)
-    unmeasured = sum(row[4].startswith("not measured") for row in rows)
-    table = markdown_table(["target", "size", "run", "latest", "verdict", "record"], rows)
-    return (f"{table}\n\nBy the latest records of {MIN_STEPS} steps or more, {met} of the {len(rows)} speed targets "
-            f"are met; {unmeasured} not measured yet.")  # fmt: skip
+    return markdown_table(["target", "size", "run", "latest", "verdict", "record"], rows)
 
 
 def _pair_rows(context: Context, records: list[dict[str, Any]], size: str, compiled: bool,

@@ -1,45 +1,37 @@
-"""The task benchmark's tables (tasks/scores.py, its records under benchmarks/results/tasks/): the table of every task
-in benchmarks/TASKS.md, the README's sentence on it, and each docs page's line of the scores of its tasks, with the
-verdicts of tables/verdicts.py.
-
-Under a table are listed the records that ran an earlier task, budget or split and stand for a seed the table has no
-record of (or are newer than the one it shows), and the records a rerun replaced.
+"""The task benchmark's tables, declared (tasks/scores.py writes its records under benchmarks/results/tasks/): per
+checkpoint and size, every task row of the catalog with its verdicts (benchmarks/statistics.py's rule) and the
+records it leaves out (replaced by a rerun, or of an earlier task, budget or split than the catalog's); and each
+docs page's rows.
 """
 
 from __future__ import annotations
 
-import os
-from collections import Counter
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from benchmarks.common import CHECKPOINT_NAME
-from benchmarks.tables.format import Context, fmt_number, markdown_table, none_yet
+from benchmarks.statistics import MIN_SEEDS, clear_text, evaluation_noise, seed_spread, short_of_aim as short_of
+from benchmarks.tables.render import Column, Context, Table, fmt_number, none_yet
 from benchmarks.tables.same_seed import machine_class
-from benchmarks.tables.verdicts import (
-    BENCHMARK,
-    FLOORS_BENCHMARK,
-    MIN_SEEDS,
-    aim_of,
-    clear_text,
-    earlier_budget_units,
-    evaluation_noise,
-    mean_clear_of_floor,
-    mean_short_of_aim,
-    no_verdict,
-    row_clear_of_floor,
-    row_summaries,
-    row_units,
-    seed_spread,
-    short_of_aim,
-    superseded_units,
-)
 from benchmarks.tasks.catalog import SIZES, TASKS, Row
 from benchmarks.tasks.preparation import Budget
+from benchmarks.tasks.rows import (
+    BENCHMARK,
+    FLOORS_BENCHMARK,
+    aim_of,
+    earlier_budget_units,
+    row_summaries,
+    row_units,
+    superseded_units,
+)
 
 COMMAND = "python -m benchmarks.tasks.scores --size cpu"
 SIZE_ORDER = ("gpu", "cpu", "toy")  # the fullest size first
+
+
+def short_of_aim(label: str, size: str, summary: dict[str, Any]) -> bool | None:
+    """The verdict on the row's aim (statistics.short_of_aim); None without an aim or a verdict."""
+    return short_of(aim_of(label, size), summary)
 
 
 def fmt_floor(summary: dict[str, Any]) -> str:
@@ -112,58 +104,6 @@ def fmt_curve(records: Sequence[dict]) -> str:
     return f"seed {seed}: {first:.2f} → {last:.2f}, last quarter {_fmt_change(change)}"
 
 
-# How the shortfall notes read a loss curve: a loss that moved less than this share from its first value did not
-# start learning; one that fell more than this share over the last quarter was still learning when it stopped, and
-# one that rose more than it had turned back up.
-FLAT_CURVE, STILL_FALLING = 0.02, 0.03
-
-
-def _curve_reading(curve: Curve) -> str:
-    if abs(curve.last - curve.first) < FLAT_CURVE * curve.first:
-        return "flat"
-    if curve.change < -STILL_FALLING:
-        return "falling"
-    return "rising" if curve.change > STILL_FALLING else "levelled"
-
-
-_READINGS = {"flat": "never moved", "falling": "was still falling", "levelled": "had levelled off", "rising": "rose"}
-_MIXED_READINGS = {"flat": "flat", "falling": "still falling", "levelled": "levelled off", "rising": "rising"}
-
-
-def _fmt_values(reading: str, found: Sequence[Curve], named: bool) -> str:
-    """The curves' values behind a reading, in seed order, each with its seed where `named`."""
-    values = [f"{c.first:.2f} to {c.last:.2f}" if reading == "flat" else _fmt_change(c.change) for c in found]
-    return "; ".join(f"seed {c.seed}: {value}" for c, value in zip(found, values)) if named else ", ".join(values)
-
-
-def read_shortfall(summary: dict[str, Any], learned: Sequence[str] = ()) -> str:
-    """What the loss curves of a row short of its aim or its floor say, every seed's that has one; `learned` names
-    the other rows of the same units that are clear of their floor, which share the curves."""
-    found = curves(summary["records"])
-    if not found:
-        return "its records hold no loss curve"
-    named = len(found) > 1
-    readings: dict[str, list[Curve]] = {}
-    for curve in found:
-        readings.setdefault(_curve_reading(curve), []).append(curve)
-    if len(readings) > 1:  # the seeds disagree: each reading with its seeds, and no next step drawn from them
-        parts = [f"{_MIXED_READINGS[reading]} in {_fmt_seeds([c.seed for c in ran])} "
-                 f"({_fmt_values(reading, ran, named=False)})" for reading, ran in readings.items()]  # fmt: skip
-        return f"the seeds' training losses disagree over the last quarter: {', '.join(parts)}"
-    ((reading, _),) = readings.items()
-    values = _fmt_values(reading, found, named)
-    if reading == "flat":
-        curve_read, learning = (
-            (f"the unit's training loss, shared with {' and '.join(learned)} (above its floor), moved little",
-             "learned too little") if learned else ("the training loss never moved", "did not start learning"))
-        return (f"{curve_read} ({values}): the model {learning} within the budget's steps, so a longer budget is the "
-                "next thing to measure")  # fmt: skip
-    if reading == "falling":
-        return (f"the training loss was still falling over the last quarter ({values}): more epochs are the next "
-                "thing to measure")  # fmt: skip
-    return f"the training loss {_READINGS[reading]} over the last quarter ({values})"
-
-
 def budget_change(old: dict, new: dict) -> str:
     """What a rerun changed in a unit's task and budget, e.g. `task: race_high -> race` or
     `options.entity_markers: - -> typed_entity_markers`, or, with the same budget, in its packages, e.g.
@@ -199,38 +139,6 @@ def _flat(budget: dict, prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def _unit_line(context: Context, record: dict, labels: Sequence[str], reason: str) -> str:
-    """A unit's record listed under the table: its task, seed, the scores of `labels`, its link and why it is
-    listed."""
-    scores = ", ".join(f"{label} {record['results']['rows'][label]['score']:.1f}" for label in labels)
-    return (f"- {record['settings']['task']}, seed {record['settings']['seed']}: {scores} ({context.link(record)}); "
-            f"{reason}.")
-
-
-def _superseded_lines(context: Context, records: Sequence[dict], checkpoint: str, size: str) -> str:
-    lines = [_unit_line(context, old, labels, f"rerun with {budget_change(old, new)}{_same_scores(old, new, labels)}")
-             for old, labels, new in superseded_units(records, checkpoint, size)]  # fmt: skip
-    return ("\n\nReplaced by a rerun (the table shows the rerun, or lists it below where it ran an earlier budget):"
-            "\n\n" + "\n".join(lines)) if lines else ""
-
-
-def _same_scores(old: dict, new: dict, labels: Sequence[str]) -> str:
-    """The clause ", which scored the same to every digit" where the rerun ran the same task and budget and scored
-    what the older record did on every row of `labels` (`new` stands for the first of them: a row it does not score
-    counts as scored otherwise)."""
-    same = not _task_and_budget_differences(old, new) and all(
-        old["results"]["rows"][label]["score"] == new["results"]["rows"].get(label, {}).get("score")
-        for label in labels)  # fmt: skip
-    return ", which scored the same to every digit" if same else ""
-
-
-def _earlier_budget_lines(context: Context, records: Sequence[dict], checkpoint: str, size: str) -> str:
-    lines = [_unit_line(context, record, labels, f"the catalog's since: {catalog_change(record)}")
-             for record, labels in earlier_budget_units(records, checkpoint, size)]  # fmt: skip
-    return ("\n\nLeft out of the table, records that ran an earlier task, budget or split, until a rerun with the "
-            "catalog's replaces them:\n\n" + "\n".join(lines)) if lines else ""
-
-
 def catalog_change(record: dict) -> str:
     """What the catalog changed since a unit's record: its task, or its budget's fields, e.g. `epochs: 2 -> 1`."""
     task, budgets = record["settings"]["task"], SIZES[record["settings"]["size"]].budgets
@@ -245,94 +153,102 @@ def fmt_published(row: Row) -> str:
     return "-" if published is None else f"{published.score:.1f}, {published.model}; {published.source}"
 
 
-def _size_table(context: Context, records: Sequence[dict], checkpoint: str, size: str) -> str:
-    summaries = row_summaries(records, checkpoint, size, context.records(FLOORS_BENCHMARK))
-    lines = []
-    for task in TASKS.values():
-        for row in task.rows:
-            summary = summaries.get(row.label)
-            aim = fmt_aim(row, size, summary)
-            if summary is None:
-                lines.append([row.label, row.metric_name, "not yet run", "-", "-", "-", aim, "-", "-",
-                              fmt_published(row), "-"])  # fmt: skip
-                continue
-            links = ", ".join(context.link(record) for record in summary["records"])
-            lines.append([row.label, row.metric_name, fmt_score(summary), fmt_margin(summary),
-                          fmt_floor(summary), clear_text(summary), aim, fmt_number(summary["wall_seconds"]),
-                          fmt_curve(summary["records"]), fmt_published(row), links])  # fmt: skip
-    header = ["task", "metric", "score (0-100), mean ± sd", "margin: seeds + sample", "floor", "clear of floor",
-              "aim", "wall s per seed", "training loss, first → last", "published, for context",
-              "records"]  # fmt: skip
-    return (f"**{checkpoint}**, size `{size}`:\n\n" + markdown_table(header, lines) + _floors_line(context, summaries)
-            + _machines_line(summaries) + _notes(summaries, size)
-            + _superseded_lines(context, records, checkpoint, size)
-            + _earlier_budget_lines(context, records, checkpoint, size))
+def _same_scores(old: dict, new: dict, labels: Sequence[str]) -> bool:
+    """Whether the rerun ran the same task and budget and scored what the older record did on every row of `labels`
+    (`new` stands for the first of them: a row it does not score counts as scored otherwise)."""
+    return not _task_and_budget_differences(old, new) and all(
+        old["results"]["rows"][label]["score"] == new["results"]["rows"].get(label, {}).get("score")
+        for label in labels)  # fmt: skip
 
 
-def _floors_line(context: Context, summaries: dict[str, dict[str, Any]]) -> str:
-    """Which floors records the floors come from, and the rows whose floor is their unit records' own."""
-    used = {id(s["floor_record"]): s["floor_record"] for s in summaries.values() if s["floor_record"] is not None}
-    own = [label for label, summary in summaries.items() if summary["floor_record"] is None]
-    parts = [f"floors from {', '.join(context.link(record) for record in used.values())}"] if used else []
-    if own:
-        parts.append(f"the floor of {', '.join(own)} is its unit record's own (no floors record holds its evaluated "
-                     "examples)")  # fmt: skip
-    text = "; ".join(parts)
-    return f"\n\n{text[:1].upper()}{text[1:]}." if parts else ""
+def fmt_machines(records: Sequence[dict]) -> str:
+    """The classes of machine a row's seeds ran on (same_seed.machine_class), each with its seeds where more than
+    one: their spread may then hold the machines' rounding as well as the seeds'."""
+    seeds: dict[str, list[int]] = {}
+    for record in sorted(records, key=lambda record: record["settings"]["seed"]):
+        seeds.setdefault(machine_class(record), []).append(record["settings"]["seed"])
+    if len(seeds) == 1:
+        return next(iter(seeds))
+    return "; ".join(f"{name}: seed{'s' if len(found) > 1 else ''} {', '.join(map(str, found))}"
+                     for name, found in seeds.items())  # fmt: skip
 
 
-def _fmt_seeds(seeds: Sequence[int]) -> str:
-    """"seed 1", or "seeds 0, 2"."""
-    return f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {', '.join(map(str, seeds))}"
+def _floor_from(summary: dict[str, Any], context: Context) -> str:
+    record = summary["floor_record"]
+    return context.link(record) if record is not None else "its unit record's"
 
 
-def _machines_line(summaries: dict[str, dict[str, Any]]) -> str:
-    """The classes of machine the table's records ran on (`machine_class`), and the rows whose seeds ran on more
-    than one: their seeds' spread may hold the machines' rounding as well as the seeds'."""
-    records = {id(record): record for s in summaries.values() for record in s["records"]}.values()  # a unit, once
-    if not records:
-        return ""
-    classes = Counter(machine_class(record) for record in records)
-    text = "Machines: " + "; ".join(f"{name} ({count} record{'s' if count > 1 else ''})"
-                                    for name, count in classes.items())  # fmt: skip
-    mixed = []
-    for row in (row for task in TASKS.values() for row in task.rows if row.label in summaries):
-        seeds_by_class: dict[str, list[int]] = {}
-        for record in summaries[row.label]["records"]:
-            seeds_by_class.setdefault(machine_class(record), []).append(record["settings"]["seed"])
-        if len(seeds_by_class) > 1:
-            ran = sorted((sorted(seeds), name) for name, seeds in seeds_by_class.items())
-            mixed.append(f"{row.label} ({'; '.join(f'{_fmt_seeds(seeds)}: {name}' for seeds, name in ran)})")
-    if mixed:
-        text += (". The seeds of these rows ran on more than one class of machine, so their spread may hold the "
-                 "machines' rounding as well as the seeds' (the same-seed table in "
-                 "[RESULTS.md](RESULTS.md#reliability) sets reruns of a unit on two classes side by side): "
-                 + ", ".join(mixed))
-    return f"\n\n{text}."
+def _records(summary: dict[str, Any], context: Context) -> str:
+    return ", ".join(context.link(record) for record in summary["records"])
 
 
-def _notes(summaries: dict[str, dict[str, Any]], size: str) -> str:
-    """What the records say beyond the scores, for each row short of its aim or not clear of its floor (by its
-    verdict, or by its mean alone where it has none, which the note says): what the row's catalog entry reads
-    there (`Row.note`, per seed), else what its loss curve says."""
-    lines = []
-    for task in TASKS.values():
-        for row in task.rows:
-            summary = summaries.get(row.label)
-            if summary is None:
-                continue
-            clear = mean_clear_of_floor(summary)
-            if clear and not mean_short_of_aim(row.label, size, summary):
-                continue
-            reading = "short of its aim" if clear else "not clear of its floor"
-            verdict = f"- {row.label}, {reading if row_clear_of_floor(summary) is not None else 'its mean ' + reading}"
-            notes = [(r["settings"]["seed"], row.note(r["results"])) for r in summary["records"]] if row.note else []
-            notes = [(seed, note) for seed, note in notes if note]
-            learned = [label for label in summary["records"][0]["results"]["rows"] if label != row.label
-                       and label in summaries and mean_clear_of_floor(summaries[label])]  # fmt: skip
-            lines += [f"{verdict}, seed {seed}: {note}." for seed, note in notes] or [
-                f"{verdict}: {read_shortfall(summary, learned)}."]
-    return "\n\nWhere a row is short, from its records:\n\n" + "\n".join(lines) if lines else ""
+def _judged(cell):
+    """A cell of a row that has run: the row is (task row, summary or None, size); "-" where it has not run."""
+    return lambda row, context: "-" if row[1] is None else cell(row[1], context)
+
+
+SIZE_COLUMNS = [
+    Column.of("task", lambda row: row[0].label), Column.of("metric", lambda row: row[0].metric_name),
+    Column.of("score (0-100), mean ± sd", lambda row: "not yet run" if row[1] is None else fmt_score(row[1])),
+    Column("margin: seeds + sample", _judged(lambda summary, _: fmt_margin(summary))),
+    Column("floor", _judged(lambda summary, _: fmt_floor(summary))),
+    Column("clear of floor", _judged(lambda summary, _: clear_text(summary))),
+    Column.of("aim", lambda row: fmt_aim(row[0], row[2], row[1])),
+    Column("wall s per seed", _judged(lambda summary, _: fmt_number(summary["wall_seconds"]))),
+    Column("training loss, first → last", _judged(lambda summary, _: fmt_curve(summary["records"]))),
+    Column.of("published, for context", lambda row: fmt_published(row[0])),
+    Column("machine", _judged(lambda summary, _: fmt_machines(summary["records"]))),
+    Column("floor from", _judged(_floor_from)),
+    Column("records", _judged(_records)),
+]  # fmt: skip
+
+
+def size_table(records: Sequence[dict], checkpoint: str, size: str) -> Table:
+    """A checkpoint's rows at a size: every row of the catalog, with its summary (tasks/rows.row_summaries)."""
+
+    def rows(context: Context) -> list[tuple[Row, dict[str, Any] | None, str]]:
+        summaries = row_summaries(records, checkpoint, size, context.records(FLOORS_BENCHMARK))
+        return [(row, summaries.get(row.label), size) for task in TASKS.values() for row in task.rows]
+
+    return Table(rows, SIZE_COLUMNS)
+
+
+def _scores(record: dict, labels: Sequence[str]) -> str:
+    return ", ".join(f"{label} {record['results']['rows'][label]['score']:.1f}" for label in labels)
+
+
+LEFT_OUT_COLUMNS = [
+    Column.of("task", lambda row: row[0]["settings"]["task"]), Column.of("seed", lambda row: str(row[0]["settings"]["seed"])),
+    Column.of("scores", lambda row: _scores(row[0], row[1])),
+    Column("record", lambda row, context: context.link(row[0])),
+    Column("replaced by", lambda row, context: "-" if row[2] is None else context.link(row[2])),
+    Column.of("what changed", lambda row: f"the catalog's since: {catalog_change(row[0])}" if row[2] is None
+              else budget_change(row[0], row[2])),
+    Column.of("same scores", lambda row: "-" if row[2] is None else "yes" if _same_scores(row[0], row[2], row[1]) else "no"),
+]  # fmt: skip
+
+
+def left_out_table(records: Sequence[dict], checkpoint: str, size: str) -> Table:
+    """The records the size table does not show: those a rerun replaced (with the rerun standing for the first of
+    their rows), then those of an earlier task, budget or split than the catalog's (replaced by none yet)."""
+    rows = [*superseded_units(records, checkpoint, size),
+            *((record, labels, None) for record, labels in earlier_budget_units(records, checkpoint, size))]
+    return Table(lambda context: rows, LEFT_OUT_COLUMNS, "")
+
+
+def details_table(records: Sequence[dict], checkpoint: str, size: str) -> Table:
+    """What each seed's record of a row says beyond its score, for the rows whose catalog entry reads it
+    (`Row.note`: SQuAD v2.0's answerable and unanswerable questions apart, GAP's precision, recall and answers)."""
+
+    def rows(context: Context) -> list[tuple[str, int, str]]:
+        summaries = row_summaries(records, checkpoint, size, context.records(FLOORS_BENCHMARK))
+        found = [(row.label, record["settings"]["seed"], row.note(record["results"]))
+                 for task in TASKS.values() for row in task.rows if row.note and row.label in summaries
+                 for record in summaries[row.label]["records"]]  # fmt: skip
+        return [entry for entry in found if entry[2]]
+
+    return Table(rows, [Column.of("task", lambda row: row[0]), Column.of("seed", lambda row: str(row[1])),
+                        Column.of("what the record says", lambda row: row[2])], "")  # fmt: skip
 
 
 def groups(records: Sequence[dict]) -> list[tuple[str, str]]:
@@ -342,89 +258,38 @@ def groups(records: Sequence[dict]) -> list[tuple[str, str]]:
 
 
 def render_task_benchmark(context: Context) -> str:
-    """benchmarks/TASKS.md: a table per checkpoint and size recorded."""
+    """benchmarks/TASKS.md: per checkpoint and size recorded, its table and the records it leaves out."""
     records = context.records(BENCHMARK)
     if not row_units(records):
         return none_yet(COMMAND)
-    return "\n\n".join(_size_table(context, records, checkpoint, size) for checkpoint, size in groups(records))
+    parts = []
+    for checkpoint, size in groups(records):
+        details = details_table(records, checkpoint, size).render(context)
+        left_out = left_out_table(records, checkpoint, size).render(context)
+        parts.append(f"**{checkpoint}**, size `{size}`:\n\n" + size_table(records, checkpoint, size).render(context)
+                     + (f"\n\nPer seed, size `{size}`:\n\n{details}" if details else "")
+                     + (f"\n\nRecords not in the table, size `{size}`:\n\n{left_out}" if left_out else ""))
+    return "\n\n".join(parts)
 
 
-def headline_sentence(records: Sequence[dict], floor_records: Sequence[dict] = ()) -> str:
-    """The README's line on the task benchmark: at each size recorded from the real checkpoint (gpu, then cpu),
-    how many tasks and rows it scored, the verdicts of the rows that have one (clear of the floor, aims met), and
-    why the others have none."""
-    sizes = [size for size in SIZE_ORDER[:2] if row_summaries(records, CHECKPOINT_NAME, size, floor_records)]
-    if not sizes:
-        return f"Task benchmark: not run yet (`{COMMAND}`)."
-    leads = [f"Task benchmark (all-MiniLM-L6-v2, size `{sizes[0]}`): "] + [f"At size `{size}`: " for size in sizes[1:]]
-    return " ".join(lead + _size_summary(records, size, floor_records) + "." for lead, size in zip(leads, sizes))
-
-
-def task_of_row() -> dict[str, str]:
-    """Per row label, the task it counts as: rows of one unit share a model (RACE's levels, LitBank and GAP), and a
-    task trained on another's questions and articles counts as that one (`Task.same_task_as`: MRQA's SQuAD)."""
-    return {row.label: task.same_task_as or task.name for task in TASKS.values() for row in task.rows}
-
-
-def _size_summary(records: Sequence[dict], size: str, floor_records: Sequence[dict]) -> str:
-    summaries = row_summaries(records, CHECKPOINT_NAME, size, floor_records)
-    rows, tasks = [row.label for task in TASKS.values() for row in task.rows], task_of_row()
-    run = [label for label in rows if label in summaries]
-    judged = [label for label in run if no_verdict(summaries[label]) is None]
-    count = len({tasks[label] for label in run})
-    parts = [f"{count} task{'s' if count > 1 else ''} scored in {len(run)} row{'s' if len(run) > 1 else ''} (rows of "
-             "one model, or of one task's questions, count as one task); verdicts on "
-             f"{len({tasks[label] for label in judged})} of the tasks"]  # fmt: skip
-    if judged:
-        not_clear = [label for label in judged if not row_clear_of_floor(summaries[label])]
-        parts.append(f"clear of the floor beyond the noise: {len(judged) - len(not_clear)} of {len(judged)}"
-                     + (f" (not clear: {', '.join(not_clear)})" if not_clear else ""))  # fmt: skip
-        aims = [label for label in judged if aim_of(label, size) is not None]
-        short = [label for label in aims if short_of_aim(label, size, summaries[label])]
-        if aims:
-            parts.append(f"aims met on {len(aims) - len(short)} of the {len(aims)} with an aim"
-                         + (f" (short: {', '.join(short)})" if short else ""))  # fmt: skip
-    few = [label for label in run if summaries[label]["score"]["n"] < MIN_SEEDS]
-    unsampled = [label for label in run if evaluation_noise(summaries[label]) is None]
-    reasons = []
-    if few:
-        seeds = sorted({summaries[label]["score"]["n"] for label in few})
-        counted = f"{seeds[0]} to {seeds[-1]}" if len(seeds) > 1 else f"{seeds[0]}"
-        reasons.append(f"{len(few)} with fewer than the {MIN_SEEDS} seeds a verdict needs ({counted} "
-                       f"seed{'s' if seeds[-1] > 1 else ''} each)")  # fmt: skip
-    if unsampled:
-        reasons.append(f"{len(unsampled)} whose seeds' records do not all hold per-example outcomes (no "
-                       "evaluation-sample noise of every seed)")  # fmt: skip
-    if reasons:
-        parts.append(f"no verdict on {len(run) - len(judged)} rows: " + "; ".join(reasons))
-    if len(run) < len(rows):
-        missing = ", ".join(label for label in rows if label not in summaries)
-        parts.append(f"not run yet with the catalog's budget: {missing}")
-    return "; ".join(parts)
-
-
-def _score_line(context: Context, row: Row, records: Sequence[dict]) -> str:
-    """The row's score at the fullest size with the seeds a verdict needs, else at the fullest size recorded: a
-    figure of fewer seeds never stands where a row with enough of them exists."""
-    page = Path(os.path.relpath(context.root / "benchmarks" / "TASKS.md", context.markdown.parent)).as_posix()
-    floors = context.records(FLOORS_BENCHMARK)
-    found = [(size, summary) for size in SIZE_ORDER[:2]
-             if (summary := row_summaries(records, CHECKPOINT_NAME, size, floors).get(row.label)) is not None]
-    if found:
+def _score_rows(context: Context) -> list[tuple[Row, dict[str, Any] | None, str | None]]:
+    """A docs page's rows, each at the fullest size whose records have the seeds a verdict needs, else at the
+    fullest size recorded: a figure of fewer seeds never stands where a row with enough of them exists."""
+    records, floors = context.records(BENCHMARK), context.records(FLOORS_BENCHMARK)
+    found = []
+    for row in (row for task in TASKS.values() for row in task.rows if row.docs == context.markdown.name):
+        sized = [(size, summary) for size in SIZE_ORDER[:2]
+                 if (summary := row_summaries(records, CHECKPOINT_NAME, size, floors).get(row.label)) is not None]
         # min keeps the first of equals: the fullest size with enough seeds, else the fullest size.
-        size, summary = min(found, key=lambda pair: pair[1]["score"]["n"] < MIN_SEEDS)
-        clear = row_clear_of_floor(summary)
-        verdict = (f"its floor {summary['floor']:.1f} ({no_verdict(summary)})" if clear is None
-                   else f"{'clear of' if clear else 'not clear of'} its floor {summary['floor']:.1f}")
-        return (f"- {row.label}, {row.metric_name}: {fmt_score(summary)}, {verdict}; all-MiniLM-L6-v2, "
-                f"size `{size}` ([task benchmark]({page})).")
-    task = next(name for name, task in TASKS.items() if row in task.rows)
-    return f"- {row.label}, {row.metric_name}: not yet run (`{COMMAND} --tasks {task}`)."
+        size, summary = min(sized, key=lambda pair: pair[1]["score"]["n"] < MIN_SEEDS) if sized else (None, None)
+        found.append((row, summary, size))
+    return found
 
 
-def render_task_scores(context: Context) -> str:
-    """A docs page's tasks: the score the task benchmark got from the real checkpoint, the gpu size's where
-    recorded, else the cpu size's, or that it has not run."""
-    records = context.records(BENCHMARK)
-    rows = [row for task in TASKS.values() for row in task.rows if row.docs == context.markdown.name]
-    return "\n".join(_score_line(context, row, records) for row in rows) or "No task of this page is benchmarked."
+TASK_SCORES = Table(_score_rows, [
+    Column.of("task", lambda row: row[0].label), Column.of("metric", lambda row: row[0].metric_name),
+    Column.of("score (0-100), mean ± sd", lambda row: "not yet run" if row[1] is None else fmt_score(row[1])),
+    Column("floor", _judged(lambda summary, _: f"{summary['floor']:.1f}")),
+    Column("clear of floor", _judged(lambda summary, _: clear_text(summary))),
+    Column.of("size", lambda row: "-" if row[2] is None else f"`{row[2]}`"),
+], "No task of this page is benchmarked.")  # fmt: skip

@@ -48,7 +48,7 @@ class Row:
     metric_name: str
     docs: str  # the docs page that shows this row's latest score
     published: Published | None = None
-    # What a record says beyond the score, for the notes under the table: results (the record's) -> a sentence.
+    # What a record says beyond the score, for the details table under the size table: results -> a short fact.
     note: Callable[[dict[str, Any]], str | None] | None = None
 
     @property
@@ -84,7 +84,7 @@ class Task:
 def gap_note(results: dict[str, Any]) -> str | None:
     """GAP's precision and recall, and how often each answer was given where the record holds it
     (`gap_answered_*`): the gold is never both names, so "both" counts the pronoun's cluster taking in both."""
-    scores = results["scores"].get("gap_results.json", {})
+    scores = results.get("scores", {}).get("gap_results.json", {})
     if "gap_overall_precision" not in scores:
         return None
     note = f"precision {100 * scores['gap_overall_precision']:.1f}, recall {100 * scores['gap_overall_recall']:.1f}"
@@ -100,7 +100,7 @@ def squad_v2_note(results: dict[str, Any]) -> str | None:
     the floor with 100 on the one and 0 on the other), and the best F1 of any null threshold, searched on the
     evaluation questions themselves (evaluate-v2.0.py's best_f1): where it is no higher than F1, no threshold would
     lift the score and the answers themselves fall short."""
-    scores = results["scores"].get("eval_results.json", {})
+    scores = results.get("scores", {}).get("eval_results.json", {})
     if "eval_HasAns_f1" not in scores:
         return None
     note = (f"F1 {scores['eval_HasAns_f1']:.1f} on the {scores['eval_HasAns_total']} answerable questions, "

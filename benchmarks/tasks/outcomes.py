@@ -1,7 +1,7 @@
 """Per-example outcomes of a task benchmark unit (tasks/scores.py): what its script's evaluation wrote for each
 evaluated example beside its scores (`Report.outcomes_file`: eval_outcomes.json, gap_outcomes.json; see
 spanroberta.finetuning.task's `save_outcomes`), kept in the unit's record in a compact form that scores the row
-again on any resample of the evaluation examples (tables/noise.py's bootstrap), each with the project's own scorer:
+again on any resample of the evaluation examples (benchmarks/statistics.py's bootstrap), each with the project's own scorer:
 
 - GLUE: the predicted and the gold labels (STS-B: scores), scored by the GLUE metric of the row (accuracy, F1,
   Matthews correlation, Spearman correlation);

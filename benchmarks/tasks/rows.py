@@ -1,57 +1,54 @@
-"""The verdicts of the task benchmark's rows (tasks/scores.py, its records under benchmarks/results/tasks/): per row,
-the records that stand for it, its score over seeds, its floor, its margin, and whether it is clear of the floor and
-meets its aim. The tables that show them are tables/task_benchmark.py's; the fine-tuning parity benchmark's
-(parity/summary.py) judge its sides' floors by the same rule, floors and wording, from here.
-
-A row's score is the mean over the seeds recorded, with the sample standard deviation. Its verdicts count every
-source of noise: a row has one only with at least `MIN_SEEDS` seeds and the evaluation-sample noise of its records
-(tables/noise.py, the percentile bootstrap over the evaluated examples of every seed's per-example outcomes). The
-margin is the seed term, the half-width of the 95% t-interval of the mean over seeds (Student's t-quantile for n-1
-degrees of freedom, which fits 3 seeds as 2 standard errors would not: 4.30, not 2), plus that noise, the mean of
-the seeds' 95% bootstrap half-widths: every seed evaluates the same examples, so their sampling noise does not
-average out over seeds. A row is clear of its floor when its mean less the margin is above the floor by a tenth of
-the way from the floor to a perfect score (`FLOOR_MARGIN`), so that a
-model that still gives the constant answer for all but a handful of examples does not count as having learned the
-task; it meets its aim when its mean less the margin reaches the aim, and is short otherwise. A row with fewer
-seeds, or some of whose seeds' records hold no outcomes, says so in place of a verdict.
+"""The records that stand for each row of the task benchmark (tasks/scores.py writes them under
+benchmarks/results/tasks/), their floors, and each row's summary in benchmarks/statistics.py's terms.
 
 A row counts only the records of the catalog's current task and budget for its size (`is_current`): per seed, the
-newest of them.
-
-A row's floor comes from the newest floors record (tasks/floors.py) computed on the examples the row's records
-evaluated (tasks/preparation.evaluated_examples); where none was, from the unit's record itself, as it was computed
-then.
+newest of them. A row's floor comes from the newest floors record (tasks/floors.py) computed on the examples the row's
+records evaluated (preparation.evaluated_examples); where none was, from the unit's record itself, as it was
+computed then. A row's evaluation-sample noise is the bootstrap of benchmarks/statistics.py over the per-example
+outcomes its records hold (tasks/outcomes.py), scored with the project's own scorer.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-import math
 import statistics
-
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from scipy import stats
-
-from benchmarks.tables.noise import sample_noise
+from benchmarks.statistics import BOOTSTRAP_SEED, RESAMPLES, bootstrap_interval, spread
 from benchmarks.tasks.catalog import SIZES
+from benchmarks.tasks.outcomes import outcome_count, outcome_score, resampled
 from benchmarks.tasks.preparation import evaluated_examples
 
 BENCHMARK = "tasks"
 FLOORS_BENCHMARK = "task-floors"
-# Seeds a verdict needs: with fewer, the standard error over seeds rests on one or two differences and says little.
-MIN_SEEDS = 3
-# The confidence of both terms of the margin: the seed term's t-interval and the bootstrap's percentile interval.
-CONFIDENCE = 0.95
-# How far above its floor a score must be to count as learned: a tenth of the way from the floor to a perfect score.
-FLOOR_MARGIN = 0.1
 
 
-def spread(values: Sequence[float]) -> dict[str, float | int | None]:
-    """Values over seeds: their count, mean, sample standard deviation (None for one value), least and greatest."""
-    return {"n": len(values), "mean": statistics.fmean(values),
-            "sd": statistics.stdev(values) if len(values) > 1 else None, "min": min(values), "max": max(values)}
+def sample_noise(outcomes: dict[str, Any]) -> float:
+    """Half the width of the 95% percentile bootstrap interval of the score of `outcomes` (0-100)."""
+    return _half_width(json.dumps(outcomes, sort_keys=True))
+
+
+@functools.lru_cache(maxsize=None)
+def _half_width(outcomes: str) -> float:
+    # Keyed by the outcomes' JSON: the tables ask for the same record's noise once per table, headline and page.
+    low, high = outcomes_interval(json.loads(outcomes))
+    return (high - low) / 2
+
+
+def outcomes_interval(outcomes: dict[str, Any], resamples: int = RESAMPLES,
+                      seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:  # fmt: skip
+    """The 95% percentile bootstrap interval (0-100) of the score of `outcomes`, each draw scored with the project's
+    own scorer (`outcomes.outcome_score`)."""
+    count = outcome_count(outcomes)
+    return bootstrap_interval(count, lambda drawn: outcome_score(resampled(outcomes, drawn)), resamples, seed)
+
+
+def aim_of(label: str, size: str) -> float | None:
+    """The score (0-100) the size aims at for a row, if it names one (`catalog.Aim`)."""
+    aim = SIZES[size].aims.get(label) if size in SIZES else None
+    return None if aim is None else aim.score
 
 
 def row_units(records: Sequence[dict]) -> dict[tuple[str, str, str, int], dict]:
@@ -155,7 +152,7 @@ def row_floor(label: str, record: dict, floors: dict[tuple[str, str], dict[str, 
 def row_summaries(records: Sequence[dict], checkpoint: str, size: str,
                   floor_records: Sequence[dict] = ()) -> dict[str, dict[str, Any]]:  # fmt: skip
     """Per row label, from the records of the catalog's current budget (`is_current`): the score's spread over
-    seeds, the evaluation-sample noise of each record that holds per-example outcomes (`noise.sample_noise`), the
+    seeds, the evaluation-sample noise of each record that holds per-example outcomes (`sample_noise`), the
     floor (`row_floor`: its value, answer and record), the wall seconds' mean, and the records."""
     found: dict[str, list[dict]] = {}
     for (name, size_name, label, _), record in row_units([r for r in records if is_current(r)]).items():
@@ -176,85 +173,3 @@ def row_summaries(records: Sequence[dict], checkpoint: str, size: str,
             "records": label_records,
         }
     return summaries
-
-
-def seed_quantile(seeds: int) -> float:
-    """Student's t-quantile of a two-sided 95% interval of a mean over `seeds` (n-1 degrees of freedom): 12.71 for
-    2 seeds, 4.30 for 3, 2.78 for 5."""
-    return float(stats.t.ppf(0.5 + CONFIDENCE / 2, seeds - 1))
-
-
-def seed_spread(summary: dict[str, Any]) -> float | None:
-    """The seed term: the half-width of the 95% t-interval of the mean over seeds, t(n-1) sd / sqrt(n) (None with
-    one seed)."""
-    score = summary["score"]
-    return None if score["sd"] is None else seed_quantile(score["n"]) * score["sd"] / math.sqrt(score["n"])
-
-
-def evaluation_noise(summary: dict[str, Any]) -> float | None:
-    """The sample term: the mean 95% bootstrap half-width over every seed's record; None unless each holds its
-    outcomes, so that the term never rests on some of the seeds."""
-    noise = summary["sample_noise"]
-    return statistics.fmean(noise) if noise and len(noise) == summary["score"]["n"] else None
-
-
-def no_verdict(summary: dict[str, Any]) -> str | None:
-    """Why a row has no verdict (too few seeds, or not every seed's evaluation-sample noise recorded), or None
-    where it has one."""
-    seeds, sampled = summary["score"]["n"], len(summary["sample_noise"])
-    if seeds < MIN_SEEDS:
-        return f"{seeds} seed{'s' if seeds > 1 else ''}: no verdict"
-    if not sampled:
-        return "sample noise not recorded: no verdict"
-    if sampled < seeds:
-        return f"sample noise of {sampled} of {seeds} seeds: no verdict"
-    return None
-
-
-def verdict_margin(summary: dict[str, Any]) -> float | None:
-    """The margin a verdict allows for: the seed spread plus the evaluation-sample noise; None without a verdict."""
-    return None if no_verdict(summary) else seed_spread(summary) + evaluation_noise(summary)
-
-
-def clear_of_floor(summary: dict[str, Any], margin: float) -> bool:
-    """Whether the mean less `margin` is at least `FLOOR_MARGIN` of the way from the floor to a perfect score (100)."""
-    floor = summary["floor"]
-    return summary["score"]["mean"] - margin >= floor + FLOOR_MARGIN * (100 - floor)
-
-
-def row_clear_of_floor(summary: dict[str, Any]) -> bool | None:
-    """The verdict on the floor: whether the row is clear of it beyond the margin; None without a verdict."""
-    margin = verdict_margin(summary)
-    return None if margin is None else clear_of_floor(summary, margin)
-
-
-def mean_clear_of_floor(summary: dict[str, Any]) -> bool:
-    """The verdict where there is one, else the mean alone read against the floor (no noise allowed for): what
-    the notes under the table explain, never shown as a verdict."""
-    clear = row_clear_of_floor(summary)
-    return clear_of_floor(summary, 0.0) if clear is None else clear
-
-
-def clear_text(summary: dict[str, Any]) -> str:
-    """The verdict on the floor as the tables word it: "yes", "**no**", or why there is none (`no_verdict`)."""
-    clear = row_clear_of_floor(summary)
-    return no_verdict(summary) if clear is None else "yes" if clear else "**no**"
-
-
-def aim_of(label: str, size: str) -> float | None:
-    """The score (0-100) the size aims at for a row, if it names one (`catalog.Aim`)."""
-    aim = SIZES[size].aims.get(label) if size in SIZES else None
-    return None if aim is None else aim.score
-
-
-def short_of_aim(label: str, size: str, summary: dict[str, Any]) -> bool | None:
-    """The verdict on the aim: whether the mean less the margin falls below it; None without an aim or a
-    verdict."""
-    aim, margin = aim_of(label, size), verdict_margin(summary)
-    return None if aim is None or margin is None else summary["score"]["mean"] - margin < aim
-
-
-def mean_short_of_aim(label: str, size: str, summary: dict[str, Any]) -> bool:
-    """The verdict where there is one, else the mean alone read against the aim (for the notes)."""
-    aim, short = aim_of(label, size), short_of_aim(label, size, summary)
-    return short if short is not None else aim is not None and summary["score"]["mean"] < aim
