@@ -53,6 +53,14 @@ class CorpusArguments:
             "e.g. en_core_web_sm, or a pipeline folder); needs `pip install -e \".[spacy]\"` in the checkout."
         },
     )
+    word_segmenter: str | None = field(
+        default=None,
+        metadata={
+            "help": "Cut each line into words with this segmenter while the blocks are made (jieba: Chinese), so that "
+            "word-based masking masks its words; needs `pip install -e \".[segmenters]\"` in the checkout. Without "
+            "it, each CJK character is a word."
+        },
+    )
     pmi_vocabulary_size: int = field(
         default=PMI_VOCABULARY_SIZE,
         metadata={"help": "--masking pmi: n-grams in the masking vocabulary (Levine et al. 2021: 800K)."},

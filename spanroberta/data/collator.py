@@ -36,6 +36,7 @@ from spanroberta.data.masking import (
     word_starts,
     word_starts_at,
 )
+from spanroberta.data.word_starts import example_word_starts
 from spanroberta.data.masking_units import UNIT_SCHEMES, UNITS_COLUMN
 from spanroberta.data.random_streams import mix32
 from spanroberta.errors import UserInputError
@@ -110,9 +111,11 @@ class DataCollatorForSpanMasking:
         "named-entity" and "noun-phrase" (SpanBERT section 5.1: half the budget on whole units, half on random
         whole words) or "pmi" (PMI-Masking, Levine et al. 2021: n-grams and lone words drawn alike; see
         `masking.unit_mask`). All but token masking pick 80/10/10 once per run of masked tokens, token masking
-        per token. Words are read from the vocabulary's word-start markers ("Ġ", "▁", "##"); a vocabulary
-        without them takes words from the examples' `word_ids()` (fast tokenizers' encodings), or else each token
-        as a word, with a warning.
+        per token. Words are the examples' own when they carry them (a `word_starts` column, 1 where a token starts
+        a word, or a `word_ids` column, -1 outside words: a segmenter's boundaries, `data/word_starts.py`), else
+        read from the vocabulary's word-start markers ("Ġ", "▁", "##"), with each CJK character a word of its own;
+        a vocabulary without markers takes words from the examples' `word_ids()` (fast tokenizers' encodings), or
+        else each token as a word, with a warning.
 
     The mask does not depend on the layout: both give the same predicted positions for the same seed.
     Masks are a pure function of (seed, mask_epoch, example_index) when the examples carry those int fields,
@@ -320,29 +323,26 @@ class DataCollatorForSpanMasking:
     def _word_starts(
         self, input_ids: torch.Tensor, maskable: torch.Tensor, examples: list[Mapping[str, Any]]
     ) -> torch.Tensor:
-        """Bool [B, L]: the maskable tokens that start a word, by the vocabulary's markers, else by the examples'
-        `word_ids()`, else every token (a warning says so, once)."""
-        if self._word_start is not None:
+        """Bool [B, L]: the maskable tokens that start a word, by the examples' own boundaries (a `word_starts` or
+        `word_ids` column), else by the vocabulary's table, else by the examples' `word_ids()` (fast tokenizers'
+        encodings), else every token (a warning says so, once)."""
+        own = example_word_starts(examples, input_ids.shape[1])
+        if own is None and self._word_start is not None:
             return word_starts(input_ids, maskable, self._word_start)
-        starts_word = torch.zeros_like(maskable)
-        for row, example in enumerate(examples):
-            word_ids = _word_ids(example)
-            if word_ids is None:
-                if not self._warned_token_words:
-                    warnings.warn(
-                        f"{type(self.tokenizer).__name__}'s vocabulary marks no word starts ('Ġ', '▁' or '##') and "
-                        f"the examples carry no word_ids(): masking={self.masking!r} takes each token as a word. "
-                        "Pass the tokenizer's encodings (BatchEncoding) to mask whole words.",
-                        UserWarning,
-                        stacklevel=5,  # the caller of the collator
-                    )
-                    self._warned_token_words = True
-                return maskable
-            previous = [None, *word_ids[:-1]]
-            starts_word[row, : len(word_ids)] = torch.tensor(
-                [w is not None and w != p for w, p in zip(word_ids, previous)], dtype=torch.bool
+        if own is None:
+            own = example_word_starts(examples, input_ids.shape[1], from_encodings=True)
+        if own is not None:
+            return word_starts_at(own, maskable)
+        if not self._warned_token_words:
+            warnings.warn(
+                f"{type(self.tokenizer).__name__}'s vocabulary marks no word starts ('Ġ', '▁' or '##') and the "
+                f"examples carry no word_starts, word_ids nor word_ids(): masking={self.masking!r} takes each token "
+                "as a word. Pass the tokenizer's encodings (BatchEncoding) to mask whole words.",
+                UserWarning,
+                stacklevel=5,  # the caller of the collator
             )
-        return word_starts_at(starts_word, maskable)
+            self._warned_token_words = True
+        return maskable
 
     def _sequence_offsets(self, position_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """The packed sequences' offsets, padded to `sequence_offsets_count` entries where it is set."""
@@ -412,12 +412,6 @@ class DataCollatorForSpanMasking:
         # DataLoader workers each hold a copy of the collator's generator in the same state: tell their draws apart.
         # (Torch's global generator is seeded apart in each worker already.)
         return keys if worker is None or self._generator is None else mix32(keys ^ worker.id)
-
-
-def _word_ids(example: Mapping[str, Any]) -> list[int | None] | None:
-    """The word of each token of an example that is a fast tokenizer's encoding (BatchEncoding), else None."""
-    encodings = getattr(example, "encodings", None)
-    return example.word_ids() if encodings else None
 
 
 def check_masking_rates(

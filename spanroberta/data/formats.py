@@ -51,20 +51,22 @@ from ..objectives.recipes import INPUT_FORMATS, PAIR_FORMATS
 from .corpus import DOCUMENTS_PER_BATCH
 from .groups import MAX_GROUP_CHARACTERS, grouped
 from .line_pieces import encode_lines
-from .masking_units import UNITS_COLUMN, MaskingUnits, split_unit_marks
+from .masking_units import split_unit_marks
 from .segments import Document, packed_segments, segment_pairs
+from .segmenters import TokenMarker
 
 
 def tokenize_documents(
     documents: datasets.Dataset,
     tokenizer: PreTrainedTokenizerBase,
     num_proc: int | None = None,
-    units: MaskingUnits | None = None,
+    units: TokenMarker | None = None,
 ) -> datasets.Dataset:
     """Tokenizes each document's lines (no special tokens) into a `sentence_ids` column, one row per document, with
     the document's length in `characters` (what its group is bounded by: `groups.py`).
 
-    With `units` (named-entity, noun-phrase or PMI masking), each id carries its unit mark (`masking_units`)."""
+    With `units` (named-entity, noun-phrase or PMI masking, or a word segmenter), each id carries its mark
+    (`masking_units`, `segmenters`)."""
     if "text" not in documents.column_names:
         raise ValueError(f"The documents have no 'text' column (their columns: {documents.column_names}).")
     return documents.map(
@@ -82,7 +84,7 @@ def tokenize_documents(
     )
 
 
-def _tokenize_batch(texts: list[str], tokenizer: PreTrainedTokenizerBase, units: MaskingUnits | None) -> pa.Table:
+def _tokenize_batch(texts: list[str], tokenizer: PreTrainedTokenizerBase, units: TokenMarker | None) -> pa.Table:
     # Straight to Arrow from the int32 arrays: a long line's ids never become Python ints (about 36 bytes each).
     documents = token_arrays(texts, tokenizer, units)
     sentences = _list_array([sentence for document in documents for sentence in document], pa.int32())
@@ -91,14 +93,14 @@ def _tokenize_batch(texts: list[str], tokenizer: PreTrainedTokenizerBase, units:
 
 
 def tokenize_texts(
-    texts: list[str], tokenizer: PreTrainedTokenizerBase, units: MaskingUnits | None = None
+    texts: list[str], tokenizer: PreTrainedTokenizerBase, units: TokenMarker | None = None
 ) -> list[list[list[int]]]:
     """The documents of `token_arrays`, their sentences as lists of ints."""
     return [[sentence.tolist() for sentence in document] for document in token_arrays(texts, tokenizer, units)]
 
 
 def token_arrays(
-    texts: list[str], tokenizer: PreTrainedTokenizerBase, units: MaskingUnits | None = None
+    texts: list[str], tokenizer: PreTrainedTokenizerBase, units: TokenMarker | None = None
 ) -> list[Document]:
     """Each text's non-blank lines, tokenized without special tokens (empty results dropped) into int32 arrays; with
     `units`, the ids carry their unit marks (`MaskingUnits.mark`). Each line is tokenized after a space, a long
@@ -194,7 +196,7 @@ class BlockBuilder:
     seed: int
     pack_documents: bool = False
     # The masking units the documents' ids were marked with (`tokenize_texts`), or None.
-    units: MaskingUnits | None = None
+    units: TokenMarker | None = None
 
     @property
     def packs(self) -> bool:
@@ -211,19 +213,20 @@ class BlockBuilder:
         if self.packs:
             features["sequence_lengths"] = datasets.List(datasets.Value("int32"))
         if self.units is not None:
-            features[UNITS_COLUMN] = datasets.List(datasets.Value("int8"))
+            features[self.units.column] = datasets.List(datasets.Value("int8"))
         return datasets.Features(features)
 
     def blocks(self, group: list[list[Sequence[int]]], group_index: int) -> list[dict[str, np.ndarray | int]]:
         """The blocks of one group (documents of sentences of ids: lists, or arrays as `token_arrays` makes them),
         their token columns int32 arrays; its random choices come from a generator seeded with (seed, group_index).
 
-        With `units`, the documents' ids carry unit marks, split off into a `masking_units` column."""
+        With `units`, the documents' ids carry marks, split off into its column (`masking_units`, or a segmenter's
+        `word_starts`)."""
         documents = [[np.asarray(ids, dtype=np.int32) for ids in document] for document in group if document]
         blocks = self._blocks(documents, group_index)
         if self.units is None:
             return blocks
-        return [split_unit_marks(block, self.units.stride) for block in blocks]
+        return [split_unit_marks(block, self.units.stride, self.units.column) for block in blocks]
 
     def _blocks(self, documents: list[Document], group_index: int) -> list[dict[str, np.ndarray | int]]:
         if self.label_name is None:
@@ -248,7 +251,7 @@ def block_builder(
     pair_objective: str = "nsp",
     seed: int = 0,
     pack_documents: bool = True,
-    units: MaskingUnits | None = None,
+    units: TokenMarker | None = None,
 ) -> BlockBuilder:
     """Checks the settings of `build_blocks` against the tokenizer and returns the builder of a group's blocks.
 
@@ -295,7 +298,7 @@ def build_blocks(
     num_proc: int | None = None,
     documents_per_group: int = 1000,
     pack_documents: bool = True,
-    units: MaskingUnits | None = None,
+    units: TokenMarker | None = None,
 ) -> datasets.Dataset:
     """Packs or pairs the `sentence_ids` of `tokenized` (from `tokenize_documents`) into pretraining blocks.
 
@@ -349,7 +352,7 @@ def prepare_blocks(
     max_seq_length: int,
     *,
     num_proc: int | None = None,
-    units: MaskingUnits | None = None,
+    units: TokenMarker | None = None,
     **block_settings: Any,
 ) -> datasets.Dataset:
     """`tokenize_documents` then `build_blocks` (`block_settings`: its pair_objective, seed, documents_per_group and

@@ -29,9 +29,14 @@ from transformers import PreTrainedTokenizerBase
 from ..models.configuration_spanroberta import IGNORE_INDEX
 from ..models.modeling_span_heads import run_starts, sbo_targets  # noqa: F401  (sbo_targets: masking's interface)
 from .random_streams import MASK32, Stream, mix32, mix32_int, randint, random_bits, uniform
+from .word_starts import (  # noqa: F401  (special_token_table: masking's interface)
+    BPE_MARKER,
+    SENTENCEPIECE_MARKER,
+    WORDPIECE_CONTINUATION,
+    special_token_table,
+    vocabulary_word_starts,
+)
 
-# Word-start markers: byte-level BPE ("Ġ" = a leading space), SentencePiece ("▁"), WordPiece ("##" continues).
-_BPE_MARKER, _SENTENCEPIECE_MARKER, _WORDPIECE_CONTINUATION = "Ġ", "▁", "##"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -56,49 +61,18 @@ def row_keys(seed: int, epochs: torch.Tensor, indices: torch.Tensor) -> torch.Te
 # Vocabulary tables, computed once per tokenizer
 
 
-def special_token_table(tokenizer: PreTrainedTokenizerBase) -> torch.Tensor:
-    """Bool [len(tokenizer)]: True for `tokenizer.all_special_ids`, which are never masked and are not words."""
-    table = torch.zeros(len(tokenizer), dtype=torch.bool)
-    table[list(tokenizer.all_special_ids)] = True
-    return table
-
-
 def word_start_table(tokenizer: PreTrainedTokenizerBase) -> torch.Tensor:
     """Bool [len(tokenizer)]: True for the ids whose token starts a word, read from the vocabulary alone
-    (`vocabulary_word_starts`); refuses a vocabulary without word-start markers."""
+    (`word_starts.vocabulary_word_starts`: markers, and CJK characters as words); refuses a vocabulary without
+    word-start markers."""
     table = vocabulary_word_starts(tokenizer)
     if table is None:
         raise ValueError(
             f"Cannot find word boundaries in the vocabulary of {type(tokenizer).__name__}: no token starts with "
-            f"'{_BPE_MARKER}' (byte-level BPE), '{_SENTENCEPIECE_MARKER}' (SentencePiece) or "
-            f"'{_WORDPIECE_CONTINUATION}' (WordPiece). Use masking='token' with this tokenizer."
+            f"'{BPE_MARKER}' (byte-level BPE), '{SENTENCEPIECE_MARKER}' (SentencePiece) or "
+            f"'{WORDPIECE_CONTINUATION}' (WordPiece). Use masking='token' with this tokenizer."
         )
     return table
-
-
-def vocabulary_word_starts(tokenizer: PreTrainedTokenizerBase) -> torch.Tensor | None:
-    """Bool [len(tokenizer)]: True for the ids whose token starts a word, read from the vocabulary alone, or None
-    when no token of the vocabulary carries a word-start marker.
-
-    The convention is the one most tokens of the vocabulary follow: byte-level BPE ("Ġ" starts a word),
-    SentencePiece ("▁" starts a word) or WordPiece ("##" continues a word). Special tokens are False.
-    `word_starts` also starts a word after a special token and at a row's start, so packed blocks need no
-    offsets.
-    """
-    special = special_token_table(tokenizer)
-    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
-    counts = {
-        marker: sum(1 for token in tokens if token and token.startswith(marker))
-        for marker in (_BPE_MARKER, _SENTENCEPIECE_MARKER, _WORDPIECE_CONTINUATION)
-    }
-    marker = max(counts, key=counts.get)
-    if counts[marker] == 0:
-        return None
-    if marker == _WORDPIECE_CONTINUATION:
-        starts = [not (token or "").startswith(marker) for token in tokens]
-    else:
-        starts = [bool(token) and token.startswith(marker) for token in tokens]
-    return torch.tensor(starts, dtype=torch.bool) & ~special
 
 
 def random_token_ids(special_table: torch.Tensor) -> torch.Tensor:

@@ -56,16 +56,20 @@ def unit_stride(tokenizer: PreTrainedTokenizerBase) -> int:
     return 1 << max(len(tokenizer) - 1, 1).bit_length()
 
 
-def split_unit_marks(block: dict[str, np.ndarray | int], stride: int) -> dict[str, np.ndarray | int]:
-    """A block made from marked ids, with its plain `input_ids` (int32) and their marks in `UNITS_COLUMN` (int8)."""
+def split_unit_marks(
+    block: dict[str, np.ndarray | int], stride: int, column: str = UNITS_COLUMN
+) -> dict[str, np.ndarray | int]:
+    """A block made from marked ids, with its plain `input_ids` (int32) and their marks in `column` (int8): the
+    units' `UNITS_COLUMN`, or a segmenter's word starts (`segmenters.WordSegmenter`)."""
     marked = np.asarray(block["input_ids"], dtype=np.int32)
-    return {**block, "input_ids": marked % stride, UNITS_COLUMN: (marked // stride).astype(np.int8)}
+    return {**block, "input_ids": marked % stride, column: (marked // stride).astype(np.int8)}
 
 
 class MaskingUnits:
     """Finds the units of tokenized lines. Subclasses say where units come from (`unit_index`)."""
 
     name: str
+    column = UNITS_COLUMN
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase) -> None:
         self.tokenizer = tokenizer
@@ -340,8 +344,9 @@ def pmi_vocabulary(
 PMI_VOCABULARY_FILE = "pmi_vocabulary.tsv"
 
 
-def save_units(units: MaskingUnits | None, folder: str | os.PathLike) -> None:
-    """Records what the units were found with in a prepared folder: PMI masking's vocabulary, best first."""
+def save_units(units: object, folder: str | os.PathLike) -> None:
+    """Records what the units were found with in a prepared folder: PMI masking's vocabulary, best first (other
+    units and a segmenter's word starts record nothing more than the manifest's name of them)."""
     if isinstance(units, PmiUnits):
         units.save(Path(folder, PMI_VOCABULARY_FILE))
 

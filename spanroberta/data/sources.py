@@ -44,6 +44,7 @@ from .masking_units import (
     save_units,
     units_name,
 )
+from .segmenters import TokenMarker, WordSegmenter, check_segmenter_settings
 from .streaming import StreamingBlocks
 from .tokenizer import train_byte_level_bpe, train_sentencepiece_unigram
 
@@ -82,10 +83,14 @@ class _Run:
 
     def masking_units(
         self, tokenizer: PreTrainedTokenizerBase, training_documents: datasets.Dataset | None
-    ) -> MaskingUnits | None:
+    ) -> TokenMarker | None:
         """The units of named-entity, noun-phrase and PMI masking (None for other schemes), found once for the
-        training and evaluation blocks; PMI ranks the n-grams of `training_documents` (None when streaming)."""
+        training and evaluation blocks; PMI ranks the n-grams of `training_documents` (None when streaming). With
+        --word_segmenter, the segmenter that marks word starts instead."""
         data_args = self.data_args
+        if data_args.word_segmenter:
+            check_segmenter_settings(data_args.word_segmenter, self.recipe.masking)
+            return WordSegmenter(tokenizer, data_args.word_segmenter)
         return build_masking_units(
             self.recipe.masking,
             tokenizer,
@@ -97,7 +102,7 @@ class _Run:
         )
 
     def blocks_of(
-        self, documents: datasets.Dataset, tokenizer: PreTrainedTokenizerBase, units: MaskingUnits | None
+        self, documents: datasets.Dataset, tokenizer: PreTrainedTokenizerBase, units: TokenMarker | None
     ) -> datasets.Dataset:
         return prepare_blocks(
             documents,
@@ -261,8 +266,12 @@ def _prepared_settings(run: _Run, tokenizer: PreTrainedTokenizerBase | None) -> 
         documents_per_group=data_args.documents_per_group,
         pack_documents=data_args.pack_documents if recipe.input_format == "doc-sentences" else None,
         seed=run.training_args.seed,
-        masking_units=units_name(
-            recipe.masking, data_args.spacy_model, data_args.pmi_vocabulary_size, data_args.pmi_min_count
+        masking_units=(
+            f"segmenter:{data_args.word_segmenter}"
+            if data_args.word_segmenter
+            else units_name(
+                recipe.masking, data_args.spacy_model, data_args.pmi_vocabulary_size, data_args.pmi_min_count
+            )
         ),
     )
 
@@ -290,7 +299,7 @@ def _streaming_data(run: _Run) -> tuple:
     return tokenizer, config, _streaming_blocks(run, tokenizer, units), eval_blocks
 
 
-def _streaming_blocks(run: _Run, tokenizer: PreTrainedTokenizerBase, units: MaskingUnits | None) -> StreamingBlocks:
+def _streaming_blocks(run: _Run, tokenizer: PreTrainedTokenizerBase, units: TokenMarker | None) -> StreamingBlocks:
     data_args, training_args = run.data_args, run.training_args
     read_documents = functools.partial(iter_documents, _training_source(data_args))
     builder = block_builder(

@@ -8,6 +8,7 @@ from ..models.configuration_span_albert import CROSS_LAYER_SHARING
 from ..models.configuration_spanroberta import MODEL_SIZES, SENTENCE_OBJECTIVES
 from ..data.collator import MASKING_SCHEMES, check_masking_rates
 from ..data.masking_units import UNIT_SCHEMES, check_unit_settings
+from ..data.segmenters import check_segmenter_settings
 from ..data.arguments import MIN_TRAINED_VOCAB_SIZE, CorpusArguments, TokenizerArguments
 from ..errors import UserInputError
 from ..models.configuration_spanroberta import MODEL_SIZES
@@ -97,6 +98,7 @@ class PretrainingDataArguments(CorpusArguments):
         if self.input_format is not None:
             _check_choice("--input_format", self.input_format, INPUT_FORMATS)
         check_unit_settings(self.masking, self.spacy_model, self.streaming)
+        check_segmenter_settings(self.word_segmenter, self.masking)
         if self.streaming and self.prepared_data_dir:
             raise UserInputError("--streaming and --prepared_data_dir are two ways to read the corpus: give one.")
         if self.prepare_only and not self.prepared_data_dir:
