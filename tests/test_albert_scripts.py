@@ -93,6 +93,7 @@ def test_the_albert_recipe_from_scratch_trains_a_sentencepiece_vocabulary(tmp_pa
     assert "eval_sop_accuracy" in json.loads((output_dir / "eval_results.json").read_text())
 
 
+@pytest.mark.slow
 def test_span_masking_and_sbo_on_an_albert_encoder_with_packed_rows(tmp_path):
     """spanbert's recipe (span masking + SBO on packed doc-sentences) on an ALBERT encoder sharing its attention."""
     output_dir = tmp_path / "run"
