@@ -219,7 +219,6 @@ def test_packed_rows_are_computed_as_alone(attn_implementation):
     torch.testing.assert_close(together, torch.cat(alone, dim=1), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.slow
 def test_remote_code_loads_every_head_without_spanroberta(tmp_path):
     saved = SpanAlbertForPreTraining(tiny_config(cross_layer_sharing="attention", sentence_objective="sop"))
     saved.save_pretrained(tmp_path / "ckpt")
