@@ -97,6 +97,7 @@ def first_run(tiny_config, tmp_path_factory) -> tuple[Path, list[str]]:
     return output_dir, run(tiny_config, output_dir)
 
 
+@pytest.mark.slow
 def test_the_tiny_ablation_runs_every_arm_task_and_seed(first_run):
     output_dir, progress = first_run
     assert progress[0] == (f"[ablation] 10 units (2 pretraining, 8 fine-tuning): 0 already done in {output_dir}, "
@@ -125,6 +126,7 @@ def test_the_tiny_ablation_runs_every_arm_task_and_seed(first_run):
         assert (output_dir / plot).read_bytes().startswith(PNG_MAGIC)
 
 
+@pytest.mark.slow
 def test_the_raw_record_holds_every_score_and_the_pretraining_figures(first_run):
     output_dir, _ = first_run
     record = read_records("ablation-tiny", output_dir.parent / "records")[0]
@@ -135,6 +137,7 @@ def test_the_raw_record_holds_every_score_and_the_pretraining_figures(first_run)
     assert record["git_commit"] and record["machine"]["cpu"]
 
 
+@pytest.mark.slow
 def test_the_arms_see_the_same_budget_and_their_compute_differences_are_named(first_run):
     output_dir, _ = first_run
     results = json.loads((output_dir / "results.json").read_text())
@@ -147,6 +150,7 @@ def test_the_arms_see_the_same_budget_and_their_compute_differences_are_named(fi
     assert any("sbo_head" in line for line in results["compute_differences"])
 
 
+@pytest.mark.slow
 def test_a_second_run_redoes_nothing_and_an_interrupted_one_continues(first_run, tiny_config, tmp_path):
     output_dir, _ = first_run
     before = result_files(output_dir)
@@ -269,6 +273,7 @@ def test_check_values_names_the_arm(tmp_path):
         check_values(load_config(path))
 
 
+@pytest.mark.slow
 def test_under_accelerate_launch_every_process_trains_each_unit(tmp_path):
     """2 CPU processes (gloo): each unit is trained by both (the pretraining's real tokens, summed over the
     processes, fill the token slots of 2 x the per-device batch), and the runner's files are written once."""
@@ -328,6 +333,7 @@ def test_an_unfinished_unit_resumes_from_a_complete_checkpoint_or_starts_over_an
 # --- continued pretraining: every arm starts from the same saved model ---
 
 
+@pytest.mark.slow
 def test_every_arm_continues_the_same_checkpoint(tmp_path, spanroberta_checkpoint):
     """`pretraining: {model_name_or_path: ...}` reaches every arm's run_pretraining.py: after 2 steps at a learning
     rate of 1e-5, each arm's embeddings are within 1e-3 of the checkpoint's (Adam moves a weight by about the learning
@@ -367,6 +373,7 @@ def test_every_arm_continues_the_same_checkpoint(tmp_path, spanroberta_checkpoin
         assert AutoTokenizer.from_pretrained(folder / "model").get_vocab() == vocabulary
 
 
+@pytest.mark.slow
 def test_the_starting_checkpoint_is_fine_tuned_beside_arms_evaluated_on_the_same_masking(
     tmp_path, spanroberta_checkpoint
 ):
@@ -516,6 +523,7 @@ def test_every_script_of_the_table_is_a_task_of_the_package(tmp_path):
                "script": "run_qa.py"}}})  # fmt: skip
 
 
+@pytest.mark.slow
 def test_an_installed_package_runs_an_ablation_without_the_scripts(tiny_config, tmp_path):
     """`python -m spanroberta.ablation` with only the package on the path (a copy of it, as an installation has), run
     from a folder without the run_*.py scripts: one arm pretrained and fine-tuned on RTE."""

@@ -61,6 +61,7 @@ def continued(transformers_albert, tmp_path_factory):
     return output_dir
 
 
+@pytest.mark.slow
 def test_a_transformers_albert_checkpoint_continues_pretraining_with_sop(continued):
     assert len(logged(continued, "sop_loss")) == 4 and len(logged(continued, "mlm_loss")) == 4
     assert not logged(continued, "sbo_loss")
@@ -73,6 +74,7 @@ def test_a_transformers_albert_checkpoint_continues_pretraining_with_sop(continu
     assert config["cross_layer_sharing"] == "all" and config["embedding_size"] == 16
 
 
+@pytest.mark.slow
 def test_the_albert_recipe_from_scratch_trains_a_sentencepiece_vocabulary(tmp_path):
     output_dir = tmp_path / "run"
     run_pretraining.main([
@@ -92,6 +94,7 @@ def test_the_albert_recipe_from_scratch_trains_a_sentencepiece_vocabulary(tmp_pa
     assert "eval_sop_accuracy" in json.loads((output_dir / "eval_results.json").read_text())
 
 
+@pytest.mark.slow
 def test_span_masking_and_sbo_on_an_albert_encoder_with_packed_rows(tmp_path):
     """spanbert's recipe (span masking + SBO on packed doc-sentences) on an ALBERT encoder sharing its attention."""
     output_dir = tmp_path / "run"
@@ -125,6 +128,7 @@ def test_encoder_flags_must_agree_with_the_checkpoint(transformers_albert, spanr
 
 
 @pytest.mark.parametrize("checkpoint", ["transformers", "spanroberta"])
+@pytest.mark.slow
 def test_run_glue_fine_tunes_albert_checkpoints(checkpoint, transformers_albert, continued, tmp_path):
     path = transformers_albert if checkpoint == "transformers" else continued
     run_glue.main([
@@ -139,6 +143,7 @@ def test_run_glue_fine_tunes_albert_checkpoints(checkpoint, transformers_albert,
 
 
 @pytest.mark.parametrize("checkpoint", ["transformers", "spanroberta"])
+@pytest.mark.slow
 def test_run_squad_and_the_qa_pipeline_on_albert_checkpoints(checkpoint, transformers_albert, continued, tmp_path):
     path = transformers_albert if checkpoint == "transformers" else continued
     dev = str(shared_data("squad", "dev-v1.1.json"))
@@ -157,6 +162,7 @@ def test_run_squad_and_the_qa_pipeline_on_albert_checkpoints(checkpoint, transfo
     assert context[answer["start"]:answer["end"]] == answer["answer"] and answer["answer"]
 
 
+@pytest.mark.slow
 def test_run_race_on_an_albert_checkpoint(continued, tmp_path):
     data = str(shared_data("race", "dev.middle.jsonl"))
     run_race.main([
@@ -169,6 +175,7 @@ def test_run_race_on_an_albert_checkpoint(continued, tmp_path):
     assert json.loads((tmp_path / "config.json").read_text())["architectures"] == ["SpanAlbertForMultipleChoice"]
 
 
+@pytest.mark.slow
 def test_a_resumed_albert_run_ends_with_the_weights_of_an_uninterrupted_one(transformers_albert, tmp_path):
     """The albert recipe (SOP on segment pairs, n-gram masks) on an encoder sharing its attention: resumed from
     the checkpoint of step 3, a run ends where the uninterrupted one does."""

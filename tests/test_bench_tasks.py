@@ -29,6 +29,7 @@ from spanroberta.tasks.coreference.gap_scoring import GapDecision, gap_outcomes,
 from spanroberta.records import RunStart, provenance, read_records, write_record
 
 
+@pytest.mark.slow
 def test_the_toy_size_fine_tunes_two_tasks_end_to_end_and_a_rerun_skips_them(tmp_path, capsys):
     shared_data("glue", "RTE")
     shared_data("relation", "semeval2010_task8")
@@ -70,6 +71,7 @@ def test_the_toy_size_fine_tunes_two_tasks_end_to_end_and_a_rerun_skips_them(tmp
     assert not (tmp_path / "fresh").exists()
 
 
+@pytest.mark.slow
 def test_the_toy_size_runs_race_once_for_both_levels_rows(tmp_path):
     shared_data("race")
     task_benchmark.main(["--size", "toy", "--tasks", "race", "--records_dir", str(tmp_path)])
@@ -82,6 +84,7 @@ def test_the_toy_size_runs_race_once_for_both_levels_rows(tmp_path):
         assert outcomes["scorer"] == "mean" and len(outcomes["values"]) == 16
 
 
+@pytest.mark.slow
 def test_the_toy_size_records_coreference_outcomes_per_document_and_per_gap_example(tmp_path):
     shared_data("coref", "litbank")
     shared_data("coref", "gap")
@@ -98,6 +101,7 @@ def test_the_toy_size_records_coreference_outcomes_per_document_and_per_gap_exam
         assert outcomes_module.outcome_score(rows[label]["outcomes"]) == pytest.approx(rows[label]["score"])
 
 
+@pytest.mark.slow
 def test_exported_inputs_hold_every_file_the_scripts_read_and_run_units_as_prepared_data_does(tmp_path):
     """What a machine without ../shared/data runs from (the GPU check carries it): every path a task's flags name
     lies in its exported folder, and units run from it, two at a time, record the data and floors the task prepares
@@ -228,6 +232,7 @@ def test_the_gap_floor_is_the_best_of_a_b_both_and_neither(tmp_path):
     assert preparation.best_constant_gap(path) == pytest.approx(80.0)
 
 
+@pytest.mark.slow
 def test_squad_v2_reports_on_drawn_articles_apart_from_its_training_and_tuning_articles(tmp_path):
     source = shared_data("squad", "dev-v2.0.part-a.json")
     budget = preparation.Budget(None, None, 128, 8, 1e-4, 1)
@@ -257,6 +262,7 @@ def test_squad_v2_reports_on_drawn_articles_apart_from_its_training_and_tuning_a
     assert not (contexts["train"] | contexts["validation"]) & tuning
 
 
+@pytest.mark.slow
 def test_the_cpu_squad_v2_mix_makes_one_third_of_the_training_questions_unanswerable(tmp_path):
     shared_data("squad", "dev-v2.0.part-a.json")
     preparation.prepare_squad_v2(tmp_path, catalog.SIZES["cpu"].budgets["squad_v2"])
@@ -265,6 +271,7 @@ def test_the_cpu_squad_v2_mix_makes_one_third_of_the_training_questions_unanswer
     assert sum(qa["is_impossible"] for qa in questions) * 3 == len(questions)
 
 
+@pytest.mark.slow
 def test_squad_v1_questions_join_squad_v2_training_from_articles_outside_the_v2_part(tmp_path):
     shared_data("squad", "dev-v2.0.part-a.json")
     alone = preparation.Budget(None, None, 128, 8, 1e-4, 1)
@@ -458,6 +465,7 @@ def test_a_record_of_an_earlier_budget_newer_than_the_shown_one_is_left_out_and_
     assert next(row for row in listed if row[2] == "SST-2 70.0")[5] == "epochs: 2 -> 3"
     assert next(row for row in listed if row[2] == "SST-2 71.0")[5] == "the catalog's since: epochs: 3 -> 1"
 
+@pytest.mark.slow
 def test_race_trains_one_model_on_both_levels_and_scores_each_apart(tmp_path):
     shared_data("race")
     prepared = preparation.prepare_race(tmp_path, catalog.SIZES["toy"].budgets["race"])

@@ -17,7 +17,10 @@ import pytest
 from conftest import PROJECT_ROOT
 
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="threads are read from /proc (Linux)")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="threads are read from /proc (Linux)"),
+]
 
 # Starts a world of one on gloo (through DeepSpeed's comm module when asked), uses the world group and a second
 # group as DeepSpeed does, then finishes; prints the gloo threads before and after.

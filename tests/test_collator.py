@@ -264,6 +264,7 @@ def test_persistent_dataloader_workers_see_set_epoch(tiny_tokenizer, block_datas
     assert torch.equal(masks[1], collator([dataset[i] for i in range(6)])["input_ids"])
 
 
+@pytest.mark.slow
 def test_the_trainer_sets_the_epoch_and_keeps_the_keys(tiny_tokenizer, block_dataset, tmp_path):
     from transformers import Trainer, TrainingArguments
 

@@ -18,6 +18,8 @@ from spanroberta import SpanRobertaForPreTraining
 from spanroberta.data.collator import DataCollatorForSpanMasking
 from spanroberta.data.formats import pack_sequences
 
+pytestmark = pytest.mark.slow  # each test compiles a training step
+
 LENGTH = 64
 
 

@@ -170,6 +170,7 @@ def masked_batch(tokenizer, model, rows=6):
 
 
 @pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.slow
 def test_a_continued_checkpoint_reloads_in_its_stock_class_with_its_weights(family, checkpoints, continued):
     stock_class = FAMILIES[family][2]
     original = stock_class.from_pretrained(checkpoints[family]).state_dict()
@@ -183,6 +184,7 @@ def test_a_continued_checkpoint_reloads_in_its_stock_class_with_its_weights(fami
     assert [entry["step"] for entry in history if "sbo_loss" in entry and "mlm_loss" in entry] == [1, 2]
 
 
+@pytest.mark.slow
 def test_bert_keeps_its_next_sentence_head_untouched_under_a_recipe_without_nsp(checkpoints, continued):
     """The spanbert recipe trains no sentence head: BertForPreTraining's NSP head and pooler get no update at all."""
     original = BertForPreTraining.from_pretrained(checkpoints["bert"]).state_dict()
@@ -192,6 +194,7 @@ def test_bert_keeps_its_next_sentence_head_untouched_under_a_recipe_without_nsp(
 
 
 @pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.slow
 def test_the_next_continuation_loads_the_saved_sbo_head(family, continued):
     model, _ = built_model("--model_name_or_path", str(continued[family]), "--recipe", "spanbert")
     saved = load_file(str(continued[family] / SBO_HEAD_FILE))
@@ -331,6 +334,7 @@ def test_the_sentence_objective_must_be_the_familys_own(checkpoints):
     assert isinstance(model, BertForPreTraining) and model.config.sentence_objective == "nsp"
 
 
+@pytest.mark.slow
 def test_a_continued_bert_run_resumes_from_its_checkpoint_with_its_sbo_head(checkpoints, tmp_path):
     output_dir = continue_pretraining(checkpoints["bert"], tmp_path / "run", "--save_strategy", "steps",
                                       "--save_steps", "2", "--learning_rate", "1e-3")  # fmt: skip
@@ -363,6 +367,7 @@ def unigram_bert(tmp_path_factory):
     return folder
 
 
+@pytest.mark.slow
 def test_the_first_logged_mlm_loss_of_a_continued_bert_is_the_bert_models_own(unigram_bert, tmp_path):
     """The first MLM loss run_pretraining.py logs for a continued BERT is the stock BERT's own on the same batch,
     not about ln(vocabulary), which a BERT misread as a RoBERTa would log. Unpacked rows, so that the stock model (which cannot isolate packed sequences) sees the same input."""

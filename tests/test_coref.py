@@ -242,6 +242,7 @@ def test_dropout_spares_the_encoder_output_and_drops_both_sides_of_the_coarse_sc
     assert dropped_shapes.count((len(output.top_span_starts), span_size)) == 2
 
 
+@pytest.mark.slow
 def test_saved_model_loads_with_remote_code_without_spanroberta(tmp_path):
     model = tiny_coref_model().eval()
     model.save_pretrained(tmp_path / "ckpt")
@@ -390,6 +391,7 @@ def test_run_coref_trains_evaluates_and_resolves_gap(tmp_path, spanroberta_check
         ("bert_base", ["--max_segment_length", 16, "--task_learning_rate", 1e-3], (16, 11, 1e-5, 1e-3)),
     ],
 )  # fmt: skip
+@pytest.mark.slow
 def test_presets_set_what_the_flags_do_not(tmp_path, spanroberta_checkpoint, monkeypatch, preset, given, expected):
     import spanroberta.tasks.coreference.task as script
 
@@ -451,6 +453,7 @@ def test_bad_flags_stop_the_script(tmp_path, spanroberta_checkpoint, flags, expe
     assert expected in str(stopped.value)
 
 
+@pytest.mark.slow
 def test_run_coref_on_two_litbank_documents(tmp_path, spanroberta_checkpoint):
     litbank = shared_data("coref", "litbank")
     out = tmp_path / "out"

@@ -101,6 +101,7 @@ def launch(config, args, tmp_path, *, check=True, **env):
     return result, [json.loads((tmp_path / f"batches-{rank}.json").read_text()) for rank in range(PROCESSES)]
 
 
+@pytest.mark.slow
 def test_two_processes_split_the_global_batch_and_match_one_process(run_args, tmp_path, monkeypatch):
     run_args = [*run_args, "--max_train_samples", str(BLOCKS)]
     two = tmp_path / "two_processes"
@@ -145,6 +146,7 @@ def test_two_processes_split_the_global_batch_and_match_one_process(run_args, tm
     assert any(not torch.equal(weights[one, 1][name], weights[one, 2][name]) for name in weights[one, 1])
 
 
+@pytest.mark.slow
 def test_two_processes_stream_disjoint_shares_of_the_corpus(run_args, tmp_path):
     output_dir = tmp_path / "streaming"
     args = [*run_args, "--output_dir", str(output_dir), "--streaming", "true", "--documents_per_group", "2",
@@ -158,6 +160,7 @@ def test_two_processes_stream_disjoint_shares_of_the_corpus(run_args, tmp_path):
     assert len(set(seen)) == len(seen) == 2 * GLOBAL_BATCH
 
 
+@pytest.mark.slow
 def test_a_gpu_launch_without_gpus_is_refused_before_anything_is_written(run_args, tmp_path):
     """multi_gpu.yaml where no GPU is visible: Accelerate would start two independent single-process runs."""
     output_dir = tmp_path / "refused"
@@ -238,6 +241,7 @@ def loaded_weights(output_dir):
 
 @NEEDS_DEEPSPEED
 @pytest.mark.parametrize("stage", ["zero2", "zero3"])
+@pytest.mark.slow
 def test_deepspeed_trains_two_data_parallel_processes_like_ddp(stage, ddp_run, zero_runs):
     output_dir, per_rank = zero_runs(stage)
     assert_like_ddp(output_dir, per_rank, ddp_run[0])
@@ -271,6 +275,7 @@ def assert_same_weights(resumed_dir, uninterrupted_dir):
 
 @NEEDS_DEEPSPEED
 @pytest.mark.parametrize("stage", ["zero2", "zero3"])
+@pytest.mark.slow
 def test_deepspeed_resumed_from_a_mid_run_checkpoint_ends_with_the_uninterrupted_weights(
     stage, zero_runs, engine_args, tmp_path
 ):
@@ -375,6 +380,7 @@ def test_zero3_keeps_a_checkpoints_unpadded_vocabulary_and_says_so(initial_check
     "CPU processes, where --use_cpu would run plain DDP instead (refused: see the test below). On CPU, fsdp.yaml is "
     "checked by test_the_fsdp_config_shards_the_encoder_layers_and_saves_whole.",
 )
+@pytest.mark.slow
 def test_fsdp_trains_two_data_parallel_processes_like_ddp(engine_args, ddp_run, tmp_path):
     output_dir = tmp_path / "out"
     gpus = {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES") or "0,1"}

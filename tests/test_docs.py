@@ -77,6 +77,7 @@ def examples_directory(tmp_path, tiny_tokenizer, monkeypatch):
 
 
 @pytest.mark.parametrize("page", [page for page in PAGES if fenced_blocks(page, "python")], ids=name)
+@pytest.mark.slow
 def test_python_examples_run(page, examples_directory):
     """A page's blocks run in order in one namespace, as a reader pasting them one after the other would."""
     namespace = {"__name__": "__main__"}

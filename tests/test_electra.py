@@ -199,6 +199,7 @@ def test_packed_rows_give_each_sequence_what_it_gets_alone(monkeypatch, attn_imp
     torch.testing.assert_close(logits[10:], alone.discriminator_logits[1], rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_shared_embeddings_are_one_tensor_through_training_steps(tiny_tokenizer):
     torch.manual_seed(0)
     model = tiny_model(len(tiny_tokenizer))
@@ -333,6 +334,7 @@ def electra_run(corpus, tiny_tokenizer_dir, tmp_path_factory):
     return output_dir
 
 
+@pytest.mark.slow
 def test_run_logs_both_losses_and_evaluates_the_discriminator(electra_run):
     state = json.loads((electra_run / "trainer_state.json").read_text())
     steps = [entry for entry in state["log_history"] if "loss" in entry]
@@ -346,6 +348,7 @@ def test_run_logs_both_losses_and_evaluates_the_discriminator(electra_run):
     assert results["eval_loss"] == pytest.approx(results["eval_mlm_loss"] + 50 * results["eval_discriminator_loss"])
 
 
+@pytest.mark.slow
 def test_transformers_electra_classes_load_both_outputs_whole(electra_run):
     _, info = ElectraForPreTraining.from_pretrained(electra_run, output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"]
@@ -369,6 +372,7 @@ def test_transformers_electra_classes_load_both_outputs_whole(electra_run):
     assert json.loads((electra_run / "config.json").read_text())["architectures"] == ["ElectraForPreTraining"]
 
 
+@pytest.mark.slow
 def test_fill_mask_on_the_generator_and_question_answering_on_the_discriminator(electra_run):
     fill = pipeline("fill-mask", model=str(electra_run / GENERATOR_FOLDER), device="cpu")
     predictions = fill(f"The quick brown {fill.tokenizer.mask_token} jumps over the lazy dog.")
@@ -380,6 +384,7 @@ def test_fill_mask_on_the_generator_and_question_answering_on_the_discriminator(
     assert {"answer", "start", "end", "score"} <= set(answer)
 
 
+@pytest.mark.slow
 def test_run_glue_fine_tunes_the_discriminator(electra_run, tmp_path):
     run_glue.main([
         "--model_name_or_path", str(electra_run), "--task_name", "rte", "--data_dir", str(shared_data("glue")),
@@ -393,6 +398,7 @@ def test_run_glue_fine_tunes_the_discriminator(electra_run, tmp_path):
     assert json.loads((tmp_path / "config.json").read_text())["architectures"] == ["ElectraForSequenceClassification"]
 
 
+@pytest.mark.slow
 def test_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(electra_run, corpus, tiny_tokenizer_dir, tmp_path):
     # Constant learning rate: the first half's schedule does not depend on where training ends.
     resumed = tmp_path / "resumed"
@@ -407,6 +413,7 @@ def test_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(electra_run, 
             torch.testing.assert_close(actual[key], expected[key], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_load_best_model_at_end_restores_both_parts(corpus, tiny_tokenizer_dir, tmp_path):
     run_pretraining.main(electra_args(
         corpus, tiny_tokenizer_dir, tmp_path, "--max_steps", "4", "--eval_strategy", "steps", "--eval_steps", "2",
@@ -426,6 +433,7 @@ def test_load_best_model_at_end_restores_both_parts(corpus, tiny_tokenizer_dir, 
             torch.testing.assert_close(actual[key], expected[key], rtol=0, atol=0)
 
 
+@pytest.mark.slow
 def test_continues_from_transformers_electra_checkpoints(tiny_tokenizer, tiny_tokenizer_dir, corpus, tmp_path):
     torch.manual_seed(0)
     config = ElectraConfig(vocab_size=len(tiny_tokenizer), embedding_size=16, hidden_size=32, num_hidden_layers=1,
@@ -460,6 +468,7 @@ def test_continues_from_transformers_electra_checkpoints(tiny_tokenizer, tiny_to
     assert ElectraForPreTraining.from_pretrained(output_dir).config.hidden_size == 32
 
 
+@pytest.mark.slow
 def test_run_squad_and_run_race_fine_tune_the_discriminator(electra_run, tmp_path):
     import run_race
     import run_squad
@@ -528,6 +537,7 @@ def wikitext_run_with_a_uniform_generator(tmp_path, monkeypatch, flags: list[str
         torch.set_num_threads(threads)
 
 
+@pytest.mark.slow
 def test_the_discriminator_learns_to_detect_replaced_tokens_in_real_text(tmp_path, monkeypatch):
     """A short run on WikiText whose discriminator beats always answering "original" by a margin.
 
@@ -552,6 +562,7 @@ def test_the_discriminator_learns_to_detect_replaced_tokens_in_real_text(tmp_pat
     assert results["eval_discriminator_precision"] > 0.6 and results["eval_discriminator_recall"] > 0.1
 
 
+@pytest.mark.slow
 def test_a_200_step_run_with_the_recipe_defaults_reaches_its_peak_and_detects_replacements(tmp_path, monkeypatch):
     """A short run on WikiText with the recipe's defaults: its warm-up is cut from ELECTRA's 10,000 steps to a
     tenth of the run, with Adam's bias correction on (run_length.fit_to_run_length), so its learning rate peaks

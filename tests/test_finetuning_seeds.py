@@ -11,6 +11,8 @@ from safetensors.torch import load_file
 import run_glue
 import run_race
 
+pytestmark = pytest.mark.slow  # each test fine-tunes through a script
+
 RACE_QUESTION = {"example_id": "middle1", "article": "The fox jumps over the dog.", "question": "What jumps?",
                  "options": ["a fox", "a dog", "a cat", "a bird"], "answer": "A"}  # fmt: skip
 

@@ -295,6 +295,7 @@ def test_prepared_blocks_are_cached_per_tokenizer(tmp_path, tiny_tokenizer):
     assert cache_files(other_tokenizer) != first
 
 
+@pytest.mark.slow
 def test_wikitext_in_every_format(tmp_path, tiny_tokenizer):
     path = shared_data("corpus", "wiki.valid.raw")
     documents = load_documents(CorpusSource([str(path)]), cache_dir=str(tmp_path / "cache"))

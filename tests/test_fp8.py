@@ -276,6 +276,7 @@ def test_the_run_settings_line_names_the_layers_in_float8():
     assert line.endswith("; fp8 1 linear layer in float8 (roberta.encoder.layer.*: intermediate.dense) (you)")
 
 
+@pytest.mark.slow
 def test_a_run_reports_the_layers_it_converted(tmp_path, tiny_tokenizer_dir, monkeypatch, capsys):
     """On CPU, with --fp8's check accepted, the swap and compile left out (a CPU runs no float8 matmul): the
     conversion is given the built model, and the line names what it chose."""

@@ -230,6 +230,7 @@ E2E = {
 
 
 @pytest.mark.parametrize("task_name", sorted(E2E))
+@pytest.mark.slow
 def test_run_glue_trains_evaluates_and_predicts(task_name, spanroberta_checkpoint, tmp_path):
     metrics, submission, allowed = E2E[task_name]
     run_glue.main([

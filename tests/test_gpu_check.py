@@ -21,6 +21,7 @@ from conftest import shared_data
 from spanroberta.records import RESULTS_DIR, read_records, start_run, write_record
 
 
+@pytest.mark.slow
 def test_the_toy_check_runs_every_stage_and_prints_the_table_last(tmp_path, capsys):
     committed = {name: len(read_records(name)) for name in ("trainer", "pretraining_step", "gpu-check", "tasks")}
     archive = tmp_path / "out" / "gpu-check.tar.gz"
@@ -65,6 +66,7 @@ def test_the_toy_check_runs_every_stage_and_prints_the_table_last(tmp_path, caps
     assert "gpu-check-logs/trainer-eager.log" in names and list(archive.parent.iterdir()) == [archive]
 
 
+@pytest.mark.slow
 def test_stages_runs_a_part_of_the_check(tmp_path, capsys):
     assert check.main(["--toy", "--stages", "step", "--records_dir", str(tmp_path)]) == 0
     outcomes = read_records("gpu-check", tmp_path)[-1]["results"]["stages"]
@@ -72,6 +74,7 @@ def test_stages_runs_a_part_of_the_check(tmp_path, capsys):
     assert outcomes["trainer-eager"]["status"] == "skipped: not asked for (--stages)"
 
 
+@pytest.mark.slow
 def test_the_tasks_stage_needs_none_of_the_speed_stages_data(tmp_path):
     """A call that carries only the task benchmark's inputs runs no prepare, which reads the speed stages' corpus;
     with no inputs carried, the stage says what to carry."""
@@ -106,7 +109,8 @@ def test_the_qa_demo_keeps_a_gpu_size_squad_model_and_runs_the_pipeline_check_on
 @pytest.mark.parametrize(
     "code, limit, status",
     [("print('what went wrong'); raise SystemExit(3)", 30, "failed (exit 3)"),
-     ("print('what went wrong'); import time; time.sleep(60)", 5, "timed out after 5 s")],
+     pytest.param("print('what went wrong'); import time; time.sleep(60)", 5, "timed out after 5 s",
+                  marks=pytest.mark.slow)],
 )
 def test_a_failing_or_hanging_stage_is_reported_not_fatal(tmp_path, code, limit, status):
     stage = plan.Stage("broken", [sys.executable, "-c", code], timeout=limit)

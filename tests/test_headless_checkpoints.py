@@ -116,6 +116,7 @@ def fill_mask(folder: Path):
     return pipeline("fill-mask", model=str(folder), device="cpu")
 
 
+@pytest.mark.slow
 def test_a_headless_bert_continues_with_fresh_heads_and_answers_fill_mask(headless, tmp_path):
     output = continue_as_a_user(headless, tmp_path / "out", demo_corpus_path(), "--max_train_samples", "16")
     # The pooler has no place in BertForMaskedLM (no sentence head is trained): said once, not warned about.
@@ -230,6 +231,7 @@ def peak_rates(trainer) -> dict[str, set[float]]:
     return rates
 
 
+@pytest.mark.slow
 def test_fresh_heads_train_at_their_own_learning_rate(headless, tmp_path, capsys):
     """--fresh_heads_learning_rate: exactly the heads the checkpoint lacked (the MLM head's transform and bias, the
     SBO head) get it; the encoder, and the decoder tied to its word embeddings, keep --learning_rate; the weight-decay
@@ -248,11 +250,13 @@ def test_fresh_heads_train_at_their_own_learning_rate(headless, tmp_path, capsys
     assert "fresh_heads_learning_rate 0.001 (you)" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_without_the_flag_every_weight_has_one_learning_rate(headless, tmp_path):
     rates = peak_rates(continue_in_process(headless, tmp_path))
     assert set().union(*rates.values()) == {1e-5}
 
 
+@pytest.mark.slow
 def test_the_flag_with_no_fresh_head_says_it_applies_to_nothing(headless, tmp_path, caplog):
     """A checkpoint that already has both heads (a continuation's output) leaves the flag nothing to apply to: one
     warning, and every weight at --learning_rate."""

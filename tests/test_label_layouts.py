@@ -149,6 +149,7 @@ def test_the_collators_two_layouts_give_the_same_losses(tiny_tokenizer, encoder)
         assert_same(model(**batches["slots"]), model(**batches["dense"]), ("loss", "mlm_loss", "sbo_loss"))
 
 
+@pytest.mark.slow
 def test_the_pretraining_trainer_evaluates_either_layout_alike(tiny_tokenizer, tmp_path):
     """PretrainingTrainer.evaluate reads the targets the heads used, so the default (dense) collator works too."""
     from transformers import TrainingArguments

@@ -277,6 +277,7 @@ def test_auto_classes_after_import(tmp_path):
     assert {"configuration_spanroberta.py", "modeling_spanroberta.py"} <= set(os.listdir(tmp_path))
 
 
+@pytest.mark.slow
 def test_remote_code_loads_every_head_without_spanroberta(tmp_path):
     saved = save_pretraining_checkpoint(tmp_path / "ckpt")
     lines = run_without_spanroberta(
@@ -354,7 +355,7 @@ def train_one_step(tmp_path, batch_size, accumulation, trainer_class, objective=
     return result.training_loss, {name: p.detach().clone() for name, p in model.named_parameters()}
 
 
-@pytest.mark.parametrize("objective", ["none", "nsp"])
+@pytest.mark.parametrize("objective", ["none", pytest.param("nsp", marks=pytest.mark.slow)])
 def test_gradient_accumulation_matches_one_big_batch(tmp_path, objective):
     loss_full, weights_full = train_one_step(tmp_path, 8, 1, PretrainingTrainer, objective)
     loss_accumulated, weights_accumulated = train_one_step(tmp_path, 4, 2, PretrainingTrainer, objective)

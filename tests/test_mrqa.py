@@ -79,6 +79,7 @@ def test_squad_json_is_not_taken_for_mrqa(tmp_path):
     assert not is_mrqa_file(nested)
 
 
+@pytest.mark.slow
 def test_the_shared_squad_dev_file_reads_and_its_gold_scores_100_against_itself():
     path = shared_data("mrqa", "SQuAD-dev.jsonl.gz")
     split = load_squad_splits(files={"validation": str(path)}, splits=["validation"],
@@ -115,6 +116,7 @@ def test_the_metric_on_a_hand_computed_case():
 # --- run_squad.py ---
 
 
+@pytest.mark.slow
 def test_run_squad_trains_on_the_union_and_scores_each_dataset(tmp_path, pretrained):  # noqa: F811
     train_a = tiny_mrqa(tmp_path / "a-train.jsonl.gz", "Alpha", TINY_TEXT[:4], gzipped=True)
     train_b = tiny_mrqa(tmp_path / "b-train.jsonl", "Beta", TINY_TEXT[4:8])

@@ -72,6 +72,7 @@ def test_the_shipped_objectives_registered_their_recipes():
     }
 
 
+@pytest.mark.slow
 def test_a_toy_objective_in_one_file_trains_and_evaluates_through_the_run(toy_module, tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n\n".join("\n".join(TINY_TEXT[i : i + 3]) for i in range(0, len(TINY_TEXT), 3)) + "\n")

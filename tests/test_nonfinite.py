@@ -62,7 +62,7 @@ def assert_weights_are_those_of(trainer, checkpoint):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("optim", ["adamw_torch_fused", "adamw_torch"])
+@pytest.mark.parametrize("optim", [pytest.param("adamw_torch_fused", marks=pytest.mark.slow), "adamw_torch"])
 def test_a_nan_loss_stops_the_run_naming_the_step_before_anything_is_applied_or_saved(
     tiny_tokenizer, tmp_path, optim, device
 ):
@@ -78,6 +78,7 @@ def test_a_nan_loss_stops_the_run_naming_the_step_before_anything_is_applied_or_
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.slow
 def test_on_the_device_the_stop_waits_for_a_step_that_logs_or_saves_and_every_update_since_is_skipped(
     tiny_tokenizer, tmp_path, device
 ):
@@ -93,6 +94,7 @@ def test_on_the_device_the_stop_waits_for_a_step_that_logs_or_saves_and_every_up
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.slow
 def test_skipping_a_nan_step_leaves_the_weights_unchanged_and_trains_on(tiny_tokenizer, tmp_path, caplog, device):
     trainer = make_trainer(tiny_tokenizer, tmp_path, "skip", device=device)
     with caplog.at_level(logging.WARNING, logger="spanroberta.pretraining.trainer"):
@@ -114,6 +116,7 @@ def test_weights_holding_nan_are_never_saved(tiny_tokenizer, tmp_path):
     assert not (tmp_path / "final" / "model.safetensors").exists()
 
 
+@pytest.mark.slow
 def test_the_script_reports_a_diverged_run_in_one_paragraph(tiny_tokenizer_dir, tmp_path, monkeypatch):
     forward = SpanRobertaForPreTraining.forward
     calls = []

@@ -89,6 +89,7 @@ def encoders(attn_implementation: str, device: str = "cpu"):
 
 @pytest.mark.parametrize("length", [24, 128, 200, 256], ids=lambda n: f"rows of {n}")
 @pytest.mark.parametrize("attn_implementation", ["sdpa", "eager", "varlen_fa2"])
+@pytest.mark.slow
 def test_a_packed_sequence_gets_the_hidden_states_it_has_alone(attn_implementation, length):
     """On CPU, batches of 1 to 5 rows, rows a multiple of 128 long or not, ending at their end or mid-block."""
     encoder, reference = encoders(attn_implementation)
@@ -396,6 +397,7 @@ def sequence_ids_of(rows, length):
 
 
 @pytest.mark.parametrize("masking", ["span", "word", "token"])
+@pytest.mark.slow
 def test_masks_on_packed_rows_stay_within_their_sequence(wiki_packed, masking):
     tokenizer, rows = wiki_packed
     collator = DataCollatorForSpanMasking(
@@ -557,6 +559,7 @@ def test_pack_sequences_keeps_blocks_whole_and_rows_within_the_length():
     assert pack_sequences([], 64) == []
 
 
+@pytest.mark.slow
 def test_packed_doc_sentences_rows_are_almost_all_real_tokens():
     """Reuters bodies (many short documents) at 512 tokens: best-fit decreasing fills rows to >= 95%."""
     documents = documents_of(shared_data("corpus", "reuters_bodies.txt"), 2000)

@@ -68,6 +68,7 @@ def test_a_continued_checkpoint_is_resized_and_its_losses_do_not_change():
     assert (after.mlm_logits.argmax(-1) < 400).all() and (after.sbo_logits.argmax(-1) < 400).all()
 
 
+@pytest.mark.slow
 def test_the_saved_model_fills_masks_with_real_ids_in_plain_transformers(tmp_path, tiny_tokenizer_dir):
     """A fresh spanbert run, saved; loaded where spanroberta is not installed, by its shipped code and by plain
     RobertaForMaskedLM, with its tokenizer: fill-mask's every candidate is an id of the tokenizer."""

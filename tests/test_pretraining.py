@@ -29,6 +29,7 @@ def logged(output_dir, key):
     return [entry[key] for entry in state["log_history"] if key in entry]
 
 
+@pytest.mark.slow
 def test_thirty_steps_on_wikitext_lower_the_loss(tmp_path, capsys):
     corpus = shared_data("corpus", "wiki.valid.raw")
     output_dir = tmp_path / "run"

@@ -195,6 +195,7 @@ def test_unanswerable_questions(checkpoints):
         assert qa(question=QUESTION, context=context)["answer"] in context
 
 
+@pytest.mark.slow
 def test_max_answer_length_and_the_input_forms(checkpoints):
     qa = load(checkpoints["roberta"])
     with steered(qa, "answer", "passage"):  # 11 tokens apart
@@ -218,6 +219,7 @@ def test_max_answer_length_and_the_input_forms(checkpoints):
 # --- remote code, where spanroberta is not installed ---
 
 
+@pytest.mark.slow
 def test_run_squad_checkpoint_works_through_remote_code_without_spanroberta(squad_checkpoint, tmp_path):
     assert {"question_answering.py", "modeling_spanroberta.py"} <= {p.name for p in squad_checkpoint.iterdir()}
     call = dict(question=QUESTION, context=CONTEXT, top_k=3, handle_impossible_answer=True, **WINDOWS)
@@ -250,6 +252,7 @@ print(json.dumps({{"pipeline": type(qa).__module__, "model": type(qa.model).__mo
     assert [a["score"] for a in remote["answers"]] == pytest.approx([a["score"] for a in local])
 
 
+@pytest.mark.slow
 def test_a_stock_bert_fine_tuned_by_run_squad_stays_transformers_own_without_spanroberta(checkpoints, tmp_path):
     """The model is transformers' BertForQuestionAnswering, loaded with no remote code; the only code the
     checkpoint carries is the pipeline's, because transformers 5 has no question-answering pipeline of its own

@@ -240,6 +240,7 @@ def test_classes_import_from_where_transformers4_had_them():
     assert QuestionAnsweringPipeline.create_sample([Q, Q], [C, C]) == [SquadExample(None, Q, C)] * 2
 
 
+@pytest.mark.slow
 def test_input_forms_and_parameters_of_transformers4(folders, caplog):
     qa = load(folders["roberta"])
     expected = qa(question=Q, context=LONG)
@@ -267,6 +268,7 @@ def test_input_forms_and_parameters_of_transformers4(folders, caplog):
 
 
 @pytest.mark.parametrize("kind", ["bert", "roberta"])
+@pytest.mark.slow
 def test_windows_hold_the_question_in_full_and_any_stride_that_fits(kind, folders):
     qa = load(folders[kind])
     context = LONG[: LONG.index("In 1998")]  # a little over a window of 128 tokens
@@ -290,6 +292,7 @@ def test_windows_hold_the_question_in_full_and_any_stride_that_fits(kind, folder
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("top_k", [20, 100])
+@pytest.mark.slow
 def test_top_k_gives_distinct_answers_decoded_as_transformers4(kind, top_k, folders):
     qa = load(folders[kind])
     windows = dict(max_seq_len=64, doc_stride=24)

@@ -218,6 +218,7 @@ def test_run_race_trains_evaluates_and_predicts(spanroberta_checkpoint, tmp_path
     assert "ehovy/race" not in (out / "README.md").read_text()
 
 
+@pytest.mark.slow
 def test_run_race_evaluates_the_original_layout(spanroberta_checkpoint, tmp_path):
     run_race.main(["--model_name_or_path", str(spanroberta_checkpoint), "--data_dir", str(shared_data("race", "raw_sample")),
                    "--dataset_config_name", "middle", "--output_dir", str(tmp_path), "--do_eval",

@@ -269,7 +269,7 @@ def check_run(output_dir, score, negative_label):
 
 
 @pytest.mark.parametrize("encoding", ["spanbert_types", "typed_entity_markers"])
-@pytest.mark.parametrize("checkpoint", ["bert", "spanroberta"])
+@pytest.mark.parametrize("checkpoint", [pytest.param("bert", marks=pytest.mark.slow), "spanroberta"])
 def test_run_relation_trains_evaluates_and_reloads(encoding, checkpoint, tmp_path, request):
     source = request.getfixturevalue("bert_checkpoint" if checkpoint == "bert" else "spanroberta_checkpoint")
     train = write_json(tmp_path / "train.json", tacred_records(12))
@@ -298,6 +298,7 @@ def test_run_relation_trains_evaluates_and_reloads(encoding, checkpoint, tmp_pat
     assert read_predictions(again / "eval_predictions.jsonl") == predictions
 
 
+@pytest.mark.slow
 def test_an_evaluation_with_the_other_encoding_is_refused(tmp_path, bert_checkpoint):
     out = tmp_path / "out"
     train = write_json(tmp_path / "train.json", tacred_records(8))
@@ -317,6 +318,7 @@ def test_an_evaluation_with_the_other_encoding_is_refused(tmp_path, bert_checkpo
     assert "predict_f1" not in json.loads((tmp_path / "test" / "predict_results.json").read_text())
 
 
+@pytest.mark.slow
 def test_semeval_from_the_shared_data(tmp_path, bert_checkpoint):
     """SemEval-2010 Task 8's training sentences, split by a fixed rule: the first 7,000 to train, the last 1,000 to
     evaluate. The scorer is chosen from the labels: SemEval's official macro F1, Other the negative label."""
@@ -338,6 +340,7 @@ def test_semeval_from_the_shared_data(tmp_path, bert_checkpoint):
 
 
 @pytest.mark.parametrize("checkpoint", ["bert", "spanroberta"])
+@pytest.mark.slow
 def test_the_entity_start_classifier_loads_with_remote_code_without_spanroberta(checkpoint, tmp_path, request):
     source = request.getfixturevalue("bert_checkpoint" if checkpoint == "bert" else "spanroberta_checkpoint")
     train = write_json(tmp_path / "train.json", tacred_records(8))

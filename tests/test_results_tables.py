@@ -9,6 +9,7 @@ from benchmarks.tables import generate
 from spanroberta.records import RunStart, provenance, write_record
 
 
+@pytest.mark.slow
 def test_the_committed_files_are_what_the_committed_records_give(capsys):
     assert generate.main(["--check"]) == 0, capsys.readouterr().err
 

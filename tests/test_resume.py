@@ -97,6 +97,7 @@ def resume(run_args, output_dir, checkpoint="true"):
     run_pretraining.main([*run_args, "--output_dir", str(output_dir), "--resume_from_checkpoint", checkpoint])
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_one(run_args, killed, uninterrupted, tmp_path):
     output_dir = tmp_path / "run"
     shutil.copytree(killed, output_dir)
@@ -113,6 +114,7 @@ def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_one(run_args, k
         assert after[step] == pytest.approx(reference[step], abs=1e-5), step
 
 
+@pytest.mark.slow
 def test_a_kill_during_saving_leaves_the_previous_checkpoint_usable(run_args, killed, uninterrupted, tmp_path):
     output_dir = tmp_path / "run"
     shutil.copytree(killed, output_dir)
@@ -182,6 +184,7 @@ CORRUPTIONS = {
 
 
 @pytest.mark.parametrize("corruption", CORRUPTIONS)
+@pytest.mark.slow
 def test_each_damaged_file_makes_a_checkpoint_incomplete(corruption, killed, tmp_path):
     name, damage, expected = CORRUPTIONS[corruption]
     folder = tmp_path / f"checkpoint-{KILL_AFTER}"
@@ -191,6 +194,7 @@ def test_each_damaged_file_makes_a_checkpoint_incomplete(corruption, killed, tmp
     assert checkpoint_problem(folder).startswith(expected)
 
 
+@pytest.mark.slow
 def test_a_damaged_newest_checkpoint_is_set_aside_and_the_one_before_resumed(run_args, killed, uninterrupted,
                                                                             tmp_path, caplog):  # fmt: skip
     output_dir = tmp_path / "run"

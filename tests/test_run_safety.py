@@ -93,6 +93,7 @@ def test_every_help_works_and_shows_the_defaults_a_run_applies(capsys):
 # --- the output folder ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_output_folder_holding_another_run_is_refused_then_overwritten_or_resumed(pretraining_args, tmp_path,
                                                                                       caplog):  # fmt: skip
     out = tmp_path / "out"
@@ -119,6 +120,7 @@ def test_an_output_folder_holding_another_run_is_refused_then_overwritten_or_res
     assert "missing keys" not in caplog.text
 
 
+@pytest.mark.slow
 def test_fine_tuning_refuses_a_used_folder_and_resumes_with_true(glue_args, tmp_path, caplog):
     out = tmp_path / "out"
     run_glue.main([*glue_args, "--output_dir", str(out), "--max_steps", "2", "--save_steps", "1"])

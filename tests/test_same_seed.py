@@ -16,6 +16,8 @@ import run_relation
 import run_squad
 from benchmarks.reliability.bad_inputs import CONLL, RACE, RTE_HEADER, SQUAD, TACRED
 
+pytestmark = pytest.mark.slow  # each test runs a script twice
+
 QUIET = ["--report_to", "none", "--disable_tqdm", "true", "--use_cpu", "true", "--save_strategy", "no",
          "--max_steps", "2", "--seed", "3", "--dataloader_pin_memory", "false"]  # fmt: skip
 

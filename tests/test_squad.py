@@ -213,6 +213,7 @@ def contexts_and_gold(dev_file: str, count: int) -> tuple[dict, dict]:
     return {qid: context for qid, context, _ in questions[:count]}, {qid: texts for qid, _, texts in questions[:count]}
 
 
+@pytest.mark.slow
 def test_squad_v1_end_to_end(tmp_path, pretrained):
     dev_set = shared_data("squad", "dev-v1.1.json")
     train_file, dev_file = split_by_article(dev_set, slice(0, 36), slice(36, None), tmp_path)
@@ -273,6 +274,7 @@ def questions_only(squad_file, question_ids, path):
     return path
 
 
+@pytest.mark.slow
 def test_squad_v2_end_to_end_with_the_answerability_head_and_a_kept_threshold(tmp_path, pretrained):
     dev_set = shared_data("squad", "dev-v2.0.part-a.json")
     train_file, dev_file = split_by_article(dev_set, slice(0, 6), slice(6, None), tmp_path)

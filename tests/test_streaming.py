@@ -91,6 +91,7 @@ def test_too_few_groups_for_the_readers_is_an_error(corpus, tiny_tokenizer):
         streamed(corpus, tiny_tokenizer, 10, 11, 0, 1)
 
 
+@pytest.mark.slow
 def test_a_streamed_run_resumes_to_the_same_weights(corpus, tiny_tokenizer_dir, tmp_path):
     output_dir = tmp_path / "out"
     args = [

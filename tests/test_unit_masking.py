@@ -308,6 +308,7 @@ def test_streaming_gives_the_blocks_and_units_of_prepare_blocks(wiki_file, wiki_
 
 
 @pytest.mark.parametrize("scheme", ["named-entity", "noun-phrase", "pmi"])
+@pytest.mark.slow
 def test_pretraining_runs_with_unit_masking(wiki_file, entity_pipeline, noun_phrase_pipeline, tmp_path, scheme):
     model = {"named-entity": entity_pipeline, "noun-phrase": noun_phrase_pipeline}.get(scheme)
     prepared = tmp_path / "prepared"
