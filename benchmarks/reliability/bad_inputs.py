@@ -94,6 +94,19 @@ def _glue(rows: str, name: str = "train.tsv") -> dict:
     return {"files": {f"glue/RTE/{name}": rows}, "flags": ["--task_name", "rte", "--data_dir", "{folder}/glue"]}
 
 
+def _folder_case(task: str, script: str, name: str, content: str, flags: tuple[str, ...] = ()) -> Case:
+    """A folder where --train_file's file belongs (the folder holds `name`): every script refuses it alike."""
+    return Case(f"{task}: a folder as --train_file", script, {f"data/{name}": content},
+                [*flags, "--train_file", "{folder}/data"], "{folder}/data is a folder, not a file")
+
+
+def _learning_rate_case(task: str, script: str, name: str, content: str, rate: str) -> Case:
+    """--learning_rate `rate` (not above 0) on otherwise valid data: every script refuses it alike."""
+    flags = ["--train_file", f"{{folder}}/{name}", f"--learning_rate={rate}"]
+    return Case(f"{task}: {'zero' if float(rate) == 0 else 'negative'} learning rate", script, {name: content}, flags,
+                "--learning_rate must be above 0")
+
+
 CASES = [
     # --- run_pretraining.py: corpora and settings
     Case("pretraining: truncated JSON lines", "run_pretraining.py", {"c.jsonl": _jsonl({"text": TEXT}) + '{"text": "Th'},
@@ -113,12 +126,9 @@ CASES = [
          ["--train_file", "{folder}/c.txt"], "{folder}/c.txt, line 2: byte 0xe9"),
     Case("pretraining: JSON lines not UTF-8", "run_pretraining.py", {"c.jsonl": b'{"text": "Caf\xe9"}\n'},
          ["--train_file", "{folder}/c.jsonl"], "{folder}/c.jsonl, line 1: byte 0xe9"),
-    Case("pretraining: a folder as --train_file", "run_pretraining.py", {"data/c.txt": TEXT},
-         ["--train_file", "{folder}/data"], "{folder}/data is a folder, not a file"),
-    Case("pretraining: negative learning rate", "run_pretraining.py", {"c.txt": TEXT},
-         ["--train_file", "{folder}/c.txt", "--learning_rate=-1e-4"], "--learning_rate must be above 0"),
-    Case("pretraining: zero learning rate", "run_pretraining.py", {"c.txt": TEXT},
-         ["--train_file", "{folder}/c.txt", "--learning_rate", "0"], "--learning_rate must be above 0"),
+    _folder_case("pretraining", "run_pretraining.py", "c.txt", TEXT),
+    _learning_rate_case("pretraining", "run_pretraining.py", "c.txt", TEXT, "-1e-4"),
+    _learning_rate_case("pretraining", "run_pretraining.py", "c.txt", TEXT, "0"),
     Case("pretraining: config with a wrongly typed value", "run_pretraining.py",
          {"run.yaml": "max_steps: ten\n", "c.txt": TEXT}, ["--train_file", "{folder}/c.txt"],
          "Config file {folder}/run.yaml: max_steps is 'ten', which is not a whole number",
@@ -143,10 +153,8 @@ CASES = [
          ["--train_file", "{folder}/train.jsonl"], "{folder}/train.jsonl, line 1"),
     Case("squad: not UTF-8", "run_squad.py", {"train.json": b'{"version": "1.1",\n "data": [\xff]}'},
          ["--train_file", "{folder}/train.json"], "{folder}/train.json, line 2: byte 0xff"),
-    Case("squad: a folder as --train_file", "run_squad.py", {"data/train.json": SQUAD_TEXT},
-         ["--train_file", "{folder}/data"], "{folder}/data is a folder, not a file"),
-    Case("squad: negative learning rate", "run_squad.py", {"train.json": SQUAD_TEXT},
-         ["--train_file", "{folder}/train.json", "--learning_rate=-3e-5"], "--learning_rate must be above 0"),
+    _folder_case("squad", "run_squad.py", "train.json", SQUAD_TEXT),
+    _learning_rate_case("squad", "run_squad.py", "train.json", SQUAD_TEXT, "-3e-5"),
     # --- run_glue.py
     Case("glue: TSV row cut short", "run_glue.py", **_glue(RTE_HEADER + RTE_ROW + "1\tA truncated row\n"),
          expected="{folder}/glue/RTE/train.tsv, line 3"),
@@ -159,8 +167,7 @@ CASES = [
          expected="{folder}/glue/RTE/train.tsv, line 2: byte 0xe9"),
     Case("glue: CSV without a text column", "run_glue.py", {"train.csv": "sentence1,label\nA fox.,entailment\n"},
          ["--task_name", "rte", "--train_file", "{folder}/train.csv"], "{folder}/train.csv"),
-    Case("glue: a folder as --train_file", "run_glue.py", {"data/train.csv": "x"},
-         ["--task_name", "rte", "--train_file", "{folder}/data"], "{folder}/data is a folder, not a file"),
+    _folder_case("glue", "run_glue.py", "train.csv", "x", ("--task_name", "rte")),
     # --- run_race.py
     Case("race: truncated JSON lines", "run_race.py", {"train.jsonl": _jsonl(RACE) + '{"example_id": "hi'},
          ["--train_file", "{folder}/train.jsonl"], "{folder}/train.jsonl, line 2: not valid JSON"),
@@ -171,8 +178,7 @@ CASES = [
          ["--train_file", "{folder}/train.jsonl"], "{folder}/train.jsonl, line 1"),
     Case("race: empty file", "run_race.py", {"train.jsonl": ""}, ["--train_file", "{folder}/train.jsonl"],
          "{folder}/train.jsonl"),
-    Case("race: a folder as --train_file", "run_race.py", {"data/train.jsonl": _jsonl(RACE)},
-         ["--train_file", "{folder}/data"], "{folder}/data is a folder, not a file"),
+    _folder_case("race", "run_race.py", "train.jsonl", _jsonl(RACE)),
     # --- run_relation.py
     Case("relation: truncated JSON", "run_relation.py", {"train.json": json.dumps([TACRED, TACRED])[:150]},
          ["--train_file", "{folder}/train.json"], "{folder}/train.json"),
@@ -182,8 +188,7 @@ CASES = [
     Case("relation: relation field missing", "run_relation.py",
          {"train.json": json.dumps([{key: value for key, value in TACRED.items() if key != "relation"}])},
          ["--train_file", "{folder}/train.json"], "{folder}/train.json"),
-    Case("relation: zero learning rate", "run_relation.py", {"train.json": json.dumps([TACRED])},
-         ["--train_file", "{folder}/train.json", "--learning_rate", "0"], "--learning_rate must be above 0"),
+    _learning_rate_case("relation", "run_relation.py", "train.json", json.dumps([TACRED]), "0"),
     # --- run_coref.py
     Case("coref: truncated CoNLL", "run_coref.py", {"train.conll": CONLL[: CONLL.index("smiled") + 12]},
          ["--train_file", "{folder}/train.conll"], "{folder}/train.conll"),
