@@ -6,17 +6,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from benchmarks.tables.render import (
-    Column,
-    Context,
-    Table,
-    fmt_date,
-    fmt_load,
-    fmt_number,
-    markdown_table,
-    none_yet,
-    not_on_gpu_yet,
-)
+from benchmarks.tables.render import (Column, Context, Table, fmt_date, fmt_load, fmt_number, markdown_table, none_yet,
+                                      not_on_gpu_yet)  # fmt: skip
 from spanroberta.config_files import read_config_file
 
 
