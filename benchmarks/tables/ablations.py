@@ -6,7 +6,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from benchmarks.tables.render import Column, Context, Table, fmt_date, fmt_load, fmt_number, markdown_table, none_yet
+from benchmarks.tables.render import (Column, Context, Table, fmt_date, fmt_load, fmt_number, markdown_table, none_yet,
+                                      not_on_gpu_yet)  # fmt: skip
 from spanroberta.config_files import read_config_file
 
 
@@ -24,13 +25,12 @@ def ablation_rows(context: Context) -> list[list[str]]:
                    for (arm, task), values in _headline_scores(content).items() if values]  # fmt: skip
         link = context.page(f"ablation {config.stem}", "ABLATIONS.md", f"ablation-{config.stem}")
         rows.append([link, "; ".join(medians), "no target (a comparison)", context.link(records[-1])])
-    command = "python run_ablation.py configs/ablations/CONFIG.yaml --output_dir ablations/CONFIG"
+    command = _ablation_command("CONFIG")
     for on_gpu, configs in missing.items():
         if configs:
-            note = f"Not measured on a GPU yet; run `{command}`" if on_gpu else f"No record yet; run `{command}`"
-            rows.append([f"ablations {', '.join(configs)}", "no record", "not measured", f"{note} to measure it"])
+            note = not_on_gpu_yet(command) if on_gpu else f"No record yet; run `{command}` to measure it"
+            rows.append([f"ablations {', '.join(configs)}", "no record", "not measured", note])
     return rows
-
 
 
 def _ablation_command(name: str) -> str:
@@ -95,7 +95,7 @@ def render_ablation(context: Context, name: str) -> str:
     records = context.records(f"ablation-{name}")
     if not records:
         if _runs_on_gpu(context, name):
-            return f"Not measured on a GPU yet; run `{_ablation_command(name)}` to measure it."
+            return not_on_gpu_yet(_ablation_command(name)) + "."
         return none_yet(_ablation_command(name))
     about = Table(lambda context: records[-1:], [
         Column("latest record", lambda record, context: context.link(record)),

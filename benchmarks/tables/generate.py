@@ -33,11 +33,11 @@ from benchmarks.tables.render import (
     Context,
     Table,
     fmt_cell,
-    fmt_number,
     fmt_ratio,
     latest_record,
     markdown_table,
     none_yet,
+    not_on_gpu_yet,
     target_verdict,
 )
 from benchmarks.speed.trainer import CONFIGS as TRAINER_CONFIGS, settings_of
@@ -90,7 +90,6 @@ GPU_FIGURES = (
 )  # fmt: skip
 
 
-
 # Headline: the latest record of each setting against its target, then the GPU figures.
 def _collator_row(context: Context, other: str, target: float) -> list[str]:
     figure = f"collator, span+SBO against {other}"
@@ -109,7 +108,7 @@ def _gpu_row(context: Context, figure: str, benchmark: str, settings: dict[str, 
         found = [record for record in found if pair.items() <= settings_of(record).items()]
     record = latest_record(found, **settings)
     if record is None:
-        return [figure, "no record", "not measured", f"Not measured on a GPU yet; run `{command}` to measure it"]
+        return [figure, "no record", "not measured", not_on_gpu_yet(command)]
     results = record["results"]
     if benchmark == "pretraining_step":
         mfu = results["sides"]["spanroberta"].get("mfu")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchmarks.tables.render import Column, Context, fmt_number, records_table
+from benchmarks.tables.render import Column, fmt_number, records_table
 
 BENCHMARK = "reliability"
 OWN_TABLES = {"stress", "faults", "long-line"}  # the kinds with a table of their own; others go under bad inputs

@@ -123,6 +123,10 @@ def none_yet(command: str) -> str:
     return f"No committed record yet; run `{command}` to measure it."
 
 
+def not_on_gpu_yet(command: str) -> str:
+    return f"Not measured on a GPU yet; run `{command}` to measure it"
+
+
 def latest_record(records: list[dict[str, Any]], **settings: Any) -> dict[str, Any] | None:
     found = [r for r in records if all(r["settings"].get(key) == value for key, value in settings.items())]
     return found[-1] if found else None

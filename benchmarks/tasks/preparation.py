@@ -364,11 +364,6 @@ def prepare_semeval(folder: Path, budget: Budget) -> Prepared:
 # --- coreference: LitBank, and GAP resolved by the LitBank model ---
 
 
-def best_constant_gap(path: Path) -> float:
-    """The best overall F1 (0-100) of one answer (A, B, both or neither) given for every GAP pronoun."""
-    return max(score for name, score in gap_answers(path).items() if name != "nearer name")
-
-
 def gap_answers(path: Path) -> dict[str, float]:
     """The overall F1 (0-100) of each answer given for every GAP pronoun (A, B, both, neither), and of the name
     nearer the pronoun in words (heuristics.nearer_name)."""
