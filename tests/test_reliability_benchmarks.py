@@ -10,9 +10,10 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from benchmarks.reliability import faults, long_line, stress, tiny_runs
+from benchmarks.reliability import cluster_moments, faults, long_line, stress, tiny_runs
 from benchmarks.tables.same_seed import machine_class, machine_kind, same_kind_of_machine
-from benchmarks.reliability.injection import complete_checkpoints, corrupt
+from benchmarks.reliability.injection import complete_checkpoints, corrupt, full_disk_counts
+from benchmarks.reliability.marked_run import MODEL_LOADS
 from benchmarks.reliability.load import busy_processes
 from benchmarks.reliability.outcomes import exit_outcome
 from benchmarks.tables import generate
@@ -262,3 +263,107 @@ def test_a_unit_scores_the_same_only_when_every_row_does(tmp_path):
     _unit_record(tmp_path / "same-seed", "1", "a" * 40, gap=53.7, litbank=41.5)
     rows = {row[0]: row for row in _same_seed_page(tmp_path)}
     assert rows["GAP"][-2] == "**yes**" and rows["LitBank"][-2] == "**no**"
+
+
+def _logged(steps):
+    return "".join(f"{{'loss': '11.9', 'epoch': '{step / 16}'}}\n" for step in range(steps))
+
+
+def test_a_sigterm_counts_the_exit_75_and_the_complete_checkpoint_of_the_step_in_progress(tmp_path):
+    _checkpoint(tmp_path, 4)
+    _checkpoint(tmp_path, 6, complete=False)
+    taken = f"\n{cluster_moments.SIGNAL_TAKEN} after the step in progress, then stops.\n"
+    output = _logged(3) + taken + taken + _logged(1) + (
+        f"run_pretraining.py: stopped by SIGTERM after step 4, saved in {tmp_path}/checkpoint-4 (exit status 75).\n")
+    found = cluster_moments.sigterm_counts(output, 75, tmp_path)
+    assert (found["logged_before_signal"], found["saved_step"]) == (3, 4)
+    assert found["counts"] == {"exited_75": 1, "checkpoint_complete": 1, "saved_at_step_in_progress": 1,
+                               "tracebacks": 0, "launcher_tracebacks": 0}  # fmt: skip
+    # a checkpoint left half-written, or of a step long after the signal, is not the step in progress
+    half = cluster_moments.sigterm_counts(output.replace("step 4, saved in", "step 6, saved in"), 75, tmp_path)
+    assert half["counts"]["checkpoint_complete"] == half["counts"]["saved_at_step_in_progress"] == 0
+    late = cluster_moments.sigterm_counts(_logged(1) + taken + output.split(taken)[-1], 75, tmp_path)
+    assert late["counts"]["checkpoint_complete"] == 1 and late["counts"]["saved_at_step_in_progress"] == 0
+    killed = cluster_moments.sigterm_counts(_logged(3) + "Traceback (most recent call last):\n", -15, tmp_path)
+    assert killed["saved_step"] is None
+    assert killed["counts"] == {"exited_75": 0, "checkpoint_complete": 0, "saved_at_step_in_progress": 0,
+                                "tracebacks": 1, "launcher_tracebacks": 0}  # fmt: skip
+    launcher = ('Traceback (most recent call last):\n  File "<frozen runpy>", line 198, in _run_module_as_main\n'
+                '  File "<frozen runpy>", line 88, in _run_code\n  File ".venv/accelerate/commands/launch.py"\n')
+    launched = cluster_moments.sigterm_counts(output + launcher, 1, tmp_path)["counts"]
+    assert (launched["exited_75"], launched["tracebacks"], launched["launcher_tracebacks"]) == (0, 0, 1)
+
+
+def test_a_refusal_counts_its_line_and_whether_a_model_loaded_or_the_differences_were_listed():
+    in_use = "run_pretraining.py: error: --output_dir out is in use by another run: ... holds out/spanroberta_run.lock."
+    reasons = (cluster_moments.FOLDER_IN_USE, cluster_moments.HOLDS_ANOTHER_RUN)
+    refused = cluster_moments.refusal_counts(f"reading\n{in_use}\n", 1, reasons)
+    assert refused["message"] == in_use
+    assert refused["counts"] == {"refused": 1, "before_model_loads": 1, "tracebacks": 0, "launcher_tracebacks": 0}
+    late = cluster_moments.refusal_counts(f"{MODEL_LOADS} in process 1\n{in_use}\n", 1, reasons)
+    assert late["counts"]["before_model_loads"] == 0
+    ran = cluster_moments.refusal_counts(_logged(12), 0, reasons)
+    assert ran["message"] is None and ran["counts"]["refused"] == 0
+    changed = ("error: --resume_from_checkpoint: out/checkpoint-3 was trained under other settings "
+               "(per_device_train_batch_size 2 there, 4 now). Resume with ...")  # fmt: skip
+    listed = "per_device_train_batch_size 2 there, 4 now"
+    found = cluster_moments.refusal_counts(changed, 1, (cluster_moments.OTHER_SETTINGS,), listed)
+    assert found["counts"] == {"refused": 1, "differences_listed": 1, "tracebacks": 0, "launcher_tracebacks": 0}
+    other = (cluster_moments.OTHER_SETTINGS,)
+    unlisted = cluster_moments.refusal_counts(changed.replace("4 now", "8 now"), 1, other, listed)
+    assert unlisted["counts"]["differences_listed"] == 0
+
+
+def test_a_full_disk_counts_the_half_written_checkpoints_left_and_tracebacks(tmp_path):
+    _checkpoint(tmp_path, 3)
+    named = "run_pretraining.py: error: Saving out/checkpoint-6 failed: the disk holding out is full, or the quota"
+    clean = full_disk_counts(f"{_logged(5)}{named} ...\n", tmp_path)
+    assert clean["message"] == f"{named} ..." and clean["half_written_left"] == []
+    assert clean["counts"] == {"full_disk_named": 1, "half_written_checkpoints_left": 0, "tracebacks": 0,
+                               "launcher_tracebacks": 0}  # fmt: skip
+    _checkpoint(tmp_path, 6, complete=False)
+    traceback = "Traceback (most recent call last):\nOSError: [Errno 27] File too large\n"
+    left = full_disk_counts(traceback, tmp_path)
+    assert left["half_written_left"] == ["checkpoint-6"]
+    assert left["counts"] == {"full_disk_named": 0, "half_written_checkpoints_left": 1, "tracebacks": 1,
+                              "launcher_tracebacks": 0}  # fmt: skip
+
+
+def test_a_flag_is_changed_in_place():
+    flags = ["--learning_rate", "1e-3", "--per_device_train_batch_size", "2"]
+    assert cluster_moments.with_flag(flags, "--per_device_train_batch_size", "4")[-1] == "4"
+    assert flags[-1] == "2"
+
+
+def _checked_trial(engine, moment, hit=True, **counts):
+    return {**_trial(engine, moment, hit=hit), "fault": {"hit": hit, "counts": counts}}
+
+
+def test_the_moments_checks_are_summed_by_engine_and_moment_and_tabled(tmp_path):
+    trials = [
+        _checked_trial("ddp", "sigterm", exited_75=1, saved_at_step_in_progress=1, tracebacks=0),
+        _checked_trial("ddp", "sigterm", exited_75=0, saved_at_step_in_progress=1, tracebacks=1),
+        _checked_trial("ddp", "sigterm", hit=False, exited_75=0),
+        _checked_trial("plain", "second-run", refused=1, before_model_loads=1, tracebacks=0),
+        _trial("plain", "random"),
+    ]
+    counts = faults.tallies(trials)
+    assert counts["by_engine_moment"]["ddp sigterm"]["checks"] == {"exited_75": 1, "saved_at_step_in_progress": 2,
+                                                                   "tracebacks": 1}  # fmt: skip
+    assert counts["by_engine_moment"]["ddp sigterm"]["not_hit"] == 1
+    assert "checks" not in counts["by_engine_moment"]["plain random"]
+    assert counts["all"]["checks"]["refused"] == 1
+
+    root = tmp_path / "checkout"
+    (root / "benchmarks").mkdir(parents=True)
+    (root / "configs" / "ablations").mkdir(parents=True)
+    page = root / "benchmarks" / "RESULTS.md"
+    page.write_text("<!-- generated:reliability-checks -->\n<!-- /generated:reliability-checks -->\n")
+    started = RunStart(provenance(), [0.5, 0.5, 0.5])
+    write_record("reliability", {"kind": "faults"}, {"counts": counts, "trials": trials}, started=started,
+                 results_dir=root / "benchmarks" / "results")  # fmt: skip
+    assert generate.main(["--root", str(root)]) == 0
+    text = page.read_text()
+    checks = "exited 75 1 of 2, saved at step in progress 2 of 2, tracebacks 1"
+    assert f"| ddp | sigterm | 3 | 2 | **2** | 2 | 0 | 0 | {checks} |" in text
+    assert "| plain | second-run | 1 | 1 |" in text and "| plain | random |" not in text

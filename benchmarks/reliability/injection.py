@@ -23,6 +23,7 @@ CORRUPTIONS = ("truncated", "emptied", "garbled")
 # run_pretraining.py with a line printed as each evaluation starts: every launch of the faults benchmark runs it.
 MARKED_RUN = "benchmarks/reliability/marked_run.py"
 FULL_DISK_BYTES = 1024
+TRACEBACK = "Traceback (most recent call last)"
 WAIT_SECONDS = 900
 
 
@@ -33,10 +34,11 @@ def complete_checkpoints(output_dir: Path) -> list[str]:
     return [path.name for path in folders if checkpoint_problem(path) is None]
 
 
-class _Run:
+class RunningRun:
     """A started run whose output is read as it comes (so that the pipe never fills) and kept."""
 
     def __init__(self, engine: str, flags: list[str]) -> None:
+        self.engine = engine
         self.process = tiny_runs.start(engine, flags, MARKED_RUN)
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -59,6 +61,11 @@ class _Run:
         tiny_runs.kill_session(self.process)
         self.finish()
 
+    def pause(self, paused: bool = True) -> None:
+        """SIGSTOP (or, with `paused` False, SIGCONT) to the launch and every process it started."""
+        for member in [psutil.Process(self.process.pid), *psutil.Process(self.process.pid).children(recursive=True)]:
+            member.suspend() if paused else member.resume()
+
     def finish(self, timeout: float | None = None) -> None:
         """Waits for the run to end (SIGKILL to all its processes after `timeout` seconds) and its output."""
         try:
@@ -72,12 +79,40 @@ class _Run:
         return sum(EVALUATION_STARTS in line for line in list(self.lines))
 
 
-def _is_complete(folder: Path, name: str) -> Callable[[], bool]:
+def checkpoint_is_complete(folder: Path, name: str) -> Callable[[], bool]:
     return lambda: checkpoint_problem(folder / name) is None
 
 
 def _being_written(folder: Path, name: str) -> Callable[[], bool]:
     return lambda: (folder / name).is_dir() and checkpoint_problem(folder / name) is not None
+
+
+def traceback_counts(output: str) -> dict[str, int]:
+    """The tracebacks in `output`: `tracebacks`, those of the run's own processes, and `launcher_tracebacks`, those
+    of `accelerate launch` (torch's launcher), which prints one whenever a process of the run exits other than 0 or
+    the launcher takes a signal, whatever the run printed."""
+    blocks = output.split(TRACEBACK)[1:]
+    launcher = sum("accelerate/commands/launch.py" in "\n".join(block.splitlines()[:6]) for block in blocks)
+    return {"tracebacks": len(blocks) - launcher, "launcher_tracebacks": launcher}
+
+
+def half_written(folder: Path) -> list[str]:
+    """The checkpoints in `folder` that are not complete, under their own names or a temporary one (a name
+    holding "checkpoint-" that is not complete)."""
+    return sorted(path.name for path in Path(folder).iterdir()
+                  if "checkpoint-" in path.name and checkpoint_problem(path) is not None)  # fmt: skip
+
+
+def full_disk_counts(output: str, folder: Path) -> dict[str, Any]:
+    """What a run stopped by a full disk left and printed: the half-written checkpoints left in `folder`, the line
+    of its message that says the disk is full, and the counts the record sums (`full_disk_named`: that line
+    printed)."""
+    left = half_written(folder)
+    message = next((line.strip() for line in output.splitlines() if "disk" in line.lower() and "full" in line.lower()),
+                   None)  # fmt: skip
+    return {"half_written_left": left, "message": message,
+            "counts": {"full_disk_named": int(message is not None), "half_written_checkpoints_left": len(left),
+                       **traceback_counts(output)}}  # fmt: skip
 
 
 def _limit_file_size(process: subprocess.Popen, limit: int) -> int:
@@ -111,13 +146,13 @@ def inject(moment: str, engine: str, flags: list[str], folder: Path, run: tiny_r
     """Starts `engine`'s run with `flags` (its output folder `folder`) and hits it with `moment`'s fault. Returns
     `hit` (whether the fault struck while the run ran), where, and the complete checkpoints it left."""
     saves = list(range(run.save_steps, run.max_steps, run.save_steps))  # the checkpoints before the last
-    started = _Run(engine, flags)
+    started = RunningRun(engine, flags)
     report: dict[str, Any] = {"moment": moment}
     if moment == "random":
         name = f"checkpoint-{rng.choice(saves)}"
         delay = rng.uniform(0, 2)
         report.update(after=name, delay_seconds=round(delay, 3))
-        report["hit"] = started.wait_for(_is_complete(folder, name))
+        report["hit"] = started.wait_for(checkpoint_is_complete(folder, name))
         time.sleep(delay)
         report["hit"] = report["hit"] and started.process.poll() is None
     elif moment == "during-save":
@@ -132,14 +167,15 @@ def inject(moment: str, engine: str, flags: list[str], folder: Path, run: tiny_r
     elif moment == "disk-full":
         name = f"checkpoint-{rng.choice(saves[:-1])}"
         report.update(after=name, file_size_limit=FULL_DISK_BYTES)
-        if started.wait_for(_is_complete(folder, name)):
+        if started.wait_for(checkpoint_is_complete(folder, name)):
             report["processes_limited"] = _limit_file_size(started.process, FULL_DISK_BYTES)
         started.finish(timeout=WAIT_SECONDS)
         report["hit"] = "processes_limited" in report and started.process.returncode != 0
         report["run_exit"] = started.process.returncode
+        report.update(full_disk_counts("".join(started.lines), folder))
     elif moment == "corrupt-newest":
         name = f"checkpoint-{rng.choice(saves[1:])}"
-        report["hit"] = started.wait_for(_is_complete(folder, name))
+        report["hit"] = started.wait_for(checkpoint_is_complete(folder, name))
         started.kill()
         newest = complete_checkpoints(folder)[-1:] if report["hit"] else []
         report.update(after=name, **(corrupt(folder / newest[0], rng) if newest else {}))

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ENGINES = ("plain", "ddp", "zero2", "zero3")
 SCRIPT = "run_pretraining.py"
 PROCESSES = 2  # of the distributed engines
-
+SHUTDOWN_SECONDS = 300
 
 
 @dataclass(frozen=True)
@@ -111,11 +111,15 @@ def command(engine: str, flags: list[str], script: str = SCRIPT) -> list[str]:
 def environment(**extra: str) -> dict[str, str]:
     """CPU processes on any machine (with CUDA visible, both processes would take the one GPU), one thread each so
     that every launch computes the same sums, offline; the checkout on the import path, so that a script outside
-    its root (marked_run.py) imports the run_*.py scripts and the package from it."""
+    its root (marked_run.py) imports the run_*.py scripts and the package from it. Output unbuffered, so that each
+    step's log line reaches the benchmark as it is printed (a SIGTERM is aimed between two of them); the launcher
+    of a distributed run waits `SHUTDOWN_SECONDS` for its processes to save after a SIGTERM, as docs/distributed.md
+    advises."""
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
             "DS_ACCELERATOR": "cpu", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-            "TOKENIZERS_PARALLELISM": "false", **extra}  # fmt: skip
+            "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1",
+            "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": str(SHUTDOWN_SECONDS), **extra}  # fmt: skip
 
 
 def loss_curve(output_dir: Path) -> dict[int, float]:

@@ -12,8 +12,8 @@ record of each setting. A region whose name this script does not know is an erro
 
 Known regions: the names in RENDERERS (headline, gpu, gpu-check, pretraining-step, step-profile, heads, collator,
 trainer, batch-sweep, speed-targets, data-prep, corpus-scaling, task-benchmark, task-scores, finetuning-parity,
-parity-findings, qa-pipeline, front-page, reliability-stress, reliability-faults, same-seed, long-line,
-bad-inputs), and ablation-<config> for each configs/ablations/<config>.yaml.
+parity-findings, qa-pipeline, front-page, reliability-stress, reliability-faults, reliability-checks, same-seed,
+long-line, bad-inputs), and ablation-<config> for each configs/ablations/<config>.yaml.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from benchmarks.tables.render import (
 )
 from benchmarks.speed.trainer import CONFIGS as TRAINER_CONFIGS, settings_of
 from benchmarks.tables import parity
-from benchmarks.tables.reliability import BAD_INPUTS, FAULTS, LONG_LINE, STRESS
+from benchmarks.tables.reliability import BAD_INPUTS, FAULT_CHECKS, FAULTS, LONG_LINE, STRESS
 from benchmarks.tables.same_seed import SAME_SEED_TABLE
 from benchmarks.tables.speed import (
     COLLATOR,
@@ -223,6 +223,7 @@ RENDERERS: dict[str, Callable[[Context], str]] = {
     "corpus-scaling": CORPUS_SCALING.render,
     "reliability-stress": STRESS.render,
     "reliability-faults": FAULTS.render,
+    "reliability-checks": FAULT_CHECKS.render,
     "same-seed": SAME_SEED_TABLE.render,
     "long-line": LONG_LINE.render,
     "bad-inputs": BAD_INPUTS.render,

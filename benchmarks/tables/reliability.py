@@ -1,6 +1,7 @@
 """The reliability tables of benchmarks/RESULTS.md, declared, from the records under benchmarks/results/reliability/:
 the load held (benchmarks/reliability/stress.py), the faults survived and what they lost
-(benchmarks/reliability/faults.py), the memory a very long line takes (benchmarks/reliability/long_line.py) and the
+(benchmarks/reliability/faults.py) and each moment's own checks (a SIGTERM saved, a second run or a changed batch
+refused, a full disk named), the memory a very long line takes (benchmarks/reliability/long_line.py) and the
 bad inputs tried (any other kind of record there, read by the counts it holds)."""
 
 from __future__ import annotations
@@ -60,6 +61,35 @@ FAULTS = records_table(of_kind({"faults"}),
     C("runs lost", lambda row: str(row[1][1]["runs_lost"])), C("checkpoints lost", lambda row: str(row[1][1]["checkpoints_lost"])),
     C("not hit", lambda row: str(row[1][1]["not_hit"])), C("lost", lambda row: lost(row[0], row[1][0])),
 ], lambda record: list(record["results"]["counts"]["by_engine"].items()))  # fmt: skip
+
+
+def _checks(record: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """A faults record's tallies by engine and moment that hold moment-specific checks (records written before
+    faults.py counted them have none)."""
+    by_both = record["results"]["counts"].get("by_engine_moment", {})
+    return [(name, counts) for name, counts in by_both.items() if counts.get("checks")]
+
+
+def _checked(counts: dict[str, Any]) -> str:
+    """Each check's count, out of the faults that hit ("exited 75 10 of 10"); tracebacks and what was left,
+    which should be 0, as counts."""
+    totals = ("tracebacks", "launcher_tracebacks", "half_written_checkpoints_left")
+    return ", ".join(f"{name.replace('_', ' ')} {value}" + ("" if name in totals else f" of {counts['faults']}")
+                     for name, value in counts["checks"].items())  # fmt: skip
+
+
+FAULT_CHECKS = records_table(
+    lambda context: [r for r in of_kind({"faults"})(context) if _checks(r)],
+    "python -m benchmarks.reliability.faults --engines plain ddp zero2 zero3 --moments sigterm second-run "
+    "changed-batch full-filesystem --trials 40", [
+    C("engine", lambda row: row[1][0].split()[0]), C("moment", lambda row: row[1][0].split()[1]),
+    C("trials", lambda row: str(row[1][1]["trials"])), C("faults", lambda row: str(row[1][1]["faults"])),
+    C("survived", lambda row: f"**{row[1][1]['survived']}**"),
+    C("resumed identically", lambda row: str(row[1][1]["identical"])),
+    C("runs lost", lambda row: str(row[1][1]["runs_lost"])),
+    C("checkpoints lost", lambda row: str(row[1][1]["checkpoints_lost"])),
+    C("checks", lambda row: _checked(row[1][1])),
+], _checks)  # fmt: skip
 
 
 def _added(row: tuple) -> float:
