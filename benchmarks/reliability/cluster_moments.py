@@ -137,7 +137,8 @@ def _sigterm(started: RunningRun, folder: Path, run: tiny_runs.TinyRun, rng: ran
 def _second_run(started: RunningRun, folder: Path, run: tiny_runs.TinyRun, rng: random.Random,
                 flags: list[str]) -> dict[str, Any]:  # fmt: skip
     saves = list(range(run.save_steps, run.max_steps, run.save_steps))
-    name = rng.choice(["model-loads", *(f"checkpoint-{step}" for step in saves)])
+    # Half the trials strike as the model loads (the lock's refusal), half after a checkpoint (the folder's own).
+    name = "model-loads" if rng.random() < 0.5 else f"checkpoint-{rng.choice(saves)}"
     report: dict[str, Any] = {"after": name, "learning_rate": OTHER_LEARNING_RATE}
     def building() -> bool:
         return any(MODEL_LOADS in line for line in list(started.lines))
