@@ -30,7 +30,8 @@ def test_the_toy_check_runs_every_stage_and_prints_the_table_last(tmp_path, caps
     table = capsys.readouterr().out.strip().splitlines()
     stages = [line.split(" | ")[0].removeprefix("| ") for line in table if line.startswith("| ") and "---" not in line]
     assert stages == ["stage", *plan.STAGE_NAMES]
-    assert table[-1].startswith("| tasks |")  # the table comes last
+    assert table[-1].startswith("| tasks |")  # the table comes last, after what was left for the next call
+    assert "Nothing was left for the next call." in table
 
     record = read_records("gpu-check", tmp_path)[-1]
     outcomes = record["results"]["stages"]

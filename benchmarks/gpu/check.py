@@ -226,8 +226,8 @@ def main(argv: list[str] | None = None) -> int:
                     "commands": {stage.name: stage.command for stage in checked}}  # fmt: skip
         path = write_record("gpu-check", settings, results, started=started, results_dir=records_dir)
         pack()
-    print_table(checked, results["total_seconds"], path)
     print_next_call(results["left_for_next_call"], results["next_planned_call"])
+    print_table(checked, results["total_seconds"], path)
     return 0 if all(stage.outcome["status"].startswith(("passed", "skipped")) for stage in checked) else 1
 
 
@@ -248,14 +248,14 @@ def left_over(checked: list[Stage]) -> list[str]:
 
 
 def print_next_call(left: list[str], next_call: int | None) -> None:
-    """What this call left for the next one, and the plan's next call."""
+    """What this call left for the next one, and the plan's next call (printed before the table, which comes last)."""
     if left:
         print(f"\nLeft for the next call: {', '.join(left)} (`--stages {' '.join(left)}`).")
     if next_call:
         stages_next = ", ".join(CALLS[next_call - 1])
         print(f"{'Then the' if left else 'The'} plan's next call: `--call {next_call}` ({stages_next}).")
     elif not left:
-        print("\nNothing left for the next call.")
+        print("\nNothing was left for the next call.")
 
 
 def mark_skipped(checked: list[Stage], asked: set[str], records_dir: Path | None) -> None:
