@@ -84,21 +84,28 @@ def sliding_window_option(article: str, question: str, options: Sequence[str]) -
     return max(range(len(options)), key=lambda i: (scores[i], -i))
 
 
-def race_heuristics(questions: Sequence[dict]) -> dict[str, float]:
-    """Accuracy (0-100) of each RACE answer that learns nothing, on questions with the Hub's columns (`article`,
-    `question`, `options`, `answer` a letter): chance, the most frequent answer letter, the longest option, the most
-    overlapping option and the sliding window."""
+def race_picks(questions: Sequence[dict]) -> dict[str, list[int]]:
+    """The option each RACE answer that picks one (the most frequent answer letter, the longest option, the most
+    overlapping option, the sliding window) picks for each question, on questions with the Hub's columns."""
     letters = [row["answer"] for row in questions]
-    picks = {
+    frequent = "ABCD".index(Counter(letters).most_common(1)[0][0])
+    return {
+        "most frequent answer letter": [frequent] * len(questions),
         "longest option": [longest_option(row["options"]) for row in questions],
         "most word overlap with the article": [most_overlapping_option(row["article"], row["options"])
                                                for row in questions],  # fmt: skip
         "sliding window": [sliding_window_option(row["article"], row["question"], row["options"])
                            for row in questions],
     }  # fmt: skip
-    scores = {"chance": 100 / len(questions[0]["options"]),
-              "most frequent answer letter": 100 * Counter(letters).most_common(1)[0][1] / len(letters)}  # fmt: skip
-    for name, picked in picks.items():
+
+
+def race_heuristics(questions: Sequence[dict], picks: dict[str, list[int]] | None = None) -> dict[str, float]:
+    """Accuracy (0-100) of each RACE answer that learns nothing, on questions with the Hub's columns (`article`,
+    `question`, `options`, `answer` a letter): chance, the most frequent answer letter, the longest option, the most
+    overlapping option and the sliding window (`picks`: `race_picks` of the questions, computed where not given)."""
+    letters = [row["answer"] for row in questions]
+    scores = {"chance": 100 / len(questions[0]["options"])}
+    for name, picked in (picks or race_picks(questions)).items():
         scores[name] = 100 * sum("ABCD"[i] == letter for i, letter in zip(picked, letters)) / len(letters)
     return scores
 
@@ -176,11 +183,14 @@ def binary_cosine(first: str, second: str) -> float:
     return len(a & b) / math.sqrt(len(a) * len(b)) if a and b else 0.0
 
 
+STSB_SIMILARITIES = {"word-overlap Jaccard": jaccard, "binary bag-of-words cosine": binary_cosine}
+
+
 def stsb_heuristics(pairs: Sequence[tuple[str, str]], gold: Sequence[float]) -> dict[str, float]:
     """Spearman's correlation (0-100, the row's metric) of each word-overlap similarity with the gold scores, and
     of a constant answer (0: a constant has no correlation)."""
     scores = {"constant answer": 0.0}
-    for name, similarity in (("word-overlap Jaccard", jaccard), ("binary bag-of-words cosine", binary_cosine)):
+    for name, similarity in STSB_SIMILARITIES.items():
         correlation = spearmanr([similarity(a, b) for a, b in pairs], gold).correlation
         scores[name] = 0.0 if math.isnan(correlation) else 100 * float(correlation)
     return scores
