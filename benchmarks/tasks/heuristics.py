@@ -18,9 +18,14 @@ import math
 import re
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 from scipy.stats import spearmanr
+
+from spanroberta.tasks.coreference.gap import read_gap
+from spanroberta.tasks.coreference.gap_scoring import GapDecision, gap_scores
+from spanroberta.tasks.coreference.scoring import coref_scores
 
 WORD = re.compile(r"\w+")
 # A sentence ends at ., ! or ? followed by white space: no parser, so abbreviations split sentences too.
@@ -261,3 +266,39 @@ def exact_match_clusters(sentences: Sequence[Sequence[str]]) -> list[list[tuple[
             at = end
         offset += len(sentence)
     return list(names.values()) + pronouns
+
+
+# --- the coreference rows: GAP and LitBank ---
+
+
+def gap_decisions(path: Path) -> dict[str, list[GapDecision]]:
+    """Each answer given for every GAP pronoun (A, B, both, neither), and the name nearer the pronoun in words
+    (heuristics.nearer_name), as decisions on each example of the file."""
+    examples = read_gap(path)
+    constants = {"A everywhere": (True, False), "B everywhere": (False, True), "both everywhere": (True, True),
+                 "neither everywhere": (False, False)}  # fmt: skip
+    decisions = {name: [GapDecision(e.pronoun, e.a_coref, e.b_coref, a, b) for e in examples]
+                 for name, (a, b) in constants.items()}  # fmt: skip
+    decisions["nearer name"] = [GapDecision(e.pronoun, e.a_coref, e.b_coref, *nearer_name(
+        e.pronoun_words[0], e.a_words[0], e.b_words[0])) for e in examples]  # fmt: skip
+    return decisions
+
+
+def gap_answers(path: Path) -> dict[str, float]:
+    """The overall F1 (0-100) of each of `gap_decisions`."""
+    return {name: 100 * gap_scores(decided)["overall_f1"] for name, decided in gap_decisions(path).items()}
+
+
+def litbank_pairs(documents: list) -> dict[str, list[tuple[list, list]]]:
+    """Per answer that learns nothing, (gold clusters, its clusters) of each document: finding no mention, and
+    clustering capitalised names and pronouns by exact string (heuristics.exact_match_clusters)."""
+    return {"no mention": [(document.clusters, []) for document in documents],
+            "exact string match": [(document.clusters, exact_match_clusters(document.sentences))
+                                   for document in documents]}  # fmt: skip
+
+
+def litbank_answers(documents: list) -> dict[str, float]:
+    """The CoNLL F1 (0-100, singletons scored, as run_coref.py's --keep_singletons) of each of `litbank_pairs`
+    (finding no mention scores 0)."""
+    pairs = litbank_pairs(documents)["exact string match"]
+    return {"no mention": 0.0, "exact string match": 100 * coref_scores(pairs, keep_singletons=True)["conll_f1"]}

@@ -45,8 +45,10 @@ from benchmarks.common import (
 from benchmarks.tasks.heuristics import (
     best,
     classification_heuristics,
-    exact_match_clusters,
-    nearer_name,
+    gap_answers,
+    gap_decisions,
+    litbank_answers,
+    litbank_pairs,
     race_heuristics,
     race_picks,
     sliding_window_answer,
@@ -54,8 +56,8 @@ from benchmarks.tasks.heuristics import (
     stsb_heuristics,
 )
 from spanroberta.finetuning.task import MEAN
-from spanroberta.tasks.coreference.scoring import coref_scores, document_outcomes
-from spanroberta.tasks.coreference.gap_scoring import GapDecision, gap_outcomes, gap_scores
+from spanroberta.tasks.coreference.scoring import document_outcomes
+from spanroberta.tasks.coreference.gap_scoring import gap_outcomes
 from spanroberta.tasks.relation.scoring import semeval_score
 from spanroberta.tasks.coreference.documents import read_coref_documents
 from spanroberta.tasks.coreference.gap import read_gap
@@ -424,39 +426,6 @@ def prepare_semeval(folder: Path, budget: Budget) -> Prepared:
 
 
 # --- coreference: LitBank, and GAP resolved by the LitBank model ---
-
-
-def gap_decisions(path: Path) -> dict[str, list[GapDecision]]:
-    """Each answer given for every GAP pronoun (A, B, both, neither), and the name nearer the pronoun in words
-    (heuristics.nearer_name), as decisions on each example of the file."""
-    examples = read_gap(path)
-    constants = {"A everywhere": (True, False), "B everywhere": (False, True), "both everywhere": (True, True),
-                 "neither everywhere": (False, False)}  # fmt: skip
-    decisions = {name: [GapDecision(e.pronoun, e.a_coref, e.b_coref, a, b) for e in examples]
-                 for name, (a, b) in constants.items()}  # fmt: skip
-    decisions["nearer name"] = [GapDecision(e.pronoun, e.a_coref, e.b_coref, *nearer_name(
-        e.pronoun_words[0], e.a_words[0], e.b_words[0])) for e in examples]  # fmt: skip
-    return decisions
-
-
-def gap_answers(path: Path) -> dict[str, float]:
-    """The overall F1 (0-100) of each of `gap_decisions`."""
-    return {name: 100 * gap_scores(decided)["overall_f1"] for name, decided in gap_decisions(path).items()}
-
-
-def litbank_pairs(documents: list) -> dict[str, list[tuple[list, list]]]:
-    """Per answer that learns nothing, (gold clusters, its clusters) of each document: finding no mention, and
-    clustering capitalised names and pronouns by exact string (heuristics.exact_match_clusters)."""
-    return {"no mention": [(document.clusters, []) for document in documents],
-            "exact string match": [(document.clusters, exact_match_clusters(document.sentences))
-                                   for document in documents]}  # fmt: skip
-
-
-def litbank_answers(documents: list) -> dict[str, float]:
-    """The CoNLL F1 (0-100, singletons scored, as run_coref.py's --keep_singletons) of each of `litbank_pairs`
-    (finding no mention scores 0)."""
-    pairs = litbank_pairs(documents)["exact string match"]
-    return {"no mention": 0.0, "exact string match": 100 * coref_scores(pairs, keep_singletons=True)["conll_f1"]}
 
 
 def prepare_coref(folder: Path, budget: Budget) -> Prepared:
