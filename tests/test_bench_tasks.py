@@ -604,7 +604,7 @@ def test_a_verdict_needs_three_seeds(tmp_path):
     summary = _summary(tmp_path, [90.0, 90.5], 50.0, _correct(180, 200), size="gpu")
     assert rule.row_clear_of_floor(summary) is None and task_tables.short_of_aim("RTE", "gpu", summary) is None
     assert rule.clear_text(summary) == "2 seeds: no verdict"
-    assert task_tables.fmt_aim(catalog.TASKS["rte"].rows[0], "gpu", summary).endswith("(no verdict)")
+    assert task_tables.fmt_aim(catalog.TASKS["rte"].rows[0], "gpu", summary).startswith("53.1 (no verdict; 0.8 × ")
 
 
 def test_every_aim_comes_from_a_named_outside_source():
@@ -618,6 +618,9 @@ def test_every_aim_comes_from_a_named_outside_source():
             assert aim.score == pytest.approx(aim.fraction * aim.published.score, abs=0.05)
             assert re.search(r"et al\. \d{4}, Table \d+", aim.published.source) and aim.published.model
             assert aim.published.source in aim.source and f"{aim.fraction:g}" in aim.source
+            # Each names the split of its published score, the date it was fixed and what had been seen by then.
+            assert aim.split in ("dev", "test set") and aim.split in aim.published.source
+            assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", aim.fixed) and "seen" in aim.seen
 
 
 def test_a_verdict_needs_the_evaluation_sample_noise(tmp_path):

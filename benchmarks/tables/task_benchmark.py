@@ -66,14 +66,16 @@ def fmt_score(summary: dict[str, Any]) -> str:
 
 
 def fmt_aim(row: Row, size: str, summary: dict[str, Any] | None) -> str:
-    """The score the size aims at, and the verdict on it where the row has one."""
+    """The score the size aims at, the verdict on it where the row has one, and the aim's split, date and what had
+    been seen when it was fixed (`catalog.Aim.provenance`)."""
     aim = aim_of(row.label, size)
     if aim is None:
         return "-"
+    provenance = SIZES[size].aims[row.label].provenance
     if summary is None:
-        return f"{aim:g}"
+        return f"{aim:g} ({provenance})"
     short = short_of_aim(row.label, size, summary)
-    return f"{aim:g} ({'no verdict' if short is None else 'short' if short else 'met'})"
+    return f"{aim:g} ({'no verdict' if short is None else 'short' if short else 'met'}; {provenance})"
 
 
 class Curve(NamedTuple):
