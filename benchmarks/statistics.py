@@ -1,5 +1,6 @@
-"""The statistics every benchmark judges by: the seed t-interval, the bootstrap over evaluated examples (and its
-paired form, model minus floor per example), the verdict rule on a task's floor and aim, and the speed targets.
+"""The statistics every benchmark judges by: the seed t-interval, the bootstrap over evaluated examples and its paired
+form (model minus floor on the same examples, resampling seeds and groups), the verdict rule on a task's floor and
+aim, and the speed targets.
 The measurements and the tables (benchmarks/tables/) import them from here; this module imports no benchmark.
 
 The verdict rule on a score over seeds (a summary: `{"score": spread(...), "sample_noise": [...], "floor": ...,
