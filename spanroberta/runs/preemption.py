@@ -62,6 +62,13 @@ class SaveOnPreemption(TrainerCallback):
         os.write(2, f"\n{self.requested_by} received: the run saves a checkpoint after the step in progress, "
                     "then stops.\n".encode())  # fmt: skip
 
+    def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                     **kwargs: Any) -> None:
+        # A group left alive past training would outlive the process group's teardown (runs.distributed).
+        if self._flag_group is not None and self._flag_group is not torch.distributed.group.WORLD:
+            torch.distributed.destroy_process_group(self._flag_group)
+        self._flag_group = None
+
     def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
         if self.stopped_at is None and self._agreed(args):
             control.should_save = True

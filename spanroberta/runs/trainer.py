@@ -59,8 +59,10 @@ class RunTrainer(Trainer):
         self.resume_settings: dict[str, Any] = batch_settings(self.args)
 
     def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(resume_from_checkpoint, str):
-            check_resume_settings(Path(resume_from_checkpoint), self.resume_settings, self.args.allow_changed_batch)
+        # --auto_find_batch_size picks the batch itself, lower after an out-of-memory: nothing to compare.
+        if isinstance(resume_from_checkpoint, str) and not self.args.auto_find_batch_size:
+            check_resume_settings(Path(resume_from_checkpoint), self.resume_settings, self.args.allow_changed_batch,
+                                  max(1, self.args.n_gpu))  # fmt: skip
         with catch_preemption_signals(self.preemption):
             result = super().train(resume_from_checkpoint, *args, **kwargs)
         if self.preemption.stopped_at is not None:
