@@ -55,6 +55,7 @@ class RunTrainer(Trainer):
         self.add_callback(ChecksumsOnSave())
         self.preemption = SaveOnPreemption()
         self.add_callback(self.preemption)
+        self._preempt_saved = False
         # Saved with each checkpoint and compared at a resume; a script adds what else a step's meaning depends on.
         self.resume_settings: dict[str, Any] = batch_settings(self.args)
 
@@ -68,6 +69,17 @@ class RunTrainer(Trainer):
         if self.preemption.stopped_at is not None:
             exit_preempted(self.preemption, self.args.output_dir, self.is_world_process_zero())
         return result
+
+    def _maybe_log_save_evaluate(self, tr_loss: Any, grad_norm: Any, model: torch.nn.Module, trial: Any, *args: Any,
+                                 **kwargs: Any) -> None:
+        if self.preemption.stopped_at is not None:
+            # Preempted: the checkpoint is saved once, at the step agreed, with no evaluation first (its time is the
+            # grace period's, and --save_strategy best would save only a new best); the epoch's end saves no second
+            # one.
+            self.control.should_evaluate = False
+            self.control.should_save = not self._preempt_saved
+            self._preempt_saved = True
+        super()._maybe_log_save_evaluate(tr_loss, grad_norm, model, trial, *args, **kwargs)
 
     def _save_checkpoint(self, model: torch.nn.Module, trial: Any) -> None:
         # The mark goes into the folder before its first file (transformers has no callback before a save), from
