@@ -2,6 +2,7 @@
 prints the command that resumes it and exits with PREEMPTED_EXIT_CODE; the resumed run ends with the weights of an
 uninterrupted one."""
 
+import json
 import os
 import signal
 import subprocess
@@ -20,6 +21,7 @@ from spanroberta.runs.checkpoints import checkpoint_problem, find_checkpoints
 from spanroberta.runs.folder_lock import LOCK_FILE
 from spanroberta.runs.preemption import (
     PREEMPTED_EXIT_CODE,
+    PREEMPTED_FILE,
     SaveOnPreemption,
     catch_preemption_signals,
     preempted_message,
@@ -167,4 +169,6 @@ def test_a_preempted_step_saves_once_without_evaluating_under_any_save_strategy(
     assert ended.value.code == PREEMPTED_EXIT_CODE
     assert evaluations == [1]  # the preempted step 2 was not evaluated first
     assert [step for step, _ in find_checkpoints(tmp_path)] == [2, 1]
+    # What a job script reads where a launcher hides the exit status, until a run trains in the folder again.
+    assert json.loads((tmp_path / PREEMPTED_FILE).read_text())["step"] == 2
     assert checkpoint_problem(tmp_path / "checkpoint-2") is None

@@ -29,7 +29,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from .checkpoint_files import SAVING_MARK, write_checksums
 from .full_disk import full_disk_error
-from .preemption import SaveOnPreemption, catch_preemption_signals, exit_preempted
+from .preemption import PREEMPTED_FILE, SaveOnPreemption, catch_preemption_signals, exit_preempted
 from .resume_settings import batch_settings, check_resume_settings, write_resume_settings
 
 
@@ -64,6 +64,8 @@ class RunTrainer(Trainer):
         if isinstance(resume_from_checkpoint, str) and not self.args.auto_find_batch_size:
             check_resume_settings(Path(resume_from_checkpoint), self.resume_settings, self.args.allow_changed_batch,
                                   max(1, self.args.n_gpu))  # fmt: skip
+        if self.is_world_process_zero():
+            (Path(self.args.output_dir) / PREEMPTED_FILE).unlink(missing_ok=True)
         with catch_preemption_signals(self.preemption):
             result = super().train(resume_from_checkpoint, *args, **kwargs)
         if self.preemption.stopped_at is not None:
