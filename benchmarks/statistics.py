@@ -1,19 +1,24 @@
-"""The statistics every benchmark judges by: the seed t-interval, the bootstrap over evaluated examples (and its
-paired form, model minus floor per example), the verdict rule on a task's floor and aim, and the speed targets.
+"""The statistics every benchmark judges by: the seed t-interval, the bootstrap over evaluated examples and its paired
+form (model minus floor on the same examples, resampling seeds and groups), the verdict rule on a task's floor and
+aim, and the speed targets.
 The measurements and the tables (benchmarks/tables/) import them from here; this module imports no benchmark.
 
-The verdict rule on a score over seeds (a summary: `{"score": spread(...), "sample_noise": [...], "floor": ...}`):
-a verdict needs at least `MIN_SEEDS` seeds and every seed's evaluation-sample noise (the half-width of the 95%
-percentile bootstrap over its evaluated examples, `bootstrap_interval`). The margin is the seed term, the
-half-width of the 95% t-interval of the mean over seeds (Student's t for n-1 degrees of freedom: 4.30 for 3 seeds,
-not 2), plus the mean of the seeds' bootstrap half-widths: every seed evaluates the same examples, so their sampling
-noise does not average out over seeds. A score is clear of its floor when its mean less the margin is above the
-floor by a tenth of the way from the floor to a perfect score (`FLOOR_MARGIN`), so that a model that still gives
-the constant answer for all but a handful of examples does not count as having learned the task; it meets its aim
-when its mean less the margin reaches the aim.
+The verdict rule on a score over seeds (a summary: `{"score": spread(...), "sample_noise": [...], "floor": ...,
+"paired": ...}`): a verdict needs at least `MIN_SEEDS` seeds and every seed's evaluation-sample noise (the
+half-width of the 95% percentile bootstrap over its evaluated examples, `bootstrap_interval`).
 
-`paired_bootstrap` is the interval of model minus floor over the same examples, resampled together; the rule above
-does not use it yet.
+The floor's verdict is paired (`paired_difference`, the summary's "paired"): a row is clear of its floor when the
+lower bound of the 95% bootstrap interval of the model's score less the floor's, on the same examples, is above 0.
+Each draw takes as many seeds as the row has and as many groups of examples as the evaluation holds (an article, a
+document, or the example itself where examples share nothing), both with replacement, and scores the model (the
+mean over the drawn seeds) and the floor's answer on the same drawn examples, so that what both share (an easy
+article, a hard one) cancels and examples that share an article are never counted as independent. No further margin
+is asked for: the lower bound is the margin. A summary without the floor's per-example outcomes (a floor computed
+before they were kept, or the parity benchmark's) is judged by the margin rule instead: clear when its mean less the
+margin (the seed term, the half-width of the 95% t-interval of the mean over seeds, Student's t for n-1 degrees of
+freedom: 4.30 for 3 seeds, plus the mean of the seeds' bootstrap half-widths: every seed evaluates the same
+examples, so their sampling noise does not average out over seeds) is above the floor. A row meets its aim when its
+mean less that margin reaches the aim.
 
 The speed targets, for the spanbert recipe's Trainer path on a GPU at the pairs' per-device batches: its model FLOPs
 utilisation compiled at least `MFU_COMPILED`; its real tokens/s over run_mlm's defaults' at least `VS_DEFAULTS` of
@@ -36,8 +41,6 @@ from scipy import stats
 MIN_SEEDS = 3
 # The confidence of both terms of the margin: the seed term's t-interval and the bootstrap's percentile interval.
 CONFIDENCE = 0.95
-# How far above its floor a score must be to count as learned: a tenth of the way from the floor to a perfect score.
-FLOOR_MARGIN = 0.1
 RESAMPLES, BOOTSTRAP_SEED = 1000, 0  # the bootstrap's draws and the seed they are drawn with
 
 
@@ -70,16 +73,32 @@ def bootstrap_interval(count: int, score_of: Callable[[np.ndarray], float], resa
     return float(low), float(high)
 
 
-def paired_bootstrap(model: Sequence[float], floor: Sequence[float], resamples: int = RESAMPLES,
-                     seed: int = BOOTSTRAP_SEED, level: float = CONFIDENCE) -> tuple[float, float, float]:  # fmt: skip
-    """Model minus floor, per example, over the same examples: the mean difference and its percentile bootstrap
-    interval, the examples drawn once for both, so that what the two share (an easy example, a hard one) cancels."""
-    differences = np.asarray(model, dtype=float) - np.asarray(floor, dtype=float)
-    if differences.ndim != 1 or not len(differences):
-        raise ValueError("paired_bootstrap takes one score per example on each side, over the same examples")
-    low, high = bootstrap_interval(len(differences), lambda drawn: float(differences[drawn].mean()), resamples, seed,
-                                   level)  # fmt: skip
-    return float(differences.mean()), low, high
+def paired_difference(model: Sequence[Callable[[np.ndarray], float]], floor: Callable[[np.ndarray], float],
+                      groups: Sequence[Any], resamples: int = RESAMPLES, seed: int = BOOTSTRAP_SEED,
+                      level: float = CONFIDENCE) -> tuple[float, float, float]:  # fmt: skip
+    """The model's score less the floor's over the same examples, and its paired percentile bootstrap interval:
+    `model` scores each seed's outcomes and `floor` the floor's on given example indices (the row's own scorer, so
+    that a score that is not a mean of per-example scores, F1 over a set, a correlation, is computed whole on each
+    draw); `groups` names each example's group. Each draw resamples the seeds and the groups with replacement (a
+    drawn group brings all its examples) and takes the mean of the drawn seeds' scores less the floor's on the same
+    examples. Returns the difference on every seed and example, and the bounds; undefined draws (NaN) are left
+    out."""
+    codes = np.unique(np.asarray(groups, dtype=str), return_inverse=True)[1].ravel()
+    if not len(model) or not len(codes):
+        raise ValueError("paired_difference takes one seed at least and one group name per example")
+    members = [np.flatnonzero(codes == code) for code in range(codes.max() + 1)]
+    every = np.arange(len(codes))
+    observed = statistics.fmean(score(every) for score in model) - floor(every)
+    generator = np.random.default_rng(seed)
+    differences = []
+    for _ in range(resamples):
+        seeds = generator.integers(0, len(model), len(model))
+        drawn = np.concatenate([members[i] for i in generator.integers(0, len(members), len(members))])
+        scores = {index: model[index](drawn) for index in set(seeds.tolist())}
+        differences.append(float(np.mean([scores[index] for index in seeds])) - floor(drawn))
+    tail = 100 * (1 - level) / 2
+    low, high = np.nanpercentile(differences, [tail, 100 - tail])
+    return float(observed), float(low), float(high)
 
 
 # The verdict rule, on a summary of one row's (or one side's) seeds.
@@ -116,21 +135,35 @@ def verdict_margin(summary: dict[str, Any]) -> float | None:
 
 
 def clear_of_floor(summary: dict[str, Any], margin: float) -> bool:
-    """Whether the mean less `margin` is at least `FLOOR_MARGIN` of the way from the floor to a perfect score (100)."""
-    floor = summary["floor"]
-    return summary["score"]["mean"] - margin >= floor + FLOOR_MARGIN * (100 - floor)
+    """The margin rule: whether the mean less `margin` is above the floor."""
+    return summary["score"]["mean"] - margin > summary["floor"]
 
 
 def row_clear_of_floor(summary: dict[str, Any]) -> bool | None:
-    """The verdict on the floor: whether the row is clear of it beyond the margin; None without a verdict."""
+    """The verdict on the floor: the paired rule's where the summary holds its interval (`paired_difference`),
+    else the margin rule's; None without a verdict."""
     margin = verdict_margin(summary)
-    return None if margin is None else clear_of_floor(summary, margin)
+    if margin is None:
+        return None
+    paired = summary.get("paired")
+    return paired[1] > 0 if paired is not None else clear_of_floor(summary, margin)
+
+
+# The verdict column's header: the rule its verdicts follow.
+CLEAR_HEADER = "clear of floor: model − floor, paired 95% interval, lower bound > 0"
 
 
 def clear_text(summary: dict[str, Any]) -> str:
-    """The verdict on the floor as the tables word it: "yes", "**no**", or why there is none (`no_verdict`)."""
+    """The verdict on the floor as the tables word it: "yes" or "**no**" with the paired difference and its
+    interval (or, without the floor's outcomes, by which rule), or why there is none (`no_verdict`)."""
     clear = row_clear_of_floor(summary)
-    return no_verdict(summary) if clear is None else "yes" if clear else "**no**"
+    if clear is None:
+        return no_verdict(summary)
+    word = "yes" if clear else "**no**"
+    paired = summary.get("paired")
+    if paired is None:
+        return f"{word} (margin rule: no per-example floor outcomes)"
+    return f"{word}: {paired[0]:+.1f} [{paired[1]:+.1f}, {paired[2]:+.1f}]"
 
 
 def short_of_aim(aim: float | None, summary: dict[str, Any]) -> bool | None:

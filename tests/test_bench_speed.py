@@ -22,21 +22,63 @@ CONFIG = SimpleNamespace(hidden_size=4, num_hidden_layers=2, intermediate_size=8
                          sbo_position_embedding_size=2)  # fmt: skip
 
 
-def test_a_packed_row_counts_each_documents_attention_and_an_unpacked_one_its_whole_padded_row():
-    # One row of 8: documents of 3 and 4 tokens (positions restart at 2), then one padding token.
+def test_a_step_is_counted_as_the_kernels_run_it_the_last_layer_at_the_heads_positions_the_heads_at_every_slot():
+    # One row of 8: documents of 3 and 4 tokens (positions restart at 2), then one padding token; 3 prediction
+    # slots, two used (positions 1 and 4), the third unused (-100, read at position 0).
     batch = {"input_ids": torch.ones(1, 8, dtype=torch.long), "attention_mask": torch.tensor([[1] * 7 + [0]]),
-             "position_ids": torch.tensor([[2, 3, 4, 2, 3, 4, 5, 1]]), "labels": torch.tensor([[5, -100]])}  # fmt: skip
+             "position_ids": torch.tensor([[2, 3, 4, 2, 3, 4, 5, 1]]), "mlm_positions": torch.tensor([[1, 4, -100]]),
+             "labels": torch.tensor([[5, 6, -100]])}  # fmt: skip
     assert common.attention_spans(batch) == [3, 4]
-    # Encoder: 6 x 2 layers x 128 weights x 7 tokens, plus 3 x 2 layers x 4 x hidden 4 x (3^2 + 4^2); the MLM head
-    # at its one target: 6 x (4 x 4 + 4 x 10).
-    assert common.model_flops_per_step(CONFIG, batch, dense_head=False) == 10752 + 2400 + 336
-    unpacked = {key: value for key, value in batch.items() if key != "position_ids"}
-    assert common.attention_spans(unpacked) == [8]  # the padded row, as its attention computes it
-    assert common.model_flops_per_step(CONFIG, unpacked, dense_head=False) == 6 * 2 * 128 * 8 + 24 * 4 * 64 + 336
-    # The dense head of the baseline at every position, the SBO head at its two targets (input 2 x 4 + 2).
-    assert common.model_flops_per_step(CONFIG, unpacked, dense_head=True) == 12288 + 6144 + 8 * 336
-    with_sbo = {**batch, "sbo_relative_positions": torch.tensor([[0, 1, -100]])}
-    assert common.model_flops_per_step(CONFIG, with_sbo, dense_head=False) == 13488 + 6 * (10 * 4 + 16 + 40) * 2
+    # A full layer: 6 x 128 weights x 7 tokens, plus 3 x 4 x hidden 4 x (3^2 + 4^2).
+    full_layer = 6 * 128 * 7 + 12 * 4 * 25
+    # The last layer: keys and values (2 x 4 x 4 weights) at the 7 tokens; queries and output (2 x 4 x 4) and the
+    # feed-forward (2 x 4 x 8) at the 3 positions read (1, 4 and 0); each query against its document's 3, 4, 3 keys.
+    last_layer = 6 * 32 * 7 + 6 * (32 + 64) * 3 + 12 * 4 * (3 + 4 + 3)
+    mlm_head = 6 * (4 * 4 + 4 * 10) * 3  # at every slot
+    counted = common.model_flops_per_step(CONFIG, batch, dense_head=False)
+    assert counted == full_layer + last_layer + mlm_head == 11136
+    # The reference path (or an attention the efficient path does not take) runs the last layer whole.
+    for reference in (SimpleNamespace(**vars(CONFIG), efficient_pretraining=False),
+                      SimpleNamespace(**vars(CONFIG), _attn_implementation="flash_attention_2")):  # fmt: skip
+        assert not common.last_layer_at_positions(reference)
+        assert common.model_flops_per_step(reference, batch, dense_head=False) == 2 * full_layer + mlm_head
+    # With SBO targets the boundaries are read too (9 positions: 1, 4, 0; 0, 3, 0; 2, 5, 0) and the SBO head (input
+    # 2 x 4 + 2) runs at every slot.
+    with_sbo = {**batch, "sbo_left_positions": torch.tensor([[0, 3, -100]]),
+                "sbo_right_positions": torch.tensor([[2, 5, -100]]),
+                "sbo_relative_positions": torch.tensor([[0, 0, -100]])}  # fmt: skip
+    assert common.read_positions(CONFIG, with_sbo).tolist() == [[1, 4, 0, 0, 3, 0, 2, 5, 0]]
+    last_layer = 6 * 32 * 7 + 6 * (32 + 64) * 9 + 12 * 4 * (3 + 4 + 3 + 3 + 4 + 3 + 3 + 4 + 3)
+    sbo_head = 6 * (10 * 4 + 4 * 4 + 4 * 10) * 3
+    counted = common.model_flops_per_step(CONFIG, with_sbo, dense_head=False)
+    assert counted == full_layer + last_layer + mlm_head + sbo_head
+
+
+def test_an_unpacked_row_attends_whole_and_the_baseline_runs_every_layer_and_its_head_at_every_position():
+    batch = {"input_ids": torch.ones(1, 8, dtype=torch.long), "attention_mask": torch.tensor([[1] * 7 + [0]]),
+             "mlm_positions": torch.tensor([[1, 4, -100]]), "labels": torch.tensor([[5, 6, -100]])}  # fmt: skip
+    assert common.attention_spans(batch) == [8]  # the padded row, as its attention computes it
+    full_layer = 6 * 128 * 8 + 12 * 4 * 64
+    last_layer = 6 * 32 * 8 + 6 * (32 + 64) * 3 + 12 * 4 * 8 * 3
+    assert common.model_flops_per_step(CONFIG, batch, dense_head=False) == full_layer + last_layer + 6 * 56 * 3
+    assert common.model_flops_per_step(CONFIG, batch, dense_head=True) == 2 * full_layer + 6 * 56 * 8 == 21120
+
+
+def test_gpu_peaks_by_exact_model_and_a_mig_slice_named_and_refused():
+    peaks = {name: common.gpu_model(name) for name in ("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H100 NVL",
+             "NVIDIA H200", "NVIDIA H200 NVL", "NVIDIA A100-SXM4-80GB", "NVIDIA A100 80GB PCIe", "NVIDIA GH200 480GB",
+             "NVIDIA H100 80GB HBM3 MIG 1g.10gb")}  # fmt: skip
+    assert {name: (peak.model, peak.flops) for name, peak in peaks.items()} == {
+        "NVIDIA H100 80GB HBM3": ("H100 SXM", 989e12), "NVIDIA H100 PCIe": ("H100 PCIe", 756e12),
+        "NVIDIA H100 NVL": ("H100 NVL", 835e12), "NVIDIA H200": ("H200 SXM", 989e12),
+        "NVIDIA H200 NVL": ("H200 NVL", 835e12), "NVIDIA A100-SXM4-80GB": ("A100", 312e12),
+        "NVIDIA A100 80GB PCIe": ("A100", 312e12), "NVIDIA GH200 480GB": (None, None),
+        "NVIDIA H100 80GB HBM3 MIG 1g.10gb": ("MIG 1g.10gb", None)}  # fmt: skip
+    assert "MIG" in peaks["NVIDIA H100 80GB HBM3 MIG 1g.10gb"].reason
+    # A slice visible through CUDA_VISIBLE_DEVICES under the whole chip's name is refused too.
+    sliced = common.gpu_model("NVIDIA H100 80GB HBM3", "MIG-5c1e2e6a-0d5b-5d3f-9a7c-0123456789ab")
+    assert (sliced.model, sliced.flops) == ("MIG slice", None)
+    assert common.mfu(1e12, sliced.flops) is None
 
 
 def test_the_span_collators_packed_rows_give_their_documents_spans(tiny_tokenizer):
@@ -168,3 +210,27 @@ def test_where_the_time_goes_before_and_after_and_what_a_record_lacks(tmp_path):
     _write(records, "pretraining_step_profile", new, "new")
     assert generate.main(["--root", str(root)]) == 0
     assert "| 47.0 | 36.0 | 4.0 | 10.0 | none |" in page.read_text()
+
+
+def test_spanrobertas_window_of_real_tokens_starts_once_its_first_batch_is_fetched_as_the_baselines_do():
+    from unittest import mock
+
+    from spanroberta.pretraining.trainer import PretrainingTrainer
+
+    trainer = object.__new__(PretrainingTrainer)  # only the attributes get_batch_samples reads
+    trainer._real_tokens_window_start, trainer.model = None, SimpleNamespace()
+    clock = iter(range(10))
+
+    def fetch(self, epoch_iterator, num_batches, device):
+        next(clock)  # the fetching takes one tick
+        return [{}], None
+
+    with mock.patch("spanroberta.runs.trainer.RunTrainer.get_batch_samples", fetch), \
+            mock.patch("spanroberta.pretraining.trainer.time.perf_counter", lambda: next(clock)):  # fmt: skip
+        trainer.get_batch_samples(iter([]), 1, "cpu")
+    assert trainer._real_tokens_window_start == 1  # read after the fetch (tick 0), not before it
+    # The baselines' meter starts at on_step_begin, which the Trainer calls once the step's batches are fetched.
+    meter = baselines.TokensPerSecond(tokens_per_step=8)
+    with mock.patch("benchmarks.speed.baselines.time.perf_counter", lambda: 5.0):
+        meter.on_step_begin(None, None, None)
+    assert meter.window_start == 5.0

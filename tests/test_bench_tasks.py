@@ -15,6 +15,7 @@ import statistics
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from benchmarks.common import CHECKPOINT_NAME
@@ -603,7 +604,7 @@ def test_a_verdict_needs_three_seeds(tmp_path):
     summary = _summary(tmp_path, [90.0, 90.5], 50.0, _correct(180, 200), size="gpu")
     assert rule.row_clear_of_floor(summary) is None and task_tables.short_of_aim("RTE", "gpu", summary) is None
     assert rule.clear_text(summary) == "2 seeds: no verdict"
-    assert task_tables.fmt_aim(catalog.TASKS["rte"].rows[0], "gpu", summary).endswith("(no verdict)")
+    assert task_tables.fmt_aim(catalog.TASKS["rte"].rows[0], "gpu", summary).startswith("53.1 (no verdict; 0.8 × ")
 
 
 def test_every_aim_comes_from_a_named_outside_source():
@@ -617,6 +618,9 @@ def test_every_aim_comes_from_a_named_outside_source():
             assert aim.score == pytest.approx(aim.fraction * aim.published.score, abs=0.05)
             assert re.search(r"et al\. \d{4}, Table \d+", aim.published.source) and aim.published.model
             assert aim.published.source in aim.source and f"{aim.fraction:g}" in aim.source
+            # Each names the split of its published score, the date it was fixed and what had been seen by then.
+            assert aim.split in ("dev", "test set") and aim.split in aim.published.source
+            assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", aim.fixed) and "seen" in aim.seen
 
 
 def test_a_verdict_needs_the_evaluation_sample_noise(tmp_path):
@@ -649,24 +653,26 @@ def test_three_seeds_far_above_the_floor_with_little_noise_are_clear(tmp_path):
     summary = _summary(tmp_path, [90.0, 90.5, 91.0], 50.0, _correct(1810, 2000))
     margin = rule.verdict_margin(summary)
     assert margin == pytest.approx(rule.seed_spread(summary) + task_rows.sample_noise(_correct(1810, 2000)))
-    assert rule.row_clear_of_floor(summary) is True and rule.clear_text(summary) == "yes"
+    assert rule.row_clear_of_floor(summary) is True
+    assert rule.clear_text(summary) == "yes (margin rule: no per-example floor outcomes)"
     assert task_tables.short_of_aim("RTE", "cpu", summary) is None  # the cpu size has no aims
     gpu = _summary(tmp_path / "gpu", [90.0, 90.5, 91.0], 50.0, _correct(1810, 2000), size="gpu")
     assert task_tables.short_of_aim("RTE", "gpu", gpu) is (90.5 - margin < catalog.SIZES["gpu"].aims["RTE"].score)
 
 
 def test_a_mean_clear_of_the_floor_by_less_than_the_noise_is_not_clear(tmp_path):
-    # RTE-sized noise: 277 pairs. The mean is clear of the floor's tenth by a point, within the bootstrap's width.
+    # RTE-sized noise: 277 pairs. The mean is above the floor by a point, within the bootstrap's width.
     floor = 52.7
-    mean = floor + rule.FLOOR_MARGIN * (100 - floor) + 1.0
+    mean = floor + 1.0
     outcomes = _correct(round(mean / 100 * 277), 277)
     summary = _summary(tmp_path, [mean - 0.1, mean, mean + 0.1], floor, outcomes)
     assert rule.clear_of_floor(summary, 0.0)  # the mean alone would pass
     assert rule.evaluation_noise(summary) > 1.0
-    assert rule.row_clear_of_floor(summary) is False and rule.clear_text(summary) == "**no**"
+    assert rule.row_clear_of_floor(summary) is False
+    assert rule.clear_text(summary) == "**no** (margin rule: no per-example floor outcomes)"
     table = task_tables.size_table(read_records("tasks", tmp_path), CHECKPOINT_NAME, "cpu").render(
         Context(tmp_path, tmp_path / "TASKS.md", tmp_path))
-    assert "| **no** |" in next(line for line in table.splitlines() if line.startswith("| RTE |"))
+    assert "| **no** (margin rule" in next(line for line in table.splitlines() if line.startswith("| RTE |"))
 
 
 def test_every_row_reads_its_score_as_its_fine_tuning_task_declares_it():
@@ -705,17 +711,71 @@ def test_a_docs_line_shows_the_row_with_the_seeds_a_verdict_needs_over_a_fuller_
     assert "**60.0** ± 0.0 (3 seeds)" in line and "`gpu`" in line
 
 
-def test_the_paired_bootstrap_of_model_minus_floor():
-    """Model minus floor per example over the same examples, drawn together: the mean difference inside its
-    interval, seeded; a model equal to its floor everywhere differs by exactly 0, and one example's pair apart from
-    the rest cannot give an interval that misses the mean."""
-    model = [1.0] * 30 + [0.0] * 10
-    floor = [1.0] * 20 + [0.0] * 20
-    mean, low, high = rule.paired_bootstrap(model, floor)
-    assert mean == pytest.approx(0.25) and low <= mean <= high
-    assert rule.paired_bootstrap(model, floor) == (mean, low, high)  # seeded
-    assert rule.paired_bootstrap(model, model) == (0.0, 0.0, 0.0)
-    # Unpaired, the two sides' own spreads would add; paired, what both share cancels: a constant shift is exact.
-    assert rule.paired_bootstrap([value + 2 for value in floor], floor) == (2.0, 2.0, 2.0)
+def _mean_of(values):
+    """A scorer of per-example values on drawn indices: their mean, in points."""
+    values = np.asarray(values, dtype=float)
+    return lambda drawn: 100 * float(values[drawn].mean())
+
+
+def _paired_lower(seeds, floor, groups):
+    return rule.paired_difference([_mean_of(values) for values in seeds], _mean_of(floor), groups)[1]
+
+
+def test_the_paired_difference_is_the_row_score_less_the_floors_on_the_same_examples():
+    """The observed difference is the mean over seeds less the floor's score, inside its interval, seeded; a model
+    equal to its floor everywhere differs by exactly 0, and a constant shift is exact: what both share cancels."""
+    model, floor = [1.0] * 30 + [0.0] * 10, [1.0] * 20 + [0.0] * 20
+    each = list(range(40))
+    difference, low, high = rule.paired_difference([_mean_of(model)], _mean_of(floor), each)
+    assert difference == pytest.approx(25.0) and low <= difference <= high
+    assert rule.paired_difference([_mean_of(model)], _mean_of(floor), each) == (difference, low, high)  # seeded
+    assert rule.paired_difference([_mean_of(model)], _mean_of(model), each) == (0.0, 0.0, 0.0)
+    shifted = [value + 0.02 for value in floor]
+    assert rule.paired_difference([_mean_of(shifted)], _mean_of(floor), each) == pytest.approx((2.0, 2.0, 2.0))
     with pytest.raises(ValueError):
-        rule.paired_bootstrap([], [])
+        rule.paired_difference([], _mean_of(floor), each)
+
+
+def test_the_paired_rule_resamples_whole_groups():
+    """10 articles of 50 questions: the model is right where the floor is wrong on 6 whole articles and wrong where it
+    is right on 4. Resampled question by question the 500 questions would clear the floor; resampled by article,
+    as the examples are not independent, the 10 articles do not."""
+    model = [1.0] * 300 + [0.0] * 200
+    floor = [0.0] * 300 + [1.0] * 200
+    assert _paired_lower([model] * 3, floor, list(range(500))) > 0
+    assert _paired_lower([model] * 3, floor, [i // 50 for i in range(500)]) < 0
+
+
+def test_the_paired_rule_resamples_seeds():
+    """The same mean difference, +6 points on 2,000 examples: three seeds alike clear the floor, three seeds of
+    +10, +10 and -2 do not, as a draw of the low seed three times is as likely as 1 in 27."""
+    floor = [1.0] * 1000 + [0.0] * 1000
+    def above(points):  # the floor's outcomes with `points` of the 2,000 examples' outcomes moved to right or wrong
+        moved = round(abs(points) / 100 * 2000)
+        values = list(floor)
+        for i in range(moved):
+            values[1000 + i if points > 0 else i] = 1.0 if points > 0 else 0.0
+        return values
+    each = list(range(2000))
+    assert _paired_lower([above(6)] * 3, floor, each) > 0
+    assert _paired_lower([above(10), above(10), above(-2)], floor, each) < 0
+
+
+def test_the_paired_rule_has_a_sign():
+    """Mirror rows: the model above its floor by as much as the other is below it; only the first is clear."""
+    high, low = [1.0] * 700 + [0.0] * 300, [1.0] * 300 + [0.0] * 700
+    each = list(range(1000))
+    assert _paired_lower([high] * 3, low, each) > 0
+    assert _paired_lower([low] * 3, high, each) < 0
+
+
+def test_a_score_that_is_no_mean_is_computed_whole_on_each_draw():
+    """CoLA's Matthews correlation: the difference is the model's correlation less the constant answer's (0) on
+    the same draw, not a mean of per-example values."""
+    references = [1, 0] * 100
+    predictions = [1, 0] * 80 + [0, 1] * 20
+    outcomes = {"scorer": "matthews_correlation", "predictions": predictions, "references": references}
+    floor = {"scorer": "matthews_correlation", "predictions": [1] * 200, "references": references}
+    row = {"floor": 0.0, "answer": "constant answer", "outcomes": floor, "groups": list(range(200))}
+    difference, low, high = task_rows.paired_with_floor([outcomes] * 3, row)
+    assert difference == pytest.approx(outcomes_module.outcome_score(outcomes)) and 0 < low < difference < high

@@ -105,3 +105,20 @@ def test_marking_a_folder_takes_its_lock(tmp_path):
     mark_output_folder(tmp_path / "out", "run_squad.py")
     assert read_lock(tmp_path / "out" / LOCK_FILE)["pid"] == os.getpid()
     release_held_locks()
+
+
+def test_a_filesystem_without_hard_links_takes_the_lock_by_exclusive_creation(tmp_path, monkeypatch, other_process):
+    def no_links(source, target):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(folder_lock.os, "link", no_links)
+    folder = tmp_path / "out"
+    hold_output_folder(folder, "run_pretraining.py")
+    try:
+        assert read_lock(folder / LOCK_FILE)["pid"] == os.getpid()
+        assert sorted(path.name for path in folder.iterdir()) == [LOCK_FILE]  # no partial file left
+    finally:
+        release_held_locks()
+    write_lock(folder, pid=other_process)
+    with pytest.raises(UserInputError, match="is in use by another run"):
+        hold_output_folder(folder, "run_pretraining.py")

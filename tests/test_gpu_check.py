@@ -30,13 +30,14 @@ def test_the_toy_check_runs_every_stage_and_prints_the_table_last(tmp_path, caps
     table = capsys.readouterr().out.strip().splitlines()
     stages = [line.split(" | ")[0].removeprefix("| ") for line in table if line.startswith("| ") and "---" not in line]
     assert stages == ["stage", *plan.STAGE_NAMES]
-    assert table[-1].startswith("| tasks |")  # the table comes last
+    assert table[-1].startswith("| tasks |")  # the table comes last, after what was left for the next call
+    assert "Nothing was left for the next call." in table
 
     record = read_records("gpu-check", tmp_path)[-1]
     outcomes = record["results"]["stages"]
     for name in ("prepare", "cuda-tests", "trainer-eager", "step-profile", "step", "sweep-base"):
         assert outcomes[name]["status"].startswith("passed"), outcomes[name]
-    for name in ("trainer-compiled", "large-compiled", "large-eager", "sweep-large", "fp8"):
+    for name in ("trainer-compiled", "large-compiled", "large-eager", "sweep-large", "sweep-large-64", "fp8"):
         assert outcomes[name]["status"].startswith("skipped")
     assert outcomes["squad-smoke"]["status"].startswith(("passed", "skipped: absent"))
     assert outcomes["tasks"]["status"].startswith(("passed", "skipped: absent"))
@@ -56,6 +57,7 @@ def test_the_toy_check_runs_every_stage_and_prints_the_table_last(tmp_path, caps
     profile = read_records("pretraining_step_profile", tmp_path)[-1]["results"]["sides"]
     assert set(profile["baseline"]["category_seconds"]) == {"attention", "gemm", "optimizer"}
     assert record["load_average"]["at_end"] is not None and record["settings"]["toy"] is True
+    assert record["results"]["left_for_next_call"] == []
     assert {name: len(read_records(name, RESULTS_DIR)) for name in committed} == committed
 
     # One archive holds every record the check wrote, under its path in the checkout, and every stage's log.
@@ -203,7 +205,8 @@ def test_the_gpu_plan_puts_the_valuable_stages_first_and_runs_long_enough_window
         flags = stages[name].command
         assert int(flags[flags.index("--steps") + 1]) >= 150 and int(flags[flags.index("--logging-steps") + 1]) == 10
         assert not any(settings["rehearsal"] for _, settings in stages[name].records)
-    assert [settings["batch_size"] for _, settings in stages["sweep-large"].records] == [32, 64]
+    assert [settings["batch_size"] for name in ("sweep-large", "sweep-large-64")
+            for _, settings in stages[name].records] == [32, 64]  # fmt: skip
     assert [settings["config"] for _, settings in stages["step-profile"].records] == ["base-gpu", "large-gpu"]
     # No stage asks for more time than the whole check has.
     assert all(stage.timeout <= check.BUDGET_SECONDS for stage in stages.values())
@@ -227,3 +230,36 @@ def test_the_archive_holds_the_records_written_since_the_call_began_and_the_logs
     with tarfile.open(archive) as packed:
         assert packed.getnames() == ["benchmarks/results/trainer/new.json", "gpu-check-logs/setup.log"]
     assert list(archive.parent.iterdir()) == [archive]
+
+
+def test_every_planned_call_fits_its_window_the_first_with_the_cuda_tests_and_the_compiled_base_pair(tmp_path):
+    """The plan rehearsed against the cap: each call of plan.CALLS, its setup and `prepare` (where a stage of it
+    reads the blocks) included, plans at most CALL_SECONDS (8 minutes); every stage is in a call, plans no more than
+    its own limit, and the check's budget is the call's less its setup."""
+    (tmp_path / "carried" / "squad").mkdir(parents=True)
+    (tmp_path / "carried" / "squad" / "inputs.json").write_text("{}")
+    planned = {stage.name: stage for stage in plan.stages(toy=False, work=tmp_path, task_inputs=tmp_path / "carried")}
+    assert plan.CALLS[0] == ("cuda-tests", "trainer-compiled")
+    assert {name for call in plan.CALLS for name in call} == set(plan.STAGE_NAMES) - {"prepare"}
+    for call in plan.CALLS:
+        prepare = planned["prepare"].planned if set(call) & set(plan.READ_BLOCKS) else 0
+        seconds = plan.SETUP_SECONDS + prepare + sum(planned[name].planned for name in call)
+        assert seconds <= plan.CALL_SECONDS, (call, seconds)
+    assert check.BUDGET_SECONDS == plan.CALL_SECONDS - plan.SETUP_SECONDS
+    for stage in planned.values():
+        assert stage.skip or 0 < stage.planned <= stage.timeout <= check.BUDGET_SECONDS, stage.name
+
+
+def test_a_stage_whose_plan_does_not_fit_is_left_for_the_next_call_and_said_so(tmp_path, capsys):
+    stage = plan.Stage("long", [sys.executable, "-c", "raise SystemExit(1)"], timeout=100, planned=90)
+    assert check.not_in_time(stage, seconds_left=120) is None
+    stage.skip = check.not_in_time(stage, seconds_left=60)
+    assert stage.skip == "left for the next call: planned 90 s, 60 s of the call left"
+    check.run_stage(stage, seconds_left=60, env={}, logs=tmp_path)  # not started: it would have failed
+    cut = plan.Stage("cut", [sys.executable, "-c", "import time; time.sleep(30)"], timeout=1)
+    check.run_stage(cut, seconds_left=60, env={}, logs=tmp_path)
+    assert check.left_over([stage, cut]) == ["long", "cut"]
+    check.print_next_call(["long", "cut"], 2)
+    printed = capsys.readouterr().out
+    assert "Left for the next call: long, cut (`--stages long cut`)." in printed
+    assert f"Then the plan's next call: `--call 2` ({', '.join(plan.CALLS[1])})." in printed

@@ -136,8 +136,8 @@ def test_sides_that_agree_at_the_floor_are_unproven_not_met():
 
 
 def test_a_score_a_hair_above_the_floor_is_not_clear_of_it():
-    """Both sides beat always-"paraphrase" by a point, steadily: above the floor beyond noise, but less than a tenth
-    of the way to a perfect score, so still at the floor."""
+    """Both sides beat always-"paraphrase" by a point, steadily, but by less than the evaluation-sample noise of
+    408 pairs: still at the floor."""
     floors = [floors_record({"MRPC": 81.2})]
     scores = [0.821, 0.822, 0.820]
     records = runs("mrpc", {"spanroberta": scores, "transformers": scores}, WALLS, with_outcomes=True)
@@ -155,11 +155,11 @@ def test_without_outcomes_the_floor_has_no_verdict_worded_as_the_task_table_word
     assert parity.verdict(entry) == "agrees, no floor verdict"
     row = next(line for line in render_parity(records, floors).splitlines() if "| sst2 |" in line)
     assert "| 50.9 (a heuristic) | [" in row and "-floors.json) | sample noise not recorded: no verdict |" in row
-    assert ("| sample noise not recorded: no verdict; the means alone are a tenth of the way above it |"
+    assert ("| sample noise not recorded: no verdict; the means alone are above it |"
             in findings(records, floors))  # fmt: skip
 
 
-@pytest.mark.parametrize("scores, clear", [([0.70, 0.705, 0.71], True), ([0.60, 0.61, 0.62], False)])
+@pytest.mark.parametrize("scores, clear", [([0.70, 0.705, 0.71], True), ([0.56, 0.57, 0.58], False)])
 def test_the_parity_verdict_uses_the_task_tables_floor_and_margin(scores, clear):
     """A task unit's records and one parity side's with the same scores and outcomes on the same evaluated examples
     (RTE's whole dev set: the cpu budget's, and every parity size's): the same floor (the floors record's, not the

@@ -2,6 +2,7 @@
 prints the command that resumes it and exits with PREEMPTED_EXIT_CODE; the resumed run ends with the weights of an
 uninterrupted one."""
 
+import json
 import os
 import signal
 import subprocess
@@ -20,6 +21,7 @@ from spanroberta.runs.checkpoints import checkpoint_problem, find_checkpoints
 from spanroberta.runs.folder_lock import LOCK_FILE
 from spanroberta.runs.preemption import (
     PREEMPTED_EXIT_CODE,
+    PREEMPTED_FILE,
     SaveOnPreemption,
     catch_preemption_signals,
     preempted_message,
@@ -129,3 +131,44 @@ def test_a_sigterm_saves_exits_and_resumes_to_the_weights_of_an_uninterrupted_ru
     assert expected.keys() == resumed.keys()
     for name in expected:
         torch.testing.assert_close(resumed[name], expected[name], rtol=0, atol=1e-6, msg=name)
+
+
+class _Line(torch.nn.Module):
+    """The smallest model a Trainer trains: a loss of one weight."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(1))
+
+    def forward(self, x, labels=None):
+        return {"loss": ((self.weight * x - labels) ** 2).mean()}
+
+
+def test_a_preempted_step_saves_once_without_evaluating_under_any_save_strategy(tmp_path, monkeypatch):
+    from transformers import TrainerCallback, TrainingArguments
+
+    from spanroberta.runs.trainer import RunTrainer
+
+    class SignalAtStep2(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            if state.global_step == 1:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    rows = [{"x": torch.tensor([1.0]), "labels": torch.tensor([2.0])}] * 16
+    args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=2, max_steps=8,
+                             eval_strategy="steps", eval_steps=1, save_strategy="best", metric_for_best_model="loss",
+                             report_to="none", use_cpu=True, logging_steps=1)  # fmt: skip
+    trainer = RunTrainer(model=_Line(), args=args, train_dataset=rows, eval_dataset=rows[:2],
+                         callbacks=[SignalAtStep2()])  # fmt: skip
+    evaluations = []
+    # Every evaluation scores the same: only the first is a new best, which --save_strategy best saves.
+    monkeypatch.setattr(trainer, "_evaluate",
+                        lambda *a, **k: evaluations.append(trainer.state.global_step) or {"eval_loss": 1.0})
+    with pytest.raises(SystemExit) as ended:
+        trainer.train()
+    assert ended.value.code == PREEMPTED_EXIT_CODE
+    assert evaluations == [1]  # the preempted step 2 was not evaluated first
+    assert [step for step, _ in find_checkpoints(tmp_path)] == [2, 1]
+    # What a job script reads where a launcher hides the exit status, until a run trains in the folder again.
+    assert json.loads((tmp_path / PREEMPTED_FILE).read_text())["step"] == 2
+    assert checkpoint_problem(tmp_path / "checkpoint-2") is None

@@ -115,12 +115,24 @@ def test_streamed_blocks_carry_the_same_word_starts(chinese):
         assert row[WORD_STARTS_COLUMN].tolist() == block[WORD_STARTS_COLUMN]
 
 
-def test_segmenter_names_are_checked(monkeypatch):
-    with pytest.raises(UserInputError, match="is not one of jieba"):
+@pytest.mark.parametrize("name", ["jieba", "fugashi"])
+def test_segmenter_names_are_checked(monkeypatch, name):
+    with pytest.raises(UserInputError, match="is not one of jieba, fugashi"):
         load_segmenter("mecab")
-    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
-    with pytest.raises(MissingPackageError, match=r"\.\[segmenters\]"):
-        load_segmenter("jieba")
+    monkeypatch.setattr("importlib.util.find_spec", lambda package: None)
+    with pytest.raises(MissingPackageError, match=rf"--word_segmenter {name} needs .*\.\[segmenters\]"):
+        load_segmenter(name)
+
+
+def test_fugashi_is_refused_without_its_dictionary(monkeypatch):
+    import importlib.util
+
+    pytest.importorskip("fugashi")  # else the refusal names fugashi first
+
+    installed = importlib.util.find_spec
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None if name == "unidic_lite" else installed(name))
+    with pytest.raises(MissingPackageError, match=r"the unidic_lite package.*\.\[segmenters\]"):
+        load_segmenter("fugashi")
 
 
 @pytest.mark.parametrize("masking", ["token", "pmi"])
@@ -141,6 +153,20 @@ def test_jieba_words_start_where_jieba_cuts(chinese):
     assert 0 < sum((sentence // segmenter.stride).tolist()) <= len(words) - 1
 
 
+def test_fugashi_words_start_where_mecab_cuts(chinese):
+    pytest.importorskip("fugashi")
+    pytest.importorskip("unidic_lite")
+    tokenizer, _ = chinese  # a vocabulary of Chinese characters: Japanese kana fall into bytes, kanji mostly not
+    line = "私の町は海に近い小さな町である。"
+    words = load_segmenter("fugashi")(" " + line)
+    assert "".join(words) == line and words[:4] == ["私", "の", "町", "は"]  # MeCab drops the space
+    segmenter = WordSegmenter(tokenizer, "fugashi")
+    (sentence,) = token_arrays([line], tokenizer, segmenter)[0]
+    word_starts = set(itertools.accumulate((len(w) for w in words[:-1]), initial=1))
+    assert (sentence // segmenter.stride).tolist() == expected_starts(tokenizer, line, word_starts)
+    assert 0 < sum((sentence // segmenter.stride).tolist()) <= len(words)
+
+
 def test_run_pretraining_refuses_a_segmenter_with_token_masking(monkeypatch, tmp_path, tiny_tokenizer_dir):
     message = refusal_before_data_is_read(
         monkeypatch, tmp_path, tiny_tokenizer_dir, ["--word_segmenter", "jieba", "--masking", "token"]
@@ -149,21 +175,25 @@ def test_run_pretraining_refuses_a_segmenter_with_token_masking(monkeypatch, tmp
 
 
 @pytest.mark.slow
-def test_a_prepared_corpus_segmented_by_jieba_trains(tmp_path):
-    pytest.importorskip("jieba")
+@pytest.mark.parametrize(("segmenter", "packages", "sample"), [
+    ("jieba", ("jieba",), "zh.txt"), ("fugashi", ("fugashi", "unidic_lite"), "ja.txt"),
+])  # fmt: skip
+def test_a_prepared_corpus_segmented_by_a_segmenter_trains(tmp_path, segmenter, packages, sample):
+    for package in packages:
+        pytest.importorskip(package)
     import run_pretraining
 
-    corpus = tmp_path / "zh.txt"
-    corpus.write_text((LANGUAGES / "zh.txt").read_text(encoding="utf-8").replace("\n", "\n\n"), encoding="utf-8")
+    corpus = tmp_path / sample
+    corpus.write_text((LANGUAGES / sample).read_text(encoding="utf-8").replace("\n", "\n\n"), encoding="utf-8")
     prepared_dir = tmp_path / "prepared"
     run_pretraining.main([
-        "--train_file", str(corpus), "--word_segmenter", "jieba", "--prepared_data_dir", str(prepared_dir),
+        "--train_file", str(corpus), "--word_segmenter", segmenter, "--prepared_data_dir", str(prepared_dir),
         "--output_dir", str(tmp_path / "out"), "--model_size", "tiny", "--tokenizer_vocab_size", "600",
         "--max_seq_length", "64", "--per_device_train_batch_size", "4", "--max_steps", "2", "--report_to", "none",
         "--use_cpu", "true", "--config_overrides", "num_hidden_layers=1,hidden_size=32,num_attention_heads=2,"
         "intermediate_size=64",
     ])  # fmt: skip
     manifest = json.loads((prepared_dir / "spanroberta_prepared.json").read_text())
-    assert manifest["masking_units"] == "segmenter:jieba"
+    assert manifest["masking_units"] == f"segmenter:{segmenter}"
     blocks = datasets.load_from_disk(str(prepared_dir / "blocks"))["train"]
     assert WORD_STARTS_COLUMN in blocks.column_names and sum(map(sum, blocks[WORD_STARTS_COLUMN])) > 0

@@ -12,7 +12,7 @@ from benchmarks.common import CHECKPOINT_NAME
 from benchmarks.tables import task_benchmark
 from benchmarks.tables.render import Context
 from benchmarks.tasks import catalog as task_catalog, preparation
-from benchmarks.tasks import heuristics
+from benchmarks.tasks import heuristics, outcomes, rows as task_rows
 from spanroberta.records import RunStart, provenance, read_records, write_record
 
 # --- RACE ---
@@ -174,3 +174,28 @@ def test_the_table_shows_each_row_against_the_floors_record_of_its_evaluated_exa
     # The floors record holds SemEval's earlier split, not the one its record evaluated: the record's own floor.
     assert "| 2.4 | 1 seed: no verdict |" in lines["SemEval-2010 Task 8"]
     assert "| its unit record's |" in lines["SemEval-2010 Task 8"]
+
+
+def test_the_committed_floors_outcomes_give_each_floor_and_align_with_the_rows_records():
+    """The newest floors record's per-example outcomes score each cpu row's floor, hold one group per example, and
+    count as many examples as every standing unit record of the row (the paired verdict compares them in order)."""
+    results = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+    floors = read_records("task-floors", results)
+    newest = max(floors, key=lambda record: record["date"])
+    units = task_rows.row_units([record for record in read_records("tasks", results) if task_rows.is_current(record)])
+    standing = collections.defaultdict(list)
+    for (checkpoint, size, label, _), record in units.items():
+        if (checkpoint, size) == (CHECKPOINT_NAME, "cpu"):
+            standing[label].append(record)
+    checked = 0
+    for entry in newest["results"]["floors"]:
+        if entry["size"] != "cpu":
+            continue
+        for label, row in entry["rows"].items():
+            assert outcomes.outcome_score(row["outcomes"]) == pytest.approx(row["floor"], abs=1e-6)
+            assert outcomes.outcome_count(row["outcomes"]) == len(row["groups"])
+            assert len(standing[label]) == 3
+            for record in standing[label]:
+                assert outcomes.outcome_count(record["results"]["rows"][label]["outcomes"]) == len(row["groups"])
+            checked += 1
+    assert checked == 13

@@ -2,7 +2,12 @@
 """One prepared check of a fresh single-GPU machine, every input local (no network), each stage time-boxed and the
 whole cut at BUDGET_SECONDS; its stages, in order of value, and their commands are plan.py's: the CUDA tests, the
 Trainer pairs compiled and eager at base and large, the profiled step, the bare step, the batch sweep, fp8, a
-SQuAD smoke, the QA demo and the task benchmark. `--stages` runs a part of it (all of it does not fit one budget).
+SQuAD smoke, the QA demo and the task benchmark. `--stages` runs a part of it (all of it does not fit one budget),
+`--call N` the N-th of the calls the plan divides it into (plan.CALLS), each within 8 minutes with the setup.
+
+A stage starts only where its planned seconds (plan.PLANNED_SECONDS) fit what is left of the budget; one that does
+not, or that its limit cuts off, is left for the next call, and the check ends by saying so (and the plan's next
+call), in its record too (`left_for_next_call`).
 
 Each stage runs in its own process under its own time limit (cut further so the whole check stays within its
 budget): a stage that fails or hangs is reported in the table, with the last lines of its log kept in the record
@@ -18,6 +23,7 @@ every record the check writes and every stage's log go into one archive (archive
 that a call cut off still hands back what finished.
 
     make gpu-check                         # python -m benchmarks.gpu.check
+    python -m benchmarks.gpu.check --call 1          # the plan's first call: the CUDA tests, the compiled base pair
     python -m benchmarks.gpu.check --stages cuda-tests trainer-compiled   # a part: prepare and these two
     python -m benchmarks.gpu.check --stages tasks   # the task benchmark from .gpu/task-inputs
     python -m benchmarks.gpu.check --toy   # CPU rehearsal: tiny model, bundled demo corpus
@@ -42,14 +48,16 @@ from typing import Any
 from benchmarks import ROOT
 from benchmarks.common import code_of
 from benchmarks.gpu.archive import write_archive
-from benchmarks.gpu.plan import READ_BLOCKS, STAGE_NAMES, Stage, stages
+from benchmarks.gpu.plan import CALL_SECONDS, CALLS, READ_BLOCKS, SETUP_SECONDS, STAGE_NAMES, Stage, stages
 from benchmarks.speed.trainer import SPANBERT, TUNED, settings_of
 from spanroberta.data.demo_corpus import DEMO_CORPUS_FILE
 from spanroberta.records import RESULTS_DIR, provenance, read_records, start_run, write_record
 
-# The whole check, every stage included: with the machine's setup (offline/setup.sh) a call stays under 9 minutes.
-BUDGET_SECONDS = 500
+# The whole check, every stage included: with the machine's setup (offline/setup.sh) a call stays within
+# plan.CALL_SECONDS, 8 minutes.
+BUDGET_SECONDS = CALL_SECONDS - SETUP_SECONDS
 NOT_ASKED = "not asked for (--stages)"  # why a stage a partial run (--stages) left out did not run
+LEFT_FOR_NEXT_CALL = "left for the next call"  # why a stage whose plan no longer fits the call did not start
 RECORDED_HERE = "recorded at this code"  # why a stage whose records exist for the code about to run did not run
 LOG_TAIL_LINES = 40  # of a stage that failed or timed out, kept in the record and printed
 
@@ -179,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
                         "--toy, a temporary folder).")  # fmt: skip
     parser.add_argument("--stages", nargs="+", choices=STAGE_NAMES, help="Run only these (and prepare, with a speed "
                         "stage): the whole check takes longer than one budget on a fresh machine, so it runs in parts.")
+    parser.add_argument("--call", type=int, choices=range(1, len(CALLS) + 1), help="Run the stages of this call "
+                        "of the plan (plan.CALLS, from 1), as --stages would.")  # fmt: skip
     parser.add_argument("--archive", type=Path, help="One archive (.tar.gz) of the records written and the logs, "
                         "rewritten after each stage.")  # fmt: skip
     parser.add_argument("--logs_dir", type=Path, help="Where the stage logs go, each <stage>.log, with any other "
@@ -192,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
         logs.mkdir(parents=True, exist_ok=True)
         env = stage_environment(records_dir, options.toy)
         checked = stages(options.toy, work)
-        mark_skipped(checked, set(options.stages or STAGE_NAMES), records_dir)
+        asked = options.stages or (CALLS[options.call - 1] if options.call else STAGE_NAMES)
+        mark_skipped(checked, set(asked), records_dir)
         before = {name: len(read_records(name, records_dir))
                   for name in ("trainer", "pretraining_step", "pretraining_step_profile", "tasks",
                                "qa-pipeline")}  # fmt: skip
@@ -201,19 +212,50 @@ def main(argv: list[str] | None = None) -> int:
                 write_archive(options.archive, records_dir or RESULTS_DIR, since, sorted(logs.glob("*.log")))
 
         for stage in checked:
-            stage.skip = stage.skip or (stage.guard and stage.guard())
-            run_stage(stage, BUDGET_SECONDS - (time.perf_counter() - clock), env, logs)
+            seconds_left = BUDGET_SECONDS - (time.perf_counter() - clock)
+            stage.skip = stage.skip or (stage.guard and stage.guard()) or not_in_time(stage, seconds_left)
+            run_stage(stage, seconds_left, env, logs)
             stage.outcome["figures"] = figures(stage, before, records_dir)
             before = {name: len(read_records(name, records_dir)) for name in before}
             pack()
         results = {"stages": {stage.name: stage.outcome for stage in checked},
-                   "total_seconds": time.perf_counter() - clock}  # fmt: skip
+                   "total_seconds": time.perf_counter() - clock, "left_for_next_call": left_over(checked),
+                   "next_planned_call": options.call + 1 if options.call and options.call < len(CALLS) else None}
+
         settings = {"toy": options.toy, "budget_seconds": BUDGET_SECONDS,
                     "commands": {stage.name: stage.command for stage in checked}}  # fmt: skip
         path = write_record("gpu-check", settings, results, started=started, results_dir=records_dir)
         pack()
+    print_next_call(results["left_for_next_call"], results["next_planned_call"])
     print_table(checked, results["total_seconds"], path)
     return 0 if all(stage.outcome["status"].startswith(("passed", "skipped")) for stage in checked) else 1
+
+
+def not_in_time(stage: Stage, seconds_left: float) -> str | None:
+    """Why `stage` is not started (None: it is): its planned seconds (plan.PLANNED_SECONDS) exceed what is left of
+    the call. A Trainer stage cut off at its limit leaves no record, so starting one that cannot end wastes the rest
+    of the call; the next call runs it."""
+    if stage.skip or stage.planned <= seconds_left:
+        return None
+    return f"{LEFT_FOR_NEXT_CALL}: planned {stage.planned} s, {max(seconds_left, 0):.0f} s of the call left"
+
+
+def left_over(checked: list[Stage]) -> list[str]:
+    """The stages this call was asked to run and did not finish for lack of time: not started (`not_in_time`) or cut
+    off at their limit. A stage that failed is not among them: it needs a fix, not another call."""
+    return [stage.name for stage in checked
+            if stage.outcome["status"].startswith((f"skipped: {LEFT_FOR_NEXT_CALL}", "timed out"))]  # fmt: skip
+
+
+def print_next_call(left: list[str], next_call: int | None) -> None:
+    """What this call left for the next one, and the plan's next call (printed before the table, which comes last)."""
+    if left:
+        print(f"\nLeft for the next call: {', '.join(left)} (`--stages {' '.join(left)}`).")
+    if next_call:
+        stages_next = ", ".join(CALLS[next_call - 1])
+        print(f"{'Then the' if left else 'The'} plan's next call: `--call {next_call}` ({stages_next}).")
+    elif not left:
+        print("\nNothing was left for the next call.")
 
 
 def mark_skipped(checked: list[Stage], asked: set[str], records_dir: Path | None) -> None:

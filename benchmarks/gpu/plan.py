@@ -12,8 +12,8 @@ and the records that show it done, at GPU size or at the CPU rehearsal's (`toy`)
    packed under the mask and under varlen_fa2, the baseline): the host's time to issue it, its wall time, the top
    kernels and the time of attention, the GEMMs and the optimizer;
 6. `step`: the same benchmark timed at base, with the packed ablations, and each side's MFU;
-7. `sweep-base`, `sweep-large`: the eager pairs at other per-device batches (SWEEP), every side at each: MFU and
-   peak memory, to find the batch each side peaks at;
+7. `sweep-base`, `sweep-large`, `sweep-large-64`: the eager pairs at other per-device batches (SWEEP), every side
+   at each: MFU and peak memory, to find the batch each side peaks at;
 8. `fp8`: the large compiled spanbert recipe with `--fp8` (torchao's float8 training), against the bf16 record of
    the same code; skipped, saying why, where speed/trainer.py has no `--fp8` yet or torchao is absent;
 9. `squad-smoke`: all-MiniLM-L6-v2 (`make checkpoint`) fine-tuned by run_squad.py for about a minute on the first
@@ -24,6 +24,10 @@ and the records that show it done, at GPU size or at the CPU rehearsal's (`toy`)
 11. `tasks`: the task benchmark at the gpu size, every seed of every task whose inputs are in .gpu/task-inputs and
     which has no record yet, 5 units at a time on the one GPU; a unit cut off by the limit leaves no record, and the
     next call runs it.
+
+Each stage has its planned seconds (PLANNED_SECONDS) and the whole check is planned as calls of the GPU machine
+(CALLS), each within CALL_SECONDS with its setup; check.py starts a stage only where its plan fits what is left of
+the call, and says what it left for the next call.
 
 A stage names the records it writes (`Stage.records`: a benchmark and the settings its record has); check.py skips
 it where every one of them exists already for the code about to run, so that a later call runs only what is missing.
@@ -52,15 +56,37 @@ from benchmarks.speed.trainer import CONFIGS
 from benchmarks.tasks.scores import INPUTS_MANIFEST
 
 STAGE_NAMES = ("prepare", "cuda-tests", "trainer-compiled", "large-compiled", "trainer-eager", "large-eager",
-               "step-profile", "step", "sweep-base", "sweep-large", "fp8", "squad-smoke", "qa-demo",
+               "step-profile", "step", "sweep-base", "sweep-large", "sweep-large-64", "fp8", "squad-smoke", "qa-demo",
                "tasks")  # fmt: skip
 READ_BLOCKS = ("trainer-compiled", "large-compiled", "trainer-eager", "large-eager", "step-profile", "step",
-               "sweep-base", "sweep-large", "fp8")  # fmt: skip
+               "sweep-base", "sweep-large", "sweep-large-64", "fp8")  # fmt: skip
+# One call of the GPU machine, its setup included (offline/setup.sh, SETUP_SECONDS): 8 minutes on an H100.
+CALL_SECONDS, SETUP_SECONDS = 480, 30
+# The seconds each stage is planned to take on one H100 or H200 at GPU size: what the check's records of 26-28
+# November 2026 (benchmarks/results/gpu-check/) measured, scaled to today's stages. The Trainer pairs were measured
+# with two sides of 40 steps, each side about 30 s of start and data, the compilation (about 30 s at base, 47 s at
+# large, from their first windows) and its steps; today's pairs run three sides of 150 steps. The sweeps' steps
+# grow with the batch (the pairs' tokens/s). A stage is started only where its plan fits what is left of the call
+# (check.py); its `timeout` is the hard limit, with headroom over the plan.
+PLANNED_SECONDS = {"prepare": 25, "cuda-tests": 155, "trainer-compiled": 215, "large-compiled": 265,
+                   "trainer-eager": 120, "large-eager": 150, "step-profile": 70, "step": 40, "sweep-base": 335,
+                   "sweep-large": 205, "sweep-large-64": 290, "fp8": 120, "squad-smoke": 50, "qa-demo": 150,
+                   "tasks": 120}  # fmt: skip
+# (The task benchmark's plan is one round of its units; it takes whatever time its call has left.)
+# The calls the whole check takes, in order (check.py --call N runs the N-th, 1-based), each within CALL_SECONDS
+# with its setup and `prepare` where a stage of it reads the blocks (tests/test_gpu_check.py holds them to it). The
+# CUDA tests and the compiled base pair come first (with the compiled large pair they would plan about 700 s); the
+# large pairs, compiled and eager, share the second; the eager base pair, the profile, the bare step and the SQuAD
+# smoke the third; the sweeps and fp8 follow; the task benchmark takes what time its calls have (unit by unit, each
+# unit's record as it ends).
+CALLS = (("cuda-tests", "trainer-compiled"), ("large-compiled", "large-eager"),
+         ("trainer-eager", "step-profile", "step", "squad-smoke"), ("sweep-base",), ("fp8", "sweep-large"),
+         ("sweep-large-64",), ("qa-demo", "tasks"), ("tasks",))  # fmt: skip
 TASK_INPUTS = ROOT / ".gpu" / "task-inputs"  # where setup.sh unpacks the bundle's task inputs
 TASK_JOBS = 5  # units at a time: most of a gpu-size unit is its process's start and tokenization
 # The per-device batches the sweep runs besides each size's own in the pairs (speed/trainer.py's CONFIGS), at GPU
 # size, and the rehearsal's at the tiny size.
-SWEEP = {"base-gpu": (64, 128), "large-gpu": (32, 64), "tiny": (2,)}
+SWEEP = {"base-gpu": (64, 128), "large-gpu": (32, 64), "tiny": (2,)}  # at large, a stage a batch: each fills a call
 # The step benchmark's sides beyond the unpacked pair: packed rows, under the mask and under varlen_fa2.
 PACKED_ABLATIONS = ("spanroberta-packed-mask", "spanroberta-packed-varlen_fa2")
 
@@ -73,6 +99,7 @@ class Stage:
     name: str
     command: list[str]
     timeout: int
+    planned: int = 0  # seconds it is planned to take (PLANNED_SECONDS; 0 in the rehearsal, which has no plan)
     benchmark: str | None = None  # the benchmark whose new records hold the stage's figures
     scores: Path | None = None  # or the run_squad.py scores file that does
     skip: str | None = None  # why the stage does not run, if it does not
@@ -96,7 +123,7 @@ def stages(toy: bool, work: Path, task_inputs: Path = TASK_INPUTS) -> list[Stage
     tests = ["tests/test_records.py"] if toy else ["tests"]  # the rehearsal: the selection's mechanics
     prepare = ("from benchmarks.speed.common import load_blocks, load_tokenizer; "
                f"load_blocks(load_tokenizer(), {64 if toy else 512})")  # fmt: skip
-    return [
+    planned = [
         Stage("prepare", [sys.executable, "-c", prepare], 60),
         # On one H200 the CUDA tests ran past 150 s; the fp8 test adds two 300-step runs of a tiny model. Only the
         # stages that train in fp8 import torchao, from where setup.sh put it (transformers imports it with every
@@ -116,13 +143,17 @@ def stages(toy: bool, work: Path, task_inputs: Path = TASK_INPUTS) -> list[Stage
               records=[("pretraining_step_profile", {"config": config}) for config in profiled]),  # fmt: skip
         Stage("step", _python("speed.pretraining_step", "--config", base, *step, "--ablations", *PACKED_ABLATIONS),
               70, benchmark="pretraining_step", records=[("pretraining_step", {"config": base})]),  # fmt: skip
-        trainer_stage("sweep-base", toy, base, compiled=False, timeout=300 if toy else 480, batches=SWEEP[base]),
-        trainer_stage("sweep-large", toy, large, compiled=False, timeout=500, batches=large and SWEEP[large]),
+        trainer_stage("sweep-base", toy, base, compiled=False, timeout=300 if toy else 440, batches=SWEEP[base]),
+        trainer_stage("sweep-large", toy, large, compiled=False, timeout=300, batches=large and SWEEP[large][:1]),
+        trainer_stage("sweep-large-64", toy, large, compiled=False, timeout=420, batches=large and SWEEP[large][1:]),
         trainer_stage("fp8", toy, large, compiled=True, timeout=300, fp8=True),
         squad_smoke(toy, work),
         qa_demo(toy, work, task_inputs),  # before the task benchmark, which takes whatever time is left
         task_benchmark(toy, task_inputs),
     ]  # fmt: skip
+    for stage in planned:
+        stage.planned = 0 if toy else PLANNED_SECONDS[stage.name]
+    return planned
 
 
 def trainer_stage(name: str, toy: bool, config: str | None, compiled: bool, timeout: int,
@@ -173,7 +204,7 @@ def task_benchmark(toy: bool, task_inputs: Path) -> Stage:
     if not carried:
         return Stage("tasks", [], 0, skip=f"no task inputs in {task_inputs} (carry .gpu/tasks or .gpu/race)")
     return Stage("tasks", _python("tasks.scores", "--size", "gpu", "--inputs", str(task_inputs), "--tasks", *carried,
-                                  "--jobs", str(TASK_JOBS)), 520, benchmark="tasks")  # fmt: skip
+                                  "--jobs", str(TASK_JOBS)), 440, benchmark="tasks")  # fmt: skip
 
 
 def qa_demo(toy: bool, work: Path, task_inputs: Path) -> Stage:

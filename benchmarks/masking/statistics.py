@@ -10,8 +10,9 @@ shortened word by word to fit its budget and a word is never split, so short blo
 Each block is masked `--epochs` times (dynamic masking: a fresh mask per epoch, keyed by (seed, epoch, index) as
 the collator keys it) with the word starts the collator uses (`word_starts.vocabulary_word_starts`: the
 vocabulary's markers, each CJK character a word of its own); for comparison, with the "Ġ" marker alone; and,
-where jieba is installed (`pip install -e ".[segmenters]"`), with jieba's words on the Chinese and mixed corpora
-(`--word_segmenter jieba`), whose preparation cost (tokens per second, with and without it) is timed too.
+where the segmenters are installed (`pip install -e ".[segmenters]"`), with jieba's words on the Chinese and mixed
+corpora (`--word_segmenter jieba`) and MeCab's (fugashi, unidic-lite's dictionary) on the Japanese and mixed ones
+(`--word_segmenter fugashi`), whose preparation cost (tokens per second, with and without each) is timed too.
 
     python -m benchmarks.masking.statistics
     python -m benchmarks.masking.statistics --epochs 200 --max_seq_length 128
@@ -42,7 +43,7 @@ from spanroberta.data.masking import (
     word_start_table,
     word_starts_at,
 )
-from spanroberta.data.segmenters import WordSegmenter
+from spanroberta.data.segmenters import SEGMENTER_PACKAGES, WordSegmenter
 from spanroberta.data.tokenizer import train_byte_level_bpe
 from spanroberta.data.word_starts import BPE_MARKER, WORD_STARTS_COLUMN
 from spanroberta.models.modeling_span_heads import run_starts
@@ -50,8 +51,10 @@ from spanroberta.records import ROOT, start_run, write_record
 
 LANGUAGES = ROOT / "tests" / "fixtures" / "languages"
 ENGLISH_CHARACTERS = 12_000  # about as many tokens as the Chinese sample has
-# jieba segments Chinese: the Chinese corpus and the mixed one, whose CJK text is mostly Chinese and Japanese kanji.
-SEGMENTED = ("Chinese", "mixed")
+# The corpora each segmenter cuts: jieba the Chinese, fugashi the Japanese, and both the mixed one, which holds both
+# languages (mostly Japanese), each segmenter cutting the other's language as it can: jieba gives each kana a word of
+# its own, MeCab cuts simplified Chinese with a Japanese dictionary.
+SEGMENTED = {"jieba": ("Chinese", "mixed"), "fugashi": ("Japanese", "mixed")}
 TIMING_COPIES = 40
 TARGETS = {"masked_share": (0.15, 0.005), "mean_span_words": (3.8, 0.2)}
 
@@ -124,9 +127,9 @@ def statistics(input_ids: torch.Tensor, starts_word: torch.Tensor, special: torc
     }
 
 
-def jieba_version() -> str | None:
+def installed_version(distribution: str) -> str | None:
     try:
-        return metadata.version("jieba")
+        return metadata.version(distribution)
     except metadata.PackageNotFoundError:
         return None
 
@@ -150,12 +153,14 @@ def main() -> None:
         "Ġ marker alone": torch.tensor([token.startswith(BPE_MARKER) for token in
                                         tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))]) & ~special,
     }  # fmt: skip
-    segmenter = None
-    if importlib.util.find_spec("jieba"):
+    segmenters = {}
+    for name, packages in SEGMENTER_PACKAGES.items():
+        if all(importlib.util.find_spec(package) for package in packages):
+            segmenters[name] = WordSegmenter(tokenizer, name)  # MeCab's dictionary is loaded here
+    if "jieba" in segmenters:
         import jieba
 
         jieba.initialize()  # its dictionary, loaded before any preparation is timed
-        segmenter = WordSegmenter(tokenizer, "jieba")
     results: dict = {"paper_span_words_histogram": span_length_probabilities(0.2, 10).tolist(), "corpora": {}}
     print("| corpus | words | tokens | word starts / 128 tokens | masked | mean span (words) | mean run (tokens) |")
     print("|---|---|---|---|---|---|---|")
@@ -164,10 +169,12 @@ def main() -> None:
         input_ids = blocks["input_ids"]
         rules = {rule: table[input_ids] for rule, table in tables.items()}
         preparation = {"without segmenter": preparation_speed(text, tokenizer, args.max_seq_length, None)}
-        if segmenter is not None and name in SEGMENTED:
-            rules["jieba words (--word_segmenter jieba)"] = blocks_of(text, tokenizer, args.max_seq_length,
-                                                                      segmenter)["word_starts"]  # fmt: skip
-            preparation["with jieba"] = preparation_speed(text, tokenizer, args.max_seq_length, segmenter)
+        for segmenter_name, segmenter in segmenters.items():
+            if name in SEGMENTED[segmenter_name]:
+                rule = f"{segmenter_name} words (--word_segmenter {segmenter_name})"
+                rules[rule] = blocks_of(text, tokenizer, args.max_seq_length, segmenter)["word_starts"]
+                preparation[f"with {segmenter_name}"] = preparation_speed(text, tokenizer, args.max_seq_length,
+                                                                          segmenter)  # fmt: skip
         results["corpora"][name] = {"preparation_tokens_per_second": preparation}
         for rule, starts_word in rules.items():
             found = statistics(input_ids, starts_word, special, args.epochs)
@@ -179,7 +186,8 @@ def main() -> None:
         print(f"| {name} | preparation, tokens/s: " + ", ".join(f"{k} {v:,.0f}" for k, v in preparation.items()))
     settings = {**vars(args), "input_format": "full-sentences", "seed": 0, "geometric_p": 0.2,
                 "max_span_length": 10, "mlm_probability": 0.15, "english_characters": ENGLISH_CHARACTERS,
-                "targets": TARGETS, "jieba": jieba_version(),
+                "targets": TARGETS, "jieba": installed_version("jieba"),
+                "fugashi": installed_version("fugashi"), "unidic_lite": installed_version("unidic-lite"),
                 "timing_copies": TIMING_COPIES}  # fmt: skip
     path = write_record("masking", settings, results, started=started)
     print(f"\nRecord: {path.relative_to(ROOT) if Path(path).is_relative_to(ROOT) else path}")

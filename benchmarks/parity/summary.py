@@ -7,7 +7,8 @@ slower beyond the same noise, and both sides are clear of the task's floor. The 
 benchmark's (benchmarks/statistics.py), so that one rule judges every table that says "clear of the floor": the
 floor is the newest floors record's (tasks/floors.py) for the same evaluated examples (`evaluated_examples_of`), and
 a side is clear when its mean less the margin (the seed term of the 95% t-interval plus the evaluation-sample noise
-of every seed's per-example outcomes) is above the floor by a tenth of the way to a perfect score. A side has no
+of every seed's per-example outcomes) is above the floor (statistics.py's margin rule: the run records hold no
+outcomes paired with the floor's). A side has no
 verdict with fewer seeds than the task benchmark's rule takes or without every seed's outcomes (the run records
 written so far hold none), worded as the task table words it; a task has none where no floors record holds its
 evaluated examples, and its row shows the run records' trivial floor (`_trivial_floor`) and says so. Sides that

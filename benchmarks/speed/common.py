@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -36,9 +38,12 @@ if BENCH_CORPUS != REUTERS:
     CACHE = CACHE / f"corpus-{BENCH_CORPUS.stem}"
 VOCAB_SIZE = 50265  # RoBERTa's (RoBERTa section 4.4)
 
-# Dense bf16 tensor-core peaks in FLOP/s, from NVIDIA's data sheets, by a fragment of the device name: H100 SXM and
-# H200 989 TFLOP/s, A100 312. An H100 PCIe (756) is not an SXM card: it gets no peak rather than a wrong one.
-GPU_PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12}
+# Dense bf16 tensor-core peaks in FLOP/s by exact GPU model, from NVIDIA's data sheets ("NVIDIA H100 Tensor Core GPU"
+# and "NVIDIA H200 Tensor Core GPU", whose bf16 figures are given with 2:4 sparsity: halved here; "NVIDIA A100 Tensor
+# Core GPU", dense): H100 SXM 989 TFLOP/s, H100 PCIe 756, H100 NVL 835, H200 SXM 989, H200 NVL 835, A100 (SXM and
+# PCIe) 312. The NVL figures are the data sheets' 1,671 with sparsity, halved.
+GPU_PEAK_BF16_FLOPS = {"H100 SXM": 989e12, "H100 PCIe": 756e12, "H100 NVL": 835e12, "H200 SXM": 989e12,
+                       "H200 NVL": 835e12, "A100": 312e12}  # fmt: skip
 
 
 def require_corpus() -> None:
@@ -111,43 +116,125 @@ def encoder_settings(tokenizer: PreTrainedTokenizerBase, size: str) -> dict:
     )
 
 
-def gpu_peak_flops() -> float | None:
-    """The dense bf16 peak of this process's GPU; None on CPU or for a card not in GPU_PEAK_BF16_FLOPS."""
-    import torch
+@dataclass(frozen=True)
+class GpuPeak:
+    """A GPU as the MFU reads it: the name torch reports, the model it is (a key of GPU_PEAK_BF16_FLOPS, or a MIG
+    slice's name), its dense bf16 peak, and why it has none where it has none."""
 
+    device: str
+    model: str | None
+    flops: float | None
+    reason: str | None = None
+
+    def as_record(self) -> dict[str, Any]:
+        return {"device": self.device, "model": self.model, "peak_flops": self.flops, "no_peak_reason": self.reason}
+
+
+def gpu_model(device: str, visible_devices: str = "") -> GpuPeak:
+    """The model of a GPU named `device` (torch.cuda.get_device_name: "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe",
+    "NVIDIA H100 NVL", "NVIDIA H200", "NVIDIA H200 NVL", "NVIDIA A100-SXM4-80GB", ...) and its peak. A MIG slice
+    (its name ends in the profile, "... MIG 1g.10gb", or CUDA_VISIBLE_DEVICES, `visible_devices`, names a MIG-
+    device) is named and refused: it owns a share of the chip's SMs, so the chip's peak would understate its MFU."""
+    name = device.lower()
+    mig = re.search(r"\bmig\s+(\d+g\.\d+gb)", name)
+    if mig or visible_devices.strip().startswith("MIG-"):
+        slice_name = f"MIG {mig.group(1)}" if mig else "MIG slice"
+        return GpuPeak(device, slice_name, None, "a MIG slice computes on a share of the chip; no MFU is taken")
+    if re.search(r"\bh[12]00\b", name):
+        chip = "H100" if re.search(r"\bh100\b", name) else "H200"
+        if "nvl" in name:
+            model = f"{chip} NVL"
+        elif "pcie" in name:
+            model = f"{chip} PCIe"
+        elif chip == "H200" or "hbm3" in name or "sxm" in name:  # the H200's SXM board is named "NVIDIA H200"
+            model = f"{chip} SXM"
+        else:
+            model = None
+    else:
+        model = "A100" if re.search(r"\ba100\b", name) else None
+    if model not in GPU_PEAK_BF16_FLOPS:
+        return GpuPeak(device, model, None, "no dense bf16 peak is known for this GPU")
+    return GpuPeak(device, model, GPU_PEAK_BF16_FLOPS[model])
+
+
+def gpu_peak() -> GpuPeak | None:
+    """This process's GPU (`gpu_model`); None on CPU."""
     if not torch.cuda.is_available():
         return None
-    name = torch.cuda.get_device_name()
-    if "PCIe" in name:
-        return None
-    return next((peak for fragment, peak in GPU_PEAK_BF16_FLOPS.items() if fragment in name), None)
+    return gpu_model(torch.cuda.get_device_name(), os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+
+
+# How model_flops_per_step counts, named in every record that stores an MFU (`model_flops_counting`); records without
+# the field counted every layer at every position and the sparse heads at their targets.
+MODEL_FLOPS_COUNTING = ("as the kernels run it: the efficient path's last layer with keys and values at every token, "
+                        "queries, output projection and feed-forward at the positions the heads read; the sparse heads "
+                        "at every prediction slot")  # fmt: skip
 
 
 def model_flops_per_step(config: Any, batch: dict[str, Any], dense_head: bool) -> float:
-    """Training FLOPs (forward + backward = 3 x forward) of one step, counting matmuls only: "6N + the
-    attention term + the heads at the predicted positions".
+    """Training FLOPs (forward + backward = 3 x forward) of one step, counting matmuls only, as the kernels run them
+    (MODEL_FLOPS_COUNTING): "6N + the attention term + the heads where they run".
 
     Encoder: 6 x its matmul weights per token (embedding lookups are free), plus attention's two L x L matmuls
-    (2 x 2 x L x H per token per layer forward), every layer counted in full, over the spans `attention_spans`
-    gives: a packed row's documents each attend to themselves alone, an unpacked row attends to itself whole, as
-    its padded row is computed. Heads: the MLM head at every position (`dense_head`, the baseline) or at the
-    predicted positions only, plus the SBO head at its targets.
+    (2 x 2 x L x H per token per layer forward), over the spans `attention_spans` gives: a packed row's documents
+    each attend to themselves alone, an unpacked row attends to itself whole, as its padded row is computed.
+    `dense_head` (the transformers baseline): every layer at every token, the MLM head at every position. Otherwise
+    spanroberta's model, given its batch in prediction slots (`mlm_positions`): where the efficient path runs
+    (`last_layer_at_positions`), the last layer computes keys and values at every token but its queries, attention
+    output and feed-forward only at the positions the heads read (`read_positions`); the MLM head, and the SBO head
+    where the batch has SBO targets, run at every slot, used or not, as their fixed shapes make them.
     """
-    from spanroberta.models.configuration_spanroberta import IGNORE_INDEX
-
     spans = attention_spans(batch)
     tokens, squares = sum(spans), sum(span * span for span in spans)
     hidden, vocab, layers = config.hidden_size, config.vocab_size, config.num_hidden_layers
-    per_layer = 4 * hidden * hidden + 2 * hidden * config.intermediate_size
-    encoder = 6 * layers * per_layer * tokens + 3 * layers * 4 * hidden * squares
-    mlm_rows = batch["input_ids"].numel() if dense_head else int((batch["labels"] != IGNORE_INDEX).sum())
-    mlm_head = 6 * (hidden * hidden + hidden * vocab) * mlm_rows
-    sbo_head = 0
+    key_value, query_output = 2 * hidden * hidden, 2 * hidden * hidden
+    feed_forward = 2 * hidden * config.intermediate_size
+    full_layer = 6 * (key_value + query_output + feed_forward) * tokens + 3 * 4 * hidden * squares
+    mlm_transform_decoder = hidden * hidden + hidden * vocab
+    if dense_head:
+        return float(layers * full_layer + 6 * mlm_transform_decoder * batch["input_ids"].numel())
+    rows, slots = batch["mlm_positions"].shape
+    reads = read_positions(config, batch)
+    last_layer = full_layer
+    if last_layer_at_positions(config):
+        keys = document_lengths_at(batch).gather(1, reads)  # the keys each query attends to
+        last_layer = (6 * key_value * tokens + 6 * (query_output + feed_forward) * reads.numel()
+                      + 3 * 4 * hidden * int(keys.sum()))  # fmt: skip
+    heads = 6 * mlm_transform_decoder * rows * slots
     if "sbo_relative_positions" in batch:
-        sbo_rows = int((batch["sbo_relative_positions"] != IGNORE_INDEX).sum())
         sbo_input = 2 * hidden + config.sbo_position_embedding_size
-        sbo_head = 6 * (sbo_input * hidden + hidden * hidden + hidden * vocab) * sbo_rows
-    return float(encoder + mlm_head + sbo_head)
+        heads += 6 * (sbo_input * hidden + hidden * hidden + hidden * vocab) * rows * slots
+    if _has_sentence_head(config):
+        heads += 6 * (hidden * hidden + 2 * hidden) * rows  # the pooler and the two-way classifier
+    return float((layers - 1) * full_layer + last_layer + heads)
+
+
+def last_layer_at_positions(config: Any) -> bool:
+    """Whether spanroberta's efficient path computes the last layer at the heads' positions only, as
+    modeling_spanroberta.reads_last_layer_at_positions decides for a training step: turned on, and an attention that
+    takes a dense mask (an unset one is transformers' default, sdpa)."""
+    from spanroberta.models.packed_attention import takes_dense_mask
+
+    implementation = getattr(config, "_attn_implementation", None) or "sdpa"
+    return getattr(config, "efficient_pretraining", True) and takes_dense_mask(
+        SimpleNamespace(_attn_implementation=implementation)
+    )
+
+
+def _has_sentence_head(config: Any) -> bool:
+    return getattr(config, "sentence_objective", "none") != "none"
+
+
+def read_positions(config: Any, batch: dict[str, Any]) -> torch.Tensor:
+    """Long [batch, n]: where spanroberta's heads read the encoder, as SpanPreTrainingMixin._read_positions lays
+    them out: the MLM slots, the SBO boundaries of every slot (where the batch has SBO targets) and the first token
+    (with a sentence head); unused slots read position 0."""
+    reads = [batch["mlm_positions"]]
+    if "sbo_relative_positions" in batch:
+        reads += [batch["sbo_left_positions"], batch["sbo_right_positions"]]
+    if _has_sentence_head(config):
+        reads.append(torch.zeros_like(batch["mlm_positions"][:, :1]))
+    return torch.cat(reads, dim=1).clamp(min=0)
 
 
 def attention_spans(batch: dict[str, Any]) -> list[int]:
@@ -163,6 +250,20 @@ def attention_spans(batch: dict[str, Any]) -> list[int]:
     offsets = packed_sequence_offsets(batch["position_ids"], mask).tolist()
     real = (mask if mask is not None else torch.ones_like(batch["input_ids"])).flatten().tolist()
     return [end - start for start, end in zip(offsets, offsets[1:]) if real[start]]
+
+
+def document_lengths_at(batch: dict[str, Any]) -> torch.Tensor:
+    """Long [batch, length]: at each position, the length of the span it attends within (`attention_spans`): its
+    document in a packed row, the whole row otherwise."""
+    from spanroberta.models.packed_attention import packed_sequence_offsets
+
+    rows, length = batch["input_ids"].shape
+    if "position_ids" not in batch:
+        return torch.full((rows, length), length, device=batch["input_ids"].device)
+    offsets = packed_sequence_offsets(batch["position_ids"], batch.get("attention_mask")).long()
+    document = torch.searchsorted(offsets, torch.arange(rows * length, device=offsets.device),
+                                right=True) - 1
+    return (offsets[document + 1] - offsets[document]).view(rows, length)
 
 
 def peak_memory() -> dict[str, int] | None:

@@ -277,15 +277,16 @@ def measure(tokens: int, sides: dict[str, Side], timings: dict[str, common.Timin
         for name in timings.keys() - set(SIDES)
     }
     if device == "cuda":
-        peak = common.gpu_peak_flops()
-        results["gpu_peak_flops"] = peak
+        gpu = common.gpu_peak()
+        results.update(gpu_peak_flops=gpu.flops, gpu=gpu.as_record(),
+                       model_flops_counting=common.MODEL_FLOPS_COUNTING)  # fmt: skip
         for name in SIDES:
             side = sides[name]
             flops = sum(common.model_flops_per_step(side.model.config, b, name == "baseline") for b in side.batches)
             flops /= len(side.batches)
             achieved = flops / timings[name].median
             results["sides"][name].update(model_flops_per_step=flops, flops_per_second=achieved,
-                                          mfu=common.mfu(achieved, peak))  # fmt: skip
+                                          mfu=common.mfu(achieved, gpu.flops))  # fmt: skip
     return results
 
 

@@ -19,11 +19,14 @@ precision. `--batch-sizes` runs other per-device batches than the config's, ever
 on a GPU each side's peak memory is recorded (common.peak_memory).
 
 On a GPU each run's model FLOPs utilisation is recorded: model FLOPs per real token x real tokens/s over the card's
-dense bf16 peak (common.GPU_PEAK_BF16_FLOPS). The FLOPs per real token are counted (common.model_flops_per_step) on
+dense bf16 peak (common.gpu_peak: by exact model, a MIG slice named and given none). The FLOPs per real token are
+counted as the kernels run them (common.model_flops_per_step, named in the record's `model_flops_counting`) on
 FLOPS_ROWS rows of each side's input as it collates them: the baselines' full blocks with the MLM head at every
-token, the spanbert recipe's packed rows (common.packed_rows) with attention within each document and its heads at
-the span-masked and SBO targets; the tokenizer's vocabulary on every side (the padded ids do no useful work). Other
-recipes and CPU runs record no MFU.
+token, the spanbert recipe's packed rows (common.packed_rows) with attention within each document, the last layer's
+queries, output and feed-forward at the positions the heads read (under the attention its run named) and its heads
+at every prediction slot; the tokenizer's vocabulary on every side (the padded ids do no useful work). Every side's
+logging window starts once its first batch is fetched (spanroberta's trainer and the baselines' TokensPerSecond
+alike). Other recipes and CPU runs record no MFU.
 
 `--fp8` passes --fp8 to the run_pretraining.py runs (the baselines stay in bf16). Their MFU is still taken over the
 bf16 peak, as the record's `mfu_peak` says: only the encoder's linear layers run on the float8 tensor cores (which
@@ -132,9 +135,11 @@ def _precision_flags(args) -> list[str]:
     return ["--bf16", "true"] + ([] if torch.cuda.is_available() else ["--use_cpu", "true"])
 
 
-def model_flops_per_real_token(size: str, length: int, recipes: list[str]) -> dict[str, float]:
+def model_flops_per_real_token(size: str, length: int, recipes: list[str],
+                               attention: str | None = None) -> dict[str, float]:  # fmt: skip
     """The model FLOPs of one real token of each run that counts them (see the module's docstring): both baselines
-    and the spanbert recipe."""
+    and the spanbert recipe, under `attention` (the implementation its run named; it decides whether the efficient
+    path's last layer runs at the heads' positions only, `common.last_layer_at_positions`)."""
     tokenizer = common.load_tokenizer()
     encoder = common.encoder_settings(tokenizer, size)
     torch.manual_seed(0)
@@ -143,7 +148,7 @@ def model_flops_per_real_token(size: str, length: int, recipes: list[str]) -> di
     per_step = common.model_flops_per_step(RobertaConfig(**encoder), batch, dense_head=True)
     found = dict.fromkeys((DEFAULTS, TUNED), per_step / float(batch["attention_mask"].sum()))
     if "spanbert" in recipes:
-        config = SpanRobertaConfig(**encoder)
+        config = SpanRobertaConfig(**encoder, attn_implementation=attention)
         collator = DataCollatorForSpanMasking(tokenizer, label_layout="slots", pad_to_multiple_of=length,
                                               first_position_id=first_position_id(config))  # fmt: skip
         batch = collator(common.packed_rows(tokenizer, length, FLOPS_ROWS))
@@ -215,7 +220,9 @@ def measure(name: str, batch: int, args: argparse.Namespace) -> None:
                 "workers": args.workers, "recipes": args.recipes, "corpus": common.BENCH_CORPUS.name,
                 "attn_implementation": args.attn_implementation, "fp8": args.fp8,
                 "rehearsal": rehearsal}  # fmt: skip
-    results = summarise(sides, model_flops_per_real_token(size, length, args.recipes), args.skip_windows)
+    printed = sides.get(SPANBERT, {}).get("attn_implementation")
+    flops = model_flops_per_real_token(size, length, args.recipes, printed and printed.split()[0])
+    results = summarise(sides, flops, args.skip_windows)
     precision = f"{args.precision}, --fp8" if args.fp8 else args.precision
     for run, found in results["runs"].items():
         print(_row(f"{name}, {precision}", batch, run, found))
@@ -230,7 +237,8 @@ def measure(name: str, batch: int, args: argparse.Namespace) -> None:
 def summarise(sides: dict[str, dict], flops: dict[str, float], skip: int) -> dict:
     """Each run's windows and their spread, MFU (where its FLOPs are counted and the card's peak known), attention,
     setup and peak memory, with its ratios to each baseline: of real tokens/s, and of MFU to the tuned peer's."""
-    peak = common.gpu_peak_flops()
+    gpu = common.gpu_peak()
+    peak = gpu and gpu.flops
     runs = {}
     for run, side in sides.items():
         spread = window_spread(side["rates"], skip)
@@ -243,7 +251,8 @@ def summarise(sides: dict[str, dict], flops: dict[str, float], skip: int) -> dic
         found["ratio_to_baseline"] = _ratio(found, runs.get(DEFAULTS), "real_tokens_per_second")
         found["ratio_to_tuned"] = _ratio(found, runs.get(TUNED), "real_tokens_per_second")
         found["mfu_over_tuned"] = _ratio(found, runs.get(TUNED), "mfu")
-    return {"gpu_peak_flops": peak, "mfu_peak": MFU_PEAK, "runs": runs}
+    return {"gpu_peak_flops": peak, "gpu": gpu and gpu.as_record(), "mfu_peak": MFU_PEAK,
+            "model_flops_counting": common.MODEL_FLOPS_COUNTING, "runs": runs}  # fmt: skip
 
 
 def _ratio(found: dict, other: dict | None, key: str) -> float | None:

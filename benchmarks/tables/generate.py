@@ -46,6 +46,7 @@ from benchmarks.tables.reliability import BAD_INPUTS, FAULT_CHECKS, FAULTS, LONG
 from benchmarks.tables.same_seed import SAME_SEED_TABLE
 from benchmarks.tables.speed import (
     COLLATOR,
+    MASKING_BY_LANGUAGE,
     CORPUS_SCALING,
     DATA_PREP,
     GPU_CHECK,
@@ -218,6 +219,7 @@ RENDERERS: dict[str, Callable[[Context], str]] = {
     "speed-targets": render_speed_targets,
     "heads": HEADS.render,
     "collator": COLLATOR.render,
+    "masking-languages": MASKING_BY_LANGUAGE.render,
     "trainer": TRAINER.render,
     "data-prep": DATA_PREP.render,
     "corpus-scaling": CORPUS_SCALING.render,

@@ -154,7 +154,7 @@ def _floor_finding(entry: dict[str, Any]) -> str:
     if entry["floor"]["record"] is None:
         return reason
     above = all(clear_of_floor(entry[side]["verdict_summary"], 0.0) for side in SIDES)
-    return f"{reason}; the means alone {'are' if above else 'are not'} a tenth of the way above it"
+    return f"{reason}; the means alone {'are' if above else 'are not'} above it"
 
 
 def _loads(records: Sequence[dict], size: str, task: str) -> str:

@@ -65,6 +65,20 @@ COLLATOR = records_table("collator", "python -m benchmarks.speed.collator", [
 ], lambda record: list(record["results"]["collators"].items()))  # fmt: skip
 
 
+# Span masking per language (benchmarks/masking/statistics.py): a row per corpus and rule for where words start.
+MASKING_BY_LANGUAGE = records_table("masking", "python -m benchmarks.masking.statistics", [
+    C("corpus", lambda row: row[1][0]),
+    C("words from", lambda row: row[1][1]),
+    C("tokens", lambda row: fmt_number(row[1][2]["tokens"])),
+    C("word starts / 128 tokens", lambda row: fmt_number(row[1][2]["word_starts_per_128_tokens"], 1)),
+    C("masked share", lambda row: f"{100 * row[1][2]['masked_share']:.2f}%"),
+    C("mean span (words)", lambda row: fmt_number(row[1][2]["mean_span_words"], 2)),
+    C("mean masked run (tokens)", lambda row: fmt_number(row[1][2]["mean_masked_run_tokens"], 1)),
+    C("within targets", lambda row: "yes" if row[1][2]["within_targets"] else "**no**"),
+], lambda record: [(corpus, rule, stats) for corpus, rules in record["results"]["corpora"].items()
+                   for rule, stats in rules.items() if rule != "preparation_tokens_per_second"])  # fmt: skip
+
+
 def _trainer_label(record: dict[str, Any]) -> str:
     settings = settings_of(record)
     label = f"{settings['config']} ({settings['batch_size']} x {settings['seq_length']}), {settings['precision']}"

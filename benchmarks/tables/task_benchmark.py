@@ -10,7 +10,14 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from benchmarks.common import CHECKPOINT_NAME
-from benchmarks.statistics import MIN_SEEDS, clear_text, evaluation_noise, seed_spread, short_of_aim as short_of
+from benchmarks.statistics import (
+    CLEAR_HEADER,
+    MIN_SEEDS,
+    clear_text,
+    evaluation_noise,
+    seed_spread,
+    short_of_aim as short_of,
+)
 from benchmarks.tables.render import Column, Context, Table, fmt_number, none_yet
 from benchmarks.tables.same_seed import machine_class
 from benchmarks.tasks.catalog import SIZES, TASKS, Row
@@ -59,14 +66,16 @@ def fmt_score(summary: dict[str, Any]) -> str:
 
 
 def fmt_aim(row: Row, size: str, summary: dict[str, Any] | None) -> str:
-    """The score the size aims at, and the verdict on it where the row has one."""
+    """The score the size aims at, the verdict on it where the row has one, and the aim's split, date and what had
+    been seen when it was fixed (`catalog.Aim.provenance`)."""
     aim = aim_of(row.label, size)
     if aim is None:
         return "-"
+    provenance = SIZES[size].aims[row.label].provenance
     if summary is None:
-        return f"{aim:g}"
+        return f"{aim:g} ({provenance})"
     short = short_of_aim(row.label, size, summary)
-    return f"{aim:g} ({'no verdict' if short is None else 'short' if short else 'met'})"
+    return f"{aim:g} ({'no verdict' if short is None else 'short' if short else 'met'}; {provenance})"
 
 
 class Curve(NamedTuple):
@@ -192,7 +201,7 @@ SIZE_COLUMNS = [
     Column.of("score (0-100), mean ± sd", lambda row: "not yet run" if row[1] is None else fmt_score(row[1])),
     Column("margin: seeds + sample", _judged(lambda summary, _: fmt_margin(summary))),
     Column("floor", _judged(lambda summary, _: fmt_floor(summary))),
-    Column("clear of floor", _judged(lambda summary, _: clear_text(summary))),
+    Column(CLEAR_HEADER, _judged(lambda summary, _: clear_text(summary))),
     Column.of("aim", lambda row: fmt_aim(row[0], row[2], row[1])),
     Column("wall s per seed", _judged(lambda summary, _: fmt_number(summary["wall_seconds"]))),
     Column("training loss, first → last", _judged(lambda summary, _: fmt_curve(summary["records"]))),
@@ -290,6 +299,6 @@ TASK_SCORES = Table(_score_rows, [
     Column.of("task", lambda row: row[0].label), Column.of("metric", lambda row: row[0].metric_name),
     Column.of("score (0-100), mean ± sd", lambda row: "not yet run" if row[1] is None else fmt_score(row[1])),
     Column("floor", _judged(lambda summary, _: f"{summary['floor']:.1f}")),
-    Column("clear of floor", _judged(lambda summary, _: clear_text(summary))),
+    Column(CLEAR_HEADER, _judged(lambda summary, _: clear_text(summary))),
     Column.of("size", lambda row: "-" if row[2] is None else f"`{row[2]}`"),
 ], "No task of this page is benchmarked.")  # fmt: skip

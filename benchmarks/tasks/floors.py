@@ -9,7 +9,10 @@ and the tables need no data to render.
     python -m benchmarks.tables.generate             # the tables, against the newest floors record
 
 Each task's data is prepared as the task benchmark prepares it (tasks/preparation.py), no model is run: the floor of a
-row is the best of its answers that learn nothing (tasks/heuristics.py), each kept in the record with its score.
+row is the best of its answers that learn nothing (tasks/heuristics.py), each kept in the record with its score, and
+the best one's per-example outcomes (tasks/outcomes.py's compact form, in the order of the unit records' outcomes)
+with each example's group (its article, document, or the example itself), which the paired verdict compares a
+model's outcomes with (benchmarks/statistics.py).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 
 from benchmarks.common import DATA
 from benchmarks.tasks.catalog import SIZES, TASKS
+from benchmarks.tasks.outcomes import check_outcomes, outcome_count
 from benchmarks.tasks.preparation import evaluated_examples
 from benchmarks.tasks.heuristics import best
 from spanroberta.records import start_run, write_record
@@ -33,7 +37,7 @@ DEFAULT_SIZES = ("cpu", "gpu")  # the sizes whose records are committed; the toy
 
 def size_floors(size_name: str, tasks: list[str], work: Path) -> list[dict[str, Any]]:
     """Per task of the size: its budget, the evaluated examples it decides, and per row the floor, the answer that
-    gives it and every answer's score (0-100)."""
+    gives it, every answer's score (0-100), the floor's per-example outcomes and each example's group."""
     entries = []
     for name in tasks:
         budget = SIZES[size_name].budgets[name]
@@ -44,7 +48,12 @@ def size_floors(size_name: str, tasks: list[str], work: Path) -> list[dict[str, 
         rows = {}
         for row in TASKS[name].rows:
             answer, floor = best(prepared.answers[row.label])
-            rows[row.label] = {"floor": floor, "answer": answer, "answers": prepared.answers[row.label]}
+            outcomes, groups = prepared.outcomes[row.label][answer], prepared.groups[row.label]
+            check_outcomes(f"{size_name} {row.label}'s floor", outcomes, floor)
+            if outcome_count(outcomes) != len(groups):
+                raise SystemExit(f"{row.label}: {outcome_count(outcomes)} floor outcomes, {len(groups)} groups")
+            rows[row.label] = {"floor": floor, "answer": answer, "answers": prepared.answers[row.label],
+                               "outcomes": outcomes, "groups": groups}  # fmt: skip
         entries.append({"size": size_name, "task": name, "budget": budget.as_record(),
                         "evaluated": evaluated_examples(budget.as_record()), "data": prepared.data, "rows": rows,
                         "seconds": time.perf_counter() - start})  # fmt: skip

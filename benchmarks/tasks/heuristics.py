@@ -18,9 +18,14 @@ import math
 import re
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 from scipy.stats import spearmanr
+
+from spanroberta.tasks.coreference.gap import read_gap
+from spanroberta.tasks.coreference.gap_scoring import GapDecision, gap_scores
+from spanroberta.tasks.coreference.scoring import coref_scores
 
 WORD = re.compile(r"\w+")
 # A sentence ends at ., ! or ? followed by white space: no parser, so abbreviations split sentences too.
@@ -84,21 +89,28 @@ def sliding_window_option(article: str, question: str, options: Sequence[str]) -
     return max(range(len(options)), key=lambda i: (scores[i], -i))
 
 
-def race_heuristics(questions: Sequence[dict]) -> dict[str, float]:
-    """Accuracy (0-100) of each RACE answer that learns nothing, on questions with the Hub's columns (`article`,
-    `question`, `options`, `answer` a letter): chance, the most frequent answer letter, the longest option, the most
-    overlapping option and the sliding window."""
+def race_picks(questions: Sequence[dict]) -> dict[str, list[int]]:
+    """The option each RACE answer that picks one (the most frequent answer letter, the longest option, the most
+    overlapping option, the sliding window) picks for each question, on questions with the Hub's columns."""
     letters = [row["answer"] for row in questions]
-    picks = {
+    frequent = "ABCD".index(Counter(letters).most_common(1)[0][0])
+    return {
+        "most frequent answer letter": [frequent] * len(questions),
         "longest option": [longest_option(row["options"]) for row in questions],
         "most word overlap with the article": [most_overlapping_option(row["article"], row["options"])
                                                for row in questions],  # fmt: skip
         "sliding window": [sliding_window_option(row["article"], row["question"], row["options"])
                            for row in questions],
     }  # fmt: skip
-    scores = {"chance": 100 / len(questions[0]["options"]),
-              "most frequent answer letter": 100 * Counter(letters).most_common(1)[0][1] / len(letters)}  # fmt: skip
-    for name, picked in picks.items():
+
+
+def race_heuristics(questions: Sequence[dict], picks: dict[str, list[int]] | None = None) -> dict[str, float]:
+    """Accuracy (0-100) of each RACE answer that learns nothing, on questions with the Hub's columns (`article`,
+    `question`, `options`, `answer` a letter): chance, the most frequent answer letter, the longest option, the most
+    overlapping option and the sliding window (`picks`: `race_picks` of the questions, computed where not given)."""
+    letters = [row["answer"] for row in questions]
+    scores = {"chance": 100 / len(questions[0]["options"])}
+    for name, picked in (picks or race_picks(questions)).items():
         scores[name] = 100 * sum("ABCD"[i] == letter for i, letter in zip(picked, letters)) / len(letters)
     return scores
 
@@ -176,11 +188,14 @@ def binary_cosine(first: str, second: str) -> float:
     return len(a & b) / math.sqrt(len(a) * len(b)) if a and b else 0.0
 
 
+STSB_SIMILARITIES = {"word-overlap Jaccard": jaccard, "binary bag-of-words cosine": binary_cosine}
+
+
 def stsb_heuristics(pairs: Sequence[tuple[str, str]], gold: Sequence[float]) -> dict[str, float]:
     """Spearman's correlation (0-100, the row's metric) of each word-overlap similarity with the gold scores, and
     of a constant answer (0: a constant has no correlation)."""
     scores = {"constant answer": 0.0}
-    for name, similarity in (("word-overlap Jaccard", jaccard), ("binary bag-of-words cosine", binary_cosine)):
+    for name, similarity in STSB_SIMILARITIES.items():
         correlation = spearmanr([similarity(a, b) for a, b in pairs], gold).correlation
         scores[name] = 0.0 if math.isnan(correlation) else 100 * float(correlation)
     return scores
@@ -251,3 +266,39 @@ def exact_match_clusters(sentences: Sequence[Sequence[str]]) -> list[list[tuple[
             at = end
         offset += len(sentence)
     return list(names.values()) + pronouns
+
+
+# --- the coreference rows: GAP and LitBank ---
+
+
+def gap_decisions(path: Path) -> dict[str, list[GapDecision]]:
+    """Each answer given for every GAP pronoun (A, B, both, neither), and the name nearer the pronoun in words
+    (heuristics.nearer_name), as decisions on each example of the file."""
+    examples = read_gap(path)
+    constants = {"A everywhere": (True, False), "B everywhere": (False, True), "both everywhere": (True, True),
+                 "neither everywhere": (False, False)}  # fmt: skip
+    decisions = {name: [GapDecision(e.pronoun, e.a_coref, e.b_coref, a, b) for e in examples]
+                 for name, (a, b) in constants.items()}  # fmt: skip
+    decisions["nearer name"] = [GapDecision(e.pronoun, e.a_coref, e.b_coref, *nearer_name(
+        e.pronoun_words[0], e.a_words[0], e.b_words[0])) for e in examples]  # fmt: skip
+    return decisions
+
+
+def gap_answers(path: Path) -> dict[str, float]:
+    """The overall F1 (0-100) of each of `gap_decisions`."""
+    return {name: 100 * gap_scores(decided)["overall_f1"] for name, decided in gap_decisions(path).items()}
+
+
+def litbank_pairs(documents: list) -> dict[str, list[tuple[list, list]]]:
+    """Per answer that learns nothing, (gold clusters, its clusters) of each document: finding no mention, and
+    clustering capitalised names and pronouns by exact string (heuristics.exact_match_clusters)."""
+    return {"no mention": [(document.clusters, []) for document in documents],
+            "exact string match": [(document.clusters, exact_match_clusters(document.sentences))
+                                   for document in documents]}  # fmt: skip
+
+
+def litbank_answers(documents: list) -> dict[str, float]:
+    """The CoNLL F1 (0-100, singletons scored, as run_coref.py's --keep_singletons) of each of `litbank_pairs`
+    (finding no mention scores 0)."""
+    pairs = litbank_pairs(documents)["exact string match"]
+    return {"no mention": 0.0, "exact string match": 100 * coref_scores(pairs, keep_singletons=True)["conll_f1"]}

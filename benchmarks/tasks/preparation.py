@@ -10,6 +10,12 @@ literature reports: the longest option, the option sharing the most words with t
 for RACE; a sliding-window span for SQuAD v1.1, v2.0 and MRQA; word-overlap similarity for STS-B; the nearer name
 for GAP; exact string match over capitalised names and pronouns for LitBank. CoLA's floor is a constant answer's
 Matthews correlation, 0: no cheap heuristic of its literature judges grammaticality.
+
+Each answer that gives one outcome per evaluated example keeps them (`Prepared.outcomes`, in tasks/outcomes.py's
+compact form and in the order the task's script writes the model's: the evaluation file's), with each example's
+group (`Prepared.groups`: a question's article for SQuAD, MRQA and RACE, a LitBank document, and for GLUE, SemEval
+and GAP the example itself), so that a model's outcomes are compared with the floor's example by example, resampling
+whole groups (benchmarks/statistics.py's paired bootstrap).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import dataclasses
 import gzip
 import json
 import random
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,18 +45,24 @@ from benchmarks.common import (
 from benchmarks.tasks.heuristics import (
     best,
     classification_heuristics,
-    exact_match_clusters,
-    nearer_name,
+    gap_answers,
+    gap_decisions,
+    litbank_answers,
+    litbank_pairs,
     race_heuristics,
+    race_picks,
     sliding_window_answer,
+    STSB_SIMILARITIES,
     stsb_heuristics,
 )
-from spanroberta.tasks.coreference.scoring import coref_scores
-from spanroberta.tasks.coreference.gap_scoring import GapDecision, gap_scores
+from spanroberta.finetuning.task import MEAN
+from spanroberta.tasks.coreference.scoring import document_outcomes
+from spanroberta.tasks.coreference.gap_scoring import gap_outcomes
 from spanroberta.tasks.relation.scoring import semeval_score
 from spanroberta.tasks.coreference.documents import read_coref_documents
 from spanroberta.tasks.coreference.gap import read_gap
 from spanroberta.tasks.race.data import RACE_CONFIGS
+from spanroberta.tasks.squad.scoring import squad_v1_question_scores, squad_v2_question_scores
 
 SQUAD_V2_FILE = DATA / "squad" / "dev-v2.0.part-a.json"
 # SQuAD v2.0: of the shared part's 8 articles, the last 2 are the tuning split (the mix of added SQuAD v1.1 questions
@@ -113,17 +126,29 @@ class Budget:
 @dataclass
 class Prepared:
     """A task's data written for one size: the script's data flags, each row's floor (0-100), a description of the
-    data for the record, and per row the score (0-100) of each answer that learns nothing (the floor is the best)."""
+    data for the record, per row the score (0-100) of each answer that learns nothing (the floor is the best), the
+    per-example outcomes of those answers that give one per example, and each evaluated example's group."""
 
     flags: list[str]
     floors: dict[str, float]
     data: dict[str, Any]
     answers: dict[str, dict[str, float]] = field(default_factory=dict)
+    outcomes: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # row label -> answer -> outcomes
+    groups: dict[str, list[str | int]] = field(default_factory=dict)  # row label -> each example's group
 
 
-def prepared_with_floors(flags: list[str], answers: dict[str, dict[str, float]], data: dict[str, Any]) -> Prepared:
+def prepared_with_floors(flags: list[str], answers: dict[str, dict[str, float]], data: dict[str, Any],
+                         outcomes: dict[str, dict[str, dict[str, Any]]] | None = None,
+                         groups: dict[str, list[str | int]] | None = None) -> Prepared:  # fmt: skip
     """A Prepared whose floors are the best of each row's answers."""
-    return Prepared(flags, {label: best(scores)[1] for label, scores in answers.items()}, data, answers)
+    return Prepared(flags, {label: best(scores)[1] for label, scores in answers.items()}, data, answers,
+                    outcomes or {}, groups or {})  # fmt: skip
+
+
+def question_outcomes(scores: dict[str, tuple[Any, float]]) -> dict[str, Any]:
+    """The outcomes of SQuAD-style per-question scores (exact match, F1): each question's F1 (0-1), the score's
+    mean."""
+    return {"scorer": MEAN, "values": [f1 for _, f1 in scores.values()]}
 
 
 def evaluated_examples(budget: dict[str, Any]) -> dict[str, Any]:
@@ -145,13 +170,17 @@ def _squad_flags(files: dict[str, Path], budget: Budget) -> list[str]:
 
 def prepare_squad(folder: Path, budget: Budget) -> Prepared:
     files = split_by_article(SQUAD_DEV, SQUAD_TRAIN_ARTICLES, budget.train, budget.eval, folder)
-    questions = [(p["context"], qa) for a in json.loads(files["validation"].read_text())["data"]
-                 for p in a["paragraphs"] for qa in p["qas"]]  # fmt: skip
+    articles = json.loads(files["validation"].read_text())["data"]
+    questions = [(p["context"], qa) for a in articles for p in a["paragraphs"] for qa in p["qas"]]
     gold = {qa["id"]: [answer["text"] for answer in qa["answers"]] for _, qa in questions}
-    answers = {"empty answer": squad_v1_scores(gold, {})["f1"],
-               "sliding window": squad_v1_scores(gold, sliding_window_answers(questions, "id"))["f1"]}  # fmt: skip
+    predicted = {"empty answer": dict.fromkeys(gold, ""), "sliding window": sliding_window_answers(questions, "id")}
+    answers = {name: squad_v1_scores(gold, predictions)["f1"] for name, predictions in predicted.items()}
+    outcomes = {name: question_outcomes(squad_v1_question_scores(gold, predictions))
+                for name, predictions in predicted.items()}  # fmt: skip
+    groups = [a["title"] for a in articles for p in a["paragraphs"] for _ in p["qas"]]
     return prepared_with_floors(_squad_flags(files, budget), {"SQuAD v1.1": answers},
-                                {"split": f"dev-v1.1.json articles 1-{SQUAD_TRAIN_ARTICLES} train, the rest evaluate"})
+                                {"split": f"dev-v1.1.json articles 1-{SQUAD_TRAIN_ARTICLES} train, the rest evaluate"},
+                                {"SQuAD v1.1": outcomes}, {"SQuAD v1.1": groups})  # fmt: skip
 
 
 def sliding_window_answers(questions: list[tuple[str, dict]], key: str) -> dict[str, str]:
@@ -174,14 +203,19 @@ def prepare_squad_v2(folder: Path, budget: Budget) -> Prepared:
     version, splits = squad_v2_splits()
     files = write_article_split(version, splits["train"], splits["reporting"], budget.train, budget.eval,
                                 folder / SQUAD_V2_FILE.stem)  # fmt: skip
-    pairs = [(p["context"], qa) for a in json.loads(files["validation"].read_text())["data"] for p in a["paragraphs"]
-             for qa in p["qas"]]  # fmt: skip
+    articles = json.loads(files["validation"].read_text())["data"]
+    pairs = [(p["context"], qa) for a in articles for p in a["paragraphs"] for qa in p["qas"]]
     questions = [qa for _, qa in pairs]
     # evaluate-v2.0.py scores an empty answer 1 on an unanswerable question and 0 on an answerable one, and a
     # non-empty answer 0 on an unanswerable one.
     empty_answer = 100 * sum(qa["is_impossible"] for qa in questions) / len(questions)
     answerable = {qa["id"]: [answer["text"] for answer in qa["answers"]] for qa in questions if not qa["is_impossible"]}
-    window = squad_v1_scores(answerable, sliding_window_answers(pairs, "id"))["f1"] * len(answerable) / len(questions)
+    window_answers = sliding_window_answers(pairs, "id")
+    window = squad_v1_scores(answerable, window_answers)["f1"] * len(answerable) / len(questions)
+    gold = {qa["id"]: [answer["text"] for answer in qa["answers"]] for qa in questions}
+    outcomes = {"empty answer": question_outcomes(squad_v2_question_scores(gold, dict.fromkeys(gold, ""))),
+                "sliding window everywhere": question_outcomes(squad_v2_question_scores(gold, window_answers))}
+    groups = [a["title"] for a in articles for p in a["paragraphs"] for _ in p["qas"]]
     titles = lambda part: ", ".join(a["title"] for a in splits[part])  # noqa: E731
     split = (f"reporting split: {titles('reporting')} ({len(questions)} questions evaluate), {SQUAD_V2_REPORTING} of "
              f"{SQUAD_V2_FILE.name}'s first {SQUAD_V2_POOL} articles drawn at random (seed 0); {titles('train')} "
@@ -192,7 +226,7 @@ def prepare_squad_v2(folder: Path, budget: Budget) -> Prepared:
         split += f"; {added} dev-v1.1.json questions from articles outside the part also train"
     return prepared_with_floors(_squad_flags(files, budget) + ["--version_2_with_negative"],
                                 {"SQuAD v2.0": {"empty answer": empty_answer, "sliding window everywhere": window}},
-                                {"split": split})
+                                {"split": split}, {"SQuAD v2.0": outcomes}, {"SQuAD v2.0": groups})
 
 
 def add_squad_v1_questions(train_file: Path, v2_source: Path, count: int | None) -> int:
@@ -229,15 +263,19 @@ def prepare_mrqa(folder: Path, budget: Budget) -> Prepared:
         target.write("".join(json.dumps(row) + "\n" for row in [header, *kept]))
     pairs = [(line["context"], qa) for line in kept for qa in line["qas"]][: budget.eval]
     gold = {qa["qid"]: qa["answers"] for _, qa in pairs}
-    answers = {"empty answer": squad_v1_scores(gold, {})["f1"],
-               "sliding window": squad_v1_scores(gold, sliding_window_answers(pairs, "qid"))["f1"]}  # fmt: skip
+    predicted = {"empty answer": dict.fromkeys(gold, ""), "sliding window": sliding_window_answers(pairs, "qid")}
+    answers = {name: squad_v1_scores(gold, predictions)["f1"] for name, predictions in predicted.items()}
+    outcomes = {name: question_outcomes(squad_v1_question_scores(gold, predictions))
+                for name, predictions in predicted.items()}  # fmt: skip
     flags = ["--train_file", str(files["train"]), "--validation_file", str(validation), "--max_seq_length",
              str(budget.length)] + (["--max_eval_samples", str(budget.eval)] if budget.eval else [])  # fmt: skip
     return prepared_with_floors(flags, {"MRQA SQuAD": answers},
                                 {"split": f"dev-v1.1.json articles 1-{SQUAD_TRAIN_ARTICLES} train, MRQA's SQuAD-dev "
                                           "lines of the rest evaluate", "eval_contexts": len(kept),
                                  "eval_articles": len({held_out[context] for context, _ in pairs}),
-                                 "held_out_articles": len(set(held_out.values()))})  # fmt: skip
+                                 "held_out_articles": len(set(held_out.values()))},
+                                {"MRQA SQuAD": outcomes},
+                                {"MRQA SQuAD": [held_out[context] for context, _ in pairs]})  # fmt: skip
 
 
 # --- GLUE, RACE, SemEval ---
@@ -248,16 +286,27 @@ def prepare_glue(task: str, label: str) -> Callable[[Path, Budget], Prepared]:
         files = glue_files(folder, task, budget.train, budget.eval)
         rows = [json.loads(line) for line in files["validation"].read_text().splitlines()]
         labels = [row["label"] for row in rows]
+        majority = Counter(labels).most_common(1)[0][0]
         if task == "cola":  # a constant answer has no Matthews correlation
             answers = {"constant answer": 0.0}
+            outcomes = {"constant answer": {"scorer": "matthews_correlation", "predictions": [majority] * len(labels)}}
         elif task == "stsb":
-            answers = stsb_heuristics([(row["sentence1"], row["sentence2"]) for row in rows], labels)
+            pairs = [(row["sentence1"], row["sentence2"]) for row in rows]
+            answers = stsb_heuristics(pairs, labels)
+            outcomes = {name: {"scorer": "spearmanr", "predictions": [similarity(a, b) for a, b in pairs]}
+                        for name, similarity in STSB_SIMILARITIES.items()}  # fmt: skip
+        elif task == "mrpc":
+            answers = classification_heuristics(labels, positive_f1=True)
+            outcomes = {"positive everywhere": {"scorer": "f1", "predictions": [1] * len(labels)}}
         else:
-            answers = classification_heuristics(labels, positive_f1=task == "mrpc")
+            answers = classification_heuristics(labels)
+            outcomes = {"majority class": {"scorer": "accuracy", "predictions": [majority] * len(labels)}}
+        outcomes = {name: {**outcome, "references": labels} for name, outcome in outcomes.items()}
         flags = ["--task_name", task, "--train_file", str(files["train"]), "--validation_file",
                  str(files["validation"]), "--max_seq_length", str(budget.length)]  # fmt: skip
         return prepared_with_floors(flags, {label: answers}, {"split": "GLUE train (sampled) and dev",
-                                                              "eval": len(labels)})  # fmt: skip
+                                                              "eval": len(labels)},
+                                    {label: outcomes}, {label: list(range(len(labels)))})  # fmt: skip
 
     return prepare
 
@@ -296,25 +345,36 @@ def prepare_race(folder: Path, budget: Budget) -> Prepared:
     """RACE as RoBERTa fine-tunes it (Liu et al. 2019, Section 5.3 and Table 7): one model trained on both school
     levels' questions, scored on each level's reporting split apart. `budget.train` and `budget.eval` count
     questions per level, so the two levels weigh the same in training."""
-    train_files, eval_files, answers, sizes = [], [], {}, []
+    train_files, eval_files, answers, outcomes, groups, sizes = [], [], {}, {}, {}, []
     for level in RACE_CONFIGS["all"]:
         splits = race_splits(level)
         train_files.append(write_jsonl(folder / f"race-{level}-train.jsonl", sample(splits["train"], budget.train)))
         evaluated = sample(splits["reporting"], budget.eval)
         eval_files.append(write_jsonl(folder / f"race-{level}-reporting.jsonl", evaluated))
-        answers[f"RACE {level}"] = race_heuristics(evaluated)
+        picks = race_picks(evaluated)
+        answers[f"RACE {level}"] = race_heuristics(evaluated, picks)
+        outcomes[f"RACE {level}"] = {
+            "chance": {"scorer": MEAN, "values": [1 / len(row["options"]) for row in evaluated]},
+            **{name: {"scorer": MEAN, "values": [int("ABCD"[i] == row["answer"]) for i, row in zip(picked, evaluated)]}
+               for name, picked in picks.items()}}  # fmt: skip
+        groups[f"RACE {level}"] = [row["example_id"] for row in evaluated]  # the article's file
         sizes.append(f"{level} {len(splits['reporting'])} ({len(evaluated)} evaluate)")
     flags = ["--train_file", *map(str, train_files), "--validation_file", *map(str, eval_files),
              "--max_seq_length", str(budget.length)]  # fmt: skip
     split = ("reporting split: each level's train articles held out at random (seed 0) until they hold as many "
              f"questions as its dev file: {', '.join(sizes)}; the other articles' questions train (sampled); each "
              "level's dev file is the tuning split (the budgets were chosen on it), unused here")  # fmt: skip
-    return prepared_with_floors(flags, answers, {"split": split})
+    return prepared_with_floors(flags, answers, {"split": split}, outcomes, groups)
 
 
 def best_constant_semeval(relations: list[str]) -> float:
     """The best macro F1 (0-100) of one relation answered for every sentence."""
-    return 100 * max(semeval_score([label] * len(relations), relations)["f1"] for label in set(relations))
+    return 100 * semeval_score([best_constant_relation(relations)] * len(relations), relations)["f1"]
+
+
+def best_constant_relation(relations: list[str]) -> str:
+    """The relation whose answer for every sentence scores the best macro F1 (the first by name of equal ones)."""
+    return max(sorted(set(relations)), key=lambda label: semeval_score([label] * len(relations), relations)["f1"])
 
 
 def stratified_holdout(rows: list[dict], key: str, count: int, seed: int = 0) -> tuple[list[dict], list[dict]]:
@@ -356,33 +416,16 @@ def prepare_semeval(folder: Path, budget: Budget) -> Prepared:
              f"(seed 0, stratified by relation), {len(dev)} of them evaluate; {len(train)} of the other "
              f"{len(splits['train'])} train; the last {len(splits['tuning'])} sentences are the tuning split (the "
              "entity markers and epochs were chosen on it), unused here")  # fmt: skip
-    constant = best_constant_semeval([row["relation"] for row in dev])
+    relations = [row["relation"] for row in dev]
+    constant = best_constant_semeval(relations)
+    outcome = {"scorer": "semeval", "predictions": [best_constant_relation(relations)] * len(relations),
+               "references": relations}  # fmt: skip
     return prepared_with_floors(flags, {"SemEval-2010 Task 8": {"best single relation everywhere": constant}},
-                                {"split": split})
+                                {"split": split}, {"SemEval-2010 Task 8": {"best single relation everywhere": outcome}},
+                                {"SemEval-2010 Task 8": list(range(len(relations)))})  # fmt: skip
 
 
 # --- coreference: LitBank, and GAP resolved by the LitBank model ---
-
-
-def gap_answers(path: Path) -> dict[str, float]:
-    """The overall F1 (0-100) of each answer given for every GAP pronoun (A, B, both, neither), and of the name
-    nearer the pronoun in words (heuristics.nearer_name)."""
-    examples = read_gap(path)
-    constants = {"A everywhere": (True, False), "B everywhere": (False, True), "both everywhere": (True, True),
-                 "neither everywhere": (False, False)}  # fmt: skip
-    scores = {name: 100 * gap_scores(GapDecision(e.pronoun, e.a_coref, e.b_coref, a, b) for e in examples)["overall_f1"]
-              for name, (a, b) in constants.items()}  # fmt: skip
-    nearer = [GapDecision(e.pronoun, e.a_coref, e.b_coref, *nearer_name(e.pronoun_words[0], e.a_words[0],
-                                                                        e.b_words[0])) for e in examples]  # fmt: skip
-    scores["nearer name"] = 100 * gap_scores(nearer)["overall_f1"]
-    return scores
-
-
-def litbank_answers(documents: list) -> dict[str, float]:
-    """The CoNLL F1 (0-100, singletons scored, as run_coref.py's --keep_singletons) of finding no mention, and of
-    clustering capitalised names and pronouns by exact string (heuristics.exact_match_clusters)."""
-    pairs = [(document.clusters, exact_match_clusters(document.sentences)) for document in documents]
-    return {"no mention": 0.0, "exact string match": 100 * coref_scores(pairs, keep_singletons=True)["conll_f1"]}
 
 
 def prepare_coref(folder: Path, budget: Budget) -> Prepared:
@@ -398,5 +441,9 @@ def prepare_coref(folder: Path, budget: Budget) -> Prepared:
              f"the first {budget.gap_examples or 'all'} GAP development examples resolved by the LitBank model")
     end = LITBANK_TRAIN + budget.eval if budget.eval else None
     documents = read_coref_documents(str(litbank))[LITBANK_TRAIN:end]  # run_coref.py's --eval_documents
+    outcomes = {"LitBank": {name: document_outcomes(pairs, keep_singletons=True)
+                            for name, pairs in litbank_pairs(documents).items()},
+                "GAP": {name: gap_outcomes(decided) for name, decided in gap_decisions(gap).items()}}  # fmt: skip
+    groups = {"LitBank": list(range(len(documents))), "GAP": list(range(len(read_gap(gap))))}
     return prepared_with_floors(flags, {"LitBank": litbank_answers(documents), "GAP": gap_answers(gap)},
-                                {"split": split})
+                                {"split": split}, outcomes, groups)

@@ -5,7 +5,9 @@ A row counts only the records of the catalog's current task and budget for its s
 newest of them. A row's floor comes from the newest floors record (tasks/floors.py) computed on the examples the row's
 records evaluated (preparation.evaluated_examples); where none was, from the unit's record itself, as it was
 computed then. A row's evaluation-sample noise is the bootstrap of benchmarks/statistics.py over the per-example
-outcomes its records hold (tasks/outcomes.py), scored with the project's own scorer.
+outcomes its records hold (tasks/outcomes.py), scored with the project's own scorer, and its paired difference from
+the floor (`paired_with_floor`) the paired bootstrap of those outcomes against the floors record's, example by
+example, resampling the floors record's groups.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import statistics
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from benchmarks.statistics import BOOTSTRAP_SEED, RESAMPLES, bootstrap_interval, spread
+from benchmarks.statistics import BOOTSTRAP_SEED, RESAMPLES, bootstrap_interval, paired_difference, spread
 from benchmarks.tasks.catalog import SIZES
 from benchmarks.tasks.outcomes import outcome_count, outcome_score, resampled
 from benchmarks.tasks.preparation import evaluated_examples
@@ -43,6 +45,24 @@ def outcomes_interval(outcomes: dict[str, Any], resamples: int = RESAMPLES,
     own scorer (`outcomes.outcome_score`)."""
     count = outcome_count(outcomes)
     return bootstrap_interval(count, lambda drawn: outcome_score(resampled(outcomes, drawn)), resamples, seed)
+
+
+def paired_with_floor(seeds: Sequence[dict[str, Any]], floor: dict[str, Any]) -> tuple[float, float, float] | None:
+    """The model's score less the floor's on the same examples and its paired 95% interval
+    (statistics.paired_difference), from each seed's outcomes and the floor's (a floors record's row, with its
+    `outcomes` and `groups`); None where the floor holds no outcomes or a side counts other examples."""
+    if "outcomes" not in floor or any(outcome_count(outcomes) != len(floor["groups"]) for outcomes in seeds):
+        return None
+    key = json.dumps([list(seeds), floor["outcomes"], floor["groups"]], sort_keys=True)
+    return _paired(key)
+
+
+@functools.lru_cache(maxsize=None)
+def _paired(key: str) -> tuple[float, float, float]:
+    # Keyed by the outcomes' JSON, as `_half_width`.
+    seeds, floor, groups = json.loads(key)
+    scorers = [lambda drawn, outcomes=outcomes: outcome_score(resampled(outcomes, drawn)) for outcomes in seeds]
+    return paired_difference(scorers, lambda drawn: outcome_score(resampled(floor, drawn)), groups)
 
 
 def aim_of(label: str, size: str) -> float | None:
@@ -153,7 +173,8 @@ def row_summaries(records: Sequence[dict], checkpoint: str, size: str,
                   floor_records: Sequence[dict] = ()) -> dict[str, dict[str, Any]]:  # fmt: skip
     """Per row label, from the records of the catalog's current budget (`is_current`): the score's spread over
     seeds, the evaluation-sample noise of each record that holds per-example outcomes (`sample_noise`), the
-    floor (`row_floor`: its value, answer and record), the wall seconds' mean, and the records."""
+    floor (`row_floor`: its value, answer and record), the paired difference from the floor where every record and
+    the floor hold outcomes (`paired_with_floor`), the wall seconds' mean, and the records."""
     found: dict[str, list[dict]] = {}
     for (name, size_name, label, _), record in row_units([r for r in records if is_current(r)]).items():
         if (name, size_name) == (checkpoint, size):
@@ -162,6 +183,8 @@ def row_summaries(records: Sequence[dict], checkpoint: str, size: str,
     summaries = {}
     for label, label_records in found.items():
         floor = row_floor(label, label_records[0], floors)
+        outcomes = [r["results"]["rows"][label]["outcomes"] for r in label_records
+                    if "outcomes" in r["results"]["rows"][label]]  # fmt: skip
         summaries[label] = {
             "score": spread([r["results"]["rows"][label]["score"] for r in label_records]),
             "sample_noise": [sample_noise(r["results"]["rows"][label]["outcomes"]) for r in label_records
@@ -169,6 +192,7 @@ def row_summaries(records: Sequence[dict], checkpoint: str, size: str,
             "floor": floor["floor"],
             "floor_answer": floor["answer"],
             "floor_record": floor["record"],
+            "paired": paired_with_floor(outcomes, floor) if len(outcomes) == len(label_records) else None,
             "wall_seconds": statistics.fmean(r["results"]["wall_seconds"] for r in label_records),
             "records": label_records,
         }

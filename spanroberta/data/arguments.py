@@ -56,9 +56,9 @@ class CorpusArguments:
     word_segmenter: str | None = field(
         default=None,
         metadata={
-            "help": "Cut each line into words with this segmenter while the blocks are made (jieba: Chinese), so that "
-            "word-based masking masks its words; needs `pip install -e \".[segmenters]\"` in the checkout. Without "
-            "it, each CJK character is a word."
+            "help": "Cut each line into words with this segmenter while the blocks are made (jieba: Chinese; "
+            "fugashi: Japanese), so that word-based masking masks its words; needs `pip install -e \".[segmenters]\"` "
+            "in the checkout. Without it, each CJK character is a word."
         },
     )
     pmi_vocabulary_size: int = field(

@@ -23,6 +23,7 @@ from spanroberta.data.batch_rows import (
     restarting_positions,
 )
 from spanroberta.data.masking import (
+    MLM_PROBABILITY,
     ngram_length_probabilities,
     random_token_ids,
     replace_masked_tokens,
@@ -129,7 +130,7 @@ class DataCollatorForSpanMasking:
     tokenizer: PreTrainedTokenizerBase
     mlm: bool = True
     whole_word_mask: bool = False
-    mlm_probability: float | None = 0.15
+    mlm_probability: float | None = MLM_PROBABILITY
     mask_replace_prob: float = 0.8
     random_replace_prob: float = 0.1
     pad_to_multiple_of: int | None = None

@@ -37,6 +37,9 @@ from .word_starts import (  # noqa: F401  (special_token_table: masking's interf
     vocabulary_word_starts,
 )
 
+# The share of tokens masked for prediction: BERT's 15% (BERT §3.1), kept by RoBERTa and SpanBERT (§3.1). The flag
+# (--mlm_probability), the collator and the masking functions take it from here.
+MLM_PROBABILITY = 0.15
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -169,7 +172,7 @@ def span_mask(
     word_start: torch.Tensor,
     maskable: torch.Tensor,
     keys: torch.Tensor,
-    mlm_probability: float = 0.15,
+    mlm_probability: float = MLM_PROBABILITY,
     geometric_p: float = 0.2,
     max_span_length: int = 10,
     document_ids: torch.Tensor | None = None,
@@ -305,7 +308,7 @@ def unit_mask(
     maskable: torch.Tensor,
     unit_marks: torch.Tensor,
     keys: torch.Tensor,
-    mlm_probability: float = 0.15,
+    mlm_probability: float = MLM_PROBABILITY,
     unit_share: float | None = 0.5,
 ) -> UnitMask:
     """Masking of linguistic units (named entities, noun phrases, PMI n-grams), vectorised over the batch.
@@ -367,7 +370,7 @@ def _first_fit(
     return members & taken_pieces.gather(1, piece)
 
 
-def token_mask(maskable: torch.Tensor, keys: torch.Tensor, mlm_probability: float = 0.15) -> torch.Tensor:
+def token_mask(maskable: torch.Tensor, keys: torch.Tensor, mlm_probability: float = MLM_PROBABILITY) -> torch.Tensor:
     """RoBERTa/BERT token-level masking: exactly the budgeted number of maskable tokens, chosen uniformly."""
     length = maskable.shape[1]
     if length == 0:  # rows of no tokens: nothing to rank

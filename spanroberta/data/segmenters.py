@@ -1,16 +1,18 @@
 """A word segmenter's words, found once when the corpus is tokenized and stored with the blocks as a `word_starts`
 column (1 where a token starts a word), which the collator reads in place of the vocabulary's word starts.
 
-Chinese, Japanese, Thai and other scripts write words without spaces; a segmenter (jieba for Chinese) cuts a line
-into words, and the token that begins where a word begins starts one. The flags ride through the block builder inside
-the ids, as masking units' marks do (`masking_units`): `id + flag * stride`, split off into `WORD_STARTS_COLUMN` when
-the blocks are made, so they follow prepared, packed and streamed blocks alike. Special tokens and separators the
-builder inserts carry no flag; `masking.word_starts_at` starts a word after them and at a row's start.
+Chinese, Japanese, Thai and other scripts write words without spaces; a segmenter (jieba for Chinese, MeCab through
+fugashi for Japanese) cuts a line into words, and the token that begins where a word begins starts one. The flags
+ride through the block builder inside the ids, as masking units' marks do (`masking_units`): `id + flag * stride`,
+split off into `WORD_STARTS_COLUMN` when the blocks are made, so they follow prepared, packed and streamed blocks
+alike. Special tokens and separators the builder inserts carry no flag; `masking.word_starts_at` starts a word after
+them and at a row's start.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 from transformers import PreTrainedTokenizerBase
@@ -20,17 +22,35 @@ from .line_pieces import in_pieces
 from .masking_units import UNIT_SCHEMES, MaskingUnits, unit_stride
 from .word_starts import WORD_STARTS_COLUMN
 
-# The segmenters --word_segmenter names: the package each needs and how its words are cut.
-WORD_SEGMENTERS = ("jieba",)
+# The segmenters --word_segmenter names, with the packages each needs (all in the `segmenters` extra): jieba for
+# Chinese, fugashi (MeCab with unidic-lite's dictionary) for Japanese.
+SEGMENTER_PACKAGES = {"jieba": ("jieba",), "fugashi": ("fugashi", "unidic_lite")}
+WORD_SEGMENTERS = tuple(SEGMENTER_PACKAGES)
+SEGMENTERS_INSTALL = '`pip install -e ".[segmenters]"` in the checkout'
 
 
 def load_segmenter(name: str) -> Callable[[str], list[str]]:
-    """The function that cuts a text into words (their concatenation is the text) for --word_segmenter `name`."""
+    """The function that cuts a text into words, in order (whitespace between them may be left out) for
+    --word_segmenter `name`."""
     check_segmenter_settings(name, None)
-    require_package(name, f"--word_segmenter {name}", install='`pip install -e ".[segmenters]"` in the checkout')
-    import jieba
+    for package in SEGMENTER_PACKAGES[name]:
+        require_package(package, f"--word_segmenter {name}", install=SEGMENTERS_INSTALL)
+    if name == "jieba":
+        import jieba
 
-    return jieba.lcut
+        return jieba.lcut
+    return _mecab_words()
+
+
+def _mecab_words() -> Callable[[str], list[str]]:
+    """MeCab's words (their surfaces; MeCab drops whitespace) with unidic-lite's dictionary, named outright: fugashi
+    alone would take the full UniDic first where that is installed, and cut the words otherwise."""
+    import fugashi
+    import unidic_lite
+
+    dictionary = Path(unidic_lite.DICDIR)
+    tagger = fugashi.Tagger(f'-d "{dictionary}" -r "{dictionary / "mecabrc"}"')
+    return lambda text: [word.surface for word in tagger(text)]
 
 
 def check_segmenter_settings(word_segmenter: str | None, masking: str | None) -> None:

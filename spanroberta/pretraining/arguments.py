@@ -4,20 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..models.configuration_span_albert import CROSS_LAYER_SHARING
-from ..models.configuration_spanroberta import MODEL_SIZES, SENTENCE_OBJECTIVES
+from ..data.arguments import MIN_TRAINED_VOCAB_SIZE, CorpusArguments, TokenizerArguments
 from ..data.collator import MASKING_SCHEMES, check_masking_rates
+from ..data.masking import MLM_PROBABILITY
 from ..data.masking_units import UNIT_SCHEMES, check_unit_settings
 from ..data.segmenters import check_segmenter_settings
-from ..data.arguments import MIN_TRAINED_VOCAB_SIZE, CorpusArguments, TokenizerArguments
 from ..errors import UserInputError
-from ..models.configuration_spanroberta import MODEL_SIZES
+from ..models.configuration_span_albert import CROSS_LAYER_SHARING
+from ..models.configuration_spanroberta import MODEL_SIZES, SENTENCE_OBJECTIVES
 from ..objectives.base import ObjectiveSettings
 from ..objectives.recipes import INPUT_FORMATS, RECIPES
 from ..runs.arguments import ModelArguments, RunArguments
-from .nonfinite import NONFINITE_LOSS_POLICIES
 from ..runs.ranges import check_range
 from ..runs.validation import min_block_length_for_targets
+from .nonfinite import NONFINITE_LOSS_POLICIES
 
 # The schemes an evaluation can mask with: the unit schemes need marks prepared with the data for that scheme.
 EVAL_MASKING_SCHEMES = tuple(scheme for scheme in MASKING_SCHEMES if scheme not in UNIT_SCHEMES)
@@ -79,7 +79,8 @@ class PretrainingDataArguments(CorpusArguments):
         metadata={"help": "Fix each copy's mask at preprocessing (RoBERTa's static baseline). Default: recipe's."},
     )
     # argparse formats help texts with %: a percent sign is written %%.
-    mlm_probability: float = field(default=0.15, metadata={"help": "Share of tokens to predict (RoBERTa: 15%%)."})
+    mlm_probability: float = field(default=MLM_PROBABILITY,
+                                   metadata={"help": "Share of tokens to predict (RoBERTa: 15%%)."})
     geometric_p: float = field(default=0.2, metadata={"help": "Span lengths ~ Geo(p), 0 < p <= 1 (SpanBERT: 0.2)."})
     max_span_length: int = field(default=10, metadata={"help": "Longest span in words (SpanBERT: 10)."})
     overwrite_cache: bool = field(

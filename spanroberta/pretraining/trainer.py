@@ -189,10 +189,12 @@ class PretrainingTrainer(RunTrainer):
         return self.is_fsdp_enabled or self.is_deepspeed_enabled
 
     def get_batch_samples(self, epoch_iterator, num_batches: int, device: torch.device):
-        if self._real_tokens_window_start is None:
-            # The window of real tokens/s starts before the step's batches are loaded and collated.
-            self._real_tokens_window_start = time.perf_counter()
         batch_samples, num_items_in_batch = super().get_batch_samples(epoch_iterator, num_batches, device)
+        if self._real_tokens_window_start is None:
+            # The window of real tokens/s starts once its first step's batches are fetched, where a callback's
+            # on_step_begin would start it (the speed benchmarks' baselines time theirs so); the later steps' fetching
+            # falls inside it.
+            self._real_tokens_window_start = time.perf_counter()
         # The model says which targets normalise which loss; the trainer only sums them over the accumulated
         # micro-batches and the processes. The MLM targets (`labels`) are the stock Trainer's num_items_in_batch,
         # counted by it the same way.

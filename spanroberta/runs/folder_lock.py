@@ -12,6 +12,7 @@ which fails when the name is taken: two runs starting at once cannot both hold i
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import logging
 import os
@@ -59,7 +60,11 @@ def hold_output_folder(output_dir: str | os.PathLike, script: str) -> None:
                                  "Wait for it to end or give another --output_dir; if that run is over, delete "
                                  f"{lock}.")  # fmt: skip
         logger.warning("Taking over %s from %s: %s.", lock, describe(holder), gone)
-        lock.unlink(missing_ok=True)
+        # Renamed aside rather than deleted: of two runs that both found it stale, only one renames it, so the
+        # other cannot delete the lock the first has just taken.
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(lock, lock.with_name(f".{LOCK_FILE}.stale.{me['host']}.{me['pid']}"))
+            lock.with_name(f".{LOCK_FILE}.stale.{me['host']}.{me['pid']}").unlink(missing_ok=True)
     if not _held:
         atexit.register(release_held_locks)
     _held.add(lock)
@@ -74,6 +79,16 @@ def _link_lock(lock: Path, holder: dict[str, Any]) -> bool:
         return True
     except FileExistsError:
         return False
+    except OSError:
+        # A filesystem without hard links (FUSE mounts of object stores, some network shares): an exclusive
+        # create instead, whose contents a reader could find half-written for an instant (read as unreadable).
+        try:
+            descriptor = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return False
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            file.write(json.dumps(holder) + "\n")
+        return True
     finally:
         partial.unlink(missing_ok=True)
 

@@ -19,6 +19,7 @@ that was killed without saving, and requeue it.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shlex
 import signal
@@ -38,6 +39,9 @@ from .distributed import finish_processes
 PREEMPTION_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 PREEMPTED_EXIT_CODE = 75
 RESUME_FLAG = "--resume_from_checkpoint"
+# Written into the output folder by a preempted run's main process, removed when a run trains there again: under a
+# launcher (accelerate launch, torchrun, deepspeed) the job sees the launcher's status, not the processes' 75.
+PREEMPTED_FILE = "spanroberta_preempted.json"
 
 
 class SaveOnPreemption(TrainerCallback):
@@ -61,6 +65,13 @@ class SaveOnPreemption(TrainerCallback):
         self.requested_by = signal.Signals(signal_number).name
         os.write(2, f"\n{self.requested_by} received: the run saves a checkpoint after the step in progress, "
                     "then stops.\n".encode())  # fmt: skip
+
+    def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                     **kwargs: Any) -> None:
+        # A group left alive past training would outlive the process group's teardown (runs.distributed).
+        if self._flag_group is not None and self._flag_group is not torch.distributed.group.WORLD:
+            torch.distributed.destroy_process_group(self._flag_group)
+        self._flag_group = None
 
     def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
         if self.stopped_at is None and self._agreed(args):
@@ -120,6 +131,10 @@ def exit_preempted(callback: SaveOnPreemption, output_dir: str, is_main_process:
     process group, and the process exits with PREEMPTED_EXIT_CODE."""
     # A process that did not get the signal itself names the one the others did.
     if is_main_process:
+        (Path(output_dir) / PREEMPTED_FILE).write_text(json.dumps({
+            "signal": callback.requested_by, "step": callback.stopped_at,
+            "checkpoint": str(Path(output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{callback.stopped_at}")}) + "\n",
+            encoding="utf-8")  # fmt: skip
         print(preempted_message(callback.requested_by or "a signal to another process", callback.stopped_at,
                                 output_dir, sys.argv), flush=True)  # fmt: skip
     finish_processes()

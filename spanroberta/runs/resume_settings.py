@@ -39,28 +39,30 @@ def write_resume_settings(checkpoint: Path, settings: Mapping[str, Any]) -> None
     (checkpoint / RESUME_SETTINGS_FILE).write_text(json.dumps(dict(settings), indent=1) + "\n", encoding="utf-8")
 
 
-def saved_settings(checkpoint: Path) -> dict[str, Any]:
+def saved_settings(checkpoint: Path, devices_per_process: int = 1) -> dict[str, Any]:
     """The settings `checkpoint` was saved under; for one without RESUME_SETTINGS_FILE, the batch size per device
-    from its `trainer_state.json` (empty when that says nothing)."""
+    from its `trainer_state.json` (empty when that says nothing), whose `train_batch_size` counts every device of a
+    process (transformers' DataParallel: `devices_per_process`, taken to be the resumed run's)."""
     listing = checkpoint / RESUME_SETTINGS_FILE
     if listing.is_file():
         return json.loads(listing.read_text(encoding="utf-8"))
     state = json.loads((checkpoint / "trainer_state.json").read_text(encoding="utf-8"))
     batch = state.get("train_batch_size")
-    return {} if batch is None else {"per_device_train_batch_size": batch}
+    return {} if batch is None else {"per_device_train_batch_size": batch // max(1, devices_per_process)}
 
 
-def changed_settings(checkpoint: Path, current: Mapping[str, Any]) -> list[str]:
+def changed_settings(checkpoint: Path, current: Mapping[str, Any], devices_per_process: int = 1) -> list[str]:
     """Each setting that differs between `checkpoint` and `current`, as "name saved there, now here"."""
-    saved = saved_settings(checkpoint)
+    saved = saved_settings(checkpoint, devices_per_process)
     return [f"{name} {saved[name]} there, {current[name]} now" for name in current
             if name in saved and saved[name] != current[name]]  # fmt: skip
 
 
-def check_resume_settings(checkpoint: Path, current: Mapping[str, Any], allow_changed: bool) -> None:
+def check_resume_settings(checkpoint: Path, current: Mapping[str, Any], allow_changed: bool,
+                          devices_per_process: int = 1) -> None:
     """Refuses to resume from `checkpoint` under settings other than those it was saved under (`changed_settings`),
     naming each; with `allow_changed`, warns instead."""
-    differ = changed_settings(checkpoint, current)
+    differ = changed_settings(checkpoint, current, devices_per_process)
     if not differ:
         return
     if allow_changed:

@@ -29,7 +29,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from .checkpoint_files import SAVING_MARK, write_checksums
 from .full_disk import full_disk_error
-from .preemption import SaveOnPreemption, catch_preemption_signals, exit_preempted
+from .preemption import PREEMPTED_FILE, SaveOnPreemption, catch_preemption_signals, exit_preempted
 from .resume_settings import batch_settings, check_resume_settings, write_resume_settings
 
 
@@ -55,17 +55,33 @@ class RunTrainer(Trainer):
         self.add_callback(ChecksumsOnSave())
         self.preemption = SaveOnPreemption()
         self.add_callback(self.preemption)
+        self._preempt_saved = False
         # Saved with each checkpoint and compared at a resume; a script adds what else a step's meaning depends on.
         self.resume_settings: dict[str, Any] = batch_settings(self.args)
 
     def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(resume_from_checkpoint, str):
-            check_resume_settings(Path(resume_from_checkpoint), self.resume_settings, self.args.allow_changed_batch)
+        # --auto_find_batch_size picks the batch itself, lower after an out-of-memory: nothing to compare.
+        if isinstance(resume_from_checkpoint, str) and not self.args.auto_find_batch_size:
+            check_resume_settings(Path(resume_from_checkpoint), self.resume_settings, self.args.allow_changed_batch,
+                                  max(1, self.args.n_gpu))  # fmt: skip
+        if self.is_world_process_zero():
+            (Path(self.args.output_dir) / PREEMPTED_FILE).unlink(missing_ok=True)
         with catch_preemption_signals(self.preemption):
             result = super().train(resume_from_checkpoint, *args, **kwargs)
         if self.preemption.stopped_at is not None:
             exit_preempted(self.preemption, self.args.output_dir, self.is_world_process_zero())
         return result
+
+    def _maybe_log_save_evaluate(self, tr_loss: Any, grad_norm: Any, model: torch.nn.Module, trial: Any, *args: Any,
+                                 **kwargs: Any) -> None:
+        if self.preemption.stopped_at is not None:
+            # Preempted: the checkpoint is saved once, at the step agreed, with no evaluation first (its time is the
+            # grace period's, and --save_strategy best would save only a new best); the epoch's end saves no second
+            # one.
+            self.control.should_evaluate = False
+            self.control.should_save = not self._preempt_saved
+            self._preempt_saved = True
+        super()._maybe_log_save_evaluate(tr_loss, grad_norm, model, trial, *args, **kwargs)
 
     def _save_checkpoint(self, model: torch.nn.Module, trial: Any) -> None:
         # The mark goes into the folder before its first file (transformers has no callback before a save), from
