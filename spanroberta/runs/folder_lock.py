@@ -62,9 +62,13 @@ def hold_output_folder(output_dir: str | os.PathLike, script: str) -> None:
         logger.warning("Taking over %s from %s: %s.", lock, describe(holder), gone)
         # Renamed aside rather than deleted: of two runs that both found it stale, only one renames it, so the
         # other cannot delete the lock the first has just taken.
+        aside = lock.with_name(f".{LOCK_FILE}.stale.{me['host']}.{me['pid']}")
         with contextlib.suppress(FileNotFoundError):
-            os.replace(lock, lock.with_name(f".{LOCK_FILE}.stale.{me['host']}.{me['pid']}"))
-            lock.with_name(f".{LOCK_FILE}.stale.{me['host']}.{me['pid']}").unlink(missing_ok=True)
+            os.replace(lock, aside)
+            if read_lock(aside) != holder:  # another run took it over in between: its lock goes back
+                with contextlib.suppress(FileExistsError):
+                    os.link(aside, lock)
+            aside.unlink()
     if not _held:
         atexit.register(release_held_locks)
     _held.add(lock)
