@@ -18,6 +18,7 @@ from spanroberta.data.arguments import CorpusArguments, TokenizerArguments
 from spanroberta.hub import ModelSource, hub_kwargs
 from spanroberta.objectives.base import ObjectiveSettings
 from spanroberta.pretraining.command import ARGUMENT_CLASSES
+from spanroberta.errors import UserInputError
 from spanroberta.pretraining.specification import DEFAULT, DEMO, GIVEN, fit_run_length, specify_run
 from spanroberta.runs.cli import parse_arguments
 
@@ -76,6 +77,20 @@ def test_each_setting_says_where_its_value_came_from(tmp_path):
     fitted = fit_run_length(specification("--output_dir", str(tmp_path / "fit"), "--train_file", "c.txt", "--recipe",
                                           "electra", "--max_steps", "200"), None)  # fmt: skip
     assert fitted.source("warmup_steps") == "fitted to the run" and fitted.training.warmup_steps == 20
+
+
+def test_the_replacement_of_masked_tokens_is_a_flag_a_recipe_sets_like_any_other(tmp_path):
+    flags = ("--output_dir", str(tmp_path), "--train_file", "c.txt")
+    spec = specification(*flags)
+    assert spec.source("mask_replace_prob") == DEFAULT
+    assert (spec.data.mask_replace_prob, spec.data.random_replace_prob) == (0.8, 0.1)
+    electra = specification(*flags, "--recipe", "electra")
+    assert electra.source("random_replace_prob") == "recipe electra"
+    assert (electra.data.mask_replace_prob, electra.data.random_replace_prob) == (0.85, 0.0)
+    given = specification(*flags, "--recipe", "electra", "--mask_replace_prob", "0.7")
+    assert given.source("mask_replace_prob") == GIVEN and given.data.mask_replace_prob == 0.7
+    with pytest.raises(UserInputError, match="--random_replace_prob must be"):
+        specification(*flags, "--mask_replace_prob", "0.95", "--random_replace_prob", "0.1")
 
 
 def test_the_demo_fills_what_was_not_given_and_the_flags_win():

@@ -247,7 +247,7 @@ def test_recipe_resolves_to_token_masking_85_15_and_electra_defaults():
     (model_args, data_args, training_args), _ = fill_defaults((model_args, data_args, training_args), given)
     objective = resolve_recipe(model_args, data_args)
     assert (objective.objective, objective.masking, objective.sbo) == ("replaced_token_detection", "token", False)
-    assert (objective.mask_replace_prob, objective.random_replace_prob) == (0.85, 0.0)
+    assert (data_args.mask_replace_prob, data_args.random_replace_prob) == (0.85, 0.0)
     assert training_args.learning_rate == 2e-4 and training_args.adam_beta2 == 0.999
     assert training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps == 256
     assert model_args.rtd_loss_weight == 50.0 and training_args.adam_bias_correction is False

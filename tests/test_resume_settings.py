@@ -50,7 +50,8 @@ def test_a_pretraining_resume_with_another_batch_or_block_length_is_refused(pret
     run_pretraining.main([*pretraining_args, "--output_dir", str(out), "--max_steps", "2", "--save_steps", "2"])
     saved = json.loads((out / "checkpoint-2" / RESUME_SETTINGS_FILE).read_text())
     assert saved == {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 1, "processes": 1,
-                     "max_seq_length": 32, "masking": saved["masking"]}  # fmt: skip
+                     "max_seq_length": 32, "masking": saved["masking"], "mask_replace_prob": 0.8,
+                     "random_replace_prob": 0.1}  # fmt: skip
     resume = [*pretraining_args, "--output_dir", str(out), "--max_steps", "3", "--resume_from_checkpoint", "true"]
     message = error_of("run_pretraining.py", [*resume, "--per_device_train_batch_size", "2",
                                               "--max_seq_length", "24"])  # fmt: skip

@@ -33,8 +33,6 @@ class ResolvedRecipe:
     tokenizer: str = "byte-level-bpe"
     # The name of the objective that trains the encoder (`OBJECTIVES`).
     objective: str = "masked_lm"
-    mask_replace_prob: float = 0.8
-    random_replace_prob: float = 0.1
 
 
 @dataclass

@@ -40,9 +40,6 @@ class Recipe:
     tokenizer: str = "byte-level-bpe"  # one of TOKENIZERS
     # Other flags the recipe sets unless given, as (flag name, value) pairs.
     flag_defaults: tuple[tuple[str, object], ...] = ()
-    # Of the masked tokens: the share replaced by the mask token, and by a random token (the rest stay unchanged).
-    mask_replace_prob: float = 0.8
-    random_replace_prob: float = 0.1
     # The objective that trains the encoder (its name in `base.OBJECTIVES`), set when the objective registers it.
     objective: str = ""
 

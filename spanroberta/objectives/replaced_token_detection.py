@@ -43,14 +43,14 @@ ELECTRA_RECIPES = {
     # and 15% unchanged (no random tokens: the generator provides them), no NSP.
     "electra": Recipe(
         "replaced token detection: generator MLM + 50 x discriminator loss (ELECTRA)",
-        mask_replace_prob=0.85,
-        random_replace_prob=0.0,
         # ELECTRA's optimiser (appendix Table 6): Adam without bias correction (BERT's and ELECTRA's
         # AdamWeightDecayOptimizer), beta2 0.999, epsilon 1e-6, weight decay 0.01, 10,000 warm-up steps (1% of
         # its 1M), linear decay, gradient clipping at 1 (the Trainer's default). A run of under 10,000 steps warms
         # up over a tenth of them, and then corrects Adam's bias (run_length.fit_to_run_length: the uncorrected
         # first updates need 1,000 warm-up steps). The size-dependent settings: ELECTRA_SIZES.
         flag_defaults=(
+            ("mask_replace_prob", 0.85),
+            ("random_replace_prob", 0.0),
             ("adam_bias_correction", False),
             ("adam_beta2", 0.999),
             ("adam_epsilon", 1e-6),

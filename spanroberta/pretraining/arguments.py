@@ -81,6 +81,15 @@ class PretrainingDataArguments(CorpusArguments):
     # argparse formats help texts with %: a percent sign is written %%.
     mlm_probability: float = field(default=MLM_PROBABILITY,
                                    metadata={"help": "Share of tokens to predict (RoBERTa: 15%%)."})
+    # Of the masked tokens, the shares replaced by the mask token and by a random token; the rest stay unchanged
+    # (BERT section 3.1). A recipe sets other shares through its flag defaults (electra: 85%, 0%).
+    mask_replace_prob: float = field(
+        default=0.8, metadata={"help": "Share of the masked tokens replaced by the mask token (BERT: 80%%)."}
+    )
+    random_replace_prob: float = field(
+        default=0.1, metadata={"help": "Share of the masked tokens replaced by a random token (BERT: 10%%); the rest "
+                               "stay unchanged."}
+    )
     geometric_p: float = field(default=0.2, metadata={"help": "Span lengths ~ Geo(p), 0 < p <= 1 (SpanBERT: 0.2)."})
     max_span_length: int = field(default=10, metadata={"help": "Longest span in words (SpanBERT: 10)."})
     overwrite_cache: bool = field(
@@ -108,6 +117,9 @@ class PretrainingDataArguments(CorpusArguments):
                      "max_train_samples", "max_eval_samples", "pmi_vocabulary_size", "pmi_min_count"):  # fmt: skip
             check_range(flag, getattr(self, flag), 1)
         check_masking_rates(self.mlm_probability, self.geometric_p, flag_prefix="--")
+        check_range("mask_replace_prob", self.mask_replace_prob, 0, 1)
+        check_range("random_replace_prob", self.random_replace_prob, 0, 1 - self.mask_replace_prob,
+                    hint="the two shares of the masked tokens sum to at most 1")
         check_range("validation_split_percentage", self.validation_split_percentage, 0, 99)
         shortest = min_block_length_for_targets(self.mlm_probability)
         if self.max_seq_length < shortest:

@@ -61,7 +61,9 @@ def run_pretraining(spec: RunSpecification) -> PretrainingTrainer | None:
 
     trainer = _build_trainer(spec, objective, data)
     # A resume under another block length or masking trains on other steps: refused (runs.resume_settings).
-    trainer.resume_settings.update(max_seq_length=data_args.max_seq_length, masking=spec.recipe.masking)
+    trainer.resume_settings.update(max_seq_length=data_args.max_seq_length, masking=spec.recipe.masking,
+                                   mask_replace_prob=data_args.mask_replace_prob,
+                                   random_replace_prob=data_args.random_replace_prob)
 
     # Train (resuming where a killed run stopped), save, evaluate, describe.
     train_result = trainer.train(resume_from_checkpoint=resume_checkpoint(trainer))
@@ -146,8 +148,8 @@ def _span_masking_collator(
         masking=masking or recipe.masking,
         geometric_p=data_args.geometric_p,
         max_span_length=data_args.max_span_length,
-        mask_replace_prob=recipe.mask_replace_prob,
-        random_replace_prob=recipe.random_replace_prob,
+        mask_replace_prob=data_args.mask_replace_prob,
+        random_replace_prob=data_args.random_replace_prob,
         seed=spec.training.seed,
         # Rows of fixed-length formats keep one shape from batch to batch, so a compiled step never recompiles.
         pad_to_multiple_of=(data_args.max_seq_length if attention.packs_rows or recipe.input_format == "full-sentences"

@@ -63,10 +63,8 @@ DEMO_SETTINGS = {
     "output_dir": "spanroberta-demo",
 }
 
-# The recipe's fields that a flag overrides (a flag left unset, None, takes the recipe's), and those that only the
-# recipe sets (the replacement of masked tokens).
+# The recipe's fields that a flag overrides (a flag left unset, None, takes the recipe's).
 RECIPE_FLAGS = ("masking", "sbo", "sentence_objective", "input_format", "static_masking")
-RECIPE_ONLY = ("mask_replace_prob", "random_replace_prob")
 
 # DataLoader workers a run on a GPU gets unless --dataloader_num_workers is given: enough to collate ahead of a step
 # (the span collator takes a few milliseconds a batch), few enough not to crowd a node's cores under DDP.
@@ -118,7 +116,7 @@ def specify_run(flags: PretrainingFlags, given: Collection[str] | None) -> RunSp
     _setup_logging(training)
     recipe = resolve_recipe(model, data)
     unset = [name for name in RECIPE_FLAGS if getattr(model if hasattr(model, name) else data, name) is None]
-    sources.update(dict.fromkeys([*unset, *RECIPE_ONLY], f"recipe {data.recipe}"))
+    sources.update(dict.fromkeys(unset, f"recipe {data.recipe}"))
     # The attention plan: the implementation, whether rows are packed and take offsets; the attention asked for
     # refused here if it could not train the run.
     attention = plan_run_attention(model, data, training, recipe)
@@ -178,8 +176,6 @@ def resolve_recipe(model: PretrainingModelArguments, data: PretrainingDataArgume
         ),
         tokenizer=recipe.tokenizer,
         objective=recipe.objective,
-        mask_replace_prob=recipe.mask_replace_prob,
-        random_replace_prob=recipe.random_replace_prob,
     )
     check_recipe(resolved, model)
     return resolved
