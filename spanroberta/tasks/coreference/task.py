@@ -18,7 +18,7 @@ from spanroberta.finetuning.task import FineTuningRun, FineTuningTask, Report, s
 from spanroberta.models.configuration_coreference import CorefConfig
 from spanroberta.models.modeling_coreference import CorefModel
 from spanroberta.runs.cli import apply_defaults, with_defaults
-from spanroberta.runs.ranges import check_range
+from spanroberta.runs.ranges import check_choices, check_range
 from spanroberta.runs.validation import model_positions
 from spanroberta.tasks.coreference.data import (
     DocumentCollator,
@@ -78,6 +78,7 @@ class CorefDataArguments:
     )
 
     def __post_init__(self):
+        check_choices(self)
         check_range("max_segment_length", self.max_segment_length, 8)
         check_range("max_train_segments", self.max_train_segments, 1)
 

@@ -17,7 +17,7 @@ from spanroberta.finetuning.model_steps import load_model
 from spanroberta.finetuning.task import FineTuningRun, FineTuningTask, Report, check_model_length, save_outcomes
 from spanroberta.models.configuration_relation import RelationClassifierConfig
 from spanroberta.models.modeling_relation import EncoderForRelationClassification, drop_pooler
-from spanroberta.runs.ranges import check_range
+from spanroberta.runs.ranges import check_choices, check_range
 from spanroberta.tasks.relation.data import (
     ENCODINGS,
     RelationTask,
@@ -62,6 +62,7 @@ class RelationDataArguments(SampleLimitArguments):
     )
 
     def __post_init__(self):
+        check_choices(self)
         check_range("max_seq_length", self.max_seq_length, 1)
 
 
