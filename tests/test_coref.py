@@ -25,7 +25,6 @@ from spanroberta.tasks.coreference.data import (
     split_into_segments,
     write_coref_documents,
 )
-from spanroberta.tasks.coreference.gap import read_gap_predictions
 
 # Two documents in one file. The first is tab-separated with an empty last column where there is no mention (as
 # LitBank's files); the second space-separated with "-" and a speaker in column 10 (as OntoNotes').
@@ -315,13 +314,6 @@ def test_gap_reader_and_decision(tmp_path):
         read_gap(bad)
 
 
-def test_a_gap_system_file_line_that_is_not_id_a_b_names_its_file_and_line(tmp_path):
-    path = tmp_path / "gap_predictions.tsv"
-    path.write_text("test-1\tTRUE\tFALSE\ntest-2\tyes\tFALSE\n")
-    with pytest.raises(UserInputError, match=r"gap_predictions.tsv, line 2: 'test-2\\tyes\\tFALSE'"):
-        read_gap_predictions(path)
-
-
 def test_gap_decision_takes_the_cluster_of_the_exact_pronoun_and_names_by_containment(tmp_path):
     mary_ann, example = read_gap(write(tmp_path, "gap.tsv", GAP_TSV))
     # Words: Mary(0) met(1) John(2) .(3) His(4) mother(5) smiled(6) .(7)
@@ -377,9 +369,15 @@ def test_run_coref_trains_evaluates_and_resolves_gap(tmp_path, spanroberta_check
     lines = [line.split("\t") for line in (again / "gap_predictions.tsv").read_text().splitlines()]
     assert [line[0] for line in lines] == ["test-1", "test-2"]
     assert all(set(line[1:]) <= {"TRUE", "FALSE"} for line in lines)
-    read_back = read_gap_predictions(again / "gap_predictions.tsv")  # as the task benchmark reads it
-    assert {key: [str(flag).upper() for flag in flags] for key, flags in read_back.items()} == {
-        line[0]: line[1:] for line in lines}
+
+
+def test_a_preset_that_does_not_exist_in_a_config_file_lists_the_presets(tmp_path):
+    # argparse checks a flag's choices on the command line only; the argument class checks a config file's too.
+    config = tmp_path / "run.yaml"
+    config.write_text(f"output_dir: {tmp_path / 'out'}\nmodel_name_or_path: x\npreset: spanbert_large\n")
+    with pytest.raises(UserInputError, match="--preset 'spanbert_large' does not exist; valid values: bert_base, "
+                       "spanbert_base."):
+        COREFERENCE.parse([str(config)])
 
 
 @pytest.mark.parametrize(

@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -51,6 +52,8 @@ def stable_block_index(group_index: int, position: int) -> int:
     return (x ^ (x >> 31)) >> 1
 
 
+# eq=False keeps a dataset hashable and compared by identity, as torch's datasets are.
+@dataclass(eq=False)
 class StreamingBlocks(IterableDataset):
     """An endless stream of pretraining blocks for one process, split between its DataLoader workers.
 
@@ -65,31 +68,21 @@ class StreamingBlocks(IterableDataset):
     Rows hold `input_ids` (and `token_type_ids`, a pair label) as int32 arrays, `example_index` and `mask_epoch`.
     """
 
-    def __init__(
-        self,
-        read_documents: Callable[[], Iterable[str]],
-        tokenizer: PreTrainedTokenizerBase,
-        builder: BlockBuilder,
-        documents_per_group: int = 1000,
-        shuffle_buffer_size: int = 10_000,
-        seed: int = 0,
-        static_masking_copies: int | None = None,
-        process_index: int = 0,
-        num_processes: int = 1,
-    ) -> None:
-        if documents_per_group < 1 or shuffle_buffer_size < 1:
+    read_documents: Callable[[], Iterable[str]]
+    tokenizer: PreTrainedTokenizerBase
+    builder: BlockBuilder
+    documents_per_group: int = 1000
+    shuffle_buffer_size: int = 10_000
+    seed: int = 0
+    static_masking_copies: int | None = None
+    process_index: int = 0
+    num_processes: int = 1
+
+    def __post_init__(self) -> None:
+        if self.documents_per_group < 1 or self.shuffle_buffer_size < 1:
             raise ValueError("documents_per_group and shuffle_buffer_size must be at least 1.")
-        if not 0 <= process_index < num_processes:
-            raise ValueError(f"process_index {process_index} is not in [0, {num_processes}).")
-        self.read_documents = read_documents
-        self.tokenizer = tokenizer
-        self.builder = builder
-        self.documents_per_group = documents_per_group
-        self.shuffle_buffer_size = shuffle_buffer_size
-        self.seed = seed
-        self.static_masking_copies = static_masking_copies
-        self.process_index = process_index
-        self.num_processes = num_processes
+        if not 0 <= self.process_index < self.num_processes:
+            raise ValueError(f"process_index {self.process_index} is not in [0, {self.num_processes}).")
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         worker = get_worker_info()

@@ -90,15 +90,23 @@ def padding_collator(collator_class: type) -> Callable[[FineTuningRun], Any]:
 MEAN = "mean"
 
 
+def output_file(trainer: Trainer, name: str) -> Path | None:
+    """Where a run writes its file `name` (predictions, outcomes): in its output folder, made if missing, on the main
+    process, which alone writes the run's files; None on the other processes."""
+    if not trainer.is_world_process_zero():
+        return None
+    output_dir = Path(trainer.args.output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    return output_dir / name
+
+
 def save_outcomes(trainer: Trainer, split: str, outcomes: dict[str, dict[str, Any]]) -> None:
     """Writes `{split}_outcomes.json` beside `{split}_results.json`: for a score's key there (eval_f1, ...), each
     evaluated example's outcome in a compact form that scores it again on any resample of the examples (the task
     benchmark's bootstrap): `scorer` names how (MEAN, a metric's name, a task's scorer) and every other field is a
     list with one entry an example (an example being what the official scorer counts: a question, a document)."""
-    if trainer.is_world_process_zero():
-        output_dir = Path(trainer.args.output_dir)
-        output_dir.mkdir(parents=True, exist_ok=True)
-        (output_dir / f"{split}_outcomes.json").write_text(json.dumps(outcomes), encoding="utf-8")
+    if path := output_file(trainer, f"{split}_outcomes.json"):
+        path.write_text(json.dumps(outcomes), encoding="utf-8")
 
 
 FRACTION, PERCENTAGE = "fraction", "percentage"

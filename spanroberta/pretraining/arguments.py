@@ -10,12 +10,11 @@ from ..data.masking import MLM_PROBABILITY
 from ..data.masking_units import UNIT_SCHEMES, check_unit_settings
 from ..data.segmenters import check_segmenter_settings
 from ..errors import UserInputError
-from ..models.configuration_span_albert import CROSS_LAYER_SHARING
-from ..models.configuration_spanroberta import MODEL_SIZES, SENTENCE_OBJECTIVES
+from ..models.configuration_spanroberta import SENTENCE_OBJECTIVES
 from ..objectives.base import ObjectiveSettings
 from ..objectives.recipes import INPUT_FORMATS, RECIPES
 from ..runs.arguments import ModelArguments, RunArguments
-from ..runs.ranges import check_range
+from ..runs.ranges import check_choices, check_range
 from ..runs.validation import min_block_length_for_targets
 from .nonfinite import NONFINITE_LOSS_POLICIES
 
@@ -41,15 +40,11 @@ class PretrainingModelArguments(ObjectiveSettings, TokenizerArguments, ModelArgu
     )
 
     def __post_init__(self):
-        _check_choice("--model_size", self.model_size, MODEL_SIZES)
-        if self.sentence_objective is not None:
-            _check_choice("--sentence_objective", self.sentence_objective, SENTENCE_OBJECTIVES)
+        check_choices(self)
         check_range("tokenizer_vocab_size", self.tokenizer_vocab_size, MIN_TRAINED_VOCAB_SIZE,
                     hint="The 256 bytes and the 5 special tokens take 261 ids; a useful vocabulary has thousands.")
         check_range("sbo_loss_weight", self.sbo_loss_weight, 0)
         check_range("pad_vocab_to_multiple_of", self.pad_vocab_to_multiple_of, 1)
-        if self.cross_layer_sharing is not None:
-            _check_choice("--cross_layer_sharing", self.cross_layer_sharing, CROSS_LAYER_SHARING)
 
 
 @dataclass
@@ -100,13 +95,7 @@ class PretrainingDataArguments(CorpusArguments):
     )
 
     def __post_init__(self):
-        _check_choice("--recipe", self.recipe, RECIPES)
-        if self.masking is not None:
-            _check_choice("--masking", self.masking, MASKING_SCHEMES)
-        if self.eval_masking is not None:
-            _check_choice("--eval_masking", self.eval_masking, EVAL_MASKING_SCHEMES)
-        if self.input_format is not None:
-            _check_choice("--input_format", self.input_format, INPUT_FORMATS)
+        check_choices(self)
         check_unit_settings(self.masking, self.spacy_model, self.streaming)
         check_segmenter_settings(self.word_segmenter, self.masking)
         if self.streaming and self.prepared_data_dir:
@@ -200,12 +189,7 @@ class PretrainingArguments(RunArguments):
     )
 
     def __post_init__(self):
-        _check_choice("--on_nonfinite_loss", self.on_nonfinite_loss, NONFINITE_LOSS_POLICIES)
+        check_choices(self)
         if self.logging_nan_inf_filter is None:
             self.logging_nan_inf_filter = self.on_nonfinite_loss == "skip"
         super().__post_init__()
-
-
-def _check_choice(flag: str, value: str, valid) -> None:
-    if value not in valid:
-        raise UserInputError(f"{flag} {value!r} does not exist; valid values: {', '.join(valid)}.")

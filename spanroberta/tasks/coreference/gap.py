@@ -97,13 +97,3 @@ def write_gap_predictions(path: Path, examples: Sequence[GapExample], decisions:
             a, b = (str(flag).upper() for flag in (decision.predicted_a, decision.predicted_b))
             file.write(f"{example.example_id}\t{a}\t{b}\n")
 
-
-def read_gap_predictions(path: Path) -> dict[str, tuple[bool, bool]]:
-    """Per example ID, the predicted A-coref and B-coref of a system file as `write_gap_predictions` writes it."""
-    predictions = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        fields = line.split("\t")
-        if len(fields) != 3 or not set(fields[1:]) <= {"TRUE", "FALSE"}:
-            raise UserInputError(f"{path}, line {number}: {line!r} is not ID<TAB>A-coref<TAB>B-coref (TRUE/FALSE).")
-        predictions[fields[0]] = (fields[1] == "TRUE", fields[2] == "TRUE")
-    return predictions

@@ -14,11 +14,11 @@ from transformers import AutoModel, Trainer
 from spanroberta.errors import UserInputError
 from spanroberta.finetuning.arguments import FinetuningArguments, FinetuningModelArguments
 from spanroberta.finetuning.model_steps import load_model
-from spanroberta.finetuning.task import FineTuningRun, FineTuningTask, Report, save_outcomes
+from spanroberta.finetuning.task import FineTuningRun, FineTuningTask, Report, output_file, save_outcomes
 from spanroberta.models.configuration_coreference import CorefConfig
 from spanroberta.models.modeling_coreference import CorefModel
 from spanroberta.runs.cli import apply_defaults, with_defaults
-from spanroberta.runs.ranges import check_range
+from spanroberta.runs.ranges import check_choices, check_range
 from spanroberta.runs.validation import model_positions
 from spanroberta.tasks.coreference.data import (
     DocumentCollator,
@@ -78,6 +78,7 @@ class CorefDataArguments:
     )
 
     def __post_init__(self):
+        check_choices(self)
         check_range("max_segment_length", self.max_segment_length, 8)
         check_range("max_train_segments", self.max_train_segments, 1)
 
@@ -174,7 +175,7 @@ def coref_model(
     )
 
 
-def resolve_gap(trainer: CorefTrainer, examples: list, max_segment_length: int, output_dir: Path) -> dict[str, float]:
+def resolve_gap(trainer: CorefTrainer, examples: list, max_segment_length: int) -> dict[str, float]:
     """Resolves each GAP pronoun from the predicted clusters; writes gap_predictions.tsv and each example's decisions
     (gap_outcomes.json) and returns GAP's scores."""
     features = [encode_document(example.document, trainer.processing_class, max_segment_length)
@@ -184,9 +185,8 @@ def resolve_gap(trainer: CorefTrainer, examples: list, max_segment_length: int, 
     metrics = {f"gap_{name}": value for name, value in {**gap_scores(decisions), **gap_answers(decisions)}.items()}
     metrics["gap_examples"] = len(decisions)
     save_outcomes(trainer, "gap", {"gap_overall_f1": gap_outcomes(decisions)})
-    if trainer.is_world_process_zero():
-        output_dir.mkdir(parents=True, exist_ok=True)
-        write_gap_predictions(output_dir / "gap_predictions.tsv", examples, decisions)
+    if path := output_file(trainer, "gap_predictions.tsv"):
+        write_gap_predictions(path, examples, decisions)
     return metrics
 
 
@@ -220,18 +220,16 @@ def encode_documents(run: FineTuningRun) -> dict[str, Any]:
 def score_coreference(run: FineTuningRun, trainer: Trainer) -> dict[str, dict[str, float]]:
     """The CoNLL metrics with the predicted clusters in the input's layout and each document's sums of the metrics
     (eval_outcomes.json); GAP's pronouns resolved from the predicted clusters."""
-    output_dir, results = Path(run.training_args.output_dir), {}
+    results = {}
     if run.training_args.do_eval:
         results["eval"] = trainer.evaluate()
         documents = [document.clusters for document in run.data["eval"]]
         outcomes = document_outcomes(zip(documents, trainer.eval_predictions), run.data_args.keep_singletons)
         save_outcomes(trainer, "eval", {"eval_conll_f1": outcomes})
-        if trainer.is_world_process_zero():
-            output_dir.mkdir(parents=True, exist_ok=True)
-            predictions = output_dir / f"eval_predictions.{run.data['eval'][0].layout}"
-            write_coref_documents(predictions, run.data["eval"], trainer.eval_predictions)
+        if path := output_file(trainer, f"eval_predictions.{run.data['eval'][0].layout}"):
+            write_coref_documents(path, run.data["eval"], trainer.eval_predictions)
     if run.data["gap"]:
-        results["gap"] = resolve_gap(trainer, run.data["gap"], run.data_args.max_segment_length, output_dir)
+        results["gap"] = resolve_gap(trainer, run.data["gap"], run.data_args.max_segment_length)
     return results
 
 

@@ -6,7 +6,6 @@ leaderboard's TASK.tsv for --do_predict."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,7 +13,7 @@ from datasets import DatasetDict
 from transformers import AutoModelForSequenceClassification, Trainer
 
 from spanroberta.finetuning.arguments import SampleLimitArguments
-from spanroberta.finetuning.task import FineTuningRun, FineTuningTask, Report, save_outcomes
+from spanroberta.finetuning.task import FineTuningRun, FineTuningTask, Report, output_file, save_outcomes
 from spanroberta.runs.cli import apply_defaults
 from spanroberta.runs.ranges import check_range
 from spanroberta.tasks.classification import logits_to_predictions
@@ -148,7 +147,6 @@ def score_glue(run: FineTuningRun, trainer: Trainer) -> dict[str, dict[str, floa
     (eval_predictions.jsonl, eval_predictions_mm.jsonl) and, per metric, the predictions and labels it scores
     (eval_outcomes.json), and the leaderboard's TASK.tsv of each test set."""
     task, encoded, results = run.data.task, run.encoded, {}
-    output_dir = Path(run.training_args.output_dir)
     if run.training_args.do_eval:
         metrics, outcomes = {}, {}
         for split in (s for s in task.eval_splits if s.name in encoded):
@@ -161,19 +159,16 @@ def score_glue(run: FineTuningRun, trainer: Trainer) -> dict[str, dict[str, floa
             predictions = logits_to_predictions(output.predictions, task.is_regression)
             scored = {"predictions": predictions.tolist(), "references": np.asarray(output.label_ids).tolist()}
             outcomes.update({f"eval_{name}{split.metric_suffix}": {"scorer": name, **scored} for name in task.metrics})
-            if trainer.is_world_process_zero():
-                output_dir.mkdir(parents=True, exist_ok=True)
-                write_glue_predictions(output_dir / f"eval_predictions{split.metric_suffix}.jsonl", dataset["idx"],
-                                       output.label_ids, predictions)  # fmt: skip
+            if path := output_file(trainer, f"eval_predictions{split.metric_suffix}.jsonl"):
+                write_glue_predictions(path, dataset["idx"], output.label_ids, predictions)
         save_outcomes(trainer, "eval", outcomes)
         results["eval"] = metrics
     if run.training_args.do_predict:
         for split in (s for s in task.test_splits if s.name in encoded):
             output = trainer.predict(encoded[split.name], metric_key_prefix="predict")
-            if trainer.is_world_process_zero():
+            if path := output_file(trainer, split.submission_file):
                 predictions = logits_to_predictions(output.predictions, task.is_regression)
-                output_dir.mkdir(parents=True, exist_ok=True)
-                write_glue_submission(output_dir / split.submission_file, task, encoded[split.name]["idx"], predictions)
+                write_glue_submission(path, task, encoded[split.name]["idx"], predictions)
     return results
 
 

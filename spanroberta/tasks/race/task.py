@@ -6,7 +6,6 @@ defaults are RoBERTa's RACE recipe (spanroberta/tasks/race/data.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,6 +19,7 @@ from spanroberta.finetuning.task import (
     FineTuningTask,
     Report,
     check_model_length,
+    output_file,
     padding_collator,
     save_outcomes,
 )
@@ -118,10 +118,8 @@ def score_race(run: FineTuningRun, trainer: Trainer) -> dict[str, dict[str, floa
         asked["accuracy"] = np.full(len(levels), True)
         outcomes = {f"{phase}_{name}": {"scorer": MEAN, "values": right[asked[name]].tolist()} for name in by_level}
         save_outcomes(trainer, phase, outcomes)
-        if trainer.is_world_process_zero():
-            output_dir = Path(run.training_args.output_dir)
-            output_dir.mkdir(parents=True, exist_ok=True)
-            write_race_predictions(output_dir / f"{phase}_predictions.jsonl", run.data[phase], output.predictions)
+        if path := output_file(trainer, f"{phase}_predictions.jsonl"):
+            write_race_predictions(path, run.data[phase], output.predictions)
     return results
 
 

@@ -7,17 +7,23 @@ fractions, eval_precision, eval_recall, eval_f1 and eval_accuracy; each example'
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from transformers import AutoModel, AutoModelForSequenceClassification, PreTrainedModel, Trainer
 
 from spanroberta.finetuning.arguments import FinetuningArguments, FinetuningModelArguments, SampleLimitArguments
 from spanroberta.finetuning.model_steps import load_model
-from spanroberta.finetuning.task import FineTuningRun, FineTuningTask, Report, check_model_length, save_outcomes
+from spanroberta.finetuning.task import (
+    FineTuningRun,
+    FineTuningTask,
+    Report,
+    check_model_length,
+    output_file,
+    save_outcomes,
+)
 from spanroberta.models.configuration_relation import RelationClassifierConfig
 from spanroberta.models.modeling_relation import EncoderForRelationClassification, drop_pooler
-from spanroberta.runs.ranges import check_range
+from spanroberta.runs.ranges import check_choices, check_range
 from spanroberta.tasks.relation.data import (
     ENCODINGS,
     RelationTask,
@@ -62,6 +68,7 @@ class RelationDataArguments(SampleLimitArguments):
     )
 
     def __post_init__(self):
+        check_choices(self)
         check_range("max_seq_length", self.max_seq_length, 1)
 
 
@@ -161,10 +168,8 @@ def score_relations(run: FineTuningRun, trainer: Trainer) -> dict[str, dict[str,
             gold = [example.relation for example in run.data[phase]]
             outcome = {"scorer": task.scorer, "predictions": predicted, "references": gold}
             save_outcomes(trainer, phase, {f"{phase}_f1": outcome})
-        if trainer.is_world_process_zero():
-            output_dir = Path(run.training_args.output_dir)
-            output_dir.mkdir(parents=True, exist_ok=True)
-            write_relation_predictions(output_dir / f"{phase}_predictions.jsonl", run.data[phase], predicted)
+        if path := output_file(trainer, f"{phase}_predictions.jsonl"):
+            write_relation_predictions(path, run.data[phase], predicted)
     return results
 
 
