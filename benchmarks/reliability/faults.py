@@ -5,7 +5,7 @@ final weights and loss curve with those of an uninterrupted run.
 
 The moments (`MOMENTS`, taken in turn, each trial's checkpoint and delay drawn from `--seed`):
 - random: SIGKILL to every process of the run at a random time after one of its checkpoints is complete;
-- during-save: SIGKILL as soon as a checkpoint folder exists that is not yet complete (a save under way);
+- during-save: SIGKILL as soon as a checkpoint is being saved (its temporary folder, tmp-checkpoint-N, exists);
 - during-evaluation: SIGKILL as the Trainer prints that an evaluation starts;
 - disk-full: the file size limit of every process of the run (RLIMIT_FSIZE, what `ulimit -f` sets) lowered to
   1 KiB once a checkpoint is complete, so that its next save fails as on a full disk;

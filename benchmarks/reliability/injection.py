@@ -16,7 +16,7 @@ import psutil
 
 from benchmarks.reliability import tiny_runs
 from benchmarks.reliability.marked_run import EVALUATION_STARTS
-from spanroberta.runs.checkpoints import checkpoint_problem
+from spanroberta.runs.checkpoints import checkpoint_problem, staged_checkpoint
 
 MOMENTS = ("random", "during-save", "during-evaluation", "disk-full", "corrupt-newest")
 CORRUPTIONS = ("truncated", "emptied", "garbled")
@@ -84,7 +84,11 @@ def checkpoint_is_complete(folder: Path, name: str) -> Callable[[], bool]:
 
 
 def _being_written(folder: Path, name: str) -> Callable[[], bool]:
-    return lambda: (folder / name).is_dir() and checkpoint_problem(folder / name) is not None
+    """Whether the save of checkpoint `name` is under way: written under its temporary name, not yet renamed (or,
+    by a version that saved in place, under its own name and not yet complete)."""
+    checkpoint = folder / name
+    return lambda: staged_checkpoint(checkpoint).is_dir() or (
+        checkpoint.is_dir() and checkpoint_problem(checkpoint) is not None)
 
 
 def traceback_counts(output: str) -> dict[str, int]:

@@ -7,8 +7,9 @@ leaves a file empty or cut short, which resuming would otherwise meet as a trace
   DeepSpeed's shards): `torch.save` writes a zip archive, whose directory sits at its end (a cut file has none)
   and whose members carry CRC-32 checksums, all read;
 - JSON files (configs, `trainer_state.json`, a sharded model's index): they parse, and an index's shards are there;
-- no `spanroberta_saving` mark: it is put in the folder before the Trainer saves, and removed once the checksums are
-  written, so a run stopped between `trainer_state.json` and its checksums leaves it behind;
+- no `spanroberta_saving` mark: checkpoints saved in place (before they were written under a temporary name and
+  renamed, `runs.checkpoints`) held it until their checksums were written, so one that still holds it was cut off
+  in between; a checkpoint saved now never holds it;
 - every file listed in the checkpoint's `spanroberta_checksums.json` (the size and CRC-32 of each file, written by
   `write_checksums` once the checkpoint is saved): its bytes are the ones saved. A file of the right length whose
   bytes changed (a copy garbled in the middle, a bit flipped on disk) passes every check above, and safetensors
@@ -28,8 +29,9 @@ from pathlib import Path
 SAFETENSORS_SUFFIX = ".safetensors"
 TORCH_SUFFIXES = (".pt", ".pth", ".bin")
 CHECKSUMS_FILE = "spanroberta_checksums.json"
-# Put into a checkpoint's folder before the Trainer saves it and removed once its checksums are written: a
-# checkpoint that still holds it was cut off in between (`trainer.ChecksumsOnSave`).
+# Put into a checkpoint's folder by earlier versions before the Trainer saved it in place, and removed once its
+# checksums were written: such a checkpoint that still holds it was cut off in between. Checkpoints saved now are
+# written under a temporary name and renamed when whole, without it; it is only read, so that older ones still are.
 SAVING_MARK = "spanroberta_saving"
 _HASH_CHUNK_BYTES = 1 << 24
 # Bytes of the little-endian integer that starts a safetensors file: the length of its JSON header.
@@ -50,15 +52,13 @@ def checkpoint_file_problem(folder: Path) -> str | None:
 
 def write_checksums(folder: Path) -> None:
     """Writes the size and CRC-32 of every file under the checkpoint `folder` into its CHECKSUMS_FILE, through a
-    temporary file renamed into place, so that the list is whole or absent, then removes the SAVING_MARK. Call it
-    once every file is written."""
+    temporary file renamed into place, so that the list is whole or absent. Call it once every file is written."""
     checksums = {path.relative_to(folder).as_posix(): {"bytes": path.stat().st_size, "crc32": _crc32(path)}
                  for path in sorted(folder.rglob("*"))
-                 if path.is_file() and path.name not in (CHECKSUMS_FILE, SAVING_MARK)}  # fmt: skip
+                 if path.is_file() and path.name != CHECKSUMS_FILE}  # fmt: skip
     partial = folder / f".{CHECKSUMS_FILE}.partial"
     partial.write_text(json.dumps(checksums, indent=1), encoding="utf-8")
     os.replace(partial, folder / CHECKSUMS_FILE)
-    (folder / SAVING_MARK).unlink(missing_ok=True)
 
 
 def _checksum_problem(folder: Path) -> str | None:

@@ -1,9 +1,17 @@
-"""Choosing the checkpoint to resume from, skipping checkpoints that a kill left half-written.
+"""Choosing the checkpoint to resume from, skipping checkpoints that a kill left half-written, and the folder names a
+checkpoint is saved under.
 
-transformers' Trainer writes a checkpoint folder in place: weights first, then optimizer, scheduler and RNG
-states, and `trainer_state.json` last (then it deletes the checkpoints beyond `save_total_limit`). A run killed
-while saving leaves a `checkpoint-N` folder without a valid `trainer_state.json` (with 5.23: only the config
-and code files), and `resume_from_checkpoint=True` would pick it as the latest. Here a checkpoint counts only
+A checkpoint is written under a temporary name, `tmp-checkpoint-N/checkpoint-N` (transformers' Trainer names the
+checkpoint folder itself; the run's `RunTrainer` only moves the folder it is put in), and renamed to `checkpoint-N`
+by the main process once every process has written its share and the checksums are written (`put_in_place`). The
+name `tmp-checkpoint-N` is not one that `find_checkpoints`, transformers' `get_last_checkpoint` (`^checkpoint-N$`)
+or its rotation (`checkpoint-*` globbed in the run folder) takes for a checkpoint, so no reader ever sees half of
+one, and a save cut off by a kill leaves only a temporary folder, removed with one line when a run next trains
+there (`remove_unfinished_saves`); it is never resumed from.
+
+Checkpoints written before that were saved in place: transformers' Trainer writes weights first, then optimizer,
+scheduler and RNG states, and `trainer_state.json` last, so a run killed while saving left a `checkpoint-N` folder
+without a valid `trainer_state.json` (with 5.23: only the config and code files). Here a checkpoint counts only
 when its `trainer_state.json` parses and its weights are there; incomplete ones are moved aside to
 `incomplete-checkpoint-N` (which the Trainer's checkpoint globbing and rotation ignore), so the previous
 complete checkpoint is used and the folder is clean for the save that will redo step N. A checkpoint whose
@@ -18,6 +26,7 @@ import json
 import logging
 import os
 import re
+import shutil
 from pathlib import Path
 
 from transformers import Trainer
@@ -41,6 +50,35 @@ _WEIGHT_FILES = (
 )
 _WEIGHT_FOLDER_PREFIXES = ("global_step", "pytorch_model_fsdp")
 INCOMPLETE_PREFIX = "incomplete-"
+STAGING_PREFIX = "tmp-"
+
+
+def staged_checkpoint(checkpoint: Path) -> Path:
+    """Where the checkpoint to be named `checkpoint` (`run/checkpoint-N`) is written:
+    `run/tmp-checkpoint-N/checkpoint-N` (the Trainer names the last folder; its staging folder is the one above)."""
+    return checkpoint.parent / f"{STAGING_PREFIX}{checkpoint.name}" / checkpoint.name
+
+
+def put_in_place(staged: Path, checkpoint: Path) -> None:
+    """Renames the whole checkpoint `staged` to `checkpoint` and removes its staging folder. A `checkpoint` already
+    there (a run resumed from an earlier checkpoint saves the same step again) is moved into the staging folder
+    first, and removed with it, so that the name always holds one whole checkpoint."""
+    if checkpoint.exists():
+        os.replace(checkpoint, staged.parent / "replaced")
+    os.replace(staged, checkpoint)
+    shutil.rmtree(staged.parent)
+
+
+def remove_unfinished_saves(output_dir: str | os.PathLike) -> None:
+    """Removes the staging folders (`tmp-checkpoint-N`) of saves cut off before they were complete, one line each."""
+    output_dir = Path(output_dir)
+    if not output_dir.is_dir():
+        return
+    for folder in sorted(output_dir.glob(f"{STAGING_PREFIX}{PREFIX_CHECKPOINT_DIR}-*")):
+        shutil.rmtree(folder)
+        logger.warning("Removed %s: a save of step %s cut off before it was complete (its checkpoint was never put "
+                       "in place); the step is saved again when the run reaches it.", folder,
+                       folder.name.rsplit("-", 1)[-1])  # fmt: skip
 
 
 def checkpoint_problem(folder: str | os.PathLike) -> str | None:

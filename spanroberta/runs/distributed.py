@@ -153,6 +153,16 @@ def weights_are_finite(model: torch.nn.Module, accelerator) -> bool:
     return not int(nonfinite)
 
 
+def any_process(flag: bool, device: torch.device) -> bool:
+    """Whether `flag` is true on any process of the run (`flag` itself outside a distributed run). Every process must
+    call it: a process that met an error says so here instead of leaving the others waiting at a barrier."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return flag
+    agreed = torch.tensor([int(flag)], dtype=torch.int32, device=device)
+    torch.distributed.all_reduce(agreed, op=torch.distributed.ReduceOp.MAX)
+    return bool(agreed.item())
+
+
 def finish_processes() -> None:
     """At the end of a script: every process waits for the others, then closes the process group and ends what
     still runs beside it, so that as little as possible is left to be torn down while the interpreter exits.

@@ -1,9 +1,12 @@
 """The Trainer every script of the project runs: transformers' Trainer, with these changes for runs that are killed,
 preempted and resumed.
 
-- **Every checkpoint carries its checksums** (`runs.checkpoint_files.write_checksums`), written once every process
-  has saved its files, so that resuming can tell a checkpoint whose bytes changed since from a whole one, and a
-  mark while it is being saved, so that one cut off before its checksums is not taken for whole.
+- **A checkpoint is whole or absent**: it is written under a temporary name (`tmp-checkpoint-N/checkpoint-N`: the
+  folder transformers' `_save_checkpoint` puts it in, `_get_output_dir`, is moved for the save) and renamed to
+  `checkpoint-N` by the main process once every process has written its share and the checksums are written
+  (`runs.checkpoint_files.write_checksums`, so that resuming can tell a checkpoint whose bytes changed since from a
+  whole one); the rotation (--save_total_limit) and `best_model_checkpoint` then see the final name
+  (`runs.checkpoints`). A save cut off by a kill leaves only the temporary folder, removed when a run next trains.
 - **A run resumed at its end takes no further step.** transformers 5.23's training loop checks `max_steps` only
   after each optimizer step (`DefaultFlowCallback.on_step_end`), so a run resumed from a checkpoint at its last
   step, where `max_steps` is not a whole number of epochs, trained one step more than the uninterrupted run: a run
@@ -12,50 +15,50 @@ preempted and resumed.
   `max_steps`, and stops.
 - **A preemption signal saves and stops** (SIGTERM, SIGUSR1): a checkpoint at the end of the step in progress, then
   the command that resumes it and exit status 75 (`runs.preemption`).
-- **A full disk is named**: a save that fails for want of space stops the run with one paragraph, leaving no
-  half-written checkpoint (`runs.full_disk`).
+- **A failed save stops every process**: a checkpoint's save, and the model's at the end, ends on every process
+  with an all-reduce of whether it failed anywhere (`runs.distributed.any_process`), so that no process waits
+  forever at the next barrier for one that failed. A failure for want of room (a full disk, a quota, the file size
+  limit) is told in one paragraph by the process that met it (`runs.full_disk`), the others stop with one line; no
+  half-written checkpoint is left. Under DeepSpeed a shard's failed write is held until DeepSpeed's own barrier at
+  the end of its `save_checkpoint` is passed, then raised.
 - **A resume keeps the batch**: one under another batch (or, in pretraining, sequence length or masking) than the
   checkpoint's is refused, the settings that differ listed, unless --allow_changed_batch (`runs.resume_settings`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import Trainer, TrainerCallback, TrainerControl, TrainerState, TrainingArguments
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from transformers import Trainer
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
-from .checkpoint_files import SAVING_MARK, write_checksums
-from .full_disk import full_disk_error
+from .checkpoint_files import write_checksums
+from .checkpoints import put_in_place, remove_unfinished_saves, staged_checkpoint
+from .distributed import any_process
+from .full_disk import DiskFullError, SaveFailedElsewhere, full_disk_error
 from .preemption import PREEMPTED_FILE, SaveOnPreemption, catch_preemption_signals, exit_preempted
 from .resume_settings import batch_settings, check_resume_settings, write_resume_settings
 
-
-class ChecksumsOnSave(TrainerCallback):
-    """Writes the checksums of the checkpoint just saved, from the main process, once every process has written
-    its share of it (its RNG state; under DeepSpeed, its shards); that removes the checkpoint's saving mark."""
-
-    def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            torch.distributed.barrier()
-        checkpoint = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
-        if state.is_world_process_zero and checkpoint.is_dir():
-            write_checksums(checkpoint)
+TRAINER_STATE_FILE = "trainer_state.json"
 
 
 class RunTrainer(Trainer):
-    """transformers' Trainer whose checkpoints carry their checksums, which stops a run resumed at or past
-    `max_steps` before it takes a step, saves and exits on a preemption signal, and names a full disk (see
-    above)."""
+    """transformers' Trainer whose checkpoints are whole or absent and carry their checksums, which stops a run
+    resumed at or past `max_steps` before it takes a step, saves and exits on a preemption signal, and stops every
+    process on a failed save, naming a full disk (see above)."""
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.add_callback(ChecksumsOnSave())
         self.preemption = SaveOnPreemption()
         self.add_callback(self.preemption)
         self._preempt_saved = False
+        # While a checkpoint is saved: the staging folder that `_get_output_dir` names for transformers' save.
+        self._staging_folder: Path | None = None
         # Saved with each checkpoint and compared at a resume; a script adds what else a step's meaning depends on.
         self.resume_settings: dict[str, Any] = batch_settings(self.args)
 
@@ -66,6 +69,7 @@ class RunTrainer(Trainer):
                                   max(1, self.args.n_gpu))  # fmt: skip
         if self.is_world_process_zero():
             (Path(self.args.output_dir) / PREEMPTED_FILE).unlink(missing_ok=True)
+            remove_unfinished_saves(self.args.output_dir)
         with catch_preemption_signals(self.preemption):
             result = super().train(resume_from_checkpoint, *args, **kwargs)
         if self.preemption.stopped_at is not None:
@@ -83,21 +87,99 @@ class RunTrainer(Trainer):
             self._preempt_saved = True
         super()._maybe_log_save_evaluate(tr_loss, grad_norm, model, trial, *args, **kwargs)
 
+    def _get_output_dir(self, trial: Any) -> str:
+        return str(self._staging_folder) if self._staging_folder is not None else super()._get_output_dir(trial)
+
     def _save_checkpoint(self, model: torch.nn.Module, trial: Any) -> None:
-        # The mark goes into the folder before its first file (transformers has no callback before a save), from
-        # the process that writes the checksums, which remove it.
-        folder = Path(self._get_output_dir(trial=trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-        try:
+        checkpoint = Path(self._get_output_dir(trial=trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        staged = staged_checkpoint(checkpoint)
+        with self._stop_every_process_on_failure(checkpoint, staged.parent):
             if self.is_world_process_zero():
-                folder.mkdir(parents=True, exist_ok=True)
-                (folder / SAVING_MARK).touch()
-                write_resume_settings(folder, self.resume_settings)
-            super()._save_checkpoint(model, trial)
-        except Exception as error:
-            disk_full = full_disk_error(error, folder, remove=self.is_world_process_zero())
-            if disk_full is None:
-                raise
-            raise disk_full from None
+                staged.mkdir(parents=True, exist_ok=True)
+                write_resume_settings(staged, self.resume_settings)
+            self._staging_folder = staged.parent
+            try:
+                super()._save_checkpoint(model, trial)
+            finally:
+                self._staging_folder = None
+            # transformers names the best checkpoint where it found it: this one, still under its staging name.
+            if self.state.best_model_checkpoint == str(staged):
+                self.state.best_model_checkpoint = str(checkpoint)
+                if self.args.should_save:
+                    self.state.save_to_json(str(staged / TRAINER_STATE_FILE))
+        # Every process has written its share (the all-reduce above is the barrier): the main one puts it in place.
+        with self._stop_every_process_on_failure(checkpoint, staged.parent):
+            if self.is_world_process_zero():
+                write_checksums(staged)
+                put_in_place(staged, checkpoint)
+                # transformers' rotation ran in the staging folder, where it had nothing to delete.
+                rotate_checkpoints(output_dir=str(checkpoint.parent), save_total_limit=self.args.save_total_limit,
+                                   best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=True)  # fmt: skip
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        if self._staging_folder is not None:
+            # A checkpoint's weights: `_save_checkpoint` names a failure once every process has written its share.
+            checkpoint = self._staging_folder.parent / Path(output_dir).name
+            with self._stop_every_process_on_failure(checkpoint, None, name_failure=False):
+                super().save_model(output_dir, _internal_call)
+            return
+        with self._stop_every_process_on_failure(Path(output_dir or self.args.output_dir), None):
+            super().save_model(output_dir, _internal_call)
+
+    def _save_optimizer_and_scheduler(self, output_dir: str) -> None:
+        engine = getattr(self.model_wrapped, "checkpoint_engine", None) if self.is_deepspeed_enabled else None
+        if engine is None:
+            return super()._save_optimizer_and_scheduler(output_dir)
+        # DeepSpeed's save_checkpoint ends at a barrier: a process whose shard failed to write goes on to it, so
+        # that the others are not left waiting there, and raises the failure after it.
+        failures: list[Exception] = []
+        write = engine.save
+
+        def write_or_record(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return write(*args, **kwargs)
+            except Exception as error:  # any: raised again once DeepSpeed's barrier is passed
+                failures.append(error)
+
+        engine.save = write_or_record
+        try:
+            super()._save_optimizer_and_scheduler(output_dir)
+        finally:
+            engine.save = write
+        if failures:
+            raise failures[0]
+
+    @contextlib.contextmanager
+    def _stop_every_process_on_failure(self, saving: Path, staging: Path | None,
+                                       name_failure: bool = True) -> Iterator[None]:  # fmt: skip
+        """Every process runs the block, then learns whether it failed on any: if so, the main process removes the
+        `staging` folder (when given), the process whose block failed for want of room raises the one-paragraph
+        `DiskFullError` (with `name_failure`; else its error as it is), one whose block raised another error raises
+        that error, and the others `SaveFailedElsewhere`. Blocks nest: a failure agreed inside is agreed again, by
+        every process, outside."""
+        failure = None
+        try:
+            yield
+        except Exception as error:  # any: the other processes must learn of it before their next barrier
+            failure = error
+        if not any_process(failure is not None, self.args.device):
+            return
+        if staging is not None and self.is_world_process_zero():
+            shutil.rmtree(staging, ignore_errors=True)
+        if failure is None:
+            raise SaveFailedElsewhere(f"Saving {saving} failed on another process of this run (its message says "
+                                      "why); this process stops too.")  # fmt: skip
+        if not name_failure or isinstance(failure, (DiskFullError, SaveFailedElsewhere)):
+            raise failure
+        run_dir = Path(self.args.output_dir)
+        left = (f"Nothing of {saving.name} is left: it was written under {staging.name}, which is removed."
+                if staging is not None else
+                f"The files written to {saving} may be incomplete; once there is room, the same command with "
+                "--resume_from_checkpoint true writes them again.")  # fmt: skip
+        disk_full = full_disk_error(failure, saving, run_dir, staging if staging is not None else saving, left)
+        if disk_full is None:
+            raise failure
+        raise disk_full from None
 
     def get_batch_samples(self, epoch_iterator: Any, num_batches: int, device: torch.device) -> tuple[list, Any]:
         if 0 < self.state.max_steps <= self.state.global_step:

@@ -37,7 +37,8 @@ from ..hub import ModelSource
 from ..models.configuration_spanroberta import first_position_id
 from .arguments import RunArguments
 from .ranges import check_range
-from .checkpoints import INCOMPLETE_PREFIX, find_checkpoints, previous_run_files, resolve_resume_checkpoint
+from .checkpoints import (INCOMPLETE_PREFIX, STAGING_PREFIX, find_checkpoints, previous_run_files,
+                          resolve_resume_checkpoint)
 from .device import fit_to_device
 from .distributed import check_process_world
 
@@ -176,7 +177,8 @@ def check_output_dir(args: TrainingArguments, overwrite_output_dir: bool, *, tra
         )
     if args.should_save:
         for entry in sorted(output_dir.iterdir()):
-            if entry.is_dir() and entry.name.removeprefix(INCOMPLETE_PREFIX).startswith("checkpoint-"):
+            unprefixed = entry.name.removeprefix(INCOMPLETE_PREFIX).removeprefix(STAGING_PREFIX)
+            if entry.is_dir() and unprefixed.startswith("checkpoint-"):
                 shutil.rmtree(entry)
         logger.warning("--overwrite_output_dir: deleted the checkpoints in %s; its other files will be overwritten.",
                        output_dir)  # fmt: skip
