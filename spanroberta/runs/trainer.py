@@ -47,6 +47,19 @@ from .resume_settings import batch_settings, check_resume_settings, write_resume
 TRAINER_STATE_FILE = "trainer_state.json"
 
 
+def told_failure(failure: Exception, saving: Path, run_dir: Path, staging: Path | None) -> Exception:
+    """`failure` of saving `saving` (into `run_dir`; written under `staging` where given) as the run stops with it: a
+    full disk or a file size limit in one paragraph (`DiskFullError`), any other error as it is."""
+    if isinstance(failure, (DiskFullError, SaveFailedElsewhere)):
+        return failure
+    left = (f"Nothing of {saving.name} is left: it was written under {staging.name}, which is removed."
+            if staging is not None else
+            f"The files written to {saving} may be incomplete; once there is room, the same command with "
+            "--resume_from_checkpoint true writes them again.")  # fmt: skip
+    written = staging if staging is not None else saving
+    return full_disk_error(failure, saving, run_dir, written, left) or failure
+
+
 class RunTrainer(Trainer):
     """transformers' Trainer whose checkpoints are whole or absent and carry their checksums, which stops a run
     resumed at or past `max_steps` before it takes a step, saves and exits on a preemption signal, and stops every
@@ -162,24 +175,19 @@ class RunTrainer(Trainer):
             yield
         except Exception as error:  # any: the other processes must learn of it before their next barrier
             failure = error
+        # Told before the agreement: after it, the main process removes the staging folder that the telling reads.
+        told = (told_failure(failure, saving, Path(self.args.output_dir), staging)
+                if failure is not None and name_failure else failure)
         if not any_process(failure is not None, self.args.device):
             return
         if staging is not None and self.is_world_process_zero():
             shutil.rmtree(staging, ignore_errors=True)
-        if failure is None:
+        if told is None:
             raise SaveFailedElsewhere(f"Saving {saving} failed on another process of this run (its message says "
                                       "why); this process stops too.")  # fmt: skip
-        if not name_failure or isinstance(failure, (DiskFullError, SaveFailedElsewhere)):
+        if told is failure:
             raise failure
-        run_dir = Path(self.args.output_dir)
-        left = (f"Nothing of {saving.name} is left: it was written under {staging.name}, which is removed."
-                if staging is not None else
-                f"The files written to {saving} may be incomplete; once there is room, the same command with "
-                "--resume_from_checkpoint true writes them again.")  # fmt: skip
-        disk_full = full_disk_error(failure, saving, run_dir, staging if staging is not None else saving, left)
-        if disk_full is None:
-            raise failure
-        raise disk_full from None
+        raise told from None
 
     def get_batch_samples(self, epoch_iterator: Any, num_batches: int, device: torch.device) -> tuple[list, Any]:
         if 0 < self.state.max_steps <= self.state.global_step:
