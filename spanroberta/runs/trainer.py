@@ -29,7 +29,8 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from .checkpoint_files import SAVING_MARK, write_checksums
 from .full_disk import full_disk_error
-from .preemption import PREEMPTED_FILE, SaveOnPreemption, catch_preemption_signals, exit_preempted
+from .preemption import (PREEMPTED_FILE, SaveOnPreemption, catch_preemption_signals, exit_preempted,
+                         stop_if_signalled)  # fmt: skip
 from .resume_settings import batch_settings, check_resume_settings, write_resume_settings
 
 
@@ -66,10 +67,13 @@ class RunTrainer(Trainer):
                                   max(1, self.args.n_gpu))  # fmt: skip
         if self.is_world_process_zero():
             (Path(self.args.output_dir) / PREEMPTED_FILE).unlink(missing_ok=True)
+        # A signal noted while the model loaded stops every process before a step; a later one saves at the first.
+        stop_if_signalled(self.args.output_dir, self.is_world_process_zero())
         with catch_preemption_signals(self.preemption):
             result = super().train(resume_from_checkpoint, *args, **kwargs)
         if self.preemption.stopped_at is not None:
-            exit_preempted(self.preemption, self.args.output_dir, self.is_world_process_zero())
+            exit_preempted(self.preemption.requested_by, self.preemption.stopped_at, self.args.output_dir,
+                           self.is_world_process_zero())  # fmt: skip
         return result
 
     def _maybe_log_save_evaluate(self, tr_loss: Any, grad_norm: Any, model: torch.nn.Module, trial: Any, *args: Any,
