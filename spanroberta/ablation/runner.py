@@ -75,11 +75,13 @@ def run_ablation(config: AblationConfig, output_dir: str | Path, log: Callable[[
     pretrainings = sum(unit.is_pretraining for unit in units)
     say(f"[ablation] {len(units)} units ({pretrainings} pretraining, {len(units) - pretrainings} fine-tuning): "
         f"{sum(done)} already done in {root}, {len(units) - sum(done)} to run.")
+    task_files = _task_data(config, root)
     # The first thing written in the folder is the mark of whose it is; a refusal stops every process.
     claim_output_folder(root, SCRIPT, takes_lock=state.is_main_process)
     if state.is_main_process:
         (root / PREEMPTED_FILE).unlink(missing_ok=True)
-    _prepare_task_data(config, root, write=state.is_main_process)
+        for path, content in task_files.items():
+            write_json_atomically(path, content)
     state.wait_for_everyone()
     to_run = [unit for unit, finished in zip(units, done) if not finished]
     position = 1
@@ -196,10 +198,11 @@ def _delete_weights(model_dir: Path) -> None:
         shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
-def _prepare_task_data(config: AblationConfig, root: Path, write: bool) -> None:
-    """The train and evaluation files of `split_by_article` tasks: the first N articles of a SQuAD file train, the
-    rest evaluate (../shared/data has SQuAD's dev set only). Written once (by the process that `write`s); later
-    runs reuse them. Every process checks the source, so that a bad one stops them all."""
+def _task_data(config: AblationConfig, root: Path) -> dict[Path, Any]:
+    """The train and evaluation files of `split_by_article` tasks still to be written, by path: the first N articles
+    of a SQuAD file train, the rest evaluate (../shared/data has SQuAD's dev set only). Written once; later runs
+    reuse them. Every process checks the source, so that a bad one stops them all."""
+    to_write: dict[Path, Any] = {}
     for task in config.tasks.values():
         if task.split_by_article is None:
             continue
@@ -222,10 +225,9 @@ def _prepare_task_data(config: AblationConfig, root: Path, write: bool) -> None:
                 f"articles) with more than train_articles ({first}) articles, so that some are left to evaluate; "
                 f"{source} is not one."
             )
-        if not write:
-            continue
         for split, articles in (("train_file", squad["data"][:first]), ("validation_file", squad["data"][first:])):
-            write_json_atomically(Path(files[split]), {"version": squad.get("version", "1.1"), "data": articles})
+            to_write[Path(files[split])] = {"version": squad.get("version", "1.1"), "data": articles}
+    return to_write
 
 
 def _write_results(config: AblationConfig, units: list[Unit], root: Path, say: Callable[[str], None]) -> dict:
