@@ -249,3 +249,12 @@ def test_a_signal_before_training_to_one_process_stops_every_process(tmp_path):
     assert [process.exitcode for process in processes] == [PREEMPTED_EXIT_CODE] * 2
     # Written by the main process, which did not take the signal itself.
     assert json.loads((tmp_path / PREEMPTED_FILE).read_text())["signal"] == "SIGTERM"
+
+
+def test_a_signal_after_the_last_steps_check_is_noted_for_what_follows():
+    """It stopped no step (training was over): the driver of several runs still learns of it."""
+    callback = SaveOnPreemption()
+    with signals_noted("run_ablation.py"):
+        with catch_preemption_signals(callback):
+            os.kill(os.getpid(), signal.SIGTERM)  # after the last on_step_end
+        assert callback.stopped_at is None and signal_noted() == "SIGTERM"

@@ -156,11 +156,16 @@ def signals_noted(script: str) -> Iterator[None]:
 def catch_preemption_signals(callback: SaveOnPreemption) -> Iterator[None]:
     """Inside the block, PREEMPTION_SIGNALS set `callback`'s flag instead of what they did before (SIGTERM's default:
     end the process at once; `signals_noted`: note it); the previous handlers are back afterwards. A signal noted
-    before the block is handed to `callback`, so that the first step to end saves. Outside the main thread, where
-    Python cannot install handlers, nothing changes."""
+    before the block is handed to `callback`, so that the first step to end saves; one that came after the last
+    step's check, and so stopped nothing, is noted again after it (for the ablation driver's next unit). Outside the
+    main thread, where Python cannot install handlers, nothing changes."""
     with _handlers(callback.request):
         callback.requested_by = callback.requested_by or signal_noted()
-        yield
+        try:
+            yield
+        finally:
+            if callback.stopped_at is None and callback.requested_by is not None:
+                _noted["signal"] = callback.requested_by
 
 
 def stop_if_signalled(output_dir: str, is_main_process: bool) -> None:
