@@ -218,6 +218,7 @@ def test_a_signal_noted_after_the_check_is_saved_at_the_first_step():
 
 def test_a_signal_after_the_last_step_lets_the_run_finish_and_complete(tmp_path, capsys):
     """The final save and evaluation are not cut short: the run ends as complete (no mark), saying so."""
+    (tmp_path / PREEMPTED_FILE).write_text("{}")  # an earlier run's: removed as this one starts training
     with signals_noted("run_glue.py"):
         trainer = line_trainer(tmp_path)
         trainer.train()

@@ -16,9 +16,11 @@ one the machines reach each other on, or the group's creation waits until it tim
 The exit code is 75 (EX_TEMPFAIL in sysexits.h: a temporary failure, to be tried again), not 143 (128 + SIGTERM,
 what a shell reports for a process the signal killed): a job script can tell a run that saved and stopped from one
 that was killed without saving, and requeue it. Under a launcher (`accelerate launch`, `torchrun`, `deepspeed`)
-the job sees the launcher's status instead: torch's elastic agent raises `ChildFailedError` for any worker status
-other than 0 (or re-raises the SIGTERM it took itself), and exits 1. So the main process also leaves
-`PREEMPTED_FILE` in the output folder, which the next run there removes as it starts training.
+the job sees the launcher's status instead: torch's elastic agent (behind torchrun and accelerate launch) raises
+`ChildFailedError` for any worker status other than 0, or re-raises the SIGTERM it took itself, and exits 1;
+DeepSpeed's launcher passes on the status of the first worker to fail, but exits 1 after a SIGTERM it took itself.
+So the main process also leaves `PREEMPTED_FILE` in the output folder, which the next run there removes as it
+starts training.
 
 A signal outside the step loop is not lost either. `signals_noted` (around the whole of every script, and of the
 ablation driver) only notes a signal that comes while no Trainer's handler is installed:
