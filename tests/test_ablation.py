@@ -628,3 +628,40 @@ def test_several_pretraining_seeds_pool_into_one_cell_and_missing_units_show():
         "| b | 73.6 (73.0-74.1) [2 of 4 runs] |",  # (73 + 74.1235) / 2 = 73.56
         "| c | - |",
     ]
+
+
+def test_a_preempted_unit_stops_the_driver_as_preempted_and_a_signal_between_units_too(tmp_path, monkeypatch, capsys):
+    """A unit that exits 75 (its run saved and stopped) is a preempted unit, not a failed one: the driver says so,
+    leaves the mark and exits 75; the next run starts with that unit. A SIGTERM that the driver takes after a
+    unit's training stops it before the next unit."""
+    import signal
+
+    from spanroberta.ablation import runner
+    from spanroberta.runs.preemption import PREEMPTED_EXIT_CODE, PREEMPTED_FILE
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(BASE))
+    output_dir = tmp_path / "out"
+    units_run = []
+
+    def preempted_unit(argv):
+        units_run.append(argv[0])
+        raise SystemExit(PREEMPTED_EXIT_CODE)
+
+    def unit_then_signal(argv):  # the unit's evaluation ends as the signal comes: it completes
+        units_run.append(argv[0])
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(runner, "_outcome", lambda *args: {})
+    for script, units_left in ((preempted_unit, 4), (unit_then_signal, 3)):
+        monkeypatch.setattr(runner, "script_command", lambda name, script=script: script)
+        with pytest.raises(SystemExit) as ended:
+            run_ablation.main([str(config), "--output_dir", str(output_dir), "--record_dir", ""])
+        assert ended.value.code == PREEMPTED_EXIT_CODE
+        assert json.loads((output_dir / PREEMPTED_FILE).read_text())["units_left"] == units_left
+    first_unit = str(output_dir / "pretraining/span/flags.json")
+    assert units_run == [first_unit, first_unit]  # the preempted unit is the first the next run runs
+    printed = capsys.readouterr().out
+    assert "[ablation] the pretraining arm span was preempted and saved a checkpoint" in printed
+    assert "[ablation] stopped by SIGTERM between two units; 3 unit(s) left." in printed
+    assert "failed" not in printed

@@ -26,6 +26,9 @@ from spanroberta.runs.preemption import (
     catch_preemption_signals,
     preempted_message,
     resume_command,
+    signal_noted,
+    signals_noted,
+    stop_if_signalled,
 )
 
 CPU = SimpleNamespace(device=torch.device("cpu"))
@@ -172,3 +175,87 @@ def test_a_preempted_step_saves_once_without_evaluating_under_any_save_strategy(
     # What a job script reads where a launcher hides the exit status, until a run trains in the folder again.
     assert json.loads((tmp_path / PREEMPTED_FILE).read_text())["step"] == 2
     assert checkpoint_problem(tmp_path / "checkpoint-2") is None
+
+
+def line_trainer(output_dir, max_steps=4):
+    from transformers import TrainingArguments
+
+    from spanroberta.runs.trainer import RunTrainer
+
+    rows = [{"x": torch.tensor([1.0]), "labels": torch.tensor([2.0])}] * 8
+    args = TrainingArguments(output_dir=str(output_dir), per_device_train_batch_size=2, max_steps=max_steps,
+                             save_strategy="no", report_to="none", use_cpu=True)  # fmt: skip
+    return RunTrainer(model=_Line(), args=args, train_dataset=rows)
+
+
+def test_a_signal_before_training_stops_the_run_with_nothing_to_save(tmp_path, capsys, monkeypatch):
+    """A SIGTERM while the data is read or the model loads is noted, not fatal; training then does not begin."""
+    monkeypatch.setattr(sys, "argv", ["run_glue.py", "--output_dir", str(tmp_path)])
+    (tmp_path / PREEMPTED_FILE).write_text("{}")  # an earlier run's: removed as this one starts training
+    with signals_noted("run_glue.py"):
+        os.kill(os.getpid(), signal.SIGTERM)  # the process goes on
+        assert signal_noted() == "SIGTERM"
+        trainer = line_trainer(tmp_path)
+        with pytest.raises(SystemExit) as ended:
+            trainer.train()
+    assert ended.value.code == PREEMPTED_EXIT_CODE and trainer.state.global_step == 0
+    assert trainer.model.weight.item() == 1.0 and find_checkpoints(tmp_path) == []
+    assert json.loads((tmp_path / PREEMPTED_FILE).read_text()) == {"signal": "SIGTERM", "step": None,
+                                                                   "checkpoint": None}  # fmt: skip
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "stopped by SIGTERM before training began, with nothing to save (exit status 75)" in line
+    assert line.endswith(f"python run_glue.py --output_dir {tmp_path}")
+    assert signal_noted() is None  # the block's note ends with it
+
+
+def test_a_signal_noted_after_the_check_is_saved_at_the_first_step():
+    callback = SaveOnPreemption()
+    with signals_noted("run_glue.py"):
+        os.kill(os.getpid(), signal.SIGUSR1)
+        with catch_preemption_signals(callback):
+            assert callback.requested_by == "SIGUSR1"
+
+
+def test_a_signal_after_the_last_step_lets_the_run_finish_and_complete(tmp_path, capsys):
+    """The final save and evaluation are not cut short: the run ends as complete (no mark), saying so."""
+    (tmp_path / PREEMPTED_FILE).write_text("{}")  # an earlier run's: removed as this one starts training
+    with signals_noted("run_glue.py"):
+        trainer = line_trainer(tmp_path)
+        trainer.train()
+        os.kill(os.getpid(), signal.SIGTERM)  # during the final save
+        trainer.save_model()
+    assert (tmp_path / "model.safetensors").is_file()
+    assert trainer.state.global_step == 4 and not (tmp_path / PREEMPTED_FILE).exists()
+    assert "SIGTERM came once training was over; the run finished what was left" in capsys.readouterr().out
+    assert signal_noted() is None
+
+
+def stop_before_training_in_rank(rank, rendezvous, output_dir):
+    """One of two gloo processes, of which only rank 1 took a SIGTERM before training."""
+    torch.distributed.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=2)
+    with signals_noted("run_pretraining.py"):
+        if rank == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+        stop_if_signalled(str(output_dir), is_main_process=rank == 0)
+
+
+def test_a_signal_before_training_to_one_process_stops_every_process(tmp_path):
+    context = torch.multiprocessing.get_context("fork")
+    processes = [context.Process(target=stop_before_training_in_rank, args=(rank, tmp_path / "rendezvous", tmp_path))
+                 for rank in range(2)]  # fmt: skip
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=300)
+    assert [process.exitcode for process in processes] == [PREEMPTED_EXIT_CODE] * 2
+    # Written by the main process, which did not take the signal itself.
+    assert json.loads((tmp_path / PREEMPTED_FILE).read_text())["signal"] == "SIGTERM"
+
+
+def test_a_signal_after_the_last_steps_check_is_noted_for_what_follows():
+    """It stopped no step (training was over): the driver of several runs still learns of it."""
+    callback = SaveOnPreemption()
+    with signals_noted("run_ablation.py"):
+        with catch_preemption_signals(callback):
+            os.kill(os.getpid(), signal.SIGTERM)  # after the last on_step_end
+        assert callback.stopped_at is None and signal_noted() == "SIGTERM"

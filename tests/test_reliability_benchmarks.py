@@ -19,6 +19,7 @@ from benchmarks.reliability.outcomes import exit_outcome
 from benchmarks.tables import generate
 from benchmarks.tables.reliability import lost, record_kind
 from spanroberta.records import RunStart, provenance, read_records, write_record
+from spanroberta.runs.preemption import PREEMPTED_FILE
 
 
 def test_a_launch_is_clean_only_when_it_exits_0_and_prints_no_abort():
@@ -277,8 +278,8 @@ def test_a_sigterm_counts_the_exit_75_and_the_complete_checkpoint_of_the_step_in
         f"run_pretraining.py: stopped by SIGTERM after step 4, saved in {tmp_path}/checkpoint-4 (exit status 75).\n")
     found = cluster_moments.sigterm_counts(output, 75, tmp_path)
     assert (found["logged_before_signal"], found["saved_step"]) == (3, 4)
-    assert found["counts"] == {"exited_75": 1, "checkpoint_complete": 1, "saved_at_step_in_progress": 1,
-                               "tracebacks": 0, "launcher_tracebacks": 0}  # fmt: skip
+    assert found["counts"] == {"exited_75": 1, "job_sees_preemption": 1, "checkpoint_complete": 1,
+                               "saved_at_step_in_progress": 1, "tracebacks": 0, "launcher_tracebacks": 0}  # fmt: skip
     # a checkpoint left half-written, or of a step long after the signal, is not the step in progress
     half = cluster_moments.sigterm_counts(output.replace("step 4, saved in", "step 6, saved in"), 75, tmp_path)
     assert half["counts"]["checkpoint_complete"] == half["counts"]["saved_at_step_in_progress"] == 0
@@ -286,12 +287,16 @@ def test_a_sigterm_counts_the_exit_75_and_the_complete_checkpoint_of_the_step_in
     assert late["counts"]["checkpoint_complete"] == 1 and late["counts"]["saved_at_step_in_progress"] == 0
     killed = cluster_moments.sigterm_counts(_logged(3) + "Traceback (most recent call last):\n", -15, tmp_path)
     assert killed["saved_step"] is None
-    assert killed["counts"] == {"exited_75": 0, "checkpoint_complete": 0, "saved_at_step_in_progress": 0,
-                                "tracebacks": 1, "launcher_tracebacks": 0}  # fmt: skip
+    assert killed["counts"] == {"exited_75": 0, "job_sees_preemption": 0, "checkpoint_complete": 0,
+                                "saved_at_step_in_progress": 0, "tracebacks": 1, "launcher_tracebacks": 0}  # fmt: skip
     launcher = ('Traceback (most recent call last):\n  File "<frozen runpy>", line 198, in _run_module_as_main\n'
                 '  File "<frozen runpy>", line 88, in _run_code\n  File ".venv/accelerate/commands/launch.py"\n')
     launched = cluster_moments.sigterm_counts(output + launcher, 1, tmp_path)["counts"]
     assert (launched["exited_75"], launched["tracebacks"], launched["launcher_tracebacks"]) == (0, 0, 1)
+    # under a launcher, the mark file naming the step saved is what the job sees
+    assert launched["job_sees_preemption"] == 0
+    (tmp_path / PREEMPTED_FILE).write_text(json.dumps({"signal": "SIGTERM", "step": 4}))
+    assert cluster_moments.sigterm_counts(output + launcher, 1, tmp_path)["counts"]["job_sees_preemption"] == 1
 
 
 def test_a_refusal_counts_its_line_and_whether_a_model_loaded_or_the_differences_were_listed():

@@ -25,6 +25,7 @@ uninterrupted run; after second-run, the first run's own end is compared.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import random
 import re
@@ -47,7 +48,7 @@ from benchmarks.reliability.injection import (
 from benchmarks.reliability.marked_run import MODEL_LOADS
 from benchmarks.reliability.outcomes import exit_outcome, output_tail
 from spanroberta.runs.checkpoints import checkpoint_problem
-from spanroberta.runs.preemption import PREEMPTED_EXIT_CODE
+from spanroberta.runs.preemption import PREEMPTED_EXIT_CODE, PREEMPTED_FILE
 
 CLUSTER_MOMENTS = ("sigterm", "second-run", "changed-batch", "full-filesystem")
 FILESYSTEM_BYTES = 64 * 2**20
@@ -74,17 +75,25 @@ def steps_logged(output: str) -> int:
 
 def sigterm_counts(output: str, exit_status: int, folder: Path) -> dict[str, Any]:
     """What a run sent SIGTERM printed and left: `logged_before_signal` (steps logged before the first process said
-    it took the signal), `saved_step` (from the run's last line), and the counts: `exited_75`, `checkpoint_complete`
-    (the checkpoint it names), `saved_at_step_in_progress` (complete, and of the first step to end after the signal:
-    the next step logged, or the one after when the signal came between a step's end and its log line),
-    `tracebacks` and `launcher_tracebacks` (`traceback_counts`)."""
+    it took the signal), `saved_step` (from the run's last line), and the counts: `exited_75`, `job_sees_preemption`
+    (exit status 75, or, where a launcher exits 1 instead, the mark file naming the step saved: what the job script
+    of docs/distributed.md tests), `checkpoint_complete` (the checkpoint it names), `saved_at_step_in_progress`
+    (complete, and of the first step to end after the signal: the next step logged, or the one after when the
+    signal came between a step's end and its log line), `tracebacks` and `launcher_tracebacks`
+    (`traceback_counts`)."""
     before = output.split(SIGNAL_TAKEN, 1)[0] if SIGNAL_TAKEN in output else output
     logged = steps_logged(before)
     found = PREEMPTED.search(output)
     saved = int(found.group(1)) if found else None
     complete = saved is not None and checkpoint_problem(folder / f"checkpoint-{saved}") is None
     in_progress = complete and saved - logged in (1, 2)
-    counts = {"exited_75": int(exit_status == PREEMPTED_EXIT_CODE), "checkpoint_complete": int(complete),
+    try:
+        marked_step = json.loads((folder / PREEMPTED_FILE).read_text(encoding="utf-8")).get("step")
+    except (OSError, ValueError):
+        marked_step = None
+    seen = exit_status == PREEMPTED_EXIT_CODE or (saved is not None and marked_step == saved)
+    counts = {"exited_75": int(exit_status == PREEMPTED_EXIT_CODE), "job_sees_preemption": int(seen),
+              "checkpoint_complete": int(complete),
               "saved_at_step_in_progress": int(in_progress), **traceback_counts(output)}  # fmt: skip
     return {"logged_before_signal": logged, "saved_step": saved, "exit_status": exit_status, "counts": counts}
 

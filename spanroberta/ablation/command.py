@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..records import start_run, write_record
 from ..runs.output_folder import check_output_folder_owner
+from ..runs.preemption import signals_noted
 from ..runs.validation import user_errors
 from .config import check_values, load_config
 from .runner import SCRIPT, holds_an_ablation, run_ablation
@@ -52,7 +53,8 @@ def main(args: list[str] | None = None) -> dict:
     # Provenance, load average and clock before anything runs: on a shared machine the wall time is an upper bound,
     # and a run can span later commits.
     started, start = start_run(), time.perf_counter()
-    with user_errors(SCRIPT):
+    # A preemption signal outside a unit's training is noted, and stops the driver before the next unit.
+    with signals_noted(SCRIPT), user_errors(SCRIPT):
         config = load_config(options.config)
         check_values(config)
         check_output_folder_owner(options.output_dir, SCRIPT, options.overwrite_output_dir, holds_an_ablation)

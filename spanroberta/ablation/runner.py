@@ -10,6 +10,13 @@ launch` per unit while the others wait, would have to reconstruct every launcher
 and import start-up once per unit, a large part of a small unit). The cost: a crash of one unit (an out-of-memory error)
 ends the ablation; the units done stay done, and the same command continues. The main process decides which units are
 done (and broadcasts it), writes every file of the runner, and all processes wait for each other after every unit.
+
+Preemption: a SIGTERM (or SIGUSR1) to the driver reaches the unit running in it, in the same process, which saves
+and stops as any run does (`runs.preemption`), with exit status 75: the driver reports the unit as preempted, not
+failed, and exits with 75 itself; the next run of the same command resumes that unit from its checkpoint
+(`units.start_flags`). A signal between units, or after a unit's last step, stops the driver before the next unit,
+with 75 too; one after the last unit lets the results be written, and the ablation is complete. As a launcher hides
+75, the main process leaves `runs.preemption.PREEMPTED_FILE` in the ablation's folder, removed by the next run.
 """
 
 from __future__ import annotations
@@ -26,8 +33,9 @@ from accelerate import PartialState
 from accelerate.utils import broadcast_object_list
 
 from ..errors import UserInputError
-from ..runs.distributed import finish_processes, process_group_kept
-from ..runs.output_folder import mark_output_folder
+from ..runs.distributed import every_process_says, finish_processes, process_group_kept
+from ..runs.output_folder import claim_output_folder
+from ..runs.preemption import PREEMPTED_EXIT_CODE, PREEMPTED_FILE, signal_noted, write_preempted_mark
 from .config import AblationConfig, script_command
 from .plots import plot_pretraining_losses, plot_scores
 from .results import pretraining_figures, records, results_json, results_markdown
@@ -48,6 +56,14 @@ class UnitFailed(UserInputError):
     """A unit's script stopped with a user error (its message follows); the finished units are kept."""
 
 
+class Preempted(Exception):
+    """A preemption signal stopped the ablation: in `unit` (which saved its checkpoint), or between units (None)."""
+
+    def __init__(self, signal_name: str | None, unit: Unit | None):
+        super().__init__(signal_name, unit)
+        self.signal_name, self.unit = signal_name, unit
+
+
 def run_ablation(config: AblationConfig, output_dir: str | Path, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Runs every unit of `config` not yet done in `output_dir`, then writes results.json, results.md and the plots
     there; returns the content of results.json."""
@@ -59,17 +75,30 @@ def run_ablation(config: AblationConfig, output_dir: str | Path, log: Callable[[
     pretrainings = sum(unit.is_pretraining for unit in units)
     say(f"[ablation] {len(units)} units ({pretrainings} pretraining, {len(units) - pretrainings} fine-tuning): "
         f"{sum(done)} already done in {root}, {len(units) - sum(done)} to run.")
-    _prepare_task_data(config, root, write=state.is_main_process)
+    task_files = _task_data(config, root)
+    # The first thing written in the folder is the mark of whose it is; a refusal stops every process.
+    claim_output_folder(root, SCRIPT, takes_lock=state.is_main_process)
     if state.is_main_process:
-        mark_output_folder(root, SCRIPT)
+        (root / PREEMPTED_FILE).unlink(missing_ok=True)
+        for path, content in task_files.items():
+            write_json_atomically(path, content)
     state.wait_for_everyone()
     to_run = [unit for unit, finished in zip(units, done) if not finished]
-    # Each script's main() would close the process group at its end; the next unit needs it.
-    with process_group_kept():
-        for position, unit in enumerate(to_run, start=1):
-            say(f"[ablation] unit {position}/{len(to_run)}: {unit.describe()} ({len(to_run) - position} left after it)")
-            seconds = _run_unit(config, unit, root, state)
-            say(f"[ablation] finished {unit.describe()} in {seconds:.0f} s")
+    position = 1
+    try:
+        # Each script's main() would close the process group at its end; the next unit needs it.
+        with process_group_kept():
+            for position, unit in enumerate(to_run, start=1):
+                signalled = [name for name in every_process_says(signal_noted()) if name is not None]
+                if signalled:
+                    raise Preempted(signalled[0], None)
+                say(f"[ablation] unit {position}/{len(to_run)}: {unit.describe()} ({len(to_run) - position} left "
+                    "after it)")  # fmt: skip
+                seconds = _run_unit(config, unit, root, state)
+                say(f"[ablation] finished {unit.describe()} in {seconds:.0f} s")
+    except Preempted as stopped:
+        # Left: the unit stopped in, or the one it would have begun, and those after it.
+        _exit_preempted(stopped, root, len(to_run) - position + 1, state, say)
     content = _write_results(config, units, root, say) if state.is_main_process else {}
     finish_processes()
     return content
@@ -88,6 +117,19 @@ def _done_units(config: AblationConfig, units: list[Unit], root: Path, state: Pa
     if isinstance(answer[0], str):
         raise UserInputError(answer[0])
     return answer[0]
+
+
+def _exit_preempted(stopped: Preempted, root: Path, left: int, state: PartialState, say: Callable[[str], None]) -> None:
+    """Ends a preempted ablation: the mark in its folder, one line, the process group closed, exit status 75."""
+    if state.is_main_process:
+        unit = stopped.unit.describe() if stopped.unit else None
+        write_preempted_mark(root, {"signal": stopped.signal_name, "unit": unit, "units_left": left})
+    where = (f"the {stopped.unit.describe()} was preempted and saved a checkpoint (its line above names it)"
+             if stopped.unit else f"stopped by {stopped.signal_name} between two units")  # fmt: skip
+    say(f"[ablation] {where}; {left} unit(s) left. Run the same command again to resume and go on (exit status "
+        f"{PREEMPTED_EXIT_CODE}).")  # fmt: skip
+    finish_processes()
+    raise SystemExit(PREEMPTED_EXIT_CODE)
 
 
 def _run_unit(config: AblationConfig, unit: Unit, root: Path, state: PartialState) -> float:
@@ -121,11 +163,13 @@ def _how_started(start: dict[str, str]) -> str:
 
 def _call_script(script: str, flags_file: Path, start: dict[str, str], unit: Unit) -> None:
     """What `script` runs (run_pretraining.py's command or a fine-tuning task's life cycle), on the flags file (then
-    `start`'s flags); its user error becomes a UnitFailed."""
+    `start`'s flags); its user error becomes a UnitFailed, its preemption (exit status 75) a Preempted."""
     argv = [str(flags_file)] + [part for name, value in start.items() for part in (f"--{name}", value)]
     try:
         script_command(script)(argv)
     except SystemExit as stop:
+        if stop.code == PREEMPTED_EXIT_CODE:
+            raise Preempted(None, unit) from None
         if stop.code not in (None, 0):
             raise UnitFailed(
                 f"the {unit.describe()} failed: {stop.code} The finished units are kept: fix the config and run the "
@@ -150,14 +194,16 @@ def _outcome(
 
 def _delete_weights(model_dir: Path) -> None:
     """A scored fine-tuning's weights and checkpoints: the bulk of an ablation's disk, not needed for the table."""
-    for path in list(model_dir.glob("*.safetensors")) + list(model_dir.glob("checkpoint-*")):
+    # tmp-checkpoint-*: a save a kill cut short (runs.checkpoints).
+    for path in [*model_dir.glob("*.safetensors"), *model_dir.glob("checkpoint-*"), *model_dir.glob("tmp-checkpoint-*")]:
         shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
-def _prepare_task_data(config: AblationConfig, root: Path, write: bool) -> None:
-    """The train and evaluation files of `split_by_article` tasks: the first N articles of a SQuAD file train, the
-    rest evaluate (../shared/data has SQuAD's dev set only). Written once (by the process that `write`s); later
-    runs reuse them. Every process checks the source, so that a bad one stops them all."""
+def _task_data(config: AblationConfig, root: Path) -> dict[Path, Any]:
+    """The train and evaluation files of `split_by_article` tasks still to be written, by path: the first N articles
+    of a SQuAD file train, the rest evaluate (../shared/data has SQuAD's dev set only). Written once; later runs
+    reuse them. Every process checks the source, so that a bad one stops them all."""
+    to_write: dict[Path, Any] = {}
     for task in config.tasks.values():
         if task.split_by_article is None:
             continue
@@ -180,12 +226,9 @@ def _prepare_task_data(config: AblationConfig, root: Path, write: bool) -> None:
                 f"articles) with more than train_articles ({first}) articles, so that some are left to evaluate; "
                 f"{source} is not one."
             )
-        if not write:
-            continue
-        # The first thing written in the folder is the mark of whose it is.
-        mark_output_folder(root, SCRIPT)
         for split, articles in (("train_file", squad["data"][:first]), ("validation_file", squad["data"][first:])):
-            write_json_atomically(Path(files[split]), {"version": squad.get("version", "1.1"), "data": articles})
+            to_write[Path(files[split])] = {"version": squad.get("version", "1.1"), "data": articles}
+    return to_write
 
 
 def _write_results(config: AblationConfig, units: list[Unit], root: Path, say: Callable[[str], None]) -> dict:

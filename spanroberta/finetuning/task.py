@@ -40,8 +40,9 @@ from transformers import (
 from ..runs.cli import parse_arguments
 from ..runs.checkpoints import previous_run_files
 from ..runs.distributed import finish_processes
+from ..runs.preemption import signals_noted, stop_if_signalled
 from ..runs.trainer import RunTrainer
-from ..runs.output_folder import check_output_folder_owner, mark_output_folder
+from ..runs.output_folder import check_output_folder_owner, claim_output_folder
 from .arguments import FinetuningArguments, FinetuningModelArguments, check_finetuning_run, padding
 from .model_steps import load_config_and_tokenizer, load_model, publish, train_and_save
 from ..runs.validation import check_max_seq_length, user_errors
@@ -220,8 +221,10 @@ class FineTuningTask:
 
     def main(self, args: list[str] | None = None) -> dict[str, float]:
         """The task's script: runs what the flags (or one JSON/YAML file of them) ask for; returns the evaluation
-        metrics (empty without --do_eval)."""
-        return run_task(self, args)
+        metrics (empty without --do_eval). A preemption signal outside training is noted, not fatal
+        (`runs.preemption`)."""
+        with signals_noted(self.script):
+            return run_task(self, args)
 
 
 def run_task(task: FineTuningTask, args: list[str] | None = None) -> dict[str, float]:
@@ -240,8 +243,10 @@ def run_task(task: FineTuningTask, args: list[str] | None = None) -> dict[str, f
         overrides = task.config_overrides(run) if task.config_overrides else {}
         run.config, run.tokenizer = load_config_and_tokenizer(run.model_args, **overrides)
         task.prepare(run)
-        if run.training_args.should_save:
-            mark_output_folder(run.training_args.output_dir, task.script)
+        # Every process learns whether the folder is this run's, and whether a preemption signal came meanwhile,
+        # before any builds its model.
+        claim_output_folder(run.training_args.output_dir, task.script, takes_lock=run.training_args.should_save)
+    stop_if_signalled(run.training_args.output_dir, is_main_process=run.training_args.process_index == 0)
     model = task.build_model(run) if task.build_model else load_model(run.model_args, task.auto_class, run.config)
     run.encoded = task.encode(run)
     trainer = task.trainer_class(

@@ -11,6 +11,7 @@ from ..runs.cli import parse_arguments
 from ..runs.distributed import finish_processes
 from ..runs.checkpoints import previous_run_files
 from ..runs.output_folder import check_output_folder_owner
+from ..runs.preemption import signals_noted
 from .run import SCRIPT, run_pretraining
 from .specification import specify_run
 from .trainer import PretrainingTrainer, TrainingDivergedError
@@ -24,26 +25,28 @@ def pretrain(args: list[str] | None = None) -> None:
     """Runs what the flags ask for, then says where the model is and how to use it. Bad input (a missing, empty or
     non-UTF-8 file, an unknown setting, ...) and a diverging loss end the run with a one-paragraph message and exit
     status 1."""
-    # Flags and config files: cli.py and TrainingArguments report their problems as ValueError/FileNotFoundError.
-    with user_errors(SCRIPT, also=(ValueError, FileNotFoundError)):
-        flags, given = parse_arguments(ARGUMENT_CLASSES, args)
-        # Every setting resolved, with where it came from; and checked, before any data is read.
-        spec = specify_run(flags, given)
-        training_args, data_args = spec.training, spec.data
-        if not data_args.prepare_only:
-            check_output_folder_owner(training_args.output_dir, SCRIPT, training_args.overwrite_output_dir,
-                                      previous_run_files)  # fmt: skip
-    if data_args.overwrite_cache:
-        # Not reusing cache files is what makes `datasets` recompute the tokenizing and packing.
-        datasets.disable_caching()
-    with user_errors(SCRIPT, also=(TrainingDivergedError,)):
-        trainer = run_pretraining(spec)
-    finish_processes()
-    if trainer is None:
-        print(f"\nThe prepared data is in {data_args.prepared_data_dir}/. Train on it with the same command "
-              "without --prepare_only.")
-    elif trainer.is_world_process_zero():
-        _print_usage(trainer, training_args.output_dir)
+    # A preemption signal outside training is noted, not fatal (runs.preemption).
+    with signals_noted(SCRIPT):
+        # Flags and config files: cli.py and TrainingArguments report their problems as ValueError/FileNotFoundError.
+        with user_errors(SCRIPT, also=(ValueError, FileNotFoundError)):
+            flags, given = parse_arguments(ARGUMENT_CLASSES, args)
+            # Every setting resolved, with where it came from; and checked, before any data is read.
+            spec = specify_run(flags, given)
+            training_args, data_args = spec.training, spec.data
+            if not data_args.prepare_only:
+                check_output_folder_owner(training_args.output_dir, SCRIPT, training_args.overwrite_output_dir,
+                                          previous_run_files)  # fmt: skip
+        if data_args.overwrite_cache:
+            # Not reusing cache files is what makes `datasets` recompute the tokenizing and packing.
+            datasets.disable_caching()
+        with user_errors(SCRIPT, also=(TrainingDivergedError,)):
+            trainer = run_pretraining(spec)
+        finish_processes()
+        if trainer is None:
+            print(f"\nThe prepared data is in {data_args.prepared_data_dir}/. Train on it with the same command "
+                  "without --prepare_only.")
+        elif trainer.is_world_process_zero():
+            _print_usage(trainer, training_args.output_dir)
 
 
 def _print_usage(trainer: PretrainingTrainer, output_dir: str) -> None:

@@ -22,7 +22,8 @@ from ..objectives import PretrainingObjective, get_objective
 from ..runs.checkpoints import resume_checkpoint
 from ..runs.distributed import drop_unused_weight_conversions
 from ..runs.optimizers import trainer_optimizer
-from ..runs.output_folder import mark_output_folder
+from ..runs.output_folder import claim_output_folder
+from ..runs.preemption import stop_if_signalled
 from ..runs.run_length import run_settings
 from .arguments import PretrainingArguments, PretrainingModelArguments
 from .float8 import check_run_float8, convert_to_float8
@@ -56,8 +57,10 @@ def run_pretraining(spec: RunSpecification) -> PretrainingTrainer | None:
     if data_args.prepare_only:
         logger.info("Prepared the data in %s.", data_args.prepared_data_dir)
         return None
-    if training_args.should_save:
-        mark_output_folder(training_args.output_dir, SCRIPT)
+    # Every process learns whether the folder is this run's, and whether a preemption signal came meanwhile,
+    # before any builds its model.
+    claim_output_folder(training_args.output_dir, SCRIPT, takes_lock=training_args.should_save)
+    stop_if_signalled(training_args.output_dir, is_main_process=training_args.process_index == 0)
 
     trainer = _build_trainer(spec, objective, data)
     # A resume under another block length or masking trains on other steps: refused (runs.resume_settings).

@@ -10,6 +10,8 @@ with N processes gives one data-parallel run of N, never N runs writing into one
   (gloo) but Accelerate 1.15, which knows no DeepSpeed accelerator but CUDA's, records a world of one.
 - `weights_are_finite`: the check before a save, over every process's share of the weights (ZeRO-3 and FSDP
   hold a shard per process), agreed by all processes so that all save or none does.
+- `every_process_says`: what each process gives, gathered on every process, for a decision all must act on
+  (`output_folder.claim_output_folder`, `preemption.stop_if_signalled`).
 - `finish_processes`: at the end of a script, every process waits for the others and closes the process group,
   so that none exits while a peer still exchanges with it (gloo aborts a process whose peer vanished); inside
   `process_group_kept()` (run_ablation.py runs several scripts in the same processes) it only waits.
@@ -28,6 +30,7 @@ import os
 import sys
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 from accelerate import PartialState
@@ -245,3 +248,14 @@ def drop_unused_weight_conversions(model: torch.nn.Module) -> None:
     conversions = getattr(model, "_weight_conversions", None)
     if conversions:
         model._weight_conversions = [conversion for conversion in conversions if conversion.was_used()]
+
+
+def every_process_says(value: Any) -> list[Any]:
+    """`value` (picklable) as each process gives it, in rank order; `[value]` without a process group. Every
+    process must call it: for a decision that one process makes and all must act on (a refused output folder, a
+    preemption signal that reached only some processes)."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return [value]
+    gathered: list[Any] = [None] * torch.distributed.get_world_size()
+    torch.distributed.all_gather_object(gathered, value)
+    return gathered

@@ -3,7 +3,10 @@ writes anything else there, so that a later run of the same script recognises th
 evaluate or overwrite that run), and a folder of the user's own files is never written into unless
 `--overwrite_output_dir` says so (the convention of transformers' example scripts: a non-empty folder is refused).
 A folder that a run wrote before the marker existed is recognised by what the run left (`known_run`). While a run
-writes there, it holds the folder's lock (`folder_lock`), so that two runs never write into one folder at once."""
+writes there, it holds the folder's lock (`folder_lock`), so that two runs never write into one folder at once. In a
+run of several processes, every process waits for the lock's verdict (`claim_output_folder`) before it builds its
+model: a refused run stops in all of its processes at that point, none of them left loading a model or waiting for
+a peer that has exited."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import UserInputError
+from .distributed import every_process_says
 from .folder_lock import LOCK_FILE, hold_output_folder
 
 RUN_MARKER = "spanroberta_run.json"
@@ -65,3 +69,18 @@ def mark_output_folder(output_dir: str | os.PathLike, script: str) -> None:
     marker = Path(output_dir) / RUN_MARKER
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.write_text(json.dumps({"script": script}) + "\n", encoding="utf-8")
+
+
+def claim_output_folder(output_dir: str | os.PathLike, script: str, takes_lock: bool) -> None:
+    """`mark_output_folder` by the processes that `takes_lock` (those that save: the main process, or each node's
+    under --save_on_each_node), then the verdict shared: when any was refused, every process raises its
+    `UserInputError`. Every process of the run calls it, before it builds a model."""
+    refusal = None
+    if takes_lock:
+        try:
+            mark_output_folder(output_dir, script)
+        except UserInputError as error:
+            refusal = str(error)
+    refusals = [said for said in every_process_says(refusal) if said is not None]
+    if refusals:
+        raise UserInputError(refusals[0])

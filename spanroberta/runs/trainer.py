@@ -41,7 +41,8 @@ from .checkpoint_files import write_checksums
 from .checkpoints import put_in_place, remove_unfinished_saves, staged_checkpoint
 from .distributed import any_process
 from .full_disk import DiskFullError, SaveFailedElsewhere, full_disk_error
-from .preemption import PREEMPTED_FILE, SaveOnPreemption, catch_preemption_signals, exit_preempted
+from .preemption import (PREEMPTED_FILE, SaveOnPreemption, catch_preemption_signals, exit_preempted,
+                         stop_if_signalled)  # fmt: skip
 from .resume_settings import batch_settings, check_resume_settings, write_resume_settings
 
 TRAINER_STATE_FILE = "trainer_state.json"
@@ -83,10 +84,13 @@ class RunTrainer(Trainer):
         if self.is_world_process_zero():
             (Path(self.args.output_dir) / PREEMPTED_FILE).unlink(missing_ok=True)
             remove_unfinished_saves(self.args.output_dir)
+        # A signal noted while the model loaded stops every process before a step; a later one saves at the first.
+        stop_if_signalled(self.args.output_dir, self.is_world_process_zero())
         with catch_preemption_signals(self.preemption):
             result = super().train(resume_from_checkpoint, *args, **kwargs)
         if self.preemption.stopped_at is not None:
-            exit_preempted(self.preemption, self.args.output_dir, self.is_world_process_zero())
+            exit_preempted(self.preemption.requested_by, self.preemption.stopped_at, self.args.output_dir,
+                           self.is_world_process_zero())  # fmt: skip
         return result
 
     def _maybe_log_save_evaluate(self, tr_loss: Any, grad_norm: Any, model: torch.nn.Module, trial: Any, *args: Any,
