@@ -6,31 +6,19 @@ docs page's rows.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from benchmarks.common import CHECKPOINT_NAME
-from benchmarks.statistics import (
-    CLEAR_HEADER,
-    MIN_SEEDS,
-    clear_text,
-    evaluation_noise,
-    seed_spread,
-    short_of_aim as short_of,
-)
-from benchmarks.tables.render import Column, Context, Table, fmt_number, none_yet
-from benchmarks.tables.same_seed import machine_class
+from benchmarks.statistics import CLEAR_HEADER, MIN_SEEDS, clear_text, evaluation_noise, seed_spread
+from benchmarks.statistics import short_of_aim as short_of
+from benchmarks.tables.render import (Column, Context, Table, fmt_date, fmt_number, machine_class, machine_kind,
+                                      none_yet, same_kind_of_machine)  # fmt: skip
 from benchmarks.tasks.catalog import SIZES, TASKS, Row
 from benchmarks.tasks.preparation import Budget
-from benchmarks.tasks.rows import (
-    BENCHMARK,
-    FLOORS_BENCHMARK,
-    aim_of,
-    earlier_budget_units,
-    row_summaries,
-    row_units,
-    superseded_units,
-)
+from benchmarks.tasks.rows import (BENCHMARK, FLOORS_BENCHMARK, aim_of, earlier_budget_units, row_summaries, row_units,
+                                   superseded_units)  # fmt: skip
+from spanroberta.records import record_commit
 
 COMMAND = "python -m benchmarks.tasks.scores --size cpu"
 SIZE_ORDER = ("gpu", "cpu", "toy")  # the fullest size first
@@ -302,3 +290,70 @@ TASK_SCORES = Table(_score_rows, [
     Column(CLEAR_HEADER, _judged(lambda summary, _: clear_text(summary))),
     Column.of("size", lambda row: "-" if row[2] is None else f"`{row[2]}`"),
 ], "No task of this page is benchmarked.")  # fmt: skip
+
+
+# Same seed, same score? Task-benchmark units run again (records under benchmarks/results/same-seed/, written by
+# the task benchmark of the commit each reran, with `--records_dir`), each set beside the committed record of the same
+# unit (size, task, seed, budget) measured from the same commit, with the kind of machine each ran on.
+#
+# What the reruns can tell apart (benchmarks/RESULTS.md reads them by hand beside the table):
+# - a rerun on the same kind of machine as its commit's record that scores exactly what the record did shows the unit
+#   deterministic there; one that scores otherwise shows it is not;
+# - a record from another kind of machine (another vector instruction set: the BLAS and oneDNN kernels, and so the
+#   rounding, differ) can score otherwise for that reason alone;
+# - two reruns of one commit on one kind of machine that score otherwise show the unit not deterministic there;
+# - reruns of two commits on one kind of machine that score exactly the same show that the code between those
+#   commits did not move the score; when each reproduces its own commit's record and they differ, the code did.
+SAME_SEED = "same-seed"
+RERUN_COMMAND = ("git worktree add <folder> <commit>, then in it the task benchmark's command of the committed "
+                 "record (`--tasks <task> --seeds <seed>`) with `--records_dir` outside the repository")  # fmt: skip
+
+
+def _unit(record: dict[str, Any]) -> tuple:
+    settings = record["settings"]
+    return settings["size"], settings["task"], settings["seed"]
+
+
+def _twin(rerun: dict[str, Any], committed: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The committed record of the rerun's unit and budget, measured from the rerun's commit (the newest such)."""
+    twins = [record for record in committed
+             if _unit(record) == _unit(rerun) and record["settings"]["budget"] == rerun["settings"]["budget"]
+             and record_commit(record) == record_commit(rerun)]  # fmt: skip
+    return twins[-1] if twins else None
+
+
+def _row_scores(record: dict[str, Any]) -> dict[str, float]:
+    return {row: entry["score"] for row, entry in record["results"]["rows"].items()}
+
+
+def _rerun_rows(context: Context) -> list[tuple[dict[str, Any], dict[str, Any] | None, str, float]]:
+    """Per rerun and row: the rerun, its commit's committed record (None without one), the row and its score."""
+    committed = [record for record in context.records(BENCHMARK) if record["settings"].get("kind") == "unit"]
+    return [(rerun, twin, row, score) for rerun in context.records(SAME_SEED)
+            for twin in (_twin(rerun, committed),) for row, score in _row_scores(rerun).items()]  # fmt: skip
+
+
+def _before(row: tuple, context: Context) -> str:
+    rerun, twin, label, _ = row
+    return "no record of this commit" if twin is None else f"{_row_scores(twin).get(label):.2f} ({context.link(twin)})"
+
+
+SAME_SEED_TABLE = Table(_rerun_rows, [
+    Column.of("row", lambda row: row[2]), Column.of("seed", lambda row: str(_unit(row[0])[2])),
+    Column.of("size", lambda row: _unit(row[0])[0]),
+    Column.of("rerun: date (UTC), commit", lambda row: fmt_date(row[0])),
+    Column.of("its machine", lambda row: machine_kind(row[0])), Column.of("rerun's score", lambda row: f"{row[3]:.2f}"),
+    Column("its commit's record", _before),
+    Column.of("that record's machine", lambda row: "-" if row[1] is None else machine_kind(row[1])),
+    Column.of("same kind of machine", lambda row: "-" if row[1] is None
+              else "yes" if same_kind_of_machine(row[0], row[1]) else "no"),
+    Column.of("the same score", lambda row: "**yes**" if row[1] and _row_scores(row[1]).get(row[2]) == row[3] else "**no**"),
+    Column("rerun record", lambda row, context: context.link(row[0])),
+], f"No rerun of a task unit is committed yet ({RERUN_COMMAND}).")  # fmt: skip
+
+
+REGIONS: dict[str, Callable[[Context], str]] = {
+    "task-benchmark": render_task_benchmark,
+    "task-scores": TASK_SCORES.render,
+    "same-seed": SAME_SEED_TABLE.render,
+}
