@@ -85,7 +85,7 @@ def parity_table(records: Sequence[dict], floor_records: Sequence[dict] = ()) ->
         Column.of("verdict", lambda row: verdict(row[2])),
         *(Column.of(name, lambda row, side=side, key=key: _seconds(_side(row, side, key))) for name, side, key in sides),
         Column.of("steps", lambda row: f"{(row[2].get('spanroberta') or row[2]['transformers'])['train_steps']['mean']:.0f}"),
-        Column("records", lambda row, context: ", ".join(context.link(record) for record in row[2]["runs"])),
+        Column("records", lambda row, context: context.links(row[2]["runs"])),
     ], "No fine-tuning parity run has been recorded yet.")  # fmt: skip
 
 

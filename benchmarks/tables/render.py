@@ -1,7 +1,8 @@
 """The one renderer of the benchmark pages' tables: a table is a declaration (`Table`) of its rows (records, or the
 parts of records a row shows), its columns (each a name and a function of a row) and, where it judges, the rule a
 column applies (benchmarks/statistics.py's). generate.py writes each region from its declaration; what the tables
-mean is written by hand beside them in the pages. Every number in a cell goes through one of the fmt_* helpers.
+mean is written by hand beside them in the pages. Every number in a cell goes through one of the fmt_* helpers, and
+every table that names a record's machine describes it here (`machine_class`, `machine_kind`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ class Context:
     def link(self, record: dict[str, Any]) -> str:
         path = Path(record["path"])
         return f"[{path.name}]({Path(os.path.relpath(path, self.markdown.parent)).as_posix()})"
+
+    def links(self, records: Sequence[dict[str, Any]]) -> str:
+        return ", ".join(self.link(record) for record in records)
 
     def page_path(self, name: str) -> str:
         """The path of one of the benchmark pages from the markdown file."""

@@ -16,11 +16,11 @@ from typing import Any
 from benchmarks.common import code_of
 from benchmarks.gpu.check import NOT_ASKED
 from benchmarks.speed.pretraining_step import category_seconds
-from benchmarks.speed.trainer import (CONFIGS, DEFAULTS, MAX_WINDOW_STEPS, MIN_STEPS, SPANBERT, TUNED, long_enough,
-                                      settings_of)  # fmt: skip
+from benchmarks.speed.trainer import CONFIGS, DEFAULTS, SPANBERT, TUNED, long_enough, settings_of
 from benchmarks.statistics import Verdict, speed_verdicts
 from benchmarks.tables.render import (Column, Context, fmt_number, fmt_percent, fmt_ratio, latest_record,
-                                      markdown_table, none_yet, not_on_gpu_yet, records_table, target_verdict)  # fmt: skip
+                                      markdown_table, none_yet, not_on_gpu_yet, records_table,
+                                      target_verdict)  # fmt: skip
 from spanroberta.records import record_commit
 
 C = Column.of  # a column whose cell reads the row, a (record, part) pair
@@ -38,7 +38,8 @@ _TRAINER = "python -m benchmarks.speed.trainer --config base-gpu large-gpu --pre
 GPU_FIGURES = (
     ("pretraining step, base 4 x 512, bf16, GPU", "pretraining_step", {"config": "base", "device": "cuda"},
      "python -m benchmarks.speed.pretraining_step --config base --steps 20 --warmup 5"),
-    ("pretraining step, base 32 x 512, bf16, GPU", "pretraining_step", {"config": "base-gpu", "device": "cuda"}, _STEPS),
+    ("pretraining step, base 32 x 512, bf16, GPU", "pretraining_step", {"config": "base-gpu", "device": "cuda"},
+     _STEPS),
     ("pretraining step, large 16 x 512, bf16, GPU", "pretraining_step", {"config": "large-gpu", "device": "cuda"},
      _STEPS),
     ("Trainer path, base 32 x 512, bf16, GPU", "trainer", {"config": "base-gpu", "torch_compile": False}, _TRAINER),
@@ -268,7 +269,8 @@ def _ms(seconds: float | None, absent: str, bound: str = "") -> str:
 # ran or was asked to run (a part run with --stages leaves the others out).
 GPU_CHECK = records_table("gpu-check", "make gpu-check", [
     C("stage", lambda row: row[1][0]), C("status", lambda row: row[1][1]["status"]),
-    C("seconds", lambda row: fmt_number(row[1][1]["seconds"])), C("figures", lambda row: row[1][1].get("figures") or "-"),
+    C("seconds", lambda row: fmt_number(row[1][1]["seconds"])),
+    C("figures", lambda row: row[1][1].get("figures") or "-"),
 ], lambda record: [] if record["settings"].get("toy") else [
     (stage, outcome) for stage, outcome in record["results"]["stages"].items()
     if outcome["status"] != f"skipped: {NOT_ASKED}"])  # fmt: skip
@@ -343,17 +345,11 @@ def _pair_rows(context: Context, records: list[dict[str, Any]], size: str, compi
         same_code = [r for r in pair_records(records, size, compiled, False) if code and code_of(r) == code]
         bf16 = same_code[-1] if same_code else None
     run = ("compiled" if compiled else "eager") + (", fp8" if fp8 else "")
-    if record is None:
-        empty = {**_synthetic(size, compiled, fp8), "results": {"runs": {}}}
-        return [[LABELS[v.target], size, run, "no record", v.verdict(), "-"] for v in verdicts(empty)]
+    if record is None:  # the targets the pair answers to, none measured
+        return [[LABELS[v.target], size, run, "no record", v.verdict(), "-"]
+                for v in speed_verdicts(size, compiled, fp8, {})]  # fmt: skip
     return [[LABELS[v.target], size, run, v.shown(v.value), v.verdict(), context.link(record)]
             for v in verdicts(record, bf16)]  # fmt: skip
-
-
-def _synthetic(size: str, compiled: bool, fp8: bool) -> dict[str, Any]:
-    """A record's frame with no figures, long enough: what a pair not measured yet would answer to."""
-    return {"command": "", "settings": {"model_size": size, "torch_compile": compiled, "fp8": fp8, "steps": MIN_STEPS,
-                                        "logging_steps": MAX_WINDOW_STEPS}}  # fmt: skip
 
 
 REGIONS: dict[str, Callable[[Context], str]] = {
