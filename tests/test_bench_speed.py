@@ -13,7 +13,7 @@ from benchmarks.speed import baselines, common
 from benchmarks.speed.pretraining_step import category_seconds
 from benchmarks.speed.trainer import DEFAULTS, SPANBERT, TUNED, window_spread
 from benchmarks.tables import generate
-from benchmarks.tables.speed_targets import verdicts
+from benchmarks.tables.speed import verdicts
 from spanroberta.data.collator import DataCollatorForSpanMasking
 from spanroberta.records import RunStart, provenance, write_record
 

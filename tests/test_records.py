@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.tables.same_seed import SAME_SEED
+from benchmarks.tables.task_benchmark import SAME_SEED
 
 from spanroberta.records import (
     PROVENANCE_KEYS,
@@ -83,7 +83,7 @@ def test_every_committed_record_says_how_it_was_made(path: Path):
     start, end = record_load_average(record)
     assert (start is None) == (end is None)  # both read, or the record says neither was
     # Where read_records looks for it: its benchmark's folder, or for a task unit run again from an older commit, the
-    # same-seed folder (benchmarks/tables/same_seed.py), kept out of the task tables.
+    # same-seed folder (benchmarks/tables/task_benchmark.py), kept out of the task tables.
     folders = {results_folder(record["benchmark"])}
     if record["benchmark"] == "tasks":
         folders.add(RESULTS_DIR / SAME_SEED)

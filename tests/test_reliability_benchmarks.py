@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import save_file
 
 from benchmarks.reliability import cluster_moments, faults, long_line, stress, tiny_runs
-from benchmarks.tables.same_seed import machine_class, machine_kind, same_kind_of_machine
+from benchmarks.tables.render import machine_class, machine_kind, same_kind_of_machine
 from benchmarks.reliability.injection import complete_checkpoints, corrupt, full_disk_counts
 from benchmarks.reliability.marked_run import MODEL_LOADS
 from benchmarks.reliability.load import busy_processes
@@ -173,7 +173,7 @@ def _unit_record(folder, name, commit, gap, litbank=42.0, machine=ZEN3):
 
 def _same_seed_page(tmp_path):
     from benchmarks.tables.render import Context
-    from benchmarks.tables.same_seed import SAME_SEED_TABLE
+    from benchmarks.tables.task_benchmark import SAME_SEED_TABLE
 
     page = SAME_SEED_TABLE.render(Context(tmp_path, tmp_path / "RESULTS.md", tmp_path))
     return [line.strip("| ").split(" | ") for line in page.splitlines()[2:]]  # row, seed, ..., same machine, same score

@@ -25,19 +25,9 @@ from typing import Any
 
 import numpy as np
 from datasets import Dataset
-from transformers import (
-    AutoConfig,
-    AutoModelForMultipleChoice,
-    AutoModelForQuestionAnswering,
-    AutoModelForSequenceClassification,
-    AutoTokenizer,
-    DataCollatorForMultipleChoice,
-    DataCollatorWithPadding,
-    EvalPrediction,
-    Trainer,
-    TrainingArguments,
-    set_seed,
-)
+from transformers import (AutoConfig, AutoModelForMultipleChoice, AutoModelForQuestionAnswering,
+                          AutoModelForSequenceClassification, AutoTokenizer, DataCollatorForMultipleChoice,
+                          DataCollatorWithPadding, EvalPrediction, Trainer, TrainingArguments, set_seed)  # fmt: skip
 
 from benchmarks.common import CHECKPOINT, squad_v1_scores
 from benchmarks.parity.common import Outcome, TaskSize, accuracy, binary_f1, read_rows

@@ -39,25 +39,11 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer  # no
 import run_glue  # noqa: E402
 import run_race  # noqa: E402
 import run_squad  # noqa: E402
-from benchmarks.parity.baseline import (  # noqa: E402
-    baseline_classification,
-    baseline_squad,
-    qa_train_features,
-    race_features,
-)
 from benchmarks.common import CHECKPOINT, CHECKPOINT_NAME, DATA, squad_article_split  # noqa: E402
-from benchmarks.parity.common import (  # noqa: E402
-    PRESETS,
-    SIDES,
-    TASKS,
-    Outcome,
-    TaskSize,
-    floor,
-    hyperparameters,
-    read_rows,
-    task_files,
-    task_report,
-)
+from benchmarks.parity.baseline import (baseline_classification, baseline_squad, qa_train_features,  # noqa: E402
+                                        race_features)  # fmt: skip
+from benchmarks.parity.common import (PRESETS, SIDES, TASKS, Outcome, TaskSize, floor, hyperparameters,  # noqa: E402
+                                      read_rows, task_files, task_report)  # fmt: skip
 from benchmarks.parity.summary import recordable, summarize, verdict  # noqa: E402
 from benchmarks.tasks.rows import FLOORS_BENCHMARK  # noqa: E402
 from spanroberta.records import read_records, start_run, write_record  # noqa: E402

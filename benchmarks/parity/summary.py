@@ -47,16 +47,19 @@ def newest_runs(records: Sequence[dict]) -> dict[tuple[str, str, str, int], dict
 def summarize(records: Sequence[dict], floor_records: Sequence[dict] = ()) -> dict[str, dict[str, dict]]:
     """Per size and task: each side's primary score, wall, CPU and training seconds and steps over seeds (n, mean,
     sample sd, min, max) and its runs in the verdicts' terms (`side_verdict_summary`), the floor (`task_floor`,
-    from `floor_records`), and the comparison of the sides (`compare`)."""
+    from `floor_records`), the comparison of the sides (`compare`), and `runs`, the run records it reads (by side,
+    then seed)."""
     grouped: dict[tuple[str, str], dict[str, list[dict]]] = collections.defaultdict(
         lambda: collections.defaultdict(list))
-    for (size, task, side, _), record in newest_runs(records).items():
+    runs = newest_runs(records)
+    for (size, task, side, _), record in runs.items():
         grouped[(size, task)][side].append(record)
     floors = floors_by_examples(floor_records)
     summary: dict[str, dict[str, dict]] = collections.defaultdict(dict)
     for (size, task), sides in grouped.items():
         floor = task_floor(task, next(iter(sides.values()))[0], floors)
-        entry: dict[str, Any] = {"task": task, "primary_metric": task_report(task).headline, "floor": floor}
+        entry: dict[str, Any] = {"task": task, "primary_metric": task_report(task).headline, "floor": floor,
+                                 "runs": [record for key, record in sorted(runs.items()) if key[:2] == (size, task)]}
         for side, side_records in sides.items():
             results = [record["results"] for record in side_records]
             entry[side] = {key: spread([r[key] for r in results])
@@ -140,9 +143,11 @@ def compare(entry: dict[str, Any]) -> None:
 
 
 def recordable(summary: dict[str, dict]) -> dict[str, dict]:
-    """A size's summary as its summary record holds it: each floor names its floors record's file, not the record."""
-    return {task: {**entry, "floor": {**entry["floor"], "record": entry["floor"]["record"]
-                                      and Path(entry["floor"]["record"]["path"]).name}}
+    """A size's summary as its summary record holds it: each floor names its floors record's file, not the record,
+    and the run records stay in their own files."""
+    return {task: {**{key: value for key, value in entry.items() if key != "runs"},
+                   "floor": {**entry["floor"], "record": entry["floor"]["record"]
+                             and Path(entry["floor"]["record"]["path"]).name}}
             for task, entry in summary.items()}  # fmt: skip
 
 

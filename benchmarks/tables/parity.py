@@ -1,17 +1,19 @@
 """The fine-tuning parity benchmark's tables (benchmarks/PARITY.md, the README's figures), from parity/summary.py's
 summary of its run records: per size and task, each side's score, the floor and the sides' verdicts on it, the
-difference and its noise, the verdict, the seconds and the records."""
+difference and its noise, the verdict, the seconds and the records; and the QA pipeline check's answers
+(parity/qa_pipeline.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from benchmarks.parity.common import SIDES, TASKS, task_report
-from benchmarks.parity.summary import NO_FLOORS_RECORD, TASK_NAMES, newest_runs, no_floor_verdict, summarize, verdict
+from benchmarks.parity.summary import NO_FLOORS_RECORD, TASK_NAMES, no_floor_verdict, summarize, verdict
 from benchmarks.statistics import clear_of_floor, clear_text
-from benchmarks.tables.render import Column, Context, Table
+from benchmarks.tables.render import Column, Context, Table, fmt_cell, none_yet
 from spanroberta.records import record_load_average
+from spanroberta.tasks.squad.scoring import exact_match_score
 
 
 def _scale(task: str) -> float:
@@ -58,11 +60,6 @@ def _side(row: tuple, side: str, key: str) -> dict | None:
     return found and found[key]
 
 
-def _sources(records: Sequence[dict], context: Context, size: str, task: str) -> str:
-    return ", ".join(context.link(record) for (s, t, _, _), record in sorted(newest_runs(records).items())
-                     if (s, t) == (size, task))  # fmt: skip
-
-
 def _floor_record(entry: dict[str, Any], context: Context) -> str:
     return "-" if entry["floor"]["record"] is None else context.link(entry["floor"]["record"])
 
@@ -88,7 +85,7 @@ def parity_table(records: Sequence[dict], floor_records: Sequence[dict] = ()) ->
         Column.of("verdict", lambda row: verdict(row[2])),
         *(Column.of(name, lambda row, side=side, key=key: _seconds(_side(row, side, key))) for name, side, key in sides),
         Column.of("steps", lambda row: f"{(row[2].get('spanroberta') or row[2]['transformers'])['train_steps']['mean']:.0f}"),
-        Column("records", lambda row, context: _sources(records, context, row[0], row[1])),
+        Column("records", lambda row, context: context.links(row[2]["runs"])),
     ], "No fine-tuning parity run has been recorded yet.")  # fmt: skip
 
 
@@ -134,15 +131,15 @@ def headline_rows(records: Sequence[dict], page: str, floor_records: Sequence[di
     return rows
 
 
-def _same_every_seed(records: Sequence[dict], size: str, task: str) -> bool:
+def _same_every_seed(entry: dict[str, Any]) -> bool:
     """Whether both sides give the same score and mean training loss on every seed run on both."""
-    runs = newest_runs(records)
-    seeds = {seed for (s, t, _, seed) in runs if (s, t) == (size, task)}
-    pairs = [(runs.get((size, task, "spanroberta", seed)), runs.get((size, task, "transformers", seed)))
-             for seed in seeds]  # fmt: skip
-    return bool(pairs) and all(
-        ours and theirs and all(ours["results"][key] == theirs["results"][key] for key in ("primary", "train_loss"))
-        for ours, theirs in pairs
+    by_seed: dict[int, dict[str, dict]] = {}
+    for record in entry["runs"]:
+        by_seed.setdefault(record["settings"]["seed"], {})[record["settings"]["side"]] = record
+    return bool(by_seed) and all(
+        len(runs) == len(SIDES) and all(runs[SIDES[0]]["results"][key] == runs[SIDES[1]]["results"][key]
+                                        for key in ("primary", "train_loss"))
+        for runs in by_seed.values()
     )
 
 
@@ -157,8 +154,8 @@ def _floor_finding(entry: dict[str, Any]) -> str:
     return f"{reason}; the means alone {'are' if above else 'are not'} above it"
 
 
-def _loads(records: Sequence[dict], size: str, task: str) -> str:
-    runs = [record for (s, t, _, _), record in newest_runs(records).items() if (s, t) == (size, task)]
+def _loads(entry: dict[str, Any]) -> str:
+    runs = entry["runs"]
     return f"{sum(record_load_average(record)[0] is not None for record in runs)} of {len(runs)}"
 
 
@@ -170,9 +167,64 @@ def findings(records: Sequence[dict], floor_records: Sequence[dict] = ()) -> Tab
     tasks = [] if size is None else [(size, task, summary[size][task]) for task in TASKS if task in summary[size]]
     return Table(lambda context: tasks, [
         Column.of("size", lambda row: f"`{row[0]}`"), Column.of("task", lambda row: TASK_NAMES[row[1]]),
-        Column.of("same score and loss seed by seed", lambda row: "yes" if _same_every_seed(records, *row[:2]) else "no"),
+        Column.of("same score and loss seed by seed", lambda row: "yes" if _same_every_seed(row[2]) else "no"),
         Column.of("floor", lambda row: _floor_finding(row[2]) if "clear_of_floor" in row[2] else "-"),
         Column.of("wall within noise or lower", lambda row: {True: "yes", False: "no", None: "-"}[
             row[2].get("wall_same_or_lower")]),
-        Column.of("runs with a load average", lambda row: _loads(records, *row[:2])),
+        Column.of("runs with a load average", lambda row: _loads(row[2])),
     ], "No fine-tuning parity run has been recorded yet.")  # fmt: skip
+
+
+def headline(context: Context) -> list[list[str]]:
+    """The headline's parity rows, each linking PARITY.md."""
+    records, floor_records = _records(context)
+    return headline_rows(records, context.page_path("PARITY.md"), floor_records)
+
+
+def _records(context: Context) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The parity benchmark's run records and the task benchmark's floors records, which its floors come from."""
+    return context.records("finetuning-parity"), context.records("task-floors")
+
+
+def _qa_rows(context: Context) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    record = (context.records("qa-pipeline") or [None])[-1]
+    return [] if record is None else [(record, entry) for entry in record["results"]["answers"]]
+
+
+def _matches(entry: dict[str, Any]) -> str:
+    """Whether the answer matches a gold answer by SQuAD's exact match."""
+    return "yes" if any(exact_match_score(entry["answer"], gold) for gold in entry["gold"]) else "no"
+
+
+# The latest qa-pipeline record: the model, its scores on its held-out questions and whether plain transformers (in a
+# process where spanroberta cannot be imported) gave the same answers; then each question of the article.
+QA_MODEL = Table(lambda context: _qa_rows(context)[:1], [
+    Column.of("article", lambda row: f"*{row[0]['settings']['article'].replace('_', ' ')}*"),
+    Column.of("model", lambda row: f"`{row[0]['settings']['model_class']}`"),
+    Column.of("fine-tuned from", lambda row: row[0]["settings"].get("base_model") or "not named by its card"),
+    Column.of("exact match, F1 (one seed: no verdict)", lambda row: "{exact_match:.1f}, {f1:.1f}".format(
+        **row[0]["settings"]["model_scores"])),
+    Column.of("plain transformers", lambda row: "the same answers and scores"
+              if row[0]["results"]["without_spanroberta"]["same_answers"] else "different answers"),
+    Column("record", lambda row, context: context.link(row[0])),
+], none_yet("python -m benchmarks.parity.qa_pipeline --model <a run_squad.py output folder>"))  # fmt: skip
+QA_ANSWERS = Table(_qa_rows, [
+    Column.of("question", lambda row: fmt_cell(row[1]["question"])),
+    Column.of("answer", lambda row: f"**{fmt_cell(row[1]['answer'])}**"),
+    Column.of("score", lambda row: f"{row[1]['score']:.3f}"),
+    Column.of("gold answers", lambda row: " / ".join(fmt_cell(gold) for gold in row[1]["gold"])),
+    Column.of("matches a gold answer", lambda row: _matches(row[1])),
+], "")  # fmt: skip
+
+
+def render_qa_pipeline(context: Context) -> str:
+    found = _qa_rows(context)
+    quote = f"> {found[0][0]['results']['context']}\n\n" if found else ""
+    return quote + QA_MODEL.render(context) + ("\n\n" + QA_ANSWERS.render(context) if found else "")
+
+
+REGIONS: dict[str, Callable[[Context], str]] = {
+    "finetuning-parity": lambda context: parity_table(*_records(context)).render(context),
+    "parity-findings": lambda context: findings(*_records(context)).render(context),
+    "qa-pipeline": render_qa_pipeline,
+}

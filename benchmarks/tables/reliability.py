@@ -6,10 +6,11 @@ bad inputs tried (any other kind of record there, read by the counts it holds)."
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.tables.render import Column, fmt_number, records_table
+from benchmarks.tables.render import Column, Context, fmt_number, records_table
 
 BENCHMARK = "reliability"
 OWN_TABLES = {"stress", "faults", "long-line"}  # the kinds with a table of their own; others go under bad inputs
@@ -131,3 +132,11 @@ def counts_of(results: dict[str, Any]) -> str:
 BAD_INPUTS = records_table(of_kind(OWN_TABLES, exclude=True), "python -m benchmarks.reliability.bad_inputs", [
     C("kind", lambda row: record_kind(row[0])), C("counts", lambda row: counts_of(row[0]["results"])),
 ], lambda record: [None])  # fmt: skip
+
+REGIONS: dict[str, Callable[[Context], str]] = {
+    "reliability-stress": STRESS.render,
+    "reliability-faults": FAULTS.render,
+    "reliability-checks": FAULT_CHECKS.render,
+    "long-line": LONG_LINE.render,
+    "bad-inputs": BAD_INPUTS.render,
+}

@@ -1,36 +1,24 @@
 """The task benchmark's tables, declared (tasks/scores.py writes its records under benchmarks/results/tasks/): per
 checkpoint and size, every task row of the catalog with its verdicts (benchmarks/statistics.py's rule) and the
-records it leaves out (replaced by a rerun, or of an earlier task, budget or split than the catalog's); and each
-docs page's rows.
+records it leaves out (replaced by a rerun, or of an earlier task, budget or split than the catalog's); each docs
+page's rows; and the same-seed reruns of task units beside the committed records they repeat.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from benchmarks.common import CHECKPOINT_NAME
-from benchmarks.statistics import (
-    CLEAR_HEADER,
-    MIN_SEEDS,
-    clear_text,
-    evaluation_noise,
-    seed_spread,
-    short_of_aim as short_of,
-)
-from benchmarks.tables.render import Column, Context, Table, fmt_number, none_yet
-from benchmarks.tables.same_seed import machine_class
+from benchmarks.statistics import CLEAR_HEADER, MIN_SEEDS, clear_text, evaluation_noise, seed_spread
+from benchmarks.statistics import short_of_aim as short_of
+from benchmarks.tables.render import (Column, Context, Table, fmt_date, fmt_number, machine_class, machine_kind,
+                                      none_yet, same_kind_of_machine)  # fmt: skip
 from benchmarks.tasks.catalog import SIZES, TASKS, Row
 from benchmarks.tasks.preparation import Budget
-from benchmarks.tasks.rows import (
-    BENCHMARK,
-    FLOORS_BENCHMARK,
-    aim_of,
-    earlier_budget_units,
-    row_summaries,
-    row_units,
-    superseded_units,
-)
+from benchmarks.tasks.rows import (BENCHMARK, FLOORS_BENCHMARK, aim_of, earlier_budget_units, row_summaries, row_units,
+                                   superseded_units)  # fmt: skip
+from spanroberta.records import record_commit
 
 COMMAND = "python -m benchmarks.tasks.scores --size cpu"
 SIZE_ORDER = ("gpu", "cpu", "toy")  # the fullest size first
@@ -78,39 +66,19 @@ def fmt_aim(row: Row, size: str, summary: dict[str, Any] | None) -> str:
     return f"{aim:g} ({'no verdict' if short is None else 'short' if short else 'met'}; {provenance})"
 
 
-class Curve(NamedTuple):
-    """A seed's logged training loss: its first and last values, and its relative change over the last quarter of
-    training (negative: it fell)."""
-
-    seed: int
-    first: float
-    last: float
-    change: float
-
-
-def curves(records: Sequence[dict]) -> list[Curve]:
-    """The curve of every seed whose record holds a logged training loss (older records hold none), in seed order."""
-    found = []
+def fmt_curve(records: Sequence[dict]) -> str:
+    """The loss column: the logged training loss of the lowest seed whose record holds one (older records hold none),
+    naming that seed: its first and last values, and its relative change over the last quarter of training
+    (negative: it fell)."""
     for record in sorted(records, key=lambda record: record["settings"]["seed"]):
         losses = record["results"].get("loss_curve")
         if losses:
             start = next(loss for epoch, loss in losses if epoch >= 0.75 * losses[-1][0])
             change = (losses[-1][1] - start) / start if start else 0.0
-            found.append(Curve(record["settings"]["seed"], losses[0][1], losses[-1][1], change))
-    return found
-
-
-def _fmt_change(change: float) -> str:
-    return f"{round(100 * change) or 0:+d}%"  # a flat curve reads "+0%", never "-0%"
-
-
-def fmt_curve(records: Sequence[dict]) -> str:
-    """The loss column: the curve of the lowest seed that has one, naming that seed."""
-    found = curves(records)
-    if not found:
-        return "not recorded"
-    seed, first, last, change = found[0]
-    return f"seed {seed}: {first:.2f} → {last:.2f}, last quarter {_fmt_change(change)}"
+            # A flat curve reads "+0%", never "-0%".
+            return (f"seed {record['settings']['seed']}: {losses[0][1]:.2f} → {losses[-1][1]:.2f}, "
+                    f"last quarter {round(100 * change) or 0:+d}%")  # fmt: skip
+    return "not recorded"
 
 
 def budget_change(old: dict, new: dict) -> str:
@@ -171,7 +139,7 @@ def _same_scores(old: dict, new: dict, labels: Sequence[str]) -> bool:
 
 
 def fmt_machines(records: Sequence[dict]) -> str:
-    """The classes of machine a row's seeds ran on (same_seed.machine_class), each with its seeds where more than
+    """The classes of machine a row's seeds ran on (render.machine_class), each with its seeds where more than
     one: their spread may then hold the machines' rounding as well as the seeds'."""
     seeds: dict[str, list[int]] = {}
     for record in sorted(records, key=lambda record: record["settings"]["seed"]):
@@ -182,33 +150,31 @@ def fmt_machines(records: Sequence[dict]) -> str:
                      for name, found in seeds.items())  # fmt: skip
 
 
-def _floor_from(summary: dict[str, Any], context: Context) -> str:
-    record = summary["floor_record"]
-    return context.link(record) if record is not None else "its unit record's"
-
-
-def _records(summary: dict[str, Any], context: Context) -> str:
-    return ", ".join(context.link(record) for record in summary["records"])
-
-
-def _judged(cell):
+def _judged(cell: Callable[[dict[str, Any]], str]) -> Callable[[tuple], str]:
     """A cell of a row that has run: the row is (task row, summary or None, size); "-" where it has not run."""
-    return lambda row, context: "-" if row[1] is None else cell(row[1], context)
+    return lambda row: "-" if row[1] is None else cell(row[1])
+
+
+def _floor_from(row: tuple, context: Context) -> str:
+    if row[1] is None:
+        return "-"
+    record = row[1]["floor_record"]
+    return "its unit record's" if record is None else context.link(record)
 
 
 SIZE_COLUMNS = [
     Column.of("task", lambda row: row[0].label), Column.of("metric", lambda row: row[0].metric_name),
     Column.of("score (0-100), mean ± sd", lambda row: "not yet run" if row[1] is None else fmt_score(row[1])),
-    Column("margin: seeds + sample", _judged(lambda summary, _: fmt_margin(summary))),
-    Column("floor", _judged(lambda summary, _: fmt_floor(summary))),
-    Column(CLEAR_HEADER, _judged(lambda summary, _: clear_text(summary))),
+    Column.of("margin: seeds + sample", _judged(fmt_margin)),
+    Column.of("floor", _judged(fmt_floor)),
+    Column.of(CLEAR_HEADER, _judged(clear_text)),
     Column.of("aim", lambda row: fmt_aim(row[0], row[2], row[1])),
-    Column("wall s per seed", _judged(lambda summary, _: fmt_number(summary["wall_seconds"]))),
-    Column("training loss, first → last", _judged(lambda summary, _: fmt_curve(summary["records"]))),
+    Column.of("wall s per seed", _judged(lambda summary: fmt_number(summary["wall_seconds"]))),
+    Column.of("training loss, first → last", _judged(lambda summary: fmt_curve(summary["records"]))),
     Column.of("published, for context", lambda row: fmt_published(row[0])),
-    Column("machine", _judged(lambda summary, _: fmt_machines(summary["records"]))),
-    Column("floor from", _judged(_floor_from)),
-    Column("records", _judged(_records)),
+    Column.of("machine", _judged(lambda summary: fmt_machines(summary["records"]))),
+    Column("floor from", _floor_from),
+    Column("records", lambda row, context: "-" if row[1] is None else context.links(row[1]["records"])),
 ]  # fmt: skip
 
 
@@ -227,13 +193,15 @@ def _scores(record: dict, labels: Sequence[str]) -> str:
 
 
 LEFT_OUT_COLUMNS = [
-    Column.of("task", lambda row: row[0]["settings"]["task"]), Column.of("seed", lambda row: str(row[0]["settings"]["seed"])),
+    Column.of("task", lambda row: row[0]["settings"]["task"]),
+    Column.of("seed", lambda row: str(row[0]["settings"]["seed"])),
     Column.of("scores", lambda row: _scores(row[0], row[1])),
     Column("record", lambda row, context: context.link(row[0])),
     Column("replaced by", lambda row, context: "-" if row[2] is None else context.link(row[2])),
     Column.of("what changed", lambda row: f"the catalog's since: {catalog_change(row[0])}" if row[2] is None
               else budget_change(row[0], row[2])),
-    Column.of("same scores", lambda row: "-" if row[2] is None else "yes" if _same_scores(row[0], row[2], row[1]) else "no"),
+    Column.of("same scores", lambda row: "-" if row[2] is None
+              else "yes" if _same_scores(row[0], row[2], row[1]) else "no"),
 ]  # fmt: skip
 
 
@@ -298,7 +266,75 @@ def _score_rows(context: Context) -> list[tuple[Row, dict[str, Any] | None, str 
 TASK_SCORES = Table(_score_rows, [
     Column.of("task", lambda row: row[0].label), Column.of("metric", lambda row: row[0].metric_name),
     Column.of("score (0-100), mean ± sd", lambda row: "not yet run" if row[1] is None else fmt_score(row[1])),
-    Column("floor", _judged(lambda summary, _: f"{summary['floor']:.1f}")),
-    Column(CLEAR_HEADER, _judged(lambda summary, _: clear_text(summary))),
+    Column.of("floor", _judged(lambda summary: f"{summary['floor']:.1f}")),
+    Column.of(CLEAR_HEADER, _judged(clear_text)),
     Column.of("size", lambda row: "-" if row[2] is None else f"`{row[2]}`"),
 ], "No task of this page is benchmarked.")  # fmt: skip
+
+
+# Same seed, same score? Task-benchmark units run again (records under benchmarks/results/same-seed/, written by
+# the task benchmark of the commit each reran, with `--records_dir`), each set beside the committed record of the same
+# unit (size, task, seed, budget) measured from the same commit, with the kind of machine each ran on.
+#
+# What the reruns can tell apart (benchmarks/RESULTS.md reads them by hand beside the table):
+# - a rerun on the same kind of machine as its commit's record that scores exactly what the record did shows the unit
+#   deterministic there; one that scores otherwise shows it is not;
+# - a record from another kind of machine (another vector instruction set: the BLAS and oneDNN kernels, and so the
+#   rounding, differ) can score otherwise for that reason alone;
+# - two reruns of one commit on one kind of machine that score otherwise show the unit not deterministic there;
+# - reruns of two commits on one kind of machine that score exactly the same show that the code between those
+#   commits did not move the score; when each reproduces its own commit's record and they differ, the code did.
+SAME_SEED = "same-seed"
+RERUN_COMMAND = ("git worktree add <folder> <commit>, then in it the task benchmark's command of the committed "
+                 "record (`--tasks <task> --seeds <seed>`) with `--records_dir` outside the repository")  # fmt: skip
+
+
+def _unit(record: dict[str, Any]) -> tuple:
+    settings = record["settings"]
+    return settings["size"], settings["task"], settings["seed"]
+
+
+def _twin(rerun: dict[str, Any], committed: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The committed record of the rerun's unit and budget, measured from the rerun's commit (the newest such)."""
+    twins = [record for record in committed
+             if _unit(record) == _unit(rerun) and record["settings"]["budget"] == rerun["settings"]["budget"]
+             and record_commit(record) == record_commit(rerun)]  # fmt: skip
+    return twins[-1] if twins else None
+
+
+def _row_scores(record: dict[str, Any]) -> dict[str, float]:
+    return {row: entry["score"] for row, entry in record["results"]["rows"].items()}
+
+
+def _rerun_rows(context: Context) -> list[tuple[dict[str, Any], dict[str, Any] | None, str, float]]:
+    """Per rerun and row: the rerun, its commit's committed record (None without one), the row and its score."""
+    committed = [record for record in context.records(BENCHMARK) if record["settings"].get("kind") == "unit"]
+    return [(rerun, twin, row, score) for rerun in context.records(SAME_SEED)
+            for twin in (_twin(rerun, committed),) for row, score in _row_scores(rerun).items()]  # fmt: skip
+
+
+def _before(row: tuple, context: Context) -> str:
+    rerun, twin, label, _ = row
+    return "no record of this commit" if twin is None else f"{_row_scores(twin).get(label):.2f} ({context.link(twin)})"
+
+
+SAME_SEED_TABLE = Table(_rerun_rows, [
+    Column.of("row", lambda row: row[2]), Column.of("seed", lambda row: str(_unit(row[0])[2])),
+    Column.of("size", lambda row: _unit(row[0])[0]),
+    Column.of("rerun: date (UTC), commit", lambda row: fmt_date(row[0])),
+    Column.of("its machine", lambda row: machine_kind(row[0])), Column.of("rerun's score", lambda row: f"{row[3]:.2f}"),
+    Column("its commit's record", _before),
+    Column.of("that record's machine", lambda row: "-" if row[1] is None else machine_kind(row[1])),
+    Column.of("same kind of machine", lambda row: "-" if row[1] is None
+              else "yes" if same_kind_of_machine(row[0], row[1]) else "no"),
+    Column.of("the same score", lambda row: "**yes**" if row[1] and _row_scores(row[1]).get(row[2]) == row[3]
+              else "**no**"),
+    Column("rerun record", lambda row, context: context.link(row[0])),
+], f"No rerun of a task unit is committed yet ({RERUN_COMMAND}).")  # fmt: skip
+
+
+REGIONS: dict[str, Callable[[Context], str]] = {
+    "task-benchmark": render_task_benchmark,
+    "task-scores": TASK_SCORES.render,
+    "same-seed": SAME_SEED_TABLE.render,
+}
