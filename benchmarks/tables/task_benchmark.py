@@ -162,7 +162,7 @@ def shortfall_facts(label: str, summary: dict[str, Any], context: Context) -> li
     facts = []
     read = row_coverage(label, summary, context.records(COVERAGE_BENCHMARK))
     if read is not None and read["mean"] < PARTLY_READ:
-        facts.append(f"reads {100 * read['mean']:.0f}% of each {read['passage']} on average "
+        facts.append(f"reads {100 * read['mean']:.0f}% of the {read['passage']} on average "
                      f"(least {100 * read['least']:.0f}%)")  # fmt: skip
     found = curves(summary["records"])
     falling = [curve.seed for curve in found if curve.change <= STILL_FALLING]

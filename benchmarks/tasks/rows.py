@@ -2,7 +2,8 @@
 benchmarks/results/tasks/), their floors, and each row's summary in benchmarks/statistics.py's terms.
 
 A row counts only the records of the catalog's current task and budget for its size (`is_current`): per seed, the
-newest of them. A row's floor comes from the newest floors record (tasks/floors.py) computed on the examples the row's
+newest of them, all from one class of machine where one class holds every seed the catalog runs for the row
+(`table_units`). A row's floor comes from the newest floors record (tasks/floors.py) computed on the examples the row's
 records evaluated (preparation.evaluated_examples); where none was, from the unit's record itself, as it was
 computed then. A row's evaluation-sample noise is the bootstrap of benchmarks/statistics.py over the per-example
 outcomes its records hold (tasks/outcomes.py), scored with the project's own scorer, and its paired difference from
@@ -102,20 +103,22 @@ def row_machine_classes(records: Sequence[dict]) -> dict[tuple[str, str, str], s
     catalog's current budget hold every seed the catalog runs for the row (`row_seeds`), each with the row's
     per-example outcomes (a verdict needs them), the newest such set where several classes hold one; a row that no
     one class completes is absent (its seeds may come from several)."""
-    by_class: dict[tuple[str, str, str, str], dict[int, dict]] = {}
-    for record in sorted((r for r in records if is_current(r) and r["settings"].get("kind") == "unit"),
-                         key=lambda record: record.get("date", "")):  # fmt: skip
+    by_class: dict[tuple[str, str, str, str], dict[int, int]] = {}
+    units = sorted((r for r in records if is_current(r) and r["settings"].get("kind") == "unit"),
+                   key=lambda record: record.get("date", ""))  # as `row_units` orders them
+    for position, record in enumerate(units):
         settings = record["settings"]
         for label in record["results"]["rows"]:
             by_class.setdefault((settings["checkpoint"], settings["size"], label, machine_class(record)),
-                                {})[settings["seed"]] = record  # fmt: skip
-    chosen: dict[tuple[str, str, str], tuple[str, str]] = {}
+                                {})[settings["seed"]] = position  # fmt: skip
+    chosen: dict[tuple[str, str, str], tuple[str, int]] = {}
     for (checkpoint, size, label, name), seeds in by_class.items():
         needed = row_seeds(label, size)
-        if needed and all(seed in seeds and "outcomes" in seeds[seed]["results"]["rows"][label] for seed in needed):
-            date = max(seeds[seed].get("date", "") for seed in needed)
-            if (checkpoint, size, label) not in chosen or date > chosen[checkpoint, size, label][1]:
-                chosen[checkpoint, size, label] = (name, date)
+        if needed and all(seed in seeds and "outcomes" in units[seeds[seed]]["results"]["rows"][label]
+                          for seed in needed):  # fmt: skip
+            newest = max(seeds[seed] for seed in needed)
+            if (checkpoint, size, label) not in chosen or newest > chosen[checkpoint, size, label][1]:
+                chosen[checkpoint, size, label] = (name, newest)
     return {key: name for key, (name, _) in chosen.items()}
 
 
