@@ -126,3 +126,36 @@ def squad_v1_scores(gold: dict[str, list[str]], predictions: dict[str, str]) -> 
         exact += max(float(normalize_answer(prediction) == normalize_answer(truth)) for truth in truths)
         f1 += max(squad_f1(prediction, truth) for truth in truths)
     return {"exact_match": 100 * exact / len(gold), "f1": 100 * f1 / len(gold)}
+
+
+def same_kind_of_machine(one: dict[str, Any], other: dict[str, Any]) -> bool:
+    """Whether two records ran on the same kind of machine, as far as both describe it (older records name fewer of
+    the machine's traits: only those both name are compared)."""
+    first, second = one.get("machine", {}), other.get("machine", {})
+    named = [trait for trait in first.keys() & second.keys() if None not in (first[trait], second[trait])]
+    return all(first[trait] == second[trait] for trait in named)
+
+
+def machine_kind(record: dict[str, Any]) -> str:
+    """The record's machine in a few words: its GPUs where it ran on one, else its CPU, and its vector instructions
+    (older records name only whether it has AVX-512 BF16)."""
+    machine = record.get("machine", {})
+    if "vector_instructions" not in machine or machine.get("gpu"):
+        return machine_class(record)
+    cpu = machine.get("cpu", "?")
+    if "cpu_family_model" in machine:
+        cpu += f" (family/model {machine['cpu_family_model']})"
+    return f"{cpu}, {machine['vector_instructions'] or 'no AVX2'}"
+
+
+def machine_class(record: dict[str, Any]) -> str:
+    """The record's machine as every record describes it, older ones included: its GPUs where it ran on one, else
+    its CPU's name and whether it has AVX-512 BF16 (with which the oneDNN kernels, and so the rounding, differ).
+    Records that name more (`machine_kind`) can tell apart machines this puts in one class."""
+    machine = record.get("machine", {})
+    if not machine:
+        return "not recorded"
+    if machine.get("gpu"):
+        return machine["gpu"]
+    avx512_bf16 = "avx512_bf16" in (machine.get("bf16_instructions") or [])
+    return f"{machine.get('cpu', '?')}, {'AVX-512 BF16' if avx512_bf16 else 'no AVX-512 BF16'}"

@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.common import CHECKPOINT_NAME
+from benchmarks.common import CHECKPOINT, CHECKPOINT_NAME
 from benchmarks import statistics as rule
 from benchmarks.tables import task_benchmark as task_tables
 from benchmarks.tables.render import Context
-from benchmarks.tasks import catalog, outcomes as outcomes_module, preparation, scores as task_benchmark
+from benchmarks.tasks import catalog, coverage, outcomes as outcomes_module, preparation, scores as task_benchmark
 from benchmarks.tasks import rows as task_rows
 from conftest import shared_data
 from spanroberta.tasks.coreference import scoring as coreference
@@ -349,7 +349,7 @@ def test_the_table_shows_the_spread_over_seeds_the_floor_and_the_newest_record_o
     table = task_tables.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
     lines = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}
     # 2 seeds (50, 52): the seed term is t(1) = 12.71 standard errors of 1.0
-    squad_line = ("**51.0** ± 1.4 (2 seeds) | 12.7 + not recorded | 0.0 | 2 seeds: no verdict | - | 100 "
+    squad_line = ("**51.0** ± 1.4 (2 seeds) | not measured | 12.7 + not recorded | 0.0 | 2 seeds: no verdict | - | 100 "
                   "| seed 0: 3.00 → 0.80, last quarter -20%")  # fmt: skip
     assert squad_line in lines["SQuAD v1.1"]
     # RTE's only record ran an earlier budget: the row leaves it out, and the table under it says why.
@@ -376,8 +376,137 @@ def test_the_table_names_its_machines_and_the_rows_whose_seeds_ran_on_more_than_
         path.write_text(json.dumps({**json.loads(path.read_text()), "machine": machine}))
     table = task_tables.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
     lines = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}
-    assert "| AMD EPYC, AVX-512 BF16: seed 0; AMD EPYC, no AVX-512 BF16: seeds 1, 2 |" in lines["RTE"]
+    # No class holds all three of RTE's seeds with their outcomes: the row shows each seed's newest, and says so.
+    mixed = "| seeds from 2 machine classes: AMD EPYC, AVX-512 BF16: seed 0; AMD EPYC, no AVX-512 BF16: seeds 1, 2 |"
+    assert mixed in lines["RTE"]
     assert "| AMD EPYC, no AVX-512 BF16 |" in lines["SST-2"] and "| AMD EPYC, no AVX-512 BF16 |" in lines["LitBank"]
+
+ZEN3 = {"cpu": "AMD EPYC", "bf16_instructions": [], "gpu": None}
+XEON = {"cpu": "Intel Xeon", "bf16_instructions": ["avx512_bf16"], "gpu": None}
+ZEN3_CLASS, XEON_CLASS = "AMD EPYC, no AVX-512 BF16", "Intel Xeon, AVX-512 BF16"
+
+
+def _unit_on(records_dir: Path, machine: dict, task: str, seed: int, score: float, outcomes: dict | None = None):
+    """A unit's record (floor 50, RTE-sized outcomes unless given) as if run on `machine`."""
+    path = _unit(records_dir, task, seed, score, 50.0, outcomes=outcomes or _correct(150, 277))
+    path.write_text(json.dumps({**json.loads(path.read_text()), "machine": machine}))
+
+
+def _rendered(tmp_path: Path) -> tuple[dict[str, str], list[list[str]]]:
+    """The size table's lines by row label (one size's records), and the rows of the records it leaves out."""
+    root = tmp_path / "checkout"
+    (root / "benchmarks").mkdir(parents=True, exist_ok=True)
+    table = task_tables.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
+    sizes = re.split(r"\n\n(?:Rows not clear|Per seed|Records not in)", table)[0]
+    return {line.split(" | ")[0].lstrip("| "): line for line in sizes.splitlines()}, _left_out(table)
+
+
+def test_a_rows_seeds_come_from_the_newest_class_of_machine_that_holds_them_all(tmp_path):
+    for seed in (0, 1, 2):
+        _unit_on(tmp_path, ZEN3, "rte", seed, 60.0 + seed)
+    _unit_on(tmp_path, XEON, "rte", 0, 70.0)  # newer, from another class: left out, not mixed in
+    lines, left_out = _rendered(tmp_path)
+    assert "**61.0** ± 1.0 (3 seeds)" in lines["RTE"] and f"| {ZEN3_CLASS} |" in lines["RTE"]
+    assert left_out == [["rte", "0", "RTE 70.0", left_out[0][3], "-",
+                         f"another class of machine ({XEON_CLASS}) than the row's seeds ({ZEN3_CLASS})", "-"]]
+    for seed in (1, 2):  # the other class now holds all three, newer: the row takes them, and lists the older
+        _unit_on(tmp_path, XEON, "rte", seed, 72.0)
+    lines, left_out = _rendered(tmp_path)
+    assert "**71.3** ± 1.2 (3 seeds)" in lines["RTE"] and f"| {XEON_CLASS} |" in lines["RTE"]
+    assert [row[2] for row in left_out] == ["RTE 60.0", "RTE 61.0", "RTE 62.0"]
+    assert {row[5] for row in left_out} == {f"the same budget; machine: {ZEN3_CLASS} -> {XEON_CLASS}"}
+
+
+def test_a_class_of_machine_counts_a_seed_only_with_its_outcomes(tmp_path):
+    _unit(tmp_path, "rte", 0, 60.0, 50.0)  # no outcomes: this machine's class, three seeds, no complete set
+    for seed in (1, 2):
+        _unit(tmp_path, "rte", seed, 61.0, 50.0, outcomes=_correct(150, 277))
+    _unit_on(tmp_path, ZEN3, "rte", 0, 70.0)
+    lines, left_out = _rendered(tmp_path)
+    assert "**64.0**" in lines["RTE"] and "seeds from 2 machine classes" in lines["RTE"]
+    assert [row[2] for row in left_out] == ["RTE 60.0"]  # seed 0's newest record stands for it
+    _unit(tmp_path, "rte", 0, 62.0, 50.0, outcomes=_correct(150, 277))  # now complete, and the newest
+    lines, left_out = _rendered(tmp_path)
+    assert "**61.3**" in lines["RTE"] and "seeds from" not in lines["RTE"]
+    assert [row[2] for row in left_out] == ["RTE 60.0", "RTE 70.0"]
+
+
+def test_colas_cpu_row_takes_five_seeds_from_one_class_of_machine(tmp_path):
+    assert catalog.SIZES["cpu"].seeds_of("cola") == (0, 1, 2, 3, 4)
+    assert catalog.SIZES["cpu"].seeds_of("rte") == (0, 1, 2)
+    for task in ("cola", "rte"):
+        for seed in range(5):
+            _unit_on(tmp_path, ZEN3, task, seed, 30.0)
+        for seed in range(3):  # newer: complete for RTE's three seeds, not for CoLA's five
+            _unit_on(tmp_path, XEON, task, seed, 40.0)
+    lines, _ = _rendered(tmp_path)
+    assert "**30.0** ± 0.0 (5 seeds)" in lines["CoLA"] and f"| {ZEN3_CLASS} |" in lines["CoLA"]
+    assert "**40.0** ± 0.0 (5 seeds)" not in lines["RTE"] and f"| {XEON_CLASS} |" in lines["RTE"]
+
+
+def _coverage(records_dir: Path, task: str, budget: preparation.Budget, mean: float, least: float) -> None:
+    """A coverage record (tasks/coverage.py) of one task's one row at the cpu size."""
+    row = {"passage": "sentences", "mean": mean, "least": least, "inputs": 277}
+    entry = {"size": "cpu", "task": task, "budget": budget.as_record(), "evaluated": {}, "rows": {"RTE": row}}
+    write_record("task-coverage", {"sizes": ["cpu"]}, {"coverage": [entry]},
+                 started=RunStart(provenance(), [1.0, 1.0, 1.0]), results_dir=records_dir)  # fmt: skip
+
+
+FLAT = [[0.5, 1.39], [1.0, 1.38], [1.5, 1.37], [2.0, 1.37]]
+
+
+@pytest.mark.parametrize(("coverage", "curve", "facts"), [
+    (None, FALLING, "training loss still falling over the last quarter in 3 of 3 seeds (seed 0 -20%, seed 1 -20%, "
+                    "seed 2 -20%)"),
+    ((0.95, 0.5), FLAT, "training loss within 5% of its first value in every seed (seed 0: 1.39 → 1.37)"),
+    ((0.5, 0.2), FLAT, "reads 50% of the sentences on average (least 20%); training loss within 5% of its first "
+                       "value in every seed (seed 0: 1.39 → 1.37)"),
+])  # fmt: skip
+def test_a_row_not_clear_of_its_floor_is_told_by_the_facts_of_its_records(tmp_path, coverage, curve, facts):
+    rte = catalog.SIZES["cpu"].budgets["rte"]
+    _coverage(tmp_path, "rte", dataclasses.replace(rte, epochs=1), 0.1, 0.1)  # another budget's: not this row's
+    if coverage:
+        _coverage(tmp_path, "rte", rte, *coverage)
+    for seed, score in enumerate([53.6, 53.7, 53.8]):  # within the noise of the floor: not clear
+        _unit(tmp_path, "rte", seed, score, 52.7, curve=curve, outcomes=_correct(149, 277))
+    for seed in range(3):  # far above its floor: clear, and not told
+        _unit(tmp_path, "sst2", seed, 90.0, 50.0, curve=curve, outcomes=_correct(1810, 2000))
+    root = tmp_path / "checkout"
+    (root / "benchmarks").mkdir(parents=True)
+    table = task_tables.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
+    sizes, told = table.split("Rows not clear of their floor, size `cpu`, from their records:")
+    rte = next(line for line in sizes.splitlines() if line.startswith("| RTE |"))
+    shares = None if coverage is None else tuple(round(100 * share) for share in coverage)
+    assert rte.split(" | ")[3] == ("not measured" if shares is None else "%d%% of the sentences (least %d%%)" % shares)
+    assert [line for line in told.splitlines() if line.startswith("| ") and "| task |" not in line] == [
+        f"| RTE | {facts} |"]  # SST-2, clear of its floor, is not told
+
+
+@pytest.mark.slow
+def test_the_coverage_record_holds_the_share_of_each_input_each_row_reads(tmp_path):
+    """tasks/coverage.py on the shared data: RTE's pairs truncated at 128 tokens are mostly whole; RACE's 128 tokens
+    a question and option hold part of each article only."""
+    shared_data("race")
+    if not (CHECKPOINT / "config.json").is_file():
+        pytest.skip(f"no checkpoint at {CHECKPOINT}")
+    path = coverage.main(["--tasks", "rte", "race", "--records_dir", str(tmp_path)])
+    rows = {label: row for entry in json.loads(path.read_text())["results"]["coverage"]
+            for label, row in entry["rows"].items()}  # fmt: skip
+    assert set(rows) == {"RTE", "RACE middle", "RACE high"}
+    assert rows["RTE"]["passage"] == "sentences" and rows["RTE"]["inputs"] == 277 and rows["RTE"]["mean"] > 0.9
+    for label in ("RACE middle", "RACE high"):
+        assert rows[label]["passage"] == "article" and 0 < rows[label]["least"] <= rows[label]["mean"] < 0.9
+
+
+def test_a_row_that_mostly_answers_as_its_floor_is_told_so():
+    floor = {"scorer": "accuracy", "predictions": [1] * 10, "references": [1] * 5 + [0] * 5}
+    seeds = [{**floor, "predictions": [1] * 9 + [0]}, {**floor, "predictions": [1] * 10}]
+    summary = {"floor_outcomes": floor, "records": [{"results": {"rows": {"RTE": {"outcomes": outcomes}}}}
+                                                     for outcomes in seeds]}  # fmt: skip
+    assert task_tables.same_as_floor("RTE", summary) == pytest.approx(0.95)
+    summary["records"][0]["results"]["rows"]["RTE"] = {}  # a seed without outcomes: no share
+    assert task_tables.same_as_floor("RTE", summary) is None
+
 
 def test_a_table_of_records_left_out_names_no_machines(tmp_path):
     root = tmp_path / "checkout"
@@ -419,8 +548,8 @@ def test_a_task_that_gives_other_tasks_rows_replaces_their_records_row_by_row(tm
     table = task_tables.render_task_benchmark(Context(tmp_path, root / "benchmarks" / "TASKS.md", root))
     lines = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines()}
     # Seed 0 of each row is the joint task's; seed 1 of middle is still the old task's, left out of the row.
-    assert "**40.0** (1 seed) | - + not recorded | 27.0 |" in lines["RACE middle"]
-    assert "**40.0** (1 seed) | - + not recorded | 27.0 |" in lines["RACE high"]
+    assert "**40.0** (1 seed) | not measured | - + not recorded | 27.0 |" in lines["RACE middle"]
+    assert "**40.0** (1 seed) | not measured | - + not recorded | 27.0 |" in lines["RACE high"]
     rows = _left_out(table)
     replaced = [row for row in rows if row[0].startswith("race_") and row[4] != "-"]
     assert [row[0] for row in replaced] == ["race_middle", "race_high"]

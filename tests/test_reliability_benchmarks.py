@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import save_file
 
 from benchmarks.reliability import cluster_moments, faults, long_line, stress, tiny_runs
-from benchmarks.tables.render import machine_class, machine_kind, same_kind_of_machine
+from benchmarks.common import machine_class, machine_kind, same_kind_of_machine
 from benchmarks.reliability.injection import complete_checkpoints, corrupt, full_disk_counts
 from benchmarks.reliability.marked_run import MODEL_LOADS
 from benchmarks.reliability.load import busy_processes

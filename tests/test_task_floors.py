@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.common import CHECKPOINT_NAME
+from benchmarks.statistics import MIN_SEEDS
 from benchmarks.tables import task_benchmark
 from benchmarks.tables.render import Context
 from benchmarks.tasks import catalog as task_catalog, preparation
@@ -178,11 +179,11 @@ def test_the_table_shows_each_row_against_the_floors_record_of_its_evaluated_exa
 
 def test_the_committed_floors_outcomes_give_each_floor_and_align_with_the_rows_records():
     """The newest floors record's per-example outcomes score each cpu row's floor, hold one group per example, and
-    count as many examples as each standing unit record of the row (the paired verdict compares them in order)."""
+    count as many examples as every unit record the row shows (the paired verdict compares them in order)."""
     results = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
     floors = read_records("task-floors", results)
     newest = max(floors, key=lambda record: record["date"])
-    units = task_rows.row_units([record for record in read_records("tasks", results) if task_rows.is_current(record)])
+    units = task_rows.table_units(read_records("tasks", results))
     standing = collections.defaultdict(list)
     for (checkpoint, size, label, _), record in units.items():
         if (checkpoint, size) == (CHECKPOINT_NAME, "cpu"):
@@ -194,7 +195,8 @@ def test_the_committed_floors_outcomes_give_each_floor_and_align_with_the_rows_r
         for label, row in entry["rows"].items():
             assert outcomes.outcome_score(row["outcomes"]) == pytest.approx(row["floor"], abs=1e-6)
             assert outcomes.outcome_count(row["outcomes"]) == len(row["groups"])
-            # A row whose budget changed has no standing record until it runs again at the new one.
+            # A row has no records where its budget changed since its seeds ran (they are to run again).
+            assert not standing[label] or len(standing[label]) >= MIN_SEEDS
             for record in standing[label]:
                 assert outcomes.outcome_count(record["results"]["rows"][label]["outcomes"]) == len(row["groups"])
                 aligned += 1

@@ -6,17 +6,22 @@ page's rows; and the same-seed reruns of task units beside the committed records
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from benchmarks.common import CHECKPOINT_NAME
-from benchmarks.statistics import CLEAR_HEADER, MIN_SEEDS, clear_text, evaluation_noise, seed_spread
+from benchmarks.common import machine_class, machine_kind, same_kind_of_machine
+from benchmarks.statistics import (CLEAR_HEADER, MIN_SEEDS, clear_text, evaluation_noise, row_clear_of_floor,
+                                   seed_spread)  # fmt: skip
 from benchmarks.statistics import short_of_aim as short_of
-from benchmarks.tables.render import (Column, Context, Table, fmt_date, fmt_number, machine_class, machine_kind,
-                                      none_yet, same_kind_of_machine)  # fmt: skip
+from benchmarks.tables.render import Column, Context, Table, fmt_date, fmt_number, none_yet
 from benchmarks.tasks.catalog import SIZES, TASKS, Row
 from benchmarks.tasks.preparation import Budget
-from benchmarks.tasks.rows import (BENCHMARK, FLOORS_BENCHMARK, aim_of, earlier_budget_units, row_summaries, row_units,
+from benchmarks.tasks.rows import (BENCHMARK, COVERAGE_BENCHMARK, FLOORS_BENCHMARK, aim_of, earlier_budget_units,
+                                   other_class_units, row_coverage, row_summaries, row_units,
                                    superseded_units)  # fmt: skip
 from spanroberta.records import record_commit
 
@@ -66,30 +71,124 @@ def fmt_aim(row: Row, size: str, summary: dict[str, Any] | None) -> str:
     return f"{aim:g} ({'no verdict' if short is None else 'short' if short else 'met'}; {provenance})"
 
 
-def fmt_curve(records: Sequence[dict]) -> str:
-    """The loss column: the logged training loss of the lowest seed whose record holds one (older records hold none),
-    naming that seed: its first and last values, and its relative change over the last quarter of training
-    (negative: it fell)."""
+class Curve(NamedTuple):
+    """A seed's logged training loss: its first and last values, and its relative change over the last quarter of
+    training (negative: it fell)."""
+
+    seed: int
+    first: float
+    last: float
+    change: float
+
+
+def curves(records: Sequence[dict]) -> list[Curve]:
+    """The curve of every seed whose record holds a logged training loss (older records hold none), in seed order."""
+    found = []
     for record in sorted(records, key=lambda record: record["settings"]["seed"]):
         losses = record["results"].get("loss_curve")
         if losses:
             start = next(loss for epoch, loss in losses if epoch >= 0.75 * losses[-1][0])
             change = (losses[-1][1] - start) / start if start else 0.0
-            # A flat curve reads "+0%", never "-0%".
-            return (f"seed {record['settings']['seed']}: {losses[0][1]:.2f} → {losses[-1][1]:.2f}, "
-                    f"last quarter {round(100 * change) or 0:+d}%")  # fmt: skip
-    return "not recorded"
+            found.append(Curve(record["settings"]["seed"], losses[0][1], losses[-1][1], change))
+    return found
+
+
+def _fmt_change(change: float) -> str:
+    return f"{round(100 * change) or 0:+d}%"  # a flat curve reads "+0%", never "-0%"
+
+
+def fmt_curve(records: Sequence[dict]) -> str:
+    """The loss column: the curve of the lowest seed that has one, naming that seed."""
+    found = curves(records)
+    if not found:
+        return "not recorded"
+    seed, first, last, change = found[0]
+    return f"seed {seed}: {first:.2f} → {last:.2f}, last quarter {_fmt_change(change)}"
+
+
+def fmt_coverage(label: str, summary: dict[str, Any], context: Context) -> str:
+    """The share of each evaluated input the model reads (rows.row_coverage): its mean and least over the inputs."""
+    found = row_coverage(label, summary, context.records(COVERAGE_BENCHMARK))
+    if found is None:
+        return "not measured"
+    return f"{100 * found['mean']:.0f}% of the {found['passage']} (least {100 * found['least']:.0f}%)"
+
+
+# The facts a row not clear of its floor is told by, each from fields of its records, with the thresholds they are
+# read at:
+# - the model reads less than this share of the passage on average (tasks/coverage.py): a tenth or more of what the
+#   floor's answer may read is never seen;
+PARTLY_READ = 0.9
+# - the loss fell by at least this much over the last quarter of training (`curves`): the curves of the records
+#   that levelled off moved between -3% and +4% over their last quarter, so a smaller move is not read as a fall;
+STILL_FALLING = -0.05
+# - the last logged loss is within this share of the first: the model's loss barely left where it began;
+BARELY_MOVED = 0.05
+# - the model's outcome equals the floor's answer's on at least this share of the examples, mean over seeds (the
+#   outcomes' per-example predictions, or per-example scores where a row keeps those): it mostly answers as the
+#   floor's answer does.
+AS_THE_FLOOR = 0.9
+
+
+def same_as_floor(label: str, summary: dict[str, Any]) -> float | None:
+    """The share of the evaluated examples whose outcome equals the floor's answer's, mean over the seeds; None
+    where the floor's or a seed's per-example predictions or scores are not recorded (coreference's counts)."""
+    floor = summary["floor_outcomes"]
+    key = next((key for key in ("predictions", "values") if key in (floor or {})), None)
+    seeds = [record["results"]["rows"][label].get("outcomes", {}) for record in summary["records"]]
+    if key is None or any(key not in outcomes for outcomes in seeds):
+        return None
+    theirs = np.asarray(floor[key])
+    return statistics.fmean(float(np.mean(np.all((np.asarray(outcomes[key]) == theirs).reshape(len(theirs), -1),
+                                                 axis=1))) for outcomes in seeds)  # fmt: skip
+
+
+def shortfall_facts(label: str, summary: dict[str, Any], context: Context) -> list[str]:
+    """What the records of a row say beside its verdict, by the rules above; empty where none applies."""
+    facts = []
+    read = row_coverage(label, summary, context.records(COVERAGE_BENCHMARK))
+    if read is not None and read["mean"] < PARTLY_READ:
+        facts.append(f"reads {100 * read['mean']:.0f}% of the {read['passage']} on average "
+                     f"(least {100 * read['least']:.0f}%)")  # fmt: skip
+    found = curves(summary["records"])
+    falling = [curve.seed for curve in found if curve.change <= STILL_FALLING]
+    if falling:
+        facts.append(f"training loss still falling over the last quarter in {len(falling)} of {len(found)} seeds "
+                     f"({', '.join(f'seed {c.seed} {_fmt_change(c.change)}' for c in found if c.seed in falling)})")
+    if found and all(curve.last >= (1 - BARELY_MOVED) * curve.first for curve in found):
+        facts.append(f"training loss within {100 * BARELY_MOVED:.0f}% of its first value in every seed "
+                     f"(seed {found[0].seed}: {found[0].first:.2f} → {found[0].last:.2f})")
+    same = same_as_floor(label, summary)
+    if same is not None and same >= AS_THE_FLOOR:
+        facts.append(f"the same outcome as the floor's answer ({summary['floor_answer']}) on {100 * same:.0f}% of "
+                     "the examples, mean over seeds")
+    return facts
+
+
+def shortfalls_table(records: Sequence[dict], checkpoint: str, size: str) -> Table:
+    """Per row not clear of its floor, what its records show (`shortfall_facts`), in one line."""
+
+    def rows(context: Context) -> list[tuple[str, str]]:
+        summaries = row_summaries(records, checkpoint, size, context.records(FLOORS_BENCHMARK))
+        return [(row.label, "; ".join(shortfall_facts(row.label, summaries[row.label], context))
+                 or "none of the rules fits its records") for task in TASKS.values() for row in task.rows
+                if row.label in summaries and row_clear_of_floor(summaries[row.label]) is False]  # fmt: skip
+
+    return Table(rows, [Column.of("task", lambda row: row[0]),
+                        Column.of("what its records show", lambda row: row[1])], "")  # fmt: skip
 
 
 def budget_change(old: dict, new: dict) -> str:
     """What a rerun changed in a unit's task and budget, e.g. `task: race_high -> race` or
     `options.entity_markers: - -> typed_entity_markers`, or, with the same budget, in its packages, e.g.
-    `tokenizers 0.23.2 -> 0.23.3`."""
+    `tokenizers 0.23.2 -> 0.23.3`; and the class of machine where it changed (common.machine_class)."""
     changed = _task_and_budget_differences(old, new)
+    machines = _differences({"machine": machine_class(old)}, {"machine": machine_class(new)}, ": ")
     if changed:
-        return "; ".join(changed)
+        return "; ".join(changed + machines)
     packages = _differences(old.get("packages", {}), new.get("packages", {}), " ")
-    return "the same budget" + (f" and other packages ({'; '.join(packages)})" if packages else "")
+    return "; ".join(["the same budget" + (f" and other packages ({'; '.join(packages)})" if packages else ""),
+                      *machines])  # fmt: skip
 
 
 def _task_and_budget_differences(old: dict, new: dict) -> list[str]:
@@ -139,15 +238,16 @@ def _same_scores(old: dict, new: dict, labels: Sequence[str]) -> bool:
 
 
 def fmt_machines(records: Sequence[dict]) -> str:
-    """The classes of machine a row's seeds ran on (render.machine_class), each with its seeds where more than
+    """The classes of machine a row's seeds ran on (common.machine_class), each with its seeds where more than
     one: their spread may then hold the machines' rounding as well as the seeds'."""
     seeds: dict[str, list[int]] = {}
     for record in sorted(records, key=lambda record: record["settings"]["seed"]):
         seeds.setdefault(machine_class(record), []).append(record["settings"]["seed"])
     if len(seeds) == 1:
         return next(iter(seeds))
-    return "; ".join(f"{name}: seed{'s' if len(found) > 1 else ''} {', '.join(map(str, found))}"
-                     for name, found in seeds.items())  # fmt: skip
+    classes = "; ".join(f"{name}: seed{'s' if len(found) > 1 else ''} {', '.join(map(str, found))}"
+                        for name, found in seeds.items())  # fmt: skip
+    return f"seeds from {len(seeds)} machine classes: {classes}"
 
 
 def _judged(cell: Callable[[dict[str, Any]], str]) -> Callable[[tuple], str]:
@@ -165,6 +265,7 @@ def _floor_from(row: tuple, context: Context) -> str:
 SIZE_COLUMNS = [
     Column.of("task", lambda row: row[0].label), Column.of("metric", lambda row: row[0].metric_name),
     Column.of("score (0-100), mean ± sd", lambda row: "not yet run" if row[1] is None else fmt_score(row[1])),
+    Column("input read", lambda row, context: "-" if row[1] is None else fmt_coverage(row[0].label, row[1], context)),
     Column.of("margin: seeds + sample", _judged(fmt_margin)),
     Column.of("floor", _judged(fmt_floor)),
     Column.of(CLEAR_HEADER, _judged(clear_text)),
@@ -198,18 +299,23 @@ LEFT_OUT_COLUMNS = [
     Column.of("scores", lambda row: _scores(row[0], row[1])),
     Column("record", lambda row, context: context.link(row[0])),
     Column("replaced by", lambda row, context: "-" if row[2] is None else context.link(row[2])),
-    Column.of("what changed", lambda row: f"the catalog's since: {catalog_change(row[0])}" if row[2] is None
-              else budget_change(row[0], row[2])),
+    Column.of("what changed", lambda row: row[3]),
     Column.of("same scores", lambda row: "-" if row[2] is None
               else "yes" if _same_scores(row[0], row[2], row[1]) else "no"),
 ]  # fmt: skip
 
 
 def left_out_table(records: Sequence[dict], checkpoint: str, size: str) -> Table:
-    """The records the size table does not show: those a rerun replaced (with the rerun standing for the first of
-    their rows), then those of an earlier task, budget or split than the catalog's (replaced by none yet)."""
-    rows = [*superseded_units(records, checkpoint, size),
-            *((record, labels, None) for record, labels in earlier_budget_units(records, checkpoint, size))]
+    """The records the size table does not show, each with why: those a rerun replaced (with the rerun standing
+    for the first of their rows, and what it changed), those of an earlier task, budget or split than the catalog's
+    (replaced by none yet), and those of another class of machine than the row's seeds (rows.table_units)."""
+    rows = [*((record, labels, rerun, budget_change(record, rerun))
+              for record, labels, rerun in superseded_units(records, checkpoint, size)),
+            *((record, labels, None, f"the catalog's since: {catalog_change(record)}")
+              for record, labels in earlier_budget_units(records, checkpoint, size)),
+            *((record, labels, None, f"another class of machine ({machine_class(record)}) than the row's seeds "
+                                     f"({name})")
+              for record, labels, name in other_class_units(records, checkpoint, size))]  # fmt: skip
     return Table(lambda context: rows, LEFT_OUT_COLUMNS, "")
 
 
@@ -243,7 +349,10 @@ def render_task_benchmark(context: Context) -> str:
     for checkpoint, size in groups(records):
         details = details_table(records, checkpoint, size).render(context)
         left_out = left_out_table(records, checkpoint, size).render(context)
+        short = shortfalls_table(records, checkpoint, size).render(context)
         parts.append(f"**{checkpoint}**, size `{size}`:\n\n" + size_table(records, checkpoint, size).render(context)
+                     + (f"\n\nRows not clear of their floor, size `{size}`, from their records:\n\n{short}"
+                        if short else "")
                      + (f"\n\nPer seed, size `{size}`:\n\n{details}" if details else "")
                      + (f"\n\nRecords not in the table, size `{size}`:\n\n{left_out}" if left_out else ""))
     return "\n\n".join(parts)

@@ -2,7 +2,8 @@
 benchmarks/results/tasks/), their floors, and each row's summary in benchmarks/statistics.py's terms.
 
 A row counts only the records of the catalog's current task and budget for its size (`is_current`): per seed, the
-newest of them. A row's floor comes from the newest floors record (tasks/floors.py) computed on the examples the row's
+newest of them, all from one class of machine where one class holds every seed the catalog runs for the row
+(`table_units`). A row's floor comes from the newest floors record (tasks/floors.py) computed on the examples the row's
 records evaluated (preparation.evaluated_examples); where none was, from the unit's record itself, as it was
 computed then. A row's evaluation-sample noise is the bootstrap of benchmarks/statistics.py over the per-example
 outcomes its records hold (tasks/outcomes.py), scored with the project's own scorer, and its paired difference from
@@ -15,16 +16,18 @@ from __future__ import annotations
 import functools
 import json
 import statistics
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from benchmarks.statistics import BOOTSTRAP_SEED, RESAMPLES, bootstrap_interval, paired_difference, spread
-from benchmarks.tasks.catalog import SIZES
+from benchmarks.common import machine_class
+from benchmarks.tasks.catalog import SIZES, TASKS
 from benchmarks.tasks.outcomes import outcome_count, outcome_score, resampled
-from benchmarks.tasks.preparation import evaluated_examples
+from benchmarks.tasks.preparation import Budget, evaluated_examples
 
 BENCHMARK = "tasks"
 FLOORS_BENCHMARK = "task-floors"
+COVERAGE_BENCHMARK = "task-coverage"  # tasks/coverage.py's records
 
 
 def sample_noise(outcomes: dict[str, Any]) -> float:
@@ -71,16 +74,67 @@ def aim_of(label: str, size: str) -> float | None:
     return None if aim is None else aim.score
 
 
-def row_units(records: Sequence[dict]) -> dict[tuple[str, str, str, int], dict]:
-    """The newest record of each (checkpoint, size, row label, seed): a rerun (a changed budget, or a task that now
-    gives the row, as RACE's joint task gives both levels' rows) replaces an older one."""
+def row_units(records: Sequence[dict], keep: Callable[[dict, str], bool] = lambda record, label: True,
+              ) -> dict[tuple[str, str, str, int], dict]:  # fmt: skip
+    """The newest record of each (checkpoint, size, row label, seed), of those `keep` keeps for the row: a rerun (a
+    changed budget, or a task that now gives the row, as RACE's joint task gives both levels' rows) replaces an older
+    one."""
     units = {}
     for record in sorted(records, key=lambda record: record.get("date", "")):
         settings = record["settings"]
         if settings.get("kind") == "unit":
             for label in record["results"]["rows"]:
-                units[settings["checkpoint"], settings["size"], label, settings["seed"]] = record
+                if keep(record, label):
+                    units[settings["checkpoint"], settings["size"], label, settings["seed"]] = record
     return units
+
+
+def row_seeds(label: str, size: str) -> tuple[int, ...]:
+    """The seeds the catalog runs for a row at a size (`catalog.Size.seeds_of`; a size or row it does not hold: the
+    size's, or none)."""
+    if size not in SIZES:
+        return ()
+    task = next((name for name, task in TASKS.items() if any(row.label == label for row in task.rows)), None)
+    return SIZES[size].seeds_of(task) if task else SIZES[size].seeds
+
+
+def row_machine_classes(records: Sequence[dict]) -> dict[tuple[str, str, str], str]:
+    """Per (checkpoint, size, row label), the class of machine (common.machine_class) whose newest records of the
+    catalog's current budget hold every seed the catalog runs for the row (`row_seeds`), each with the row's
+    per-example outcomes (a verdict needs them), the newest such set where several classes hold one; a row that no
+    one class completes is absent (its seeds may come from several)."""
+    by_class: dict[tuple[str, str, str, str], dict[int, int]] = {}
+    units = sorted((r for r in records if is_current(r) and r["settings"].get("kind") == "unit"),
+                   key=lambda record: record.get("date", ""))  # as `row_units` orders them
+    for position, record in enumerate(units):
+        settings = record["settings"]
+        for label in record["results"]["rows"]:
+            by_class.setdefault((settings["checkpoint"], settings["size"], label, machine_class(record)),
+                                {})[settings["seed"]] = position  # fmt: skip
+    chosen: dict[tuple[str, str, str], tuple[str, int]] = {}
+    for (checkpoint, size, label, name), seeds in by_class.items():
+        needed = row_seeds(label, size)
+        if needed and all(seed in seeds and "outcomes" in units[seeds[seed]]["results"]["rows"][label]
+                          for seed in needed):  # fmt: skip
+            newest = max(seeds[seed] for seed in needed)
+            if (checkpoint, size, label) not in chosen or newest > chosen[checkpoint, size, label][1]:
+                chosen[checkpoint, size, label] = (name, newest)
+    return {key: name for key, (name, _) in chosen.items()}
+
+
+def table_units(records: Sequence[dict]) -> dict[tuple[str, str, str, int], dict]:
+    """The records a row shows, per (checkpoint, size, row label, seed): the newest of the catalog's current task
+    and budget (`is_current`), all from the row's class of machine where one class holds every seed the row needs
+    (`row_machine_classes`): the seeds of a row then differ by their seed alone, not by the machine's rounding.
+    A row that no one class completes shows the newest record of each seed, whichever class ran it."""
+    classes = row_machine_classes(records)
+
+    def of_the_rows_class(record: dict, label: str) -> bool:
+        settings = record["settings"]
+        name = classes.get((settings["checkpoint"], settings["size"], label))
+        return name is None or machine_class(record) == name
+
+    return row_units([record for record in records if is_current(record)], of_the_rows_class)
 
 
 def is_current(record: dict) -> bool:
@@ -94,9 +148,11 @@ def is_current(record: dict) -> bool:
 
 
 def standing_units(records: Sequence[dict]) -> dict[tuple[str, str, str, int], dict]:
-    """The record that stands for each (checkpoint, size, row label, seed): the newest of the catalog's current
-    task and budget, which the table shows, else the newest of any, which the table leaves out and lists under it."""
-    return {**row_units(records), **row_units([record for record in records if is_current(record)])}
+    """The record that stands for each (checkpoint, size, row label, seed): the one the table shows
+    (`table_units`), else the newest of the catalog's current task and budget (of another class of machine than the
+    row's), else the newest of any; the table lists those it does not show under it."""
+    return {**row_units(records), **row_units([record for record in records if is_current(record)]),
+            **table_units(records)}
 
 
 def _units_against_standing(records: Sequence[dict], checkpoint: str,
@@ -138,6 +194,35 @@ def earlier_budget_units(records: Sequence[dict], checkpoint: str, size: str) ->
     return left_out
 
 
+def other_class_units(records: Sequence[dict], checkpoint: str, size: str) -> list[tuple[dict, list[str], str]]:
+    """The records of the catalog's current budget that the table leaves out because the row's seeds come from
+    another class of machine (`table_units`) and that no record of the row's class replaced (none older than the
+    row's record of the same seed), oldest first, each with those rows and the row's class."""
+    table, classes = table_units(records), row_machine_classes(records)
+    left_out = []
+    for record, stands in _units_against_standing(records, checkpoint, size):
+        seed = record["settings"]["seed"]
+        labels = [label for label, (_, older) in stands.items()
+                  if not older and table.get((checkpoint, size, label, seed)) is not record]  # fmt: skip
+        if labels and is_current(record):
+            left_out.append((record, labels, classes[checkpoint, size, labels[0]]))
+    return left_out
+
+
+def row_coverage(label: str, summary: dict[str, Any], coverage_records: Sequence[dict]) -> dict[str, Any] | None:
+    """The share of each evaluated input a row's model reads (tasks/coverage.py: the passage it counts, the mean
+    and least share, the inputs), from the newest coverage record of the size and budget of the row's records; None
+    where none was measured."""
+    settings = summary["records"][0]["settings"]
+    budget = Budget.completed(settings.get("budget", {}))
+    found = None
+    for record in sorted(coverage_records, key=lambda record: record.get("date", "")):
+        for entry in record["results"]["coverage"]:
+            if entry["size"] == settings["size"] and Budget.completed(entry["budget"]) == budget:
+                found = entry["rows"].get(label, found)
+    return found
+
+
 def floors_by_examples(floor_records: Sequence[dict]) -> dict[tuple[str, str], dict[str, Any]]:
     """Per (row label, evaluated examples as JSON): the floor, the answer that gives it, every answer's score and
     the floors record, from the newest floors record that holds them."""
@@ -171,12 +256,12 @@ def row_floor(label: str, record: dict, floors: dict[tuple[str, str], dict[str, 
 
 def row_summaries(records: Sequence[dict], checkpoint: str, size: str,
                   floor_records: Sequence[dict] = ()) -> dict[str, dict[str, Any]]:  # fmt: skip
-    """Per row label, from the records of the catalog's current budget (`is_current`): the score's spread over
-    seeds, the evaluation-sample noise of each record that holds per-example outcomes (`sample_noise`), the
-    floor (`row_floor`: its value, answer and record), the paired difference from the floor where every record and
-    the floor hold outcomes (`paired_with_floor`), the wall seconds' mean, and the records."""
+    """Per row label, from the records the table shows (`table_units`): the score's spread over seeds, the
+    evaluation-sample noise of each record that holds per-example outcomes (`sample_noise`), the floor (`row_floor`:
+    its value, answer, record and per-example outcomes where recorded), the paired difference from the floor where
+    every record and the floor hold outcomes (`paired_with_floor`), the wall seconds' mean, and the records."""
     found: dict[str, list[dict]] = {}
-    for (name, size_name, label, _), record in row_units([r for r in records if is_current(r)]).items():
+    for (name, size_name, label, _), record in table_units(records).items():
         if (name, size_name) == (checkpoint, size):
             found.setdefault(label, []).append(record)
     floors = floors_by_examples(floor_records)
@@ -192,6 +277,7 @@ def row_summaries(records: Sequence[dict], checkpoint: str, size: str,
             "floor": floor["floor"],
             "floor_answer": floor["answer"],
             "floor_record": floor["record"],
+            "floor_outcomes": floor.get("outcomes"),
             "paired": paired_with_floor(outcomes, floor) if len(outcomes) == len(label_records) else None,
             "wall_seconds": statistics.fmean(r["results"]["wall_seconds"] for r in label_records),
             "records": label_records,

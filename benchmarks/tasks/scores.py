@@ -266,7 +266,7 @@ def parse_args(args: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", choices=sorted(SIZES), default="cpu")
     parser.add_argument("--tasks", nargs="+", choices=list(TASKS), help="Default: every task.")
-    parser.add_argument("--seeds", nargs="+", type=int, help="Default: the size's seeds.")
+    parser.add_argument("--seeds", nargs="+", type=int, help="Default: each task's seeds at the size.")
     parser.add_argument("--model", type=Path, default=CHECKPOINT,
                         help="The checkpoint to fine-tune (default: all-MiniLM-L6-v2 of `make checkpoint`, or "
                              "$SPANROBERTA_MINILM); the toy size builds its own.")  # fmt: skip
@@ -288,7 +288,6 @@ def parse_args(args: list[str] | None) -> argparse.Namespace:
     if options.jobs < 1:
         parser.error(f"--jobs must be 1 or more, not {options.jobs}.")
     options.tasks = options.tasks or list(TASKS)
-    options.seeds = options.seeds or list(SIZES[options.size].seeds)
     for name in ("keep_outputs", "export_inputs", "inputs"):
         if getattr(options, name):  # the scripts run from the repository root
             setattr(options, name, getattr(options, name).resolve())
@@ -312,7 +311,8 @@ def main(args: list[str] | None = None) -> None:
                          "benchmarks/.cache), point $SPANROBERTA_MINILM at one, or pass --model.")  # fmt: skip
     checkpoint = TOY_CHECKPOINT if toy else CHECKPOINT_NAME if options.model == CHECKPOINT else str(options.model)
     records = read_records(BENCHMARK, options.records_dir)
-    todo = {name: unrecorded_seeds(TASKS[name], options.size, options.seeds, checkpoint, records)
+    seeds = {name: options.seeds or list(SIZES[options.size].seeds_of(name)) for name in options.tasks}
+    todo = {name: unrecorded_seeds(TASKS[name], options.size, seeds[name], checkpoint, records)
             for name in options.tasks}  # fmt: skip
     if options.keep_outputs:
         check_kept_outputs(options.keep_outputs, options.size, todo)
@@ -321,18 +321,19 @@ def main(args: list[str] | None = None) -> None:
         model = toy_checkpoint(work / "toy-model") if toy else options.model
         # Each task's data, prepared (or read from --inputs) once for all its seeds.
         prepared = {}
-        for name, seeds in todo.items():
-            skipped = [seed for seed in options.seeds if seed not in seeds]
+        for name in todo:
+            skipped = [seed for seed in seeds[name] if seed not in todo[name]]
             if skipped:
                 kept = "; nothing is kept for them (--records_dir a fresh folder runs them again)"
                 print(f"{name}: seed{'s' if len(skipped) > 1 else ''} {', '.join(map(str, skipped))} recorded "
                       f"already, not run again{kept if options.keep_outputs else ''}", flush=True)  # fmt: skip
-            if seeds:
+            if todo[name]:
                 (work / name).mkdir()
                 prepared[name] = (exported_inputs(TASKS[name], options.size, options.inputs) if options.inputs
                                   else TASKS[name].prepare(work / name, SIZES[options.size].budgets[name]))  # fmt: skip
         # The units seed by seed, so that a run cut short has every task's first seeds.
-        units = [(name, seed) for seed in options.seeds for name, seeds in todo.items() if seed in seeds]
+        every_seed = list(dict.fromkeys(seed for found in seeds.values() for seed in found))
+        units = [(name, seed) for seed in every_seed for name, found in todo.items() if seed in found]
         run_concurrently(units, lambda name, seed: run_unit(
             TASKS[name], seed, prepared[name], options.size, model, checkpoint, work / name, options.records_dir,
             process, options.keep_outputs), options.jobs)  # fmt: skip
