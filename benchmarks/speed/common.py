@@ -37,6 +37,10 @@ BENCH_CORPUS = Path(os.environ.get("SPANROBERTA_BENCH_CORPUS") or REUTERS)
 if BENCH_CORPUS != REUTERS:
     CACHE = CACHE / f"corpus-{BENCH_CORPUS.stem}"
 VOCAB_SIZE = 50265  # RoBERTa's (RoBERTa section 4.4)
+# The step and Trainer benchmarks' configurations: (model size, sequence length, batch size per device). small and
+# base fit a CPU; the -gpu ones are the Trainer pairs' GPU batches; tiny is the GPU check's CPU rehearsal.
+CONFIGS = {"tiny": ("tiny", 64, 4), "small": ("small", 128, 32), "base": ("base", 512, 4),
+           "base-gpu": ("base", 512, 32), "large-gpu": ("large", 512, 16)}  # fmt: skip
 
 # Dense bf16 tensor-core peaks in FLOP/s by exact GPU model, from NVIDIA's data sheets ("NVIDIA H100 Tensor Core GPU"
 # and "NVIDIA H200 Tensor Core GPU", whose bf16 figures are given with 2:4 sparsity: halved here; "NVIDIA A100 Tensor

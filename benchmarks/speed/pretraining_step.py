@@ -61,11 +61,6 @@ from spanroberta.models.modeling_spanroberta import SpanRobertaForPreTraining
 from spanroberta.records import start_run, write_record
 from spanroberta.pretraining.arguments import PretrainingArguments
 
-# The configurations: (model size, sequence length, batch size). small and base fit a CPU; the -gpu ones are the
-# Trainer benchmark's GPU batches; tiny is the GPU check's CPU rehearsal.
-CONFIGS = {"tiny": ("tiny", 64, 4), "small": ("small", 128, 32), "base": ("base", 512, 4),
-           "base-gpu": ("base", 512, 32), "large-gpu": ("large", 512, 16)}  # fmt: skip
-
 SIDES = ("spanroberta", "baseline")
 
 
@@ -209,7 +204,7 @@ def category_seconds(ops: list[dict]) -> dict[str, float | None]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", nargs="+", choices=list(CONFIGS), default=["small"])
+    parser.add_argument("--config", nargs="+", choices=list(common.CONFIGS), default=["small"])
     parser.add_argument("--precision", nargs="+", choices=["fp32", "bf16"], default=None)
     parser.add_argument("--steps", type=int, default=10, help="Timed steps per side.")
     parser.add_argument("--warmup", type=int, default=3, help="Untimed steps per side first.")
@@ -225,7 +220,7 @@ def main() -> None:
 
     tokenizer = common.load_tokenizer()
     for config_name in args.config:
-        size, length, batch_size = CONFIGS[config_name]
+        size, length, batch_size = common.CONFIGS[config_name]
         encoder = common.encoder_settings(tokenizer, size)
         # A handful of distinct batches (masks differ too), cycled through, keeps memory bounded.
         rows = common.batches_of_rows(common.load_blocks(tokenizer, length), batch_size, count=4)
