@@ -1,8 +1,9 @@
 """What the benchmark families share: where the shared data and the benchmarks' checkpoint are, the code a record
 was measured from, the environment and the command line a benchmark runs a script with, the tiny random checkpoint
-its rehearsals start from, the seeded samples and the files written from them (SQuAD's article split, a GLUE task's train
-and dev sets), and SQuAD v1.1's official metric, written out independently of spanroberta.tasks so that an error
-there cannot hide in a benchmark that checks it (the parity baseline) or in the floors computed with it (the task benchmark).
+its rehearsals start from, the seeded samples and the files written from them (SQuAD's article split, a GLUE task's
+train and dev sets), and SQuAD v1.1's official metric, written out independently of spanroberta.tasks so that an
+error there cannot hide in a benchmark that checks it (the parity baseline) or in the floors computed with it (the
+task benchmark).
 """
 
 from __future__ import annotations

@@ -129,12 +129,8 @@ def compare_with(output_dir: Path, reference_dir: Path) -> dict[str, Any]:
     difference = None
     if weights.keys() == expected.keys():
         difference = max(float((weights[name] - expected[name]).abs().max()) for name in expected)
-    return {
-        "finished": True,
-        "same_weights": difference == 0.0,
-        "same_losses": loss_curve(output_dir) == loss_curve(reference_dir),
-        "max_weight_difference": difference,
-    }
+    return {"finished": True, "same_weights": difference == 0.0,
+            "same_losses": loss_curve(output_dir) == loss_curve(reference_dir), "max_weight_difference": difference}
 
 
 def start(engine: str, flags: list[str], script: str = SCRIPT) -> subprocess.Popen:

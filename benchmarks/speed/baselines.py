@@ -33,14 +33,8 @@ from typing import Any
 
 import datasets
 import torch
-from transformers import (
-    DataCollatorForLanguageModeling,
-    RobertaConfig,
-    RobertaForMaskedLM,
-    Trainer,
-    TrainerCallback,
-    TrainingArguments,
-)
+from transformers import (DataCollatorForLanguageModeling, RobertaConfig, RobertaForMaskedLM, Trainer, TrainerCallback,
+                          TrainingArguments)
 
 from benchmarks import ROOT
 from benchmarks.common import as_flags

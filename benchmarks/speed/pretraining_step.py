@@ -45,13 +45,7 @@ from dataclasses import dataclass, field
 from unittest import mock
 
 import torch
-from transformers import (
-    DataCollatorForLanguageModeling,
-    RobertaConfig,
-    RobertaForMaskedLM,
-    Trainer,
-    TrainingArguments,
-)
+from transformers import DataCollatorForLanguageModeling, RobertaConfig, RobertaForMaskedLM, Trainer, TrainingArguments
 
 from benchmarks.speed import common
 from spanroberta.models import modeling_span_heads
@@ -81,9 +75,8 @@ ABLATIONS = {
     # encode_at_positions does not apply); it costs no compute, they are kept for backward anyway.
     "spanroberta-full-last-layer": Ablation(model_kwargs={"output_hidden_states": True}),
     # The heads' decoders followed by a plain cross-entropy, instead of the fused one (fused on CPU only).
-    "spanroberta-unfused-heads": Ablation(
-        patch=lambda: mock.patch.object(modeling_span_heads, "fuses_decoder_cross_entropy", lambda *args: False)
-    ),
+    "spanroberta-unfused-heads": Ablation(patch=lambda: mock.patch.object(
+        modeling_span_heads, "fuses_decoder_cross_entropy", lambda *args: False)),  # fmt: skip
     # No SBO head and no SBO targets: what the span boundary objective costs a step.
     "spanroberta-no-sbo": Ablation(config={"use_sbo": False}, collator={"return_sbo_targets": False}),
     # Packed rows (documents of the Reuters corpus's mean length a row, `document_lengths`) under sdpa's
@@ -239,10 +232,8 @@ def main() -> None:
                     path = write_record("pretraining_step_profile", settings, profiled, started=started, name=name)
                     common.announce(path)
                     continue
-                steps = {
-                    name: lambda i, side=side: train_step(side, side.batches[i % len(side.batches)], args.device, bf16)
-                    for name, side in sides.items()
-                }
+                steps = {name: lambda i, side=side: train_step(side, side.batches[i % len(side.batches)], args.device,
+                                                                bf16) for name, side in sides.items()}  # fmt: skip
                 timings = common.time_alternately(steps, repeats=args.steps, warmup=args.warmup)
             settings = {"config": config_name, "model_size": size, "seq_length": length, "batch_size": batch_size,
                         "precision": precision, "device": args.device, "steps": args.steps, "warmup": args.warmup,
@@ -267,10 +258,9 @@ def measure(tokens: int, sides: dict[str, Side], timings: dict[str, common.Timin
     results["ratio_median"] = base.median / span.median
     results["ratio_best"] = base.best / span.best
     results["ratio_cpu_median"] = base.cpu_median / span.cpu_median
-    results["ablation_ratios"] = {
-        name: {"median": timings[name].median / span.median, "cpu_median": timings[name].cpu_median / span.cpu_median}
-        for name in timings.keys() - set(SIDES)
-    }
+    results["ablation_ratios"] = {name: {"median": timings[name].median / span.median,
+                                         "cpu_median": timings[name].cpu_median / span.cpu_median}
+                                  for name in timings.keys() - set(SIDES)}  # fmt: skip
     if device == "cuda":
         gpu = common.gpu_peak()
         results.update(gpu_peak_flops=gpu.flops, gpu=gpu.as_record(),

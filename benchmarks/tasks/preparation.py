@@ -30,31 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import (
-    DATA,
-    SQUAD_DEV,
-    SQUAD_TRAIN_ARTICLES,
-    glue_files,
-    sample,
-    sample_questions,
-    split_by_article,
-    squad_v1_scores,
-    write_article_split,
-    write_jsonl,
-)
-from benchmarks.tasks.heuristics import (
-    best,
-    classification_heuristics,
-    gap_answers,
-    gap_decisions,
-    litbank_answers,
-    litbank_pairs,
-    race_heuristics,
-    race_picks,
-    sliding_window_answer,
-    STSB_SIMILARITIES,
-    stsb_heuristics,
-)
+from benchmarks.common import (DATA, SQUAD_DEV, SQUAD_TRAIN_ARTICLES, glue_files, sample, sample_questions,
+                               split_by_article, squad_v1_scores, write_article_split, write_jsonl)
+from benchmarks.tasks.heuristics import (best, classification_heuristics, gap_answers, gap_decisions, litbank_answers,
+                                         litbank_pairs, race_heuristics, race_picks, sliding_window_answer,
+                                         STSB_SIMILARITIES, stsb_heuristics)
 from spanroberta.finetuning.task import MEAN
 from spanroberta.tasks.coreference.scoring import document_outcomes
 from spanroberta.tasks.coreference.gap_scoring import gap_outcomes
