@@ -10,8 +10,9 @@
 - gpu/: the prepared check of a GPU machine (`python -m benchmarks.gpu.check`) and its offline bundle (gpu/offline/).
 
 statistics.py holds the verdict rules, the bootstrap and the speed targets every family judges by; common.py holds
-what the families share: the shared data's and the checkpoint's paths, the seeded samples and the
-files written from them, and SQuAD v1.1's official metric written out.
+what the families share: the shared data's and the checkpoint's paths, the environment and the flags a script is run
+with, the tiny random checkpoint of the rehearsals, the seeded samples and the files written from them, and SQuAD
+v1.1's official metric written out.
 
 Every benchmark writes raw records under results/ (spanroberta.records), which the tables are generated from.
 """

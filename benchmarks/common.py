@@ -1,7 +1,9 @@
 """What the benchmark families share: where the shared data and the benchmarks' checkpoint are, the code a record
-was measured from, the seeded samples and the files written from them (SQuAD's article split, a GLUE task's train
-and dev sets), and SQuAD v1.1's official metric, written out independently of spanroberta.tasks so that an error
-there cannot hide in a benchmark that checks it (the parity baseline) or in the floors computed with it (the task benchmark).
+was measured from, the environment and the command line a benchmark runs a script with, the tiny random checkpoint
+its rehearsals start from, the seeded samples and the files written from them (SQuAD's article split, a GLUE task's
+train and dev sets), and SQuAD v1.1's official metric, written out independently of spanroberta.tasks so that an
+error there cannot hide in a benchmark that checks it (the parity baseline) or in the floors computed with it (the
+task benchmark).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import string
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from transformers import PreTrainedTokenizerBase
 
 from benchmarks import CACHE, ROOT
 from spanroberta.tasks.glue.data import get_glue_task, read_glue_tsv
@@ -34,6 +38,36 @@ def code_of(found: dict[str, Any]) -> str | None:
         return measured.get("code_sha256") and f"code {measured['code_sha256']}"
     commit = found.get("git_commit")
     return f"commit {commit}" if commit and found.get("git_dirty") is False else None
+
+
+def script_environment(**extra: str) -> dict[str, str]:
+    """The environment a benchmark runs a script (or a stage) in, as a process of its own: offline (the data and
+    checkpoints are local), without the tokenizers' own threads (the script's processes share the cores), output
+    unbuffered (a process killed at its limit has written all it printed) and this checkout first on the import path
+    (a script outside its root imports the package from it); `extra` on top."""
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+            "PYTHONUNBUFFERED": "1", "PYTHONPATH": path, **extra}  # fmt: skip
+
+
+def as_flags(options: dict[str, Any]) -> list[str]:
+    """A script's flags from its options, in their order: `--name value` for each."""
+    return [part for name, value in options.items() for part in (f"--{name}", str(value))]
+
+
+def tiny_checkpoint(tokenizer: PreTrainedTokenizerBase, folder: Path, **config: Any) -> Path:
+    """A randomly initialised SpanRobertaForPreTraining of width 32 and one layer (seed 0), `config` overriding its
+    settings, saved with `tokenizer` into `folder`: what the rehearsals and the reliability runs start from."""
+    import torch
+
+    from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
+
+    settings = {"vocab_size": len(tokenizer), "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                "intermediate_size": 64, "pad_token_id": tokenizer.pad_token_id, "bos_token_id": 0, "eos_token_id": 2}
+    torch.manual_seed(0)
+    SpanRobertaForPreTraining(SpanRobertaConfig(**{**settings, **config})).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
 
 
 # --- samples drawn with seed 0, and the files written from them ---

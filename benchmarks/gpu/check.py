@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import ROOT
-from benchmarks.common import code_of
+from benchmarks.common import code_of, script_environment
 from benchmarks.gpu.archive import write_archive
 from benchmarks.gpu.plan import CALL_SECONDS, CALLS, READ_BLOCKS, SETUP_SECONDS, STAGE_NAMES, Stage, stages
 from benchmarks.speed.trainer import SPANBERT, TUNED, settings_of
@@ -78,12 +78,11 @@ def records_done(stage: Stage, records_dir: Path | None, code: str | None) -> li
 
 
 def stage_environment(records_dir: Path | None, toy: bool) -> dict[str, str]:
-    """The environment every stage runs in: offline, this checkout first on the import path (its spanroberta and
-    its benchmarks), then whatever the caller's PYTHONPATH holds, and unbuffered output, so that a stage killed at
-    its limit has written everything it printed to its log."""
-    paths = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-           "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(paths)}  # fmt: skip
+    """The environment every stage runs in: `benchmarks.common.script_environment` (offline, this checkout first on
+    the import path, then whatever the caller's PYTHONPATH holds, and unbuffered output, so that a stage killed at
+    its limit has written everything it printed to its log), with the records' folder and, in the rehearsal, the
+    demo corpus on a CPU."""
+    env = script_environment()
     if records_dir:
         env["SPANROBERTA_RECORDS_DIR"] = str(records_dir)
     if toy:

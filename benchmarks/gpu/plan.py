@@ -52,7 +52,7 @@ from typing import Any
 
 from benchmarks import ROOT
 from benchmarks.common import CHECKPOINT, DATA, squad_article_split
-from benchmarks.speed.trainer import CONFIGS
+from benchmarks.speed.common import CONFIGS
 from benchmarks.tasks.scores import INPUTS_MANIFEST
 
 STAGE_NAMES = ("prepare", "cuda-tests", "trainer-compiled", "large-compiled", "trainer-eager", "large-eager",
@@ -84,7 +84,7 @@ CALLS = (("cuda-tests", "trainer-compiled"), ("large-compiled", "large-eager"),
          ("sweep-large-64",), ("qa-demo", "tasks"), ("tasks",))  # fmt: skip
 TASK_INPUTS = ROOT / ".gpu" / "task-inputs"  # where setup.sh unpacks the bundle's task inputs
 TASK_JOBS = 5  # units at a time: most of a gpu-size unit is its process's start and tokenization
-# The per-device batches the sweep runs besides each size's own in the pairs (speed/trainer.py's CONFIGS), at GPU
+# The per-device batches the sweep runs besides each size's own in the pairs (speed/common.py's CONFIGS), at GPU
 # size, and the rehearsal's at the tiny size.
 SWEEP = {"base-gpu": (64, 128), "large-gpu": (32, 64), "tiny": (2,)}  # at large, a stage a batch: each fills a call
 # The step benchmark's sides beyond the unpacked pair: packed rows, under the mask and under varlen_fa2.

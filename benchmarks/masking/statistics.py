@@ -35,14 +35,8 @@ import torch
 
 from spanroberta.data.demo_corpus import DEMO_CORPUS_FILE
 from spanroberta.data.formats import prepare_blocks
-from spanroberta.data.masking import (
-    row_keys,
-    span_length_probabilities,
-    span_mask,
-    special_token_table,
-    word_start_table,
-    word_starts_at,
-)
+from spanroberta.data.masking import (row_keys, span_length_probabilities, span_mask, special_token_table,
+                                      word_start_table, word_starts_at)
 from spanroberta.data.segmenters import SEGMENTER_PACKAGES, WordSegmenter
 from spanroberta.data.tokenizer import train_byte_level_bpe
 from spanroberta.data.word_starts import BPE_MARKER, WORD_STARTS_COLUMN
@@ -62,9 +56,8 @@ TARGETS = {"masked_share": (0.15, 0.005), "mean_span_words": (3.8, 0.2)}
 def corpora() -> dict[str, str]:
     """Each corpus's text: one sentence (or paragraph) a line, documents separated by blank lines."""
     english = DEMO_CORPUS_FILE.read_text(encoding="utf-8")[:ENGLISH_CHARACTERS].rsplit("\n\n", 1)[0]
-    chinese, japanese, mixed = (
-        (LANGUAGES / f"{code}.txt").read_text(encoding="utf-8") for code in ("zh", "ja", "mixed")
-    )
+    chinese, japanese, mixed = (LANGUAGES.joinpath(f"{code}.txt").read_text(encoding="utf-8")
+                                for code in ("zh", "ja", "mixed"))  # fmt: skip
     # The mixed sample is short: the Chinese, Japanese and English lines follow it in turn, so that the corpus mixes
     # scripts within blocks as well as within sentences.
     in_turn = zip(chinese.splitlines(), japanese.splitlines(), english.splitlines())

@@ -23,9 +23,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchmarks import ROOT
+from benchmarks.common import tiny_checkpoint
 from spanroberta.records import start_run, write_record
 
-ROOT = Path(__file__).resolve().parents[2]
 # Seconds a refused case may take (start-up, imports and the checks) before it counts as a hang.
 HANG_SECONDS = 300
 TEXT = "The quick brown fox jumps over the lazy dog near the river bank."
@@ -220,18 +221,12 @@ CASES = [
 
 def tiny_model(folder: Path) -> tuple[Path, Path]:
     """A tiny SpanBERT checkpoint with its tokenizer (what the fine-tuning cases name), and the tokenizer alone."""
-    from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
     from spanroberta.data.tokenizer import train_byte_level_bpe
 
     tokenizer = train_byte_level_bpe([TEXT] * 20, vocab_size=300, min_frequency=1, show_progress=False)
-    model, tokenizer_dir = folder / "model", folder / "tokenizer"
-    config = SpanRobertaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                               intermediate_size=64, pad_token_id=tokenizer.pad_token_id, bos_token_id=0,
-                               eos_token_id=2, max_span_targets=4, sbo_position_embedding_size=8)  # fmt: skip
-    SpanRobertaForPreTraining(config).save_pretrained(model)
-    for path in (model, tokenizer_dir):
-        tokenizer.save_pretrained(path)
-    return model, tokenizer_dir
+    tokenizer.save_pretrained(folder / "tokenizer")
+    model = tiny_checkpoint(tokenizer, folder / "model", max_span_targets=4, sbo_position_embedding_size=8)
+    return model, folder / "tokenizer"
 
 
 def run_case(case: Case, folder: Path, model: Path, tokenizer: Path) -> dict:

@@ -12,8 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from benchmarks.reliability import tiny_runs
 from benchmarks.reliability.marked_run import EVALUATION_STARTS
 from spanroberta.runs.checkpoints import checkpoint_problem, staged_checkpoint
@@ -63,7 +61,7 @@ class RunningRun:
 
     def pause(self, paused: bool = True) -> None:
         """SIGSTOP (or, with `paused` False, SIGCONT) to the launch and every process it started."""
-        for member in [psutil.Process(self.process.pid), *psutil.Process(self.process.pid).children(recursive=True)]:
+        for member in tiny_runs.process_family(self.process):
             member.suspend() if paused else member.resume()
 
     def finish(self, timeout: float | None = None) -> None:
@@ -121,7 +119,7 @@ def full_disk_counts(output: str, folder: Path) -> dict[str, Any]:
 
 def _limit_file_size(process: subprocess.Popen, limit: int) -> int:
     """Lowers RLIMIT_FSIZE to `limit` bytes on `process` and every process it started; returns how many."""
-    processes = [psutil.Process(process.pid), *psutil.Process(process.pid).children(recursive=True)]
+    processes = tiny_runs.process_family(process)
     for each in processes:
         each.rlimit(resource.RLIMIT_FSIZE, (limit, limit))
     return len(processes)

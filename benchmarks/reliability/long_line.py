@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import ROOT
+from benchmarks.common import script_environment
 from benchmarks.speed.corpus_scaling import TreeMemorySampler, count_tokens
 from spanroberta.data.corpus import DOCUMENTS_PER_BATCH, MAX_DOCUMENT_CHARACTERS
 from spanroberta.data.demo_corpus import demo_corpus_path
@@ -70,8 +71,7 @@ def write_line(path: Path, size_mb: float, seed: int = 0) -> int:
 def measured_run(flags: list[str], log: Path) -> dict[str, Any]:
     """Runs run_pretraining.py with `flags` (output to `log`); its seconds, CPU seconds and memory peaks in MiB
     (2^20 bytes; line sizes are in MB, 10^6 bytes)."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-           "HF_DATASETS_DISABLE_PROGRESS_BARS": "1", "CUDA_VISIBLE_DEVICES": ""}  # fmt: skip
+    env = script_environment(HF_DATASETS_DISABLE_PROGRESS_BARS="1", CUDA_VISIBLE_DEVICES="")
     began = time.perf_counter()
     with log.open("w") as output:
         process = subprocess.Popen([sys.executable, str(ROOT / "run_pretraining.py"), *flags], cwd=ROOT, env=env,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -23,9 +22,10 @@ from typing import Any
 import psutil
 from transformers import PreTrainedTokenizerBase
 
+from benchmarks import ROOT
+from benchmarks.common import script_environment, tiny_checkpoint
 from spanroberta.data.demo_corpus import TINY_CORPUS
 
-ROOT = Path(__file__).resolve().parents[2]
 ENGINES = ("plain", "ddp", "zero2", "zero3")
 SCRIPT = "run_pretraining.py"
 PROCESSES = 2  # of the distributed engines
@@ -75,20 +75,10 @@ def prepare(folder: Path) -> dict[str, str]:
 
 
 def save_initial_checkpoint(tokenizer: PreTrainedTokenizerBase, path: Path) -> None:
-    """The tiny pretraining model every engine's run starts from (seed 0, no dropout, so that runs compare
-    bit for bit), saved with `tokenizer` into `path`."""
-    import torch
-
-    from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
-
-    config = SpanRobertaConfig(
-        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-        intermediate_size=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, max_position_embeddings=40,
-        pad_token_id=tokenizer.pad_token_id, bos_token_id=0, eos_token_id=2,
-    )  # fmt: skip
-    torch.manual_seed(0)
-    SpanRobertaForPreTraining(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
+    """The tiny pretraining model every engine's run starts from (`benchmarks.common.tiny_checkpoint`: seed 0; no
+    dropout, so that runs compare bit for bit), saved with `tokenizer` into `path`."""
+    tiny_checkpoint(tokenizer, path, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                    max_position_embeddings=40)
 
 
 def _free_port() -> int:
@@ -108,18 +98,14 @@ def command(engine: str, flags: list[str], script: str = SCRIPT) -> list[str]:
     ]  # fmt: skip
 
 
-def environment(**extra: str) -> dict[str, str]:
-    """CPU processes on any machine (with CUDA visible, both processes would take the one GPU), one thread each so
-    that every launch computes the same sums, offline; the checkout on the import path, so that a script outside
-    its root (marked_run.py) imports the run_*.py scripts and the package from it. Output unbuffered, so that each
-    step's log line reaches the benchmark as it is printed (a SIGTERM is aimed between two of them); the launcher
-    of a distributed run waits `SHUTDOWN_SECONDS` for its processes to save after a SIGTERM, as docs/distributed.md
-    advises."""
-    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
-            "DS_ACCELERATOR": "cpu", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-            "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1",
-            "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": str(SHUTDOWN_SECONDS), **extra}  # fmt: skip
+def environment() -> dict[str, str]:
+    """`benchmarks.common.script_environment` (offline, unbuffered so that each step's log line reaches the benchmark
+    as it is printed and a SIGTERM is aimed between two of them) on CPU processes on any machine (with CUDA visible,
+    both processes would take the one GPU), one thread each so that every launch computes the same sums; the launcher
+    of a distributed run waits `SHUTDOWN_SECONDS` for its processes to save after a SIGTERM, as
+    docs/distributed.md advises."""
+    return script_environment(OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="", DS_ACCELERATOR="cpu",
+                              TORCH_ELASTIC_SHUTDOWN_TIMEOUT=str(SHUTDOWN_SECONDS))
 
 
 def loss_curve(output_dir: Path) -> dict[int, float]:
@@ -143,12 +129,8 @@ def compare_with(output_dir: Path, reference_dir: Path) -> dict[str, Any]:
     difference = None
     if weights.keys() == expected.keys():
         difference = max(float((weights[name] - expected[name]).abs().max()) for name in expected)
-    return {
-        "finished": True,
-        "same_weights": difference == 0.0,
-        "same_losses": loss_curve(output_dir) == loss_curve(reference_dir),
-        "max_weight_difference": difference,
-    }
+    return {"finished": True, "same_weights": difference == 0.0,
+            "same_losses": loss_curve(output_dir) == loss_curve(reference_dir), "max_weight_difference": difference}
 
 
 def start(engine: str, flags: list[str], script: str = SCRIPT) -> subprocess.Popen:
@@ -158,11 +140,16 @@ def start(engine: str, flags: list[str], script: str = SCRIPT) -> subprocess.Pop
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
 
 
+def process_family(process: subprocess.Popen) -> list[psutil.Process]:
+    """The launch and every process it started: torch's launcher starts its ranks in sessions of their own, so that
+    the launch's process group would miss them."""
+    return [psutil.Process(process.pid), *psutil.Process(process.pid).children(recursive=True)]
+
+
 def kill_session(process: subprocess.Popen) -> None:
-    """SIGKILL to the launch and every process it started: torch's launcher starts its ranks in sessions of their
-    own, so that killing the launch's process group would leave them running."""
+    """SIGKILL to the launch and every process it started (`process_family`)."""
     try:
-        family = [psutil.Process(process.pid), *psutil.Process(process.pid).children(recursive=True)]
+        family = process_family(process)
     except psutil.NoSuchProcess:
         return
     for member in family:

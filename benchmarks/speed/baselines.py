@@ -33,16 +33,11 @@ from typing import Any
 
 import datasets
 import torch
-from transformers import (
-    DataCollatorForLanguageModeling,
-    RobertaConfig,
-    RobertaForMaskedLM,
-    Trainer,
-    TrainerCallback,
-    TrainingArguments,
-)
+from transformers import (DataCollatorForLanguageModeling, RobertaConfig, RobertaForMaskedLM, Trainer, TrainerCallback,
+                          TrainingArguments)
 
 from benchmarks import ROOT
+from benchmarks.common import as_flags
 from benchmarks.speed import common
 from spanroberta.pretraining.arguments import PretrainingModelArguments
 from spanroberta.pretraining.specification import GPU_DATALOADER_WORKERS
@@ -53,15 +48,6 @@ BASELINES = {"defaults": "transformers run_mlm defaults", "tuned": "transformers
 VOCAB_MULTIPLE = next(f.default for f in dataclasses.fields(PretrainingModelArguments)
                       if f.name == "pad_vocab_to_multiple_of")  # fmt: skip
 
-
-# (model size, sequence length, batch size per device)
-CONFIGS = {
-    "small": ("small", 128, 32),
-    "tiny": ("tiny", 64, 4),  # the GPU check's CPU rehearsal
-    "base": ("base", 512, 4),
-    "base-gpu": ("base", 512, 32),
-    "large-gpu": ("large", 512, 16),
-}
 
 def spanroberta_workers(workers: int | None, cuda: bool) -> int:
     """The DataLoader workers of spanroberta's run: those asked for, else run_pretraining.py's own default (workers on
@@ -140,10 +126,10 @@ def run(kind: str, config: str, batch: int, options: argparse.Namespace) -> dict
     """What `train` returns, from a child process (`python -m benchmarks.speed.baselines`)."""
     with tempfile.TemporaryDirectory() as folder:
         output = Path(folder, "baseline.json")
-        command = [sys.executable, "-m", "benchmarks.speed.baselines", "--kind", kind, "--config", config,
-                   "--batch-size", str(batch), "--precision", options.precision, "--steps", str(options.steps),
-                   "--logging-steps", str(options.logging_steps), "--output", str(output)]  # fmt: skip
-        command += [] if options.workers is None else ["--workers", str(options.workers)]
+        flags = {"kind": kind, "config": config, "batch-size": batch, "precision": options.precision,
+                 "steps": options.steps, "logging-steps": options.logging_steps, "output": output}  # fmt: skip
+        flags |= {} if options.workers is None else {"workers": options.workers}
+        command = [sys.executable, "-m", "benchmarks.speed.baselines", *as_flags(flags)]
         command += ["--torch-compile"] if options.torch_compile else []
         subprocess.run(command, cwd=ROOT, check=True, stdout=None if options.verbose else subprocess.DEVNULL)
         return json.loads(output.read_text())
@@ -152,7 +138,7 @@ def run(kind: str, config: str, batch: int, options: argparse.Namespace) -> dict
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kind", choices=list(BASELINES), required=True)
-    parser.add_argument("--config", choices=list(CONFIGS), required=True)
+    parser.add_argument("--config", choices=list(common.CONFIGS), required=True)
     parser.add_argument("--batch-size", type=int, required=True, help="Per device.")
     parser.add_argument("--precision", choices=["fp32", "bf16"], required=True)
     parser.add_argument("--steps", type=int, required=True)
@@ -161,7 +147,7 @@ def main() -> None:
     parser.add_argument("--torch-compile", action="store_true")
     parser.add_argument("--output", type=Path, required=True)
     options = parser.parse_args()
-    size, length, _ = CONFIGS[options.config]
+    size, length, _ = common.CONFIGS[options.config]
     with tempfile.TemporaryDirectory() as folder:
         found = train(options.kind, size, length, options.batch_size, options, folder)
     options.output.write_text(json.dumps(found))

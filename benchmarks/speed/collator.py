@@ -26,14 +26,8 @@ import warnings
 import torch
 from transformers import DataCollatorForLanguageModeling
 
-from benchmarks.speed.common import (
-    REUTERS,
-    announce,
-    load_tokenizer,
-    parse_with_threads,
-    require_corpus,
-    time_alternately,
-)
+from benchmarks.speed.common import (REUTERS, announce, load_tokenizer, parse_with_threads, require_corpus,
+                                     time_alternately)
 from spanroberta.data.collator import DataCollatorForSpanMasking
 from spanroberta.records import start_run, write_record
 
@@ -46,20 +40,11 @@ def load_windows(tokenizer, count: int) -> list[dict[str, list]]:
     require_corpus()
     text = REUTERS.read_text(encoding="utf-8")
     # About 2,000 characters make 512 tokens; a margin gives windows to sample from.
-    encoding = tokenizer(
-        text[: count * 2500],
-        max_length=LENGTH,
-        truncation=True,
-        return_overflowing_tokens=True,
-        return_offsets_mapping=True,
-        return_special_tokens_mask=True,
-    )
+    encoding = tokenizer(text[: count * 2500], max_length=LENGTH, truncation=True, return_overflowing_tokens=True,
+                         return_offsets_mapping=True, return_special_tokens_mask=True)  # fmt: skip
     fields = ("input_ids", "offset_mapping", "special_tokens_mask")
-    windows = [
-        {name: encoding[name][i] for name in fields}
-        for i in range(len(encoding["input_ids"]))
-        if len(encoding["input_ids"][i]) == LENGTH
-    ]
+    windows = [{name: encoding[name][i] for name in fields} for i in range(len(encoding["input_ids"]))
+               if len(encoding["input_ids"][i]) == LENGTH]  # fmt: skip
     if len(windows) < count:
         raise SystemExit(f"Only {len(windows)} full windows of {LENGTH} tokens in {REUTERS}; asked for {count}.")
     return windows[:count]
@@ -76,10 +61,8 @@ def main() -> None:
     windows = load_windows(tokenizer, BATCH_SIZE * 4)
     batches = [windows[i : i + BATCH_SIZE] for i in range(0, len(windows), BATCH_SIZE)]
     ids_only = [[{"input_ids": w["input_ids"]} for w in batch] for batch in batches]
-    with_special = [
-        [{"input_ids": w["input_ids"], "special_tokens_mask": w["special_tokens_mask"]} for w in batch]
-        for batch in batches
-    ]
+    with_special = [[{"input_ids": w["input_ids"], "special_tokens_mask": w["special_tokens_mask"]} for w in batch]
+                    for batch in batches]  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # whole-word masking announces that it sets mask_replace_prob to 1
         whole_word = DataCollatorForLanguageModeling(tokenizer, whole_word_mask=True)
@@ -88,26 +71,19 @@ def main() -> None:
         "transformers token": (DataCollatorForLanguageModeling(tokenizer), with_special),
         "transformers whole-word": (whole_word, batches),
         "spanroberta word": (DataCollatorForSpanMasking(tokenizer, masking="word", return_sbo_targets=False), ids_only),
-        "spanroberta token": (
-            DataCollatorForSpanMasking(tokenizer, masking="token", return_sbo_targets=False),
-            ids_only,
-        ),
-    }
-    timings = time_alternately(
-        {name: (lambda i, c=c, b=b: c(b[i % len(b)])) for name, (c, b) in collators.items()},
-        repeats=args.batches,
-        warmup=args.warmup,
-    )
+        "spanroberta token": (DataCollatorForSpanMasking(tokenizer, masking="token", return_sbo_targets=False),
+                              ids_only),
+    }  # fmt: skip
+    timings = time_alternately({name: (lambda i, c=c, b=b: c(b[i % len(b)])) for name, (c, b) in collators.items()},
+                               repeats=args.batches, warmup=args.warmup)  # fmt: skip
 
     results: dict = {"collators": {}}
     for name, t in timings.items():
         results["collators"][name] = {**t.as_record(), "sequences_per_second_median": BATCH_SIZE / t.median,
                                       "sequences_per_second_best": BATCH_SIZE / t.best}  # fmt: skip
     span = timings[HEADLINE[0]]
-    results["span_sbo_ratios"] = {
-        other: {"median": timings[other].median / span.median, "best": timings[other].best / span.best}
-        for other in HEADLINE[1:]
-    }
+    results["span_sbo_ratios"] = {other: {"median": timings[other].median / span.median,
+                                          "best": timings[other].best / span.best} for other in HEADLINE[1:]}
     print(f"\n## Collators, batches of {BATCH_SIZE} x {LENGTH}: {args.batches} timed batches each\n")
     print("| collator | sequences/s (median) | sequences/s (best) | ms/batch (median) |")
     print("|---|---|---|---|")

@@ -37,6 +37,10 @@ BENCH_CORPUS = Path(os.environ.get("SPANROBERTA_BENCH_CORPUS") or REUTERS)
 if BENCH_CORPUS != REUTERS:
     CACHE = CACHE / f"corpus-{BENCH_CORPUS.stem}"
 VOCAB_SIZE = 50265  # RoBERTa's (RoBERTa section 4.4)
+# The step and Trainer benchmarks' configurations: (model size, sequence length, batch size per device). small and
+# base fit a CPU; the -gpu ones are the Trainer pairs' GPU batches; tiny is the GPU check's CPU rehearsal.
+CONFIGS = {"tiny": ("tiny", 64, 4), "small": ("small", 128, 32), "base": ("base", 512, 4),
+           "base-gpu": ("base", 512, 32), "large-gpu": ("large", 512, 16)}  # fmt: skip
 
 # Dense bf16 tensor-core peaks in FLOP/s by exact GPU model, from NVIDIA's data sheets ("NVIDIA H100 Tensor Core GPU"
 # and "NVIDIA H200 Tensor Core GPU", whose bf16 figures are given with 2:4 sparsity: halved here; "NVIDIA A100 Tensor
@@ -64,8 +68,8 @@ def load_tokenizer() -> PreTrainedTokenizerBase:
 
 
 def load_blocks(tokenizer: PreTrainedTokenizerBase, length: int) -> np.ndarray:
-    """int64 [N, length]: the corpus (the Reuters bodies) as spanroberta's full-sentences blocks (RoBERTa section 4.2), each
-    exactly `length` tokens (the few shorter group tails are dropped). Cached per length."""
+    """int64 [N, length]: the corpus (the Reuters bodies) as spanroberta's full-sentences blocks (RoBERTa section
+    4.2), each exactly `length` tokens (the few shorter group tails are dropped). Cached per length."""
     path = CACHE / f"reuters_blocks_{length}.npy"
     if not path.is_file():
         from spanroberta.data.corpus import CorpusSource, load_documents
@@ -104,16 +108,9 @@ def encoder_settings(tokenizer: PreTrainedTokenizerBase, size: str) -> dict:
     roberta-base's own settings (SpanRobertaConfig's defaults) given to the transformers baseline too."""
     from spanroberta.models.configuration_spanroberta import get_model_size
 
-    return dict(
-        **get_model_size(size),
-        vocab_size=len(tokenizer),
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        type_vocab_size=1,
-        layer_norm_eps=1e-5,
-        max_position_embeddings=514,
-    )
+    return dict(**get_model_size(size), vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+                bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, type_vocab_size=1,
+                layer_norm_eps=1e-5, max_position_embeddings=514)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -216,9 +213,8 @@ def last_layer_at_positions(config: Any) -> bool:
     from spanroberta.models.packed_attention import takes_dense_mask
 
     implementation = getattr(config, "_attn_implementation", None) or "sdpa"
-    return getattr(config, "efficient_pretraining", True) and takes_dense_mask(
-        SimpleNamespace(_attn_implementation=implementation)
-    )
+    return getattr(config, "efficient_pretraining", True) and takes_dense_mask(SimpleNamespace(
+        _attn_implementation=implementation))  # fmt: skip
 
 
 def _has_sentence_head(config: Any) -> bool:
@@ -316,9 +312,7 @@ class Timings:
         return record
 
 
-def time_alternately(
-    sides: dict[str, Callable[[int], object]], repeats: int, warmup: int
-) -> dict[str, Timings]:
+def time_alternately(sides: dict[str, Callable[[int], object]], repeats: int, warmup: int) -> dict[str, Timings]:
     """Runs each side's `fn(i)` `warmup + repeats` times, interleaving the sides (their order reversed every
     round, so neither always runs right after the other), and returns the timed repeats.
 

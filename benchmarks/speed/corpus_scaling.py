@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 from benchmarks import ROOT
+from benchmarks.common import as_flags, script_environment
 from benchmarks.speed.common import CACHE, REUTERS, announce, load_tokenizer, require_corpus
 from spanroberta.records import start_run, write_record
 
@@ -123,19 +124,12 @@ def count_tokens(prepared_dir: Path) -> tuple[int, int]:
 
 
 def prepare(corpus: Path, prepared_dir: Path, tokenizer_dir: Path, args: argparse.Namespace) -> dict[str, float]:
-    command = [
-        sys.executable, str(ROOT / "run_pretraining.py"),
-        "--train_file", str(corpus),
-        "--prepared_data_dir", str(prepared_dir),
-        "--prepare_only", "true",
-        "--tokenizer_name", str(tokenizer_dir),
-        "--max_seq_length", str(args.max_seq_length),
-        "--input_format", args.input_format,
-        "--validation_split_percentage", "0",
-        "--preprocessing_num_workers", str(args.num_proc),
-        "--cache_dir", str(args.work_dir / "hf-cache"),
-    ]
-    env = {**os.environ, "HF_DATASETS_DISABLE_PROGRESS_BARS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    flags = {"train_file": corpus, "prepared_data_dir": prepared_dir, "prepare_only": "true",
+             "tokenizer_name": tokenizer_dir, "max_seq_length": args.max_seq_length, "input_format": args.input_format,
+             "validation_split_percentage": 0, "preprocessing_num_workers": args.num_proc,
+             "cache_dir": args.work_dir / "hf-cache"}  # fmt: skip
+    command = [sys.executable, str(ROOT / "run_pretraining.py"), *as_flags(flags)]
+    env = script_environment(HF_DATASETS_DISABLE_PROGRESS_BARS="1")
     start = time.perf_counter()
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     with TreeMemorySampler(process.pid) as sampler:

@@ -56,9 +56,8 @@ def scaled_corpus(scale: int) -> Path:
     return path
 
 
-def prepare_once(
-    corpus: Path, tokenizer: PreTrainedTokenizerBase, input_format: str, max_seq_length: int, num_proc: int | None
-) -> tuple[int, int]:
+def prepare_once(corpus: Path, tokenizer: PreTrainedTokenizerBase, input_format: str, max_seq_length: int,
+                 num_proc: int | None) -> tuple[int, int]:  # fmt: skip
     """Runs the prepared path once in this process; returns (blocks, tokens)."""
     cache_dir = tempfile.mkdtemp(prefix="spanroberta_bench_cache_")
     try:
@@ -70,17 +69,13 @@ def prepare_once(
         shutil.rmtree(cache_dir, ignore_errors=True)
 
 
-def stream_once(
-    corpus: Path, tokenizer: PreTrainedTokenizerBase, input_format: str, max_seq_length: int
-) -> tuple[int, int]:
+def stream_once(corpus: Path, tokenizer: PreTrainedTokenizerBase, input_format: str,
+                max_seq_length: int) -> tuple[int, int]:  # fmt: skip
     """Iterates one pass of the streaming dataset (it cycles forever: stops at the next pass's first block)."""
     from spanroberta.data.streaming import StreamingBlocks  # imported here: the prepared mode does not need it
 
-    stream = StreamingBlocks(
-        functools.partial(iter_documents, CorpusSource(train_files=[str(corpus)])),
-        tokenizer,
-        block_builder(tokenizer, input_format, max_seq_length),
-    )
+    stream = StreamingBlocks(functools.partial(iter_documents, CorpusSource(train_files=[str(corpus)])), tokenizer,
+                             block_builder(tokenizer, input_format, max_seq_length))  # fmt: skip
     blocks = tokens = 0
     for block in stream:
         if block["mask_epoch"] > 0:
@@ -103,13 +98,8 @@ def run_child(args: argparse.Namespace) -> dict:
         blocks, tokens = prepare_once(corpus, tokenizer, args.input_format, args.max_seq_length, args.num_proc)
     seconds = time.perf_counter() - start
     kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss + resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return {
-        "megabytes": corpus.stat().st_size / 1e6,
-        "blocks": blocks,
-        "tokens": tokens,
-        "total_seconds": seconds,
-        "peak_rss_mib": kib / 1024,
-    }
+    return {"megabytes": corpus.stat().st_size / 1e6, "blocks": blocks, "tokens": tokens, "total_seconds": seconds,
+            "peak_rss_mib": kib / 1024}  # fmt: skip
 
 
 def main() -> None:
@@ -147,11 +137,9 @@ def main() -> None:
         figures.update(scale=scale, tokens_per_second=figures["tokens"] / seconds,
                        time_over_linear=seconds / (first["total_seconds"] * scale / first["scale"]))  # fmt: skip
         scales.append(figures)
-        print(
-            f"| {scale}x | {figures['megabytes']:.0f} | {figures['blocks']:,} | {figures['tokens']:,} "
-            f"| {seconds:.1f} | {figures['tokens_per_second']:,.0f} | {figures['time_over_linear']:.2f} "
-            f"| {figures['peak_rss_mib']:,.0f} |"
-        )
+        print(f"| {scale}x | {figures['megabytes']:.0f} | {figures['blocks']:,} | {figures['tokens']:,} "
+              f"| {seconds:.1f} | {figures['tokens_per_second']:,.0f} | {figures['time_over_linear']:.2f} "
+              f"| {figures['peak_rss_mib']:,.0f} |")  # fmt: skip
     settings = {"mode": args.mode, "scales": args.scales, "input_format": args.input_format,
                 "max_seq_length": args.max_seq_length, "num_proc": args.num_proc}  # fmt: skip
     results = {"scales": scales}

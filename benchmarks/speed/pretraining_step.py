@@ -45,13 +45,7 @@ from dataclasses import dataclass, field
 from unittest import mock
 
 import torch
-from transformers import (
-    DataCollatorForLanguageModeling,
-    RobertaConfig,
-    RobertaForMaskedLM,
-    Trainer,
-    TrainingArguments,
-)
+from transformers import DataCollatorForLanguageModeling, RobertaConfig, RobertaForMaskedLM, Trainer, TrainingArguments
 
 from benchmarks.speed import common
 from spanroberta.models import modeling_span_heads
@@ -60,11 +54,6 @@ from spanroberta.data.collator import DataCollatorForSpanMasking
 from spanroberta.models.modeling_spanroberta import SpanRobertaForPreTraining
 from spanroberta.records import start_run, write_record
 from spanroberta.pretraining.arguments import PretrainingArguments
-
-# The configurations: (model size, sequence length, batch size). small and base fit a CPU; the -gpu ones are the
-# Trainer benchmark's GPU batches; tiny is the GPU check's CPU rehearsal.
-CONFIGS = {"tiny": ("tiny", 64, 4), "small": ("small", 128, 32), "base": ("base", 512, 4),
-           "base-gpu": ("base", 512, 32), "large-gpu": ("large", 512, 16)}  # fmt: skip
 
 SIDES = ("spanroberta", "baseline")
 
@@ -86,9 +75,8 @@ ABLATIONS = {
     # encode_at_positions does not apply); it costs no compute, they are kept for backward anyway.
     "spanroberta-full-last-layer": Ablation(model_kwargs={"output_hidden_states": True}),
     # The heads' decoders followed by a plain cross-entropy, instead of the fused one (fused on CPU only).
-    "spanroberta-unfused-heads": Ablation(
-        patch=lambda: mock.patch.object(modeling_span_heads, "fuses_decoder_cross_entropy", lambda *args: False)
-    ),
+    "spanroberta-unfused-heads": Ablation(patch=lambda: mock.patch.object(
+        modeling_span_heads, "fuses_decoder_cross_entropy", lambda *args: False)),  # fmt: skip
     # No SBO head and no SBO targets: what the span boundary objective costs a step.
     "spanroberta-no-sbo": Ablation(config={"use_sbo": False}, collator={"return_sbo_targets": False}),
     # Packed rows (documents of the Reuters corpus's mean length a row, `document_lengths`) under sdpa's
@@ -209,7 +197,7 @@ def category_seconds(ops: list[dict]) -> dict[str, float | None]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", nargs="+", choices=list(CONFIGS), default=["small"])
+    parser.add_argument("--config", nargs="+", choices=list(common.CONFIGS), default=["small"])
     parser.add_argument("--precision", nargs="+", choices=["fp32", "bf16"], default=None)
     parser.add_argument("--steps", type=int, default=10, help="Timed steps per side.")
     parser.add_argument("--warmup", type=int, default=3, help="Untimed steps per side first.")
@@ -225,7 +213,7 @@ def main() -> None:
 
     tokenizer = common.load_tokenizer()
     for config_name in args.config:
-        size, length, batch_size = CONFIGS[config_name]
+        size, length, batch_size = common.CONFIGS[config_name]
         encoder = common.encoder_settings(tokenizer, size)
         # A handful of distinct batches (masks differ too), cycled through, keeps memory bounded.
         rows = common.batches_of_rows(common.load_blocks(tokenizer, length), batch_size, count=4)
@@ -244,10 +232,8 @@ def main() -> None:
                     path = write_record("pretraining_step_profile", settings, profiled, started=started, name=name)
                     common.announce(path)
                     continue
-                steps = {
-                    name: lambda i, side=side: train_step(side, side.batches[i % len(side.batches)], args.device, bf16)
-                    for name, side in sides.items()
-                }
+                steps = {name: lambda i, side=side: train_step(side, side.batches[i % len(side.batches)], args.device,
+                                                                bf16) for name, side in sides.items()}  # fmt: skip
                 timings = common.time_alternately(steps, repeats=args.steps, warmup=args.warmup)
             settings = {"config": config_name, "model_size": size, "seq_length": length, "batch_size": batch_size,
                         "precision": precision, "device": args.device, "steps": args.steps, "warmup": args.warmup,
@@ -272,10 +258,9 @@ def measure(tokens: int, sides: dict[str, Side], timings: dict[str, common.Timin
     results["ratio_median"] = base.median / span.median
     results["ratio_best"] = base.best / span.best
     results["ratio_cpu_median"] = base.cpu_median / span.cpu_median
-    results["ablation_ratios"] = {
-        name: {"median": timings[name].median / span.median, "cpu_median": timings[name].cpu_median / span.cpu_median}
-        for name in timings.keys() - set(SIDES)
-    }
+    results["ablation_ratios"] = {name: {"median": timings[name].median / span.median,
+                                         "cpu_median": timings[name].cpu_median / span.cpu_median}
+                                  for name in timings.keys() - set(SIDES)}  # fmt: skip
     if device == "cuda":
         gpu = common.gpu_peak()
         results.update(gpu_peak_flops=gpu.flops, gpu=gpu.as_record(),

@@ -62,8 +62,9 @@ import torch
 from transformers import DataCollatorForLanguageModeling, RobertaConfig
 
 from benchmarks import ROOT
+from benchmarks.common import as_flags
 from benchmarks.speed import baselines, common
-from benchmarks.speed.baselines import CONFIGS
+from benchmarks.speed.common import CONFIGS
 from spanroberta.data.collator import DataCollatorForSpanMasking
 from spanroberta.models.configuration_spanroberta import SpanRobertaConfig, first_position_id
 from spanroberta.records import start_run, write_record
@@ -81,34 +82,25 @@ def run_spanroberta(recipe: str, size: str, length: int, batch: int, args, outpu
     """One run_pretraining.py run, through speed/peak_memory.py: the real tokens/s of each logging window, the
     attention implementation its `Run settings:` line names, its DataLoader workers and its peak GPU memory."""
     peak = Path(output_dir).with_name(f"{Path(output_dir).name}-peak.json")
-    command = [
-        sys.executable,
-        "-m", "benchmarks.speed.peak_memory", str(peak),
-        str(ROOT / "run_pretraining.py"),
-        "--train_file", str(common.BENCH_CORPUS),
-        "--tokenizer_name", str(common.CACHE / "bpe50k"),
-        "--recipe", recipe,
-        "--model_size", size,
-        "--max_seq_length", str(length),
-        "--per_device_train_batch_size", str(batch),
-        "--max_steps", str(args.steps),
-        "--logging_steps", str(args.logging_steps),
-        "--save_strategy", "no",
-        "--eval_strategy", "no",
-        "--validation_split_percentage", "0",
-        "--report_to", "none",
-        "--disable_tqdm", "true",
-        "--output_dir", output_dir,
-    ]
+    flags = {"train_file": common.BENCH_CORPUS, "tokenizer_name": common.CACHE / "bpe50k", "recipe": recipe,
+             "model_size": size, "max_seq_length": length, "per_device_train_batch_size": batch,
+             "max_steps": args.steps, "logging_steps": args.logging_steps, "save_strategy": "no",
+             "eval_strategy": "no", "validation_split_percentage": 0, "report_to": "none", "disable_tqdm": "true",
+             "output_dir": output_dir}  # fmt: skip
     if args.workers is not None:  # else run_pretraining.py's own default (workers on CUDA, none on CPU)
-        command += ["--dataloader_num_workers", str(args.workers)]
-    command += _precision_flags(args)
+        flags["dataloader_num_workers"] = args.workers
+    if args.precision == "bf16":
+        flags["bf16"] = "true"
+        if not torch.cuda.is_available():  # transformers trains in bf16 on a CPU only when told to use it
+            flags["use_cpu"] = "true"
     if args.torch_compile:
-        command += ["--torch_compile", "true"]
+        flags["torch_compile"] = "true"
     if args.attn_implementation:
-        command += ["--attn_implementation", args.attn_implementation]
+        flags["attn_implementation"] = args.attn_implementation
     if args.fp8:
-        command += ["--fp8", "true"]
+        flags["fp8"] = "true"
+    command = [sys.executable, "-m", "benchmarks.speed.peak_memory", str(peak), str(ROOT / "run_pretraining.py"),
+               *as_flags(flags)]  # fmt: skip
     printed = subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True).stdout
     if args.verbose:
         print(printed, end="")
@@ -126,13 +118,6 @@ def printed_attention(printed: str) -> str | None:
     attention = re.search(r"^Run settings: .*attn_implementation ([^:;]+?)(?::[^()]*)? \([^()]*\)(?:; |$)", printed,
                           re.M)  # fmt: skip
     return attention and attention.group(1)
-
-
-def _precision_flags(args) -> list[str]:
-    if args.precision != "bf16":
-        return []
-    # transformers trains in bf16 on a CPU only when told to use it (`use_cpu`).
-    return ["--bf16", "true"] + ([] if torch.cuda.is_available() else ["--use_cpu", "true"])
 
 
 def model_flops_per_real_token(size: str, length: int, recipes: list[str],

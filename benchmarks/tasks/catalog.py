@@ -11,20 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.tasks.preparation import (
-    RACE_SPLIT,
-    SEMEVAL_SPLIT,
-    SQUAD_V2_SPLIT,
-    Budget,
-    Prepared,
-    prepare_coref,
-    prepare_glue,
-    prepare_mrqa,
-    prepare_race,
-    prepare_semeval,
-    prepare_squad,
-    prepare_squad_v2,
-)
+from benchmarks.tasks.preparation import (RACE_SPLIT, SEMEVAL_SPLIT, SQUAD_V2_SPLIT, Budget, Prepared, prepare_coref,
+                                          prepare_glue, prepare_mrqa, prepare_race, prepare_semeval, prepare_squad,
+                                          prepare_squad_v2)
 from spanroberta.tasks.registry import FINETUNING_TASKS
 from spanroberta.finetuning.task import FineTuningTask, Report
 

@@ -30,31 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import (
-    DATA,
-    SQUAD_DEV,
-    SQUAD_TRAIN_ARTICLES,
-    glue_files,
-    sample,
-    sample_questions,
-    split_by_article,
-    squad_v1_scores,
-    write_article_split,
-    write_jsonl,
-)
-from benchmarks.tasks.heuristics import (
-    best,
-    classification_heuristics,
-    gap_answers,
-    gap_decisions,
-    litbank_answers,
-    litbank_pairs,
-    race_heuristics,
-    race_picks,
-    sliding_window_answer,
-    STSB_SIMILARITIES,
-    stsb_heuristics,
-)
+from benchmarks.common import (DATA, SQUAD_DEV, SQUAD_TRAIN_ARTICLES, glue_files, sample, sample_questions,
+                               split_by_article, squad_v1_scores, write_article_split, write_jsonl)
+from benchmarks.tasks.heuristics import (best, classification_heuristics, gap_answers, gap_decisions, litbank_answers,
+                                         litbank_pairs, race_heuristics, race_picks, sliding_window_answer,
+                                         STSB_SIMILARITIES, stsb_heuristics)
 from spanroberta.finetuning.task import MEAN
 from spanroberta.tasks.coreference.scoring import document_outcomes
 from spanroberta.tasks.coreference.gap_scoring import gap_outcomes
@@ -168,24 +148,36 @@ def _squad_flags(files: dict[str, Path], budget: Budget) -> list[str]:
             "--max_seq_length", str(budget.length)]  # fmt: skip
 
 
-def prepare_squad(folder: Path, budget: Budget) -> Prepared:
-    files = split_by_article(SQUAD_DEV, SQUAD_TRAIN_ARTICLES, budget.train, budget.eval, folder)
-    articles = json.loads(files["validation"].read_text())["data"]
-    questions = [(p["context"], qa) for a in articles for p in a["paragraphs"] for qa in p["qas"]]
-    gold = {qa["id"]: [answer["text"] for answer in qa["answers"]] for _, qa in questions}
-    predicted = {"empty answer": dict.fromkeys(gold, ""), "sliding window": sliding_window_answers(questions, "id")}
+def article_questions(articles: list[dict]) -> list[tuple[str, str, dict]]:
+    """Each question of nested SQuAD articles as (its article's title, its context, the question), in file order."""
+    return [(a["title"], p["context"], qa) for a in articles for p in a["paragraphs"] for qa in p["qas"]]
+
+
+def sliding_window_answers(questions: list[tuple[str, str, dict]], key: str) -> dict[str, str]:
+    """heuristics.sliding_window_answer for each (group, context, question), by the question's `key`."""
+    return {qa[key]: sliding_window_answer(context, qa["question"]) for _, context, qa in questions}
+
+
+def squad_v1_floor(questions: list[tuple[str, str, dict]], key: str,
+                   gold: dict[str, list[str]]) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:  # fmt: skip
+    """The F1 (0-100) and the per-question outcomes of the empty answer and the sliding window on SQuAD v1.1-style
+    questions, each named by its `key` and answered by any of its `gold` answers."""
+    predicted = {"empty answer": dict.fromkeys(gold, ""), "sliding window": sliding_window_answers(questions, key)}
     answers = {name: squad_v1_scores(gold, predictions)["f1"] for name, predictions in predicted.items()}
     outcomes = {name: question_outcomes(squad_v1_question_scores(gold, predictions))
                 for name, predictions in predicted.items()}  # fmt: skip
-    groups = [a["title"] for a in articles for p in a["paragraphs"] for _ in p["qas"]]
+    return answers, outcomes
+
+
+def prepare_squad(folder: Path, budget: Budget) -> Prepared:
+    files = split_by_article(SQUAD_DEV, SQUAD_TRAIN_ARTICLES, budget.train, budget.eval, folder)
+    questions = article_questions(json.loads(files["validation"].read_text())["data"])
+    gold = {qa["id"]: [answer["text"] for answer in qa["answers"]] for _, _, qa in questions}
+    answers, outcomes = squad_v1_floor(questions, "id", gold)
     return prepared_with_floors(_squad_flags(files, budget), {"SQuAD v1.1": answers},
                                 {"split": f"dev-v1.1.json articles 1-{SQUAD_TRAIN_ARTICLES} train, the rest evaluate"},
-                                {"SQuAD v1.1": outcomes}, {"SQuAD v1.1": groups})  # fmt: skip
-
-
-def sliding_window_answers(questions: list[tuple[str, dict]], key: str) -> dict[str, str]:
-    """heuristics.sliding_window_answer for each (context, question) pair, by the question's `key`."""
-    return {qa[key]: sliding_window_answer(context, qa["question"]) for context, qa in questions}
+                                {"SQuAD v1.1": outcomes},
+                                {"SQuAD v1.1": [title for title, _, _ in questions]})  # fmt: skip
 
 
 def squad_v2_splits() -> tuple[str, dict[str, list[dict]]]:
@@ -203,19 +195,17 @@ def prepare_squad_v2(folder: Path, budget: Budget) -> Prepared:
     version, splits = squad_v2_splits()
     files = write_article_split(version, splits["train"], splits["reporting"], budget.train, budget.eval,
                                 folder / SQUAD_V2_FILE.stem)  # fmt: skip
-    articles = json.loads(files["validation"].read_text())["data"]
-    pairs = [(p["context"], qa) for a in articles for p in a["paragraphs"] for qa in p["qas"]]
-    questions = [qa for _, qa in pairs]
+    evaluated = article_questions(json.loads(files["validation"].read_text())["data"])
+    questions = [qa for _, _, qa in evaluated]
     # evaluate-v2.0.py scores an empty answer 1 on an unanswerable question and 0 on an answerable one, and a
     # non-empty answer 0 on an unanswerable one.
     empty_answer = 100 * sum(qa["is_impossible"] for qa in questions) / len(questions)
     answerable = {qa["id"]: [answer["text"] for answer in qa["answers"]] for qa in questions if not qa["is_impossible"]}
-    window_answers = sliding_window_answers(pairs, "id")
+    window_answers = sliding_window_answers(evaluated, "id")
     window = squad_v1_scores(answerable, window_answers)["f1"] * len(answerable) / len(questions)
     gold = {qa["id"]: [answer["text"] for answer in qa["answers"]] for qa in questions}
     outcomes = {"empty answer": question_outcomes(squad_v2_question_scores(gold, dict.fromkeys(gold, ""))),
                 "sliding window everywhere": question_outcomes(squad_v2_question_scores(gold, window_answers))}
-    groups = [a["title"] for a in articles for p in a["paragraphs"] for _ in p["qas"]]
     titles = lambda part: ", ".join(a["title"] for a in splits[part])  # noqa: E731
     split = (f"reporting split: {titles('reporting')} ({len(questions)} questions evaluate), {SQUAD_V2_REPORTING} of "
              f"{SQUAD_V2_FILE.name}'s first {SQUAD_V2_POOL} articles drawn at random (seed 0); {titles('train')} "
@@ -226,7 +216,8 @@ def prepare_squad_v2(folder: Path, budget: Budget) -> Prepared:
         split += f"; {added} dev-v1.1.json questions from articles outside the part also train"
     return prepared_with_floors(_squad_flags(files, budget) + ["--version_2_with_negative"],
                                 {"SQuAD v2.0": {"empty answer": empty_answer, "sliding window everywhere": window}},
-                                {"split": split}, {"SQuAD v2.0": outcomes}, {"SQuAD v2.0": groups})
+                                {"split": split}, {"SQuAD v2.0": outcomes},
+                                {"SQuAD v2.0": [title for title, _, _ in evaluated]})
 
 
 def add_squad_v1_questions(train_file: Path, v2_source: Path, count: int | None) -> int:
@@ -261,21 +252,18 @@ def prepare_mrqa(folder: Path, budget: Budget) -> Prepared:
     validation = folder / "SQuAD-dev-held-out.jsonl.gz"
     with gzip.open(validation, "wt", encoding="utf-8") as target:
         target.write("".join(json.dumps(row) + "\n" for row in [header, *kept]))
-    pairs = [(line["context"], qa) for line in kept for qa in line["qas"]][: budget.eval]
-    gold = {qa["qid"]: qa["answers"] for _, qa in pairs}
-    predicted = {"empty answer": dict.fromkeys(gold, ""), "sliding window": sliding_window_answers(pairs, "qid")}
-    answers = {name: squad_v1_scores(gold, predictions)["f1"] for name, predictions in predicted.items()}
-    outcomes = {name: question_outcomes(squad_v1_question_scores(gold, predictions))
-                for name, predictions in predicted.items()}  # fmt: skip
+    questions = [(held_out[line["context"]], line["context"], qa) for line in kept for qa in line["qas"]]
+    questions = questions[: budget.eval]
+    answers, outcomes = squad_v1_floor(questions, "qid", {qa["qid"]: qa["answers"] for _, _, qa in questions})
     flags = ["--train_file", str(files["train"]), "--validation_file", str(validation), "--max_seq_length",
              str(budget.length)] + (["--max_eval_samples", str(budget.eval)] if budget.eval else [])  # fmt: skip
     return prepared_with_floors(flags, {"MRQA SQuAD": answers},
                                 {"split": f"dev-v1.1.json articles 1-{SQUAD_TRAIN_ARTICLES} train, MRQA's SQuAD-dev "
                                           "lines of the rest evaluate", "eval_contexts": len(kept),
-                                 "eval_articles": len({held_out[context] for context, _ in pairs}),
+                                 "eval_articles": len({title for title, _, _ in questions}),
                                  "held_out_articles": len(set(held_out.values()))},
                                 {"MRQA SQuAD": outcomes},
-                                {"MRQA SQuAD": [held_out[context] for context, _ in pairs]})  # fmt: skip
+                                {"MRQA SQuAD": [title for title, _, _ in questions]})  # fmt: skip
 
 
 # --- GLUE, RACE, SemEval ---

@@ -42,7 +42,8 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from benchmarks import ROOT  # noqa: E402
-from benchmarks.common import CHECKPOINT, CHECKPOINT_NAME, DATA  # noqa: E402
+from benchmarks.common import (CHECKPOINT, CHECKPOINT_NAME, DATA, as_flags, script_environment,  # noqa: E402
+                               tiny_checkpoint)  # fmt: skip
 from benchmarks.tasks.catalog import SIZES, TASKS, Task  # noqa: E402
 from benchmarks.tasks.preparation import Budget, Prepared  # noqa: E402
 from benchmarks.tasks.outcomes import check_outcomes, unit_outcomes  # noqa: E402
@@ -58,19 +59,13 @@ COMMON_FLAGS = {"warmup_steps": "0.1", "weight_decay": "0.01", "save_strategy": 
 
 
 def toy_checkpoint(folder: Path) -> Path:
-    """A tiny random SpanRoberta with a byte-level BPE trained on WikiText's validation text: what the toy size
-    fine-tunes, built in seconds."""
-    from spanroberta import SpanRobertaConfig, SpanRobertaForPreTraining
+    """A tiny random SpanRoberta of 2 layers with a byte-level BPE trained on WikiText's validation text: what the
+    toy size fine-tunes, built in seconds."""
     from spanroberta.data.tokenizer import train_byte_level_bpe
 
     lines = (DATA / "corpus" / "wiki.valid.raw").read_text(encoding="utf-8").splitlines()[:400]
     tokenizer = train_byte_level_bpe(lines, vocab_size=1000, show_progress=False)
-    config = SpanRobertaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                               intermediate_size=64, pad_token_id=tokenizer.pad_token_id, bos_token_id=0,
-                               eos_token_id=2, max_span_targets=4, sbo_position_embedding_size=8)  # fmt: skip
-    SpanRobertaForPreTraining(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return tiny_checkpoint(tokenizer, folder, num_hidden_layers=2, max_span_targets=4, sbo_position_embedding_size=8)
 
 
 def script_flags(task: Task, budget: Budget, prepared: Prepared, model: Path, seed: int, size_flags: dict,
@@ -80,17 +75,16 @@ def script_flags(task: Task, budget: Budget, prepared: Prepared, model: Path, se
              "per_device_train_batch_size": budget.batch, "num_train_epochs": budget.epochs, "seed": seed,
              **budget.options}  # fmt: skip
     return [str(ROOT / task.script), "--model_name_or_path", str(model), "--output_dir", str(output),
-            "--do_train", "--do_eval", *prepared.flags,
-            *(part for name, value in flags.items() for part in (f"--{name}", str(value)))]  # fmt: skip
+            "--do_train", "--do_eval", *prepared.flags, *as_flags(flags)]  # fmt: skip
 
 
 def run_script(arguments: list[str], log: Path) -> float:
     """Runs a task's script in a process of its own (the way a user runs it); returns its wall seconds. A failed
     run stops the benchmark with the end of its log."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     start = time.perf_counter()
     with open(log, "w", encoding="utf-8") as output:
-        done = subprocess.run([sys.executable, *arguments], cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
+        done = subprocess.run([sys.executable, *arguments], cwd=ROOT, env=script_environment(), stdout=output,
+                              stderr=subprocess.STDOUT)  # fmt: skip
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         tail = log.read_text(encoding="utf-8")[-3000:]
