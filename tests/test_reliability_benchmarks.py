@@ -332,6 +332,9 @@ def test_a_full_disk_counts_the_half_written_checkpoints_left_and_tracebacks(tmp
     assert left["half_written_left"] == ["checkpoint-6"]
     assert left["counts"] == {"full_disk_named": 0, "half_written_checkpoints_left": 1, "tracebacks": 1,
                               "launcher_tracebacks": 0}  # fmt: skip
+    limit = ("run_pretraining.py: error: Saving out/checkpoint-6 failed: a file reached this process's file size "
+             "limit (1.0 KiB, `ulimit -f`)")  # fmt: skip
+    assert full_disk_counts(f"{limit} ...\n", tmp_path)["counts"]["full_disk_named"] == 1
 
 
 def test_a_flag_is_changed_in_place():

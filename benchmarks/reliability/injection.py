@@ -107,11 +107,12 @@ def half_written(folder: Path) -> list[str]:
 
 def full_disk_counts(output: str, folder: Path) -> dict[str, Any]:
     """What a run stopped by a full disk left and printed: the half-written checkpoints left in `folder`, the line
-    of its message that says the disk is full, and the counts the record sums (`full_disk_named`: that line
-    printed)."""
+    of its message that names the full disk, or the file size limit (`ulimit -f`, EFBIG) where that is what stopped
+    it, and the counts the record sums (`full_disk_named`: that line printed). Records before 2026-12-08 looked for
+    "disk" and "full" alone, which the file size limit's message does not say."""
     left = half_written(folder)
-    message = next((line.strip() for line in output.splitlines() if "disk" in line.lower() and "full" in line.lower()),
-                   None)  # fmt: skip
+    message = next((line.strip() for line in output.splitlines()
+                    if ("disk" in line.lower() and "full" in line.lower()) or "file size limit" in line), None)
     return {"half_written_left": left, "message": message,
             "counts": {"full_disk_named": int(message is not None), "half_written_checkpoints_left": len(left),
                        **traceback_counts(output)}}  # fmt: skip
