@@ -114,6 +114,10 @@ class RunTrainer(Trainer):
             if self.is_world_process_zero():
                 staged.mkdir(parents=True, exist_ok=True)
                 write_resume_settings(staged, self.resume_settings)
+        # transformers' save runs collectives (the FLOPs' all-gather, a barrier, DeepSpeed's): a failure is agreed
+        # where every process stands at the same place, or the others would wait in one the failed process skipped.
+        # Hence the agreement above, one after the weights (`save_model`) and one after the whole save.
+        with self._stop_every_process_on_failure(checkpoint, staged.parent):
             self._staging_folder = staged.parent
             try:
                 super()._save_checkpoint(model, trial)
