@@ -5,7 +5,9 @@ the benchmarks' to run)."""
 import json
 import random
 import signal
+import time
 
+import psutil
 import pytest
 import torch
 from safetensors.torch import save_file
@@ -15,7 +17,7 @@ from benchmarks.common import machine_class, machine_kind, same_kind_of_machine
 from benchmarks.reliability.injection import complete_checkpoints, corrupt, full_disk_counts
 from benchmarks.reliability.marked_run import MODEL_LOADS
 from benchmarks.reliability.load import busy_processes
-from benchmarks.reliability.outcomes import exit_outcome
+from benchmarks.reliability.outcomes import OUTLIVED, completed_outcome, exit_outcome
 from benchmarks.tables import generate
 from benchmarks.tables.reliability import lost, record_kind
 from spanroberta.records import RunStart, provenance, read_records, write_record
@@ -36,6 +38,50 @@ def test_a_launch_is_clean_only_when_it_exits_0_and_prints_no_abort():
 def _launch(clean=True, same=True):
     return {"clean": clean, "returncode": 0 if clean else -signal.SIGABRT, "finished": clean, "same_weights": same,
             "same_losses": True}  # fmt: skip
+
+
+# A script that starts a process of its own, writes its pid and ends, the process holding the launch's output (so
+# that the launch's output ends only with it) or not; or that waits beside it.
+LEAVES_A_PROCESS = """import subprocess, sys, time
+output = subprocess.DEVNULL if sys.argv[1] == "detached" else None
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], stdout=output, stderr=output,
+                         start_new_session=True)
+open(sys.argv[2], "w").write(str(child.pid))
+if sys.argv[1] == "waits":
+    time.sleep(60)
+"""
+
+
+def _launch_leaving_a_process(folder, how: str, timeout: float) -> tuple[dict, int]:
+    script, pid_file = folder / "leaves.py", folder / "pid"
+    script.write_text(LEAVES_A_PROCESS)
+    outcome = completed_outcome(tiny_runs.launch("plain", [how, str(pid_file)], str(script), timeout=timeout))
+    return outcome, int(pid_file.read_text())
+
+
+def _ended(pid: int) -> bool:
+    """Whether the process is gone (or a zombie its new parent has not reaped), within a few seconds."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.parametrize("how", ["detached", "holds-output"])
+def test_a_process_that_outlives_its_launcher_is_an_abort_killed_and_told_where_it_stood(tmp_path, how):
+    outcome, pid = _launch_leaving_a_process(tmp_path, how, timeout=5)
+    assert outcome["returncode"] == 0 and not outcome["clean"] and outcome["markers"] == [OUTLIVED]
+    assert outcome["ending"].startswith(f"1 of its processes {OUTLIVED}; killed. Where they stood:")
+    assert f"process {pid}, " in outcome["ending"] and _ended(pid)
+
+
+def test_a_launch_past_its_timeout_is_killed_with_every_process_and_told_where_they_stood(tmp_path):
+    outcome, pid = _launch_leaving_a_process(tmp_path, "waits", timeout=3)
+    assert not outcome["clean"] and outcome["signal"] == "SIGKILL"
+    assert outcome["ending"].startswith("timed out after 3 s; killed. Where they stood:")
+    assert f"process {pid}, " in outcome["ending"] and _ended(pid)
 
 
 def test_the_stress_counts_aborts_and_mismatches_and_the_target_needs_its_full_size():

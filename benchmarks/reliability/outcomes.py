@@ -7,9 +7,12 @@ import signal
 import subprocess
 from typing import Any
 
+# What the benchmark itself notes (tiny_runs.launch) when a process of a launch outlives its launcher.
+OUTLIVED = "still running after the launcher ended"
 # What a process prints when it ends in an abort rather than an exit: a C++ std::terminate (a std::thread destroyed
-# while joinable, an exception thrown through a destructor), a Python traceback, a fatal signal's dump.
-ABORT_MARKERS = ("terminate called", "Traceback (most recent call last)", "Fatal Python error", "core dumped")
+# while joinable, an exception thrown through a destructor), a Python traceback, a fatal signal's dump; and OUTLIVED.
+ABORT_MARKERS = ("terminate called", "Traceback (most recent call last)", "Fatal Python error", "core dumped",
+                 OUTLIVED)  # fmt: skip
 
 
 def exit_outcome(returncode: int, output: str) -> dict[str, Any]:
@@ -28,8 +31,10 @@ def exit_outcome(returncode: int, output: str) -> dict[str, Any]:
 
 
 def completed_outcome(result: subprocess.CompletedProcess) -> dict[str, Any]:
-    """`exit_outcome` of a finished launch whose output was captured as text."""
-    return exit_outcome(result.returncode, (result.stdout or "") + (result.stderr or ""))
+    """`exit_outcome` of a finished launch whose output was captured as text; with what the benchmark noted of its
+    end (`stderr` of tiny_runs.launch: a timeout, processes left running, and where they stood) as `ending`."""
+    outcome = exit_outcome(result.returncode, (result.stdout or "") + (result.stderr or ""))
+    return {**outcome, "ending": result.stderr} if result.stderr else outcome
 
 
 def output_tail(output: str, lines: int = 12) -> str:

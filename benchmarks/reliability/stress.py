@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Clean exits under load: launches the resume of a tiny pretraining run (2 CPU processes, ZeRO-3 and DDP) many
 times while `--busy` processes spin the CPUs, and counts the launches that did not end cleanly (a non-zero exit, a
-rank ended by a signal, "terminate called", a traceback) and those that ended with other weights or losses than the
+rank ended by a signal, "terminate called", a traceback, a process still running after the launcher ended, a
+timeout; the record keeps where such processes stood) and those that ended with other weights or losses than the
 uninterrupted run's.
 
 Each engine first trains the tiny run (benchmarks/reliability/tiny_runs.py) to its end under the same load; every

@@ -11,7 +11,10 @@ checkpoint (ZeRO-3 initialises a new model shard by shard, so a seed alone would
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
+import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -24,12 +27,16 @@ from transformers import PreTrainedTokenizerBase
 
 from benchmarks import ROOT
 from benchmarks.common import script_environment, tiny_checkpoint
+from benchmarks.reliability.outcomes import OUTLIVED
 from spanroberta.data.demo_corpus import TINY_CORPUS
 
 ENGINES = ("plain", "ddp", "zero2", "zero3")
 SCRIPT = "run_pretraining.py"
 PROCESSES = 2  # of the distributed engines
 SHUTDOWN_SECONDS = 300
+# In each launch's environment, a value of its own: every process it starts inherits it (`process_family`).
+LAUNCH_MARK = "SPANROBERTA_BENCHMARK_LAUNCH"
+_LAUNCH_NUMBERS = itertools.count()
 
 
 @dataclass(frozen=True)
@@ -135,36 +142,72 @@ def compare_with(output_dir: Path, reference_dir: Path) -> dict[str, Any]:
 
 def start(engine: str, flags: list[str], script: str = SCRIPT) -> subprocess.Popen:
     """Starts `engine`'s command in a session of its own (a signal to this terminal does not reach it; `kill_session`
-    ends it), stdout and stderr piped as text."""
-    return subprocess.Popen(command(engine, flags, script), cwd=ROOT, env=environment(), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
+    ends it), stdout and stderr piped as text. Its environment carries a mark of its own (`LAUNCH_MARK`, kept as
+    the process's `launch_mark`), by which `process_family` finds its processes."""
+    mark = f"{os.getpid()}-{next(_LAUNCH_NUMBERS)}"
+    process = subprocess.Popen(command(engine, flags, script), cwd=ROOT, env={**environment(), LAUNCH_MARK: mark},
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               start_new_session=True)  # fmt: skip
+    process.launch_mark = mark
+    return process
 
 
 def process_family(process: subprocess.Popen) -> list[psutil.Process]:
-    """The launch and every process it started: torch's launcher starts its ranks in sessions of their own, so that
-    the launch's process group would miss them."""
-    return [psutil.Process(process.pid), *psutil.Process(process.pid).children(recursive=True)]
+    """The running processes of a launch: those whose environment carries its mark. Neither its session nor its
+    children would do: torch's launcher starts its ranks in sessions of their own, and a rank that outlives the
+    launcher is no longer anyone's child of it."""
+    family = []
+    for each in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):  # ended meanwhile, or a process of another user
+            if each.environ().get(LAUNCH_MARK) == process.launch_mark:
+                family.append(each)
+    return family
 
 
 def kill_session(process: subprocess.Popen) -> None:
     """SIGKILL to the launch and every process it started (`process_family`)."""
-    try:
-        family = process_family(process)
-    except psutil.NoSuchProcess:
-        return
-    for member in family:
+    for member in process_family(process):
         with contextlib.suppress(psutil.NoSuchProcess):
             member.kill()
 
 
+def python_stacks(processes: list[psutil.Process]) -> str:
+    """Where each process stands: py-spy's dump of its Python threads, or why there is none."""
+    py_spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
+    dumps = []
+    for each in processes:
+        if py_spy is None:
+            text = "no stack: py-spy is not installed"
+        else:
+            try:
+                dump = subprocess.run([py_spy, "dump", "--pid", str(each.pid)], capture_output=True, text=True,
+                                      timeout=60)  # fmt: skip
+                text = dump.stdout or dump.stderr
+            except subprocess.TimeoutExpired:
+                text = "no stack: py-spy did not answer in 60 s"
+        with contextlib.suppress(psutil.Error):
+            dumps.append(f"process {each.pid}, {' '.join(each.cmdline()[:4])}:\n{text.strip()}")
+    return "\n".join(dumps)
+
+
 def launch(engine: str, flags: list[str], script: str = SCRIPT, timeout: float = 900) -> subprocess.CompletedProcess:
-    """Runs `engine`'s command to its end, its output (stdout and stderr together) as `stdout`; one still running
-    after `timeout` seconds is killed with all its processes and reads as ended by SIGKILL, "timed out" noted."""
+    """Runs `engine`'s command to its end, its output (stdout and stderr together) as `stdout`. One still running
+    after `timeout` seconds, and any of its processes still running once the launcher has ended, are killed; the
+    result's `stderr` then says so (`OUTLIVED`: an abort) with where each of them stood (`python_stacks`), and a
+    launch killed at its timeout reads as ended by SIGKILL."""
     process = start(engine, flags, script)
     try:
         output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        output = None
+    ending = ""
+    left = process_family(process)
+    if left:
+        outlived = process.poll() is not None
+        stacks = python_stacks(left)
         kill_session(process)
+        ending = f"{len(left)} of its processes {OUTLIVED}" if outlived else f"timed out after {timeout:.0f} s"
+        ending += f"; killed. Where they stood:\n{stacks}"
+    if output is None:
         output, _ = process.communicate()
-        output += f"\ntimed out after {timeout:.0f} s\n"
-    return subprocess.CompletedProcess(process.args, process.returncode, output, "")
+    return subprocess.CompletedProcess(process.args, process.returncode, output, ending)
