@@ -38,6 +38,34 @@ def pytest_collection_modifyitems(config, items):
 TINY_TEXT = TINY_CORPUS
 
 
+def _rank_of_two(target, rank, rendezvous, args, results):
+    import torch
+
+    torch.distributed.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=2)
+    target(rank, *args, results)
+    torch.distributed.destroy_process_group()
+
+
+def run_two_ranks(target, rendezvous: Path, *args) -> tuple[list, list]:
+    """Runs `target(rank, *args, results)` as ranks 0 and 1 of a gloo group (meeting through the file
+    `rendezvous`), each a forked process (there is no CUDA here to fork, and spawn would import the tests again),
+    waits for both, 5 minutes at most, and returns their exit codes and what they put in the queue `results`."""
+    import torch
+
+    context = torch.multiprocessing.get_context("fork")
+    results = context.SimpleQueue()
+    processes = [context.Process(target=_rank_of_two, args=(target, rank, rendezvous, args, results))
+                 for rank in range(2)]  # fmt: skip
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=300)
+    put = []
+    while not results.empty():
+        put.append(results.get())
+    return [process.exitcode for process in processes], put
+
+
 def tiny_span_config(**overrides):
     """A SpanRobertaConfig small enough for unit tests (2 layers, hidden 32, no dropout); `overrides` win."""
     from spanroberta import SpanRobertaConfig

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import run_two_ranks
 from test_run_safety import corpus, error_of, glue_args, pretraining_args  # noqa: F401
 
 from spanroberta.errors import UserInputError
@@ -124,37 +125,24 @@ def test_a_filesystem_without_hard_links_takes_the_lock_by_exclusive_creation(tm
         hold_output_folder(folder, "run_pretraining.py")
 
 
-def claim_in_rank(rank, rendezvous, folder, results):
+def claim_in_rank(rank, folder, results):
     """One of two gloo processes claiming `folder`: only rank 0 takes the lock, as only the main process saves."""
-    import torch
-
     from spanroberta.runs.output_folder import claim_output_folder
 
-    torch.distributed.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=2)
     try:
         claim_output_folder(folder, "run_pretraining.py", takes_lock=rank == 0)
         results.put((rank, None))
     except UserInputError as error:
         results.put((rank, str(error)))
-    torch.distributed.destroy_process_group()
 
 
 def test_every_process_learns_the_locks_refusal_before_it_builds_a_model(tmp_path, other_process):
     """The process that does not take the lock is refused with the main process's line, not left to build its
     model (and then to wait for a peer that has exited)."""
-    import torch
-
     write_lock(tmp_path / "out", pid=other_process)
-    context = torch.multiprocessing.get_context("fork")
-    results = context.SimpleQueue()
-    processes = [context.Process(target=claim_in_rank, args=(rank, tmp_path / "rendezvous", tmp_path / "out", results))
-                 for rank in range(2)]  # fmt: skip
-    for process in processes:
-        process.start()
-    for process in processes:
-        process.join(timeout=300)
-    assert [process.exitcode for process in processes] == [0, 0]
-    refusals = dict(results.get() for _ in processes)
+    exit_codes, results = run_two_ranks(claim_in_rank, tmp_path / "rendezvous", tmp_path / "out")
+    assert exit_codes == [0, 0]
+    refusals = dict(results)
     assert refusals[0] == refusals[1] and f"in use by another run: run_pretraining.py (process {other_process}" in \
         refusals[0]  # fmt: skip
     assert not (tmp_path / "out" / RUN_MARKER).exists()

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import PROJECT_ROOT
+from conftest import PROJECT_ROOT, run_two_ranks
 from test_resume import MAX_STEPS, SAVE_STEPS, final_weights, resume, run_args, uninterrupted  # noqa: F401
 from transformers import TrainerControl
 
@@ -63,9 +63,8 @@ def test_every_process_stops_after_the_same_step(tmp_path):
         torch.distributed.destroy_process_group()
 
 
-def stop_step_of_rank(rank, rendezvous, results):
+def stop_step_of_rank(rank, results):
     """One of two gloo processes: only rank 1 is told to stop, during step 2."""
-    torch.distributed.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=2)
     callback, control = SaveOnPreemption(), TrainerControl()
     for step in range(1, 5):
         if rank == 1 and step == 2:
@@ -74,20 +73,12 @@ def stop_step_of_rank(rank, rendezvous, results):
         if control.should_training_stop:
             break
     results.put((rank, callback.stopped_at, control.should_save))
-    torch.distributed.destroy_process_group()
 
 
 def test_a_signal_to_one_process_stops_every_process_after_the_same_step(tmp_path):
-    context = torch.multiprocessing.get_context("fork")  # no CUDA here; spawn would import the tests again
-    results = context.SimpleQueue()
-    processes = [context.Process(target=stop_step_of_rank, args=(rank, tmp_path / "rendezvous", results))
-                 for rank in range(2)]  # fmt: skip
-    for process in processes:
-        process.start()
-    for process in processes:
-        process.join(timeout=300)
-    assert [process.exitcode for process in processes] == [0, 0]
-    assert sorted(results.get() for _ in processes) == [(0, 2, True), (1, 2, True)]
+    exit_codes, results = run_two_ranks(stop_step_of_rank, tmp_path / "rendezvous")
+    assert exit_codes == [0, 0]
+    assert sorted(results) == [(0, 2, True), (1, 2, True)]
 
 
 def test_the_resume_command_replaces_any_resume_flag():
@@ -230,9 +221,9 @@ def test_a_signal_after_the_last_step_lets_the_run_finish_and_complete(tmp_path,
     assert signal_noted() is None
 
 
-def stop_before_training_in_rank(rank, rendezvous, output_dir):
-    """One of two gloo processes, of which only rank 1 took a SIGTERM before training."""
-    torch.distributed.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=2)
+def stop_before_training_in_rank(rank, output_dir, results):
+    """One of two gloo processes, of which only rank 1 took a SIGTERM before training (neither puts a result: both
+    end with the preemption's exit code)."""
     with signals_noted("run_pretraining.py"):
         if rank == 1:
             os.kill(os.getpid(), signal.SIGTERM)
@@ -240,14 +231,8 @@ def stop_before_training_in_rank(rank, rendezvous, output_dir):
 
 
 def test_a_signal_before_training_to_one_process_stops_every_process(tmp_path):
-    context = torch.multiprocessing.get_context("fork")
-    processes = [context.Process(target=stop_before_training_in_rank, args=(rank, tmp_path / "rendezvous", tmp_path))
-                 for rank in range(2)]  # fmt: skip
-    for process in processes:
-        process.start()
-    for process in processes:
-        process.join(timeout=300)
-    assert [process.exitcode for process in processes] == [PREEMPTED_EXIT_CODE] * 2
+    exit_codes, _ = run_two_ranks(stop_before_training_in_rank, tmp_path / "rendezvous", tmp_path)
+    assert exit_codes == [PREEMPTED_EXIT_CODE] * 2
     # Written by the main process, which did not take the signal itself.
     assert json.loads((tmp_path / PREEMPTED_FILE).read_text())["signal"] == "SIGTERM"
 

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 import transformers
+from conftest import run_two_ranks
 from test_run_safety import SCRIPTS, corpus, pretraining_args  # noqa: F401
 from transformers.trainer_utils import get_last_checkpoint
 
@@ -98,9 +99,8 @@ def _tiny_trainer(out: Path) -> RunTrainer:
     return RunTrainer(model=transformers.BertForSequenceClassification(config), args=args, train_dataset=examples)
 
 
-def failure_seen_by_rank(rank, rendezvous, staging, failing_rank, failure, results):
+def failure_seen_by_rank(rank, staging, failing_rank, failure, results):
     """One of two gloo processes saving together: only `failing_rank`'s share fails, with `failure`."""
-    torch.distributed.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=2)
     trainer = SimpleNamespace(args=SimpleNamespace(device=torch.device("cpu"), output_dir=str(staging.parent)),
                               is_world_process_zero=lambda: rank == 0)  # fmt: skip
     try:
@@ -110,7 +110,6 @@ def failure_seen_by_rank(rank, rendezvous, staging, failing_rank, failure, resul
         results.put((rank, None, ""))
     except Exception as error:
         results.put((rank, type(error).__name__, str(error)))
-    torch.distributed.destroy_process_group()
 
 
 @pytest.mark.parametrize("failing_rank", [0, 1])
@@ -119,17 +118,9 @@ def test_a_save_that_fails_on_one_process_stops_every_process(failing_rank, fail
     staging = tmp_path / "tmp-checkpoint-4"
     (staging / "checkpoint-4").mkdir(parents=True)
     error = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)) if failure == "ENOSPC" else ValueError("a bug")
-    context = torch.multiprocessing.get_context("fork")  # no CUDA here; spawn would import the tests again
-    results = context.SimpleQueue()
-    processes = [context.Process(target=failure_seen_by_rank,
-                                 args=(rank, tmp_path / "rendezvous", staging, failing_rank, error, results))
-                 for rank in range(2)]  # fmt: skip
-    for process in processes:
-        process.start()
-    for process in processes:
-        process.join(timeout=300)
-    assert [process.exitcode for process in processes] == [0, 0]  # neither waited forever
-    seen = dict((rank, (kind, message)) for rank, kind, message in (results.get() for _ in processes))
+    exit_codes, results = run_two_ranks(failure_seen_by_rank, tmp_path / "rendezvous", staging, failing_rank, error)
+    assert exit_codes == [0, 0]  # neither waited forever
+    seen = dict((rank, (kind, message)) for rank, kind, message in results)
     expected = DiskFullError.__name__ if failure == "ENOSPC" else ValueError.__name__
     assert seen[failing_rank][0] == expected
     assert seen[1 - failing_rank] == (
