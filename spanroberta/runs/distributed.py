@@ -53,6 +53,11 @@ def launched_processes() -> int:
     return 1
 
 
+def in_process_group() -> bool:
+    """Whether this process belongs to an initialised torch.distributed process group."""
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
+
+
 def training_processes(args: TrainingArguments) -> int:
     """How many processes train: the launcher's count, which under DeepSpeed on CPU processes is known before the
     Trainer sets up its world, else the world `args` sees."""
@@ -118,7 +123,7 @@ def _adopt_deepspeed_cpu_group(args: TrainingArguments, launched: int) -> bool:
     shard the data nor keep its files to the main process, though the engine averages gradients over all. Copies
     the real world into the shared state (one state per process, read by TrainingArguments and the Accelerator
     alike); returns whether it did."""
-    if not torch.distributed.is_available() or not torch.distributed.is_initialized():
+    if not in_process_group():
         return False
     state = PartialState()
     if state.distributed_type != DistributedType.DEEPSPEED or state.backend is not None:
@@ -159,7 +164,7 @@ def weights_are_finite(model: torch.nn.Module, accelerator) -> bool:
 def any_process(flag: bool, device: torch.device) -> bool:
     """Whether `flag` is true on any process of the run (`flag` itself outside a distributed run). Every process must
     call it: a process that met an error says so here instead of leaving the others waiting at a barrier."""
-    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+    if not in_process_group():
         return flag
     agreed = torch.tensor([int(flag)], dtype=torch.int32, device=device)
     torch.distributed.all_reduce(agreed, op=torch.distributed.ReduceOp.MAX)
@@ -179,7 +184,7 @@ def finish_processes() -> None:
     while every peer is still at this point, and tqdm's monitor threads are stopped. A live DeepSpeed engine still
     holds its groups (ZeRO-3: each parameter's `ds_process_group`, the optimizer's `dp_process_group`) until the
     Trainer that holds it is released; the gloo threads left then are logged at debug level."""
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
+    if in_process_group():
         torch.distributed.barrier()
         if not _process_group_kept:
             _destroy_process_groups()
@@ -254,7 +259,7 @@ def every_process_says(value: Any) -> list[Any]:
     """`value` (picklable) as each process gives it, in rank order; `[value]` without a process group. Every
     process must call it: for a decision that one process makes and all must act on (a refused output folder, a
     preemption signal that reached only some processes)."""
-    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+    if not in_process_group():
         return [value]
     gathered: list[Any] = [None] * torch.distributed.get_world_size()
     torch.distributed.all_gather_object(gathered, value)

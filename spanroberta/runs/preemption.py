@@ -52,7 +52,7 @@ from transformers import TrainerCallback, TrainerControl, TrainerState, Training
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from .checkpoints import find_checkpoints
-from .distributed import every_process_says, finish_processes
+from .distributed import every_process_says, finish_processes, in_process_group
 
 PREEMPTION_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 PREEMPTED_EXIT_CODE = 75
@@ -74,7 +74,7 @@ class SaveOnPreemption(TrainerCallback):
     def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                        **kwargs: Any) -> None:
         # Every process begins training together, so the group is made collectively here, once.
-        if torch.distributed.is_available() and torch.distributed.is_initialized() and self._flag_group is None:
+        if in_process_group() and self._flag_group is None:
             on_cpu = torch.distributed.get_backend() == "gloo"
             self._flag_group = torch.distributed.group.WORLD if on_cpu else torch.distributed.new_group(backend="gloo")
 
@@ -99,7 +99,7 @@ class SaveOnPreemption(TrainerCallback):
 
     def _agreed(self, args: TrainingArguments) -> bool:
         """Whether any process was told to stop."""
-        if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        if not in_process_group():
             return self.requested_by is not None
         flag = torch.tensor([self.requested_by is not None], dtype=torch.int32)
         torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX, group=self._flag_group)
