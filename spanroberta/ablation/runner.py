@@ -33,9 +33,10 @@ from accelerate import PartialState
 from accelerate.utils import broadcast_object_list
 
 from ..errors import UserInputError
-from ..runs.distributed import every_process_says, finish_processes, process_group_kept
+from ..runs.distributed import finish_processes, process_group_kept
 from ..runs.output_folder import claim_output_folder
-from ..runs.preemption import PREEMPTED_EXIT_CODE, PREEMPTED_FILE, signal_noted, write_preempted_mark
+from ..runs.preemption import (PREEMPTED_EXIT_CODE, PREEMPTED_FILE, signal_noted_by_any_process,
+                               write_preempted_mark)  # fmt: skip
 from .config import AblationConfig, script_command
 from .plots import plot_pretraining_losses, plot_scores
 from .results import pretraining_figures, records, results_json, results_markdown
@@ -89,9 +90,9 @@ def run_ablation(config: AblationConfig, output_dir: str | Path, log: Callable[[
         # Each script's main() would close the process group at its end; the next unit needs it.
         with process_group_kept():
             for position, unit in enumerate(to_run, start=1):
-                signalled = [name for name in every_process_says(signal_noted()) if name is not None]
-                if signalled:
-                    raise Preempted(signalled[0], None)
+                signalled = signal_noted_by_any_process()
+                if signalled is not None:
+                    raise Preempted(signalled, None)
                 say(f"[ablation] unit {position}/{len(to_run)}: {unit.describe()} ({len(to_run) - position} left "
                     "after it)")  # fmt: skip
                 seconds = _run_unit(config, unit, root, state)

@@ -170,12 +170,18 @@ def catch_preemption_signals(callback: SaveOnPreemption) -> Iterator[None]:
                 _noted["signal"] = callback.requested_by
 
 
+def signal_noted_by_any_process() -> str | None:
+    """The preemption signal that a process of the run noted outside the step loop (the first in rank order), or
+    None. Every process must call it."""
+    return next((name for name in every_process_says(signal_noted()) if name is not None), None)
+
+
 def stop_if_signalled(output_dir: str, is_main_process: bool) -> None:
     """Before training: when any process has noted a preemption signal, every process ends the run here, with
     nothing to save (`exit_preempted`). Every process must call it."""
-    signalled = [name for name in every_process_says(signal_noted()) if name is not None]
-    if signalled:
-        exit_preempted(signalled[0], None, output_dir, is_main_process)
+    signalled = signal_noted_by_any_process()
+    if signalled is not None:
+        exit_preempted(signalled, None, output_dir, is_main_process)
 
 
 def resume_command(argv: Sequence[str], checkpoint: str) -> str:
